@@ -1,0 +1,1 @@
+//! Metadata quorum (openraft), KRaft-style metadata records and the metadata image.

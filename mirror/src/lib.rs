@@ -1,0 +1,1 @@
+//! Cluster mirroring (KIP-1279): mirror metadata manager, partition state machine, fetcher.

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs what the build and the test suite need. Idempotent and quiet when
+# everything is already present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo is required (rustup: https://rustup.rs)" >&2
+  exit 1
+fi
+if ! cargo nextest --version >/dev/null 2>&1; then
+  cargo install cargo-nextest --locked
+fi

@@ -1,0 +1,1 @@
+//! Integration, interoperability and fault tests live under `tests/tests/`.
