@@ -1,6 +1,15 @@
 //! Kafka-format partition logs: segments, indexes, leader epochs, producer
 //! state, recovery, retention and compaction. No networking lives here.
 
+pub mod checkpoint;
+pub mod cleaner;
+pub mod config;
+pub mod epoch_cache;
 pub mod error;
+pub mod index;
+pub mod log;
+pub mod producer_state;
+pub mod segment;
+pub mod txn_index;
 
 pub use error::{Result, StorageError};

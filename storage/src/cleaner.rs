@@ -1,0 +1,242 @@
+//! Log compaction (`cleanup.policy=compact`): keeps the latest record per
+//! key, drops tombstones once `delete.retention.ms` has passed, never touches
+//! the active segment, and preserves offsets.
+//!
+//! Each sealed segment is rewritten in place of itself: the cleaned copy is
+//! written to `<base>.log.cleaned`, fsynced, renamed to `<base>.log.swap` (the
+//! commit point), then renamed over `<base>.log`. A crash before the swap
+//! leaves the old segment; after it, recovery finishes the rename. Kept
+//! records are copied byte for byte; only batch headers (count, length, CRC)
+//! are rewritten, and batches are recompressed with their own codec.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Write;
+use std::ops::ControlFlow;
+
+use ottla_protocol::batch::{BatchView, BatchViewMut, Compression, BATCH_HEADER_LEN, LOG_OVERHEAD};
+use ottla_protocol::records::{compress_records, records_section, walk_records};
+use tracing::info;
+
+use crate::error::Result;
+use crate::log::{fsync_dir, PartitionLog};
+use crate::segment::{remove_if_exists, segment_file_name, LogSegment};
+
+/// What one compaction pass did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CompactionStats {
+    pub segments_rewritten: usize,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub records_removed: u64,
+}
+
+impl PartitionLog {
+    /// Offset below which compaction may work: the start of the active
+    /// segment, bounded by the high watermark and the first open transaction.
+    fn cleanable_end(&self) -> i64 {
+        self.active_base().min(self.last_stable_offset())
+    }
+
+    /// Runs one compaction pass if the policy asks for it. `now_ms` decides
+    /// which tombstones have outlived `delete.retention.ms` and which records
+    /// are still within `min.compaction.lag.ms`.
+    pub fn compact(&mut self, now_ms: i64) -> Result<CompactionStats> {
+        let mut stats = CompactionStats::default();
+        if !self.config().cleanup_policy.compact {
+            return Ok(stats);
+        }
+        let end = self.cleanable_end();
+        let lag = self.config().min_compaction_lag_ms;
+        let tombstone_horizon = now_ms.saturating_sub(self.config().delete_retention_ms);
+        let bases: Vec<i64> = self
+            .segments_mut()
+            .values()
+            .filter(|s| s.next_offset() <= end && !s.is_empty() && now_ms.saturating_sub(s.max_timestamp()) >= lag)
+            .map(LogSegment::base_offset)
+            .collect();
+        if bases.is_empty() {
+            return Ok(stats);
+        }
+        let latest = self.latest_offsets_by_key(&bases)?;
+        let last_batch_of_producer = self.last_batch_offsets_of_producers();
+        for base in bases {
+            let drop_tombstones = self.segments_mut()[&base].max_timestamp() < tombstone_horizon;
+            let plan = CleanPlan {
+                latest: &latest,
+                keep_empty: &last_batch_of_producer,
+                drop_tombstones,
+            };
+            let (cleaned, removed) = clean_segment(&self.segments_mut()[&base], &plan)?;
+            let before = self.segments_mut()[&base].size();
+            if removed == 0 {
+                continue;
+            }
+            stats.bytes_before += before;
+            stats.bytes_after += cleaned.len() as u64;
+            stats.records_removed += removed;
+            stats.segments_rewritten += 1;
+            self.swap_in_cleaned(base, &cleaned)?;
+        }
+        if stats.segments_rewritten > 0 {
+            info!(dir = %self.dir().display(), ?stats, "compacted log");
+        }
+        Ok(stats)
+    }
+
+    /// key -> offset of its latest record, over the segments to clean.
+    fn latest_offsets_by_key(&mut self, bases: &[i64]) -> Result<HashMap<Vec<u8>, i64>> {
+        let mut latest = HashMap::new();
+        let mut failure = None;
+        for base in bases {
+            let seg = &self.segments_mut()[base];
+            seg.scan(0, |_, view| {
+                if view.is_control() {
+                    return ControlFlow::Continue(());
+                }
+                let section = match records_section(&view) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        failure = Some(e);
+                        return ControlFlow::Break(());
+                    }
+                };
+                let walked = walk_records(&section, |r| {
+                    if let Some(key) = r.key {
+                        latest.insert(key.to_vec(), view.base_offset() + r.offset_delta as i64);
+                    }
+                });
+                if let Err(e) = walked {
+                    failure = Some(e);
+                    return ControlFlow::Break(());
+                }
+                ControlFlow::Continue(())
+            })?;
+        }
+        match failure {
+            Some(e) => Err(e.into()),
+            None => Ok(latest),
+        }
+    }
+
+    /// Producers' last batches stay in the log even when emptied, so their
+    /// sequence numbers survive compaction (as in Kafka).
+    fn last_batch_offsets_of_producers(&self) -> std::collections::HashSet<i64> {
+        self.producer_state()
+            .active_producers()
+            .filter_map(|p| p.batches.back().map(|b| b.last_offset))
+            .collect()
+    }
+
+    fn swap_in_cleaned(&mut self, base: i64, cleaned: &[u8]) -> Result<()> {
+        let dir = self.dir().to_path_buf();
+        let log_path = segment_file_name(&dir, base, ".log");
+        let cleaned_path = segment_file_name(&dir, base, ".log.cleaned");
+        let swap_path = segment_file_name(&dir, base, ".log.swap");
+        let mut f = fs::File::create(&cleaned_path)?;
+        f.write_all(cleaned)?;
+        f.sync_all()?;
+        fs::rename(&cleaned_path, &swap_path)?;
+        fsync_dir(&dir)?;
+        let cfg = self.config().clone();
+        let old = self.segments_mut().remove(&base).expect("segment to swap");
+        let aborted = old.txn_index().all().to_vec();
+        drop(old);
+        fs::rename(&swap_path, &log_path)?;
+        for suffix in [".index", ".timeindex", ".txnindex"] {
+            remove_if_exists(&segment_file_name(&dir, base, suffix))?;
+        }
+        let mut seg = LogSegment::open_for_recovery(&dir, base, cfg.segment_index_bytes, cfg.index_interval_bytes)?;
+        seg.recover(usize::MAX, None, |_| None)?;
+        for txn in &aborted {
+            seg.append_aborted_txn(txn)?;
+        }
+        seg.seal()?;
+        fsync_dir(&dir)?;
+        self.segments_mut().insert(base, seg);
+        Ok(())
+    }
+}
+
+struct CleanPlan<'a> {
+    latest: &'a HashMap<Vec<u8>, i64>,
+    keep_empty: &'a std::collections::HashSet<i64>,
+    drop_tombstones: bool,
+}
+
+/// Rewrites one segment's batches, returning the new bytes and how many
+/// records were removed.
+fn clean_segment(seg: &LogSegment, plan: &CleanPlan<'_>) -> Result<(Vec<u8>, u64)> {
+    let mut out = Vec::with_capacity(seg.size() as usize);
+    let mut removed = 0u64;
+    let mut failure = None;
+    seg.scan(0, |_, view| {
+        match clean_batch(&view, plan) {
+            Ok(CleanedBatch::Unchanged) => out.extend_from_slice(view.bytes()),
+            Ok(CleanedBatch::Rewritten { bytes, removed: n }) => {
+                out.extend_from_slice(&bytes);
+                removed += n;
+            }
+            Ok(CleanedBatch::Dropped { removed: n }) => removed += n,
+            Err(e) => {
+                failure = Some(e);
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    })?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok((out, removed)),
+    }
+}
+
+enum CleanedBatch {
+    Unchanged,
+    Rewritten { bytes: Vec<u8>, removed: u64 },
+    Dropped { removed: u64 },
+}
+
+fn clean_batch(view: &BatchView<'_>, plan: &CleanPlan<'_>) -> Result<CleanedBatch> {
+    // Transactional data and markers are kept whole: removing aborted data
+    // needs the transaction index walk Kafka's cleaner does, which Ottla
+    // does not do yet.
+    if view.is_control() || view.is_transactional() {
+        return Ok(CleanedBatch::Unchanged);
+    }
+    let section = records_section(view)?;
+    let mut kept: Vec<u8> = Vec::with_capacity(section.len());
+    let mut kept_count = 0i32;
+    let total = walk_records(&section, |r| {
+        let offset = view.base_offset() + r.offset_delta as i64;
+        let superseded = r.key.is_some_and(|k| plan.latest.get(k).is_some_and(|&o| o > offset));
+        let expired_tombstone = r.value.is_none() && plan.drop_tombstones;
+        if !superseded && !expired_tombstone {
+            kept.extend_from_slice(r.raw);
+            kept_count += 1;
+        }
+    })?;
+    let removed = (total as i32 - kept_count) as u64;
+    if removed == 0 {
+        return Ok(CleanedBatch::Unchanged);
+    }
+    if kept_count == 0 && !(view.has_producer_id() && plan.keep_empty.contains(&view.last_offset())) {
+        return Ok(CleanedBatch::Dropped { removed });
+    }
+    let codec = view.compression().unwrap_or(Compression::None);
+    let payload = if kept_count == 0 {
+        Vec::new()
+    } else {
+        compress_records(codec, &kept)?
+    };
+    // Same header (base offset, lastOffsetDelta, producer fields, epoch),
+    // new count, length and CRC.
+    let mut bytes = Vec::with_capacity(BATCH_HEADER_LEN + payload.len());
+    bytes.extend_from_slice(&view.bytes()[..BATCH_HEADER_LEN]);
+    bytes.extend_from_slice(&payload);
+    let length = (bytes.len() - LOG_OVERHEAD) as i32;
+    bytes[8..12].copy_from_slice(&length.to_be_bytes());
+    bytes[57..61].copy_from_slice(&kept_count.to_be_bytes());
+    BatchViewMut::new(&mut bytes).update_crc();
+    Ok(CleanedBatch::Rewritten { bytes, removed })
+}

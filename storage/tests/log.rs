@@ -1,0 +1,522 @@
+//! Partition-log behaviour: append paths, reads, rolls, recovery, truncation,
+//! retention, transactions and compaction.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use ottla_protocol::batch::{
+    txn_marker_value, BatchBuilder, BatchIter, BatchView, ControlType, SimpleRecord,
+};
+use ottla_protocol::records::{records_section, walk_records};
+use ottla_storage::config::{CleanupPolicy, LogConfig};
+use ottla_storage::log::{FetchIsolation, LogOpenOptions, PartitionLog};
+use ottla_storage::producer_state::AppendOrigin;
+use ottla_storage::StorageError;
+use proptest::prelude::*;
+
+const NOW: i64 = 1_700_000_000_000;
+
+fn records(n: usize, ts: i64, prefix: &str) -> Vec<SimpleRecord> {
+    (0..n)
+        .map(|i| SimpleRecord {
+            timestamp: ts,
+            key: Some(format!("{prefix}-k{i}").into_bytes()),
+            value: Some(vec![b'x'; 100]),
+            headers: vec![],
+        })
+        .collect()
+}
+
+fn client_batch(n: usize) -> Vec<u8> {
+    BatchBuilder::default().build(&records(n, NOW, "r"))
+}
+
+fn small_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 256,
+        ..LogConfig::default()
+    }
+}
+
+fn open(dir: &Path, cfg: LogConfig, clean: bool) -> PartitionLog {
+    PartitionLog::open(
+        dir,
+        cfg,
+        LogOpenOptions {
+            clean_shutdown: clean,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn append(log: &mut PartitionLog, n: usize, epoch: i32) -> (i64, i64) {
+    let mut b = client_batch(n);
+    let info = log
+        .append_as_leader(&mut b, epoch, AppendOrigin::Client, NOW)
+        .unwrap();
+    (info.first_offset, info.last_offset)
+}
+
+fn read_all(log: &PartitionLog, from: i64) -> Vec<(i64, i64, i32)> {
+    let mut out = Vec::new();
+    let mut offset = from;
+    loop {
+        let info = log
+            .read(offset, 1 << 20, FetchIsolation::LogEnd, true)
+            .unwrap();
+        let Some(slice) = info.slice else { break };
+        let bytes = slice.read().unwrap();
+        for b in BatchIter::new(&bytes) {
+            let b = b.unwrap();
+            b.validate().unwrap();
+            out.push((b.base_offset(), b.last_offset(), b.partition_leader_epoch()));
+            offset = b.next_offset();
+        }
+    }
+    out
+}
+
+#[test]
+fn leader_append_assigns_offsets_and_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), false);
+    assert_eq!(append(&mut log, 3, 0), (0, 2));
+    assert_eq!(append(&mut log, 2, 5), (3, 4));
+    assert_eq!(log.log_end_offset(), 5);
+    assert_eq!(read_all(&log, 0), vec![(0, 2, 0), (3, 4, 5)]);
+    // A read from inside a batch returns that whole batch.
+    assert_eq!(read_all(&log, 1)[0], (0, 2, 0));
+    assert_eq!(log.end_offset_for_epoch(0), (0, 3));
+    assert_eq!(log.end_offset_for_epoch(5), (5, 5));
+    assert_eq!(log.latest_epoch(), Some(5));
+}
+
+#[test]
+fn corrupt_and_oversized_input_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), false);
+    let mut b = client_batch(2);
+    let last = b.len() - 1;
+    b[last] ^= 0xff;
+    assert!(matches!(
+        log.append_as_leader(&mut b, 0, AppendOrigin::Client, NOW),
+        Err(StorageError::Corrupt(_))
+    ));
+    let mut big = BatchBuilder::default().build(&[SimpleRecord {
+        timestamp: NOW,
+        key: None,
+        value: Some(vec![0; 2_000_000]),
+        headers: vec![],
+    }]);
+    assert!(matches!(
+        log.append_as_leader(&mut big, 0, AppendOrigin::Client, NOW),
+        Err(StorageError::MessageTooLarge { .. })
+    ));
+    let mut future = BatchBuilder::default().build(&records(1, NOW + 10 * 3_600_000, "f"));
+    assert!(matches!(
+        log.append_as_leader(&mut future, 0, AppendOrigin::Client, NOW),
+        Err(StorageError::InvalidTimestamp { .. })
+    ));
+    let mut control = BatchBuilder {
+        producer_id: 1,
+        producer_epoch: 0,
+        transactional: true,
+        ..Default::default()
+    }
+    .build_control(ControlType::Commit, NOW, txn_marker_value(0));
+    assert!(log
+        .append_as_leader(&mut control, 0, AppendOrigin::Client, NOW)
+        .is_err());
+    assert_eq!(log.log_end_offset(), 0, "nothing was written");
+}
+
+#[test]
+fn log_append_time_is_stamped() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        message_timestamp_type: ottla_protocol::batch::TimestampType::LogAppendTime,
+        ..small_config()
+    };
+    let mut log = open(dir.path(), cfg, false);
+    let mut b = BatchBuilder::default().build(&records(1, 5, "t"));
+    let info = log
+        .append_as_leader(&mut b, 0, AppendOrigin::Client, NOW)
+        .unwrap();
+    assert_eq!(info.log_append_time, NOW);
+    let bytes = log
+        .read(0, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read()
+        .unwrap();
+    let v = BatchView::parse(&bytes).unwrap();
+    v.validate().unwrap();
+    assert_eq!(v.max_timestamp(), NOW);
+}
+
+#[test]
+fn segments_roll_and_survive_clean_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), false);
+    for _ in 0..50 {
+        append(&mut log, 3, 1);
+    }
+    assert!(log.segment_count() >= 4, "rolled by segment.bytes");
+    let before = read_all(&log, 0);
+    assert_eq!(before.len(), 50);
+    log.close().unwrap();
+    let log = open(dir.path(), small_config(), true);
+    assert_eq!(log.log_end_offset(), 150);
+    assert_eq!(read_all(&log, 0), before);
+    assert_eq!(read_all(&log, 77)[0].0, 75);
+    // Kafka's file names
+    assert!(dir.path().join("00000000000000000000.log").exists());
+    assert!(dir.path().join("00000000000000000000.index").exists());
+    assert!(dir.path().join("00000000000000000000.timeindex").exists());
+    assert!(dir.path().join("leader-epoch-checkpoint").exists());
+}
+
+#[test]
+fn torn_tail_is_cut_on_unclean_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), false);
+    for _ in 0..5 {
+        append(&mut log, 2, 0);
+    }
+    log.flush().unwrap();
+    drop(log);
+    let path = dir.path().join("00000000000000000000.log");
+    let len = std::fs::metadata(&path).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(len - 7).unwrap();
+    let log = open(dir.path(), small_config(), false);
+    assert_eq!(log.log_end_offset(), 8);
+    assert_eq!(read_all(&log, 0).len(), 4);
+}
+
+#[test]
+fn bit_flip_truncates_at_the_corrupt_batch_and_later_segments_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), false);
+    for _ in 0..40 {
+        append(&mut log, 3, 0);
+    }
+    let bases = log.segment_bases();
+    drop(log);
+    // Corrupt a byte in the middle of the second segment.
+    let second = dir.path().join(format!("{:020}.log", bases[1]));
+    let mut data = std::fs::read(&second).unwrap();
+    let mid = data.len() / 2;
+    data[mid] ^= 0x40;
+    std::fs::write(&second, &data).unwrap();
+    let log = open(dir.path(), small_config(), false);
+    let batches = read_all(&log, 0);
+    assert!(log.log_end_offset() < 120);
+    assert!(log.log_end_offset() >= bases[1]);
+    assert_eq!(batches.last().unwrap().1 + 1, log.log_end_offset());
+    assert_eq!(log.segment_count(), 2, "segments after the corruption are deleted");
+}
+
+#[test]
+fn verbatim_append_is_byte_identical() {
+    let src_dir = tempfile::tempdir().unwrap();
+    let dst_dir = tempfile::tempdir().unwrap();
+    let mut src = open(src_dir.path(), small_config(), false);
+    for epoch in [0, 0, 3, 7] {
+        let mut b = BatchBuilder {
+            producer_id: 42,
+            producer_epoch: 1,
+            base_sequence: (src.log_end_offset()) as i32,
+            ..Default::default()
+        }
+        .build(&records(4, NOW, "m"));
+        src.append_as_leader(&mut b, epoch, AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    let bytes = src
+        .read(0, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read()
+        .unwrap();
+    let mut dst = open(dst_dir.path(), small_config(), false);
+    dst.append_verbatim(&bytes, NOW).unwrap();
+    let copy = dst
+        .read(0, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read()
+        .unwrap();
+    assert_eq!(copy, bytes);
+    assert_eq!(dst.epoch_cache().entries(), src.epoch_cache().entries());
+    assert_eq!(dst.end_offset_for_epoch(3), (3, 12));
+    // Overlapping offsets are refused; a gap (compacted source) is accepted.
+    assert!(matches!(
+        dst.append_verbatim(&bytes, NOW),
+        Err(StorageError::NonContiguousOffsets { .. })
+    ));
+    let gap = BatchBuilder {
+        base_offset: 100,
+        leader_epoch: 7,
+        ..Default::default()
+    }
+    .build(&records(1, NOW, "g"));
+    dst.append_verbatim(&gap, NOW).unwrap();
+    assert_eq!(dst.log_end_offset(), 101);
+}
+
+#[test]
+fn truncation_moves_the_end_and_the_epoch_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), false);
+    for epoch in 0..30 {
+        append(&mut log, 2, epoch / 10);
+    }
+    log.set_high_watermark(60);
+    log.truncate_to(31).unwrap();
+    // The batch 30..31 straddles nothing: 31 is inside batch 30-31, which goes.
+    assert_eq!(log.log_end_offset(), 30);
+    assert_eq!(log.high_watermark(), 30);
+    assert_eq!(log.latest_epoch(), Some(1));
+    assert_eq!(read_all(&log, 0).len(), 15);
+    assert_eq!(append(&mut log, 1, 4), (30, 30));
+    log.truncate_fully_and_start_at(1000).unwrap();
+    assert_eq!(log.log_start_offset(), 1000);
+    assert_eq!(log.log_end_offset(), 1000);
+    assert_eq!(log.latest_epoch(), None);
+    assert_eq!(append(&mut log, 1, 9), (1000, 1000));
+    assert!(matches!(
+        log.read(5, 100, FetchIsolation::LogEnd, true),
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
+}
+
+#[test]
+fn retention_and_delete_records_advance_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        retention_bytes: 8192,
+        ..small_config()
+    };
+    let mut log = open(dir.path(), cfg, false);
+    for _ in 0..60 {
+        append(&mut log, 3, 0);
+    }
+    log.set_high_watermark(log.log_end_offset());
+    let deleted = log.apply_retention(NOW).unwrap();
+    assert!(deleted > 0);
+    assert!(log.size_bytes() <= 8192 + 4096);
+    let start = log.log_start_offset();
+    assert!(start > 0);
+    assert!(matches!(
+        log.read(0, 100, FetchIsolation::HighWatermark, true),
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
+    let new_start = log.delete_records_before(start + 10).unwrap();
+    assert_eq!(new_start, start + 10);
+    assert!(log.delete_records_before(10_000).is_err(), "not past the high watermark");
+    // Time retention removes everything old, rolling the active segment.
+    let cfg = LogConfig {
+        retention_ms: 1000,
+        ..small_config()
+    };
+    log.set_config(cfg);
+    log.apply_retention(NOW + 10_000).unwrap();
+    assert_eq!(log.log_start_offset(), log.log_end_offset());
+}
+
+#[test]
+fn transactions_drive_the_lso_and_the_aborted_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), false);
+    let txn = |pid: i64, seq: i32| {
+        BatchBuilder {
+            producer_id: pid,
+            producer_epoch: 0,
+            base_sequence: seq,
+            transactional: true,
+            ..Default::default()
+        }
+        .build(&records(2, NOW, "t"))
+    };
+    let marker = |pid: i64, ct: ControlType| {
+        BatchBuilder {
+            producer_id: pid,
+            producer_epoch: 0,
+            transactional: true,
+            ..Default::default()
+        }
+        .build_control(ct, NOW, txn_marker_value(0))
+    };
+    append(&mut log, 1, 0); // 0
+    log.append_as_leader(&mut txn(7, 0), 0, AppendOrigin::Client, NOW).unwrap(); // 1-2
+    log.append_as_leader(&mut txn(8, 0), 0, AppendOrigin::Client, NOW).unwrap(); // 3-4
+    log.set_high_watermark(log.log_end_offset());
+    assert_eq!(log.last_stable_offset(), 1);
+    log.append_as_leader(&mut marker(7, ControlType::Abort), 0, AppendOrigin::Coordinator, NOW)
+        .unwrap(); // 5
+    log.set_high_watermark(log.log_end_offset());
+    assert_eq!(log.last_stable_offset(), 3);
+    log.append_as_leader(&mut marker(8, ControlType::Commit), 0, AppendOrigin::Coordinator, NOW)
+        .unwrap(); // 6
+    log.set_high_watermark(log.log_end_offset());
+    assert_eq!(log.last_stable_offset(), 7);
+    let info = log.read(0, 1 << 20, FetchIsolation::TxnCommitted, true).unwrap();
+    let aborted = info.aborted.unwrap();
+    assert_eq!(aborted.len(), 1);
+    assert_eq!((aborted[0].producer_id, aborted[0].first_offset, aborted[0].last_offset), (7, 1, 5));
+    // The aborted index and LSO survive an unclean reopen (rebuilt from the log).
+    drop(log);
+    let mut log = open(dir.path(), small_config(), false);
+    log.set_high_watermark(log.log_end_offset());
+    assert_eq!(log.last_stable_offset(), 7);
+    assert_eq!(log.collect_aborted(0, 7).len(), 1);
+}
+
+#[test]
+fn idempotent_retries_return_the_original_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), false);
+    let batch = |seq: i32| {
+        BatchBuilder {
+            producer_id: 3,
+            producer_epoch: 0,
+            base_sequence: seq,
+            ..Default::default()
+        }
+        .build(&records(2, NOW, "i"))
+    };
+    let first = log.append_as_leader(&mut batch(0), 0, AppendOrigin::Client, NOW).unwrap();
+    log.append_as_leader(&mut batch(2), 0, AppendOrigin::Client, NOW).unwrap();
+    let retry = log.append_as_leader(&mut batch(0), 0, AppendOrigin::Client, NOW).unwrap();
+    assert!(retry.duplicate);
+    assert_eq!(retry.first_offset, first.first_offset);
+    assert_eq!(log.log_end_offset(), 4);
+    assert!(matches!(
+        log.append_as_leader(&mut batch(9), 0, AppendOrigin::Client, NOW),
+        Err(StorageError::OutOfOrderSequence { .. })
+    ));
+    // Producer state survives a clean restart through its snapshot.
+    log.close().unwrap();
+    let mut log = open(dir.path(), small_config(), true);
+    let retry = log.append_as_leader(&mut batch(2), 0, AppendOrigin::Client, NOW).unwrap();
+    assert!(retry.duplicate);
+    // The mirror barrier clears producer state: sequence 0 is new again.
+    let mut reset = BatchBuilder::default().build_control(ControlType::MirrorPidReset, NOW, vec![0, 0]);
+    log.append_as_leader(&mut reset, 1, AppendOrigin::Coordinator, NOW).unwrap();
+    assert!(log.producer_state().is_empty());
+}
+
+fn latest_values(log: &PartitionLog) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
+    let mut out = BTreeMap::new();
+    let bytes = log
+        .read(log.log_start_offset(), usize::MAX, FetchIsolation::LogEnd, true)
+        .unwrap();
+    let mut offset = bytes.log_start_offset;
+    loop {
+        let info = log.read(offset, 1 << 20, FetchIsolation::LogEnd, true).unwrap();
+        let Some(slice) = info.slice else { break };
+        let data = slice.read().unwrap();
+        for b in BatchIter::new(&data) {
+            let b = b.unwrap();
+            b.validate().unwrap();
+            let section = records_section(&b).unwrap();
+            walk_records(&section, |r| {
+                out.insert(
+                    r.key.unwrap().to_vec(),
+                    (b.base_offset() + r.offset_delta as i64, r.value.map(<[u8]>::to_vec)),
+                );
+            })
+            .unwrap();
+            offset = b.next_offset();
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Compaction keeps exactly the latest value (and offset) of every key.
+    #[test]
+    fn compaction_keeps_the_latest_value_per_key(
+        writes in proptest::collection::vec((0u8..12, proptest::option::of(0u8..255)), 20..200)
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = LogConfig {
+            cleanup_policy: CleanupPolicy { delete: false, compact: true },
+            segment_bytes: 1024,
+            ..small_config()
+        };
+        let mut log = open(dir.path(), cfg, false);
+        for (key, value) in &writes {
+            let mut b = BatchBuilder::default().build(&[SimpleRecord {
+                timestamp: NOW,
+                key: Some(vec![b'k', *key]),
+                value: value.map(|v| vec![v; 20]),
+                headers: vec![],
+            }]);
+            log.append_as_leader(&mut b, 0, AppendOrigin::Client, NOW).unwrap();
+        }
+        log.roll(NOW).unwrap();
+        log.set_high_watermark(log.log_end_offset());
+        let expected = latest_values(&log);
+        let size_before = log.size_bytes();
+        // Tombstones are still within delete.retention.ms: kept.
+        log.compact(NOW).unwrap();
+        prop_assert_eq!(latest_values(&log), expected.clone());
+        prop_assert!(log.size_bytes() <= size_before);
+        // Reopen (indexes rebuilt from the rewritten segments) and check again.
+        drop(log);
+        let cfg = LogConfig {
+            cleanup_policy: CleanupPolicy { delete: false, compact: true },
+            segment_bytes: 1024,
+            ..small_config()
+        };
+        let mut log = open(dir.path(), cfg, false);
+        log.set_high_watermark(log.log_end_offset());
+        prop_assert_eq!(latest_values(&log), expected.clone());
+        // Long after delete.retention.ms, tombstones go too.
+        log.compact(NOW + 2 * 86_400_000).unwrap();
+        let live: BTreeMap<_, _> = expected.into_iter().filter(|(_, (_, v))| v.is_some()).collect();
+        prop_assert_eq!(latest_values(&log), live);
+    }
+
+    /// Random appends, truncations and reopens agree with a simple model.
+    #[test]
+    fn append_truncate_reopen_matches_a_model(
+        ops in proptest::collection::vec((0u8..4, 1usize..6), 1..60)
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = open(dir.path(), small_config(), false);
+        let mut model: Vec<(i64, i64)> = Vec::new();
+        for (op, n) in ops {
+            match op {
+                0 | 1 => {
+                    let r = append(&mut log, n, 0);
+                    model.push(r);
+                }
+                2 => {
+                    if let Some(&(base, _)) = model.get(model.len().saturating_sub(n)) {
+                        log.truncate_to(base).unwrap();
+                        model.retain(|&(b, _)| b < base);
+                    }
+                }
+                _ => {
+                    let clean = n % 2 == 0;
+                    if clean { log.close().unwrap(); } else { drop(log); }
+                    log = open(dir.path(), small_config(), clean);
+                }
+            }
+            let end = model.last().map_or(0, |&(_, l)| l + 1);
+            prop_assert_eq!(log.log_end_offset(), end);
+        }
+        let seen: Vec<(i64, i64)> = read_all(&log, 0).into_iter().map(|(b, l, _)| (b, l)).collect();
+        prop_assert_eq!(seen, model);
+    }
+}
