@@ -186,7 +186,10 @@ mod tests {
                 timestamp: *ts,
                 key: Some(b"k".to_vec()),
                 value: Some(v.as_bytes().to_vec()),
-                headers: vec![("dup".into(), Some(b"1".to_vec())), ("dup".into(), Some(b"2".to_vec()))],
+                headers: vec![
+                    ("dup".into(), Some(b"1".to_vec())),
+                    ("dup".into(), Some(b"2".to_vec())),
+                ],
             })
             .collect();
         BatchBuilder {
@@ -202,7 +205,10 @@ mod tests {
         let v = BatchView::parse(&b).unwrap();
         validate_producer_records(&v).unwrap();
         let mut values = Vec::new();
-        walk_records(v.records_payload(), |r| values.push(r.value.unwrap().to_vec())).unwrap();
+        walk_records(v.records_payload(), |r| {
+            values.push(r.value.unwrap().to_vec())
+        })
+        .unwrap();
         assert_eq!(values, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
     }
 
@@ -219,12 +225,19 @@ mod tests {
     fn compression_round_trips_every_codec() {
         let raw = batch(&[(1, "hello"), (2, "world")]);
         let section = BatchView::parse(&raw).unwrap().records_payload().to_vec();
-        for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
             let packed = compress_records(codec, &section).unwrap();
             let mut input = Bytes::from(packed);
             let back = match codec {
                 Compression::Gzip => Gzip::decompress(&mut input, |b: &mut Bytes| Ok(b.clone())),
-                Compression::Snappy => Snappy::decompress(&mut input, |b: &mut Bytes| Ok(b.clone())),
+                Compression::Snappy => {
+                    Snappy::decompress(&mut input, |b: &mut Bytes| Ok(b.clone()))
+                }
                 Compression::Lz4 => Lz4::decompress(&mut input, |b: &mut Bytes| Ok(b.clone())),
                 Compression::Zstd => Zstd::decompress(&mut input, |b: &mut Bytes| Ok(b.clone())),
                 Compression::None => unreachable!(),

@@ -194,13 +194,17 @@ mod tests {
         let path = dir.path().join(RECOVERY_POINT_CHECKPOINT_FILE);
         let cp = CheckpointFile::new(&path);
         let entries = vec![tpo("orders", 0, 42), tpo("my.topic-x", 12, 0)];
-        cp.write_entries(OFFSET_CHECKPOINT_VERSION, &entries).unwrap();
+        cp.write_entries(OFFSET_CHECKPOINT_VERSION, &entries)
+            .unwrap();
         assert_eq!(
             fs::read_to_string(&path).unwrap(),
             "0\n2\norders 0 42\nmy.topic-x 12 0\n"
         );
         assert_eq!(cp.read_entries::<TopicPartitionOffset>(0).unwrap(), entries);
-        assert!(!dir.path().join(format!("{RECOVERY_POINT_CHECKPOINT_FILE}.tmp")).exists());
+        assert!(!dir
+            .path()
+            .join(format!("{RECOVERY_POINT_CHECKPOINT_FILE}.tmp"))
+            .exists());
     }
 
     #[test]
@@ -240,12 +244,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cp = CheckpointFile::new(dir.path().join("cp"));
         for content in [
-            "1\n0\n",                 // wrong version
-            "x\n0\n",                 // version not a number
-            "0\nmany\n",              // count not a number
-            "0\n2\nt 0 1\n",          // fewer entries than announced
-            "0\n1\nt 0 1\nt 1 2\n",   // more entries than announced
-            "0\n-1\n",                // negative count
+            "1\n0\n",               // wrong version
+            "x\n0\n",               // version not a number
+            "0\nmany\n",            // count not a number
+            "0\n2\nt 0 1\n",        // fewer entries than announced
+            "0\n1\nt 0 1\nt 1 2\n", // more entries than announced
+            "0\n-1\n",              // negative count
         ] {
             fs::write(cp.path(), content).unwrap();
             match cp.read(0) {
@@ -253,7 +257,12 @@ mod tests {
                 other => panic!("{content:?}: {other:?}"),
             }
         }
-        for content in ["0\n1\nt 0\n", "0\n1\nt x 1\n", "0\n1\nt 0 1 9\n", "0\n1\n\n"] {
+        for content in [
+            "0\n1\nt 0\n",
+            "0\n1\nt x 1\n",
+            "0\n1\nt 0 1 9\n",
+            "0\n1\n\n",
+        ] {
             fs::write(cp.path(), content).unwrap();
             assert!(
                 matches!(

@@ -52,7 +52,11 @@ impl PartitionLog {
         let bases: Vec<i64> = self
             .segments_mut()
             .values()
-            .filter(|s| s.next_offset() <= end && !s.is_empty() && now_ms.saturating_sub(s.max_timestamp()) >= lag)
+            .filter(|s| {
+                s.next_offset() <= end
+                    && !s.is_empty()
+                    && now_ms.saturating_sub(s.max_timestamp()) >= lag
+            })
             .map(LogSegment::base_offset)
             .collect();
         if bases.is_empty() {
@@ -146,7 +150,12 @@ impl PartitionLog {
         for suffix in [".index", ".timeindex", ".txnindex"] {
             remove_if_exists(&segment_file_name(&dir, base, suffix))?;
         }
-        let mut seg = LogSegment::open_for_recovery(&dir, base, cfg.segment_index_bytes, cfg.index_interval_bytes)?;
+        let mut seg = LogSegment::open_for_recovery(
+            &dir,
+            base,
+            cfg.segment_index_bytes,
+            cfg.index_interval_bytes,
+        )?;
         seg.recover(usize::MAX, None, |_| None)?;
         for txn in &aborted {
             seg.append_aborted_txn(txn)?;
@@ -209,7 +218,9 @@ fn clean_batch(view: &BatchView<'_>, plan: &CleanPlan<'_>) -> Result<CleanedBatc
     let mut kept_count = 0i32;
     let total = walk_records(&section, |r| {
         let offset = view.base_offset() + r.offset_delta as i64;
-        let superseded = r.key.is_some_and(|k| plan.latest.get(k).is_some_and(|&o| o > offset));
+        let superseded = r
+            .key
+            .is_some_and(|k| plan.latest.get(k).is_some_and(|&o| o > offset));
         let expired_tombstone = r.value.is_none() && plan.drop_tombstones;
         if !superseded && !expired_tombstone {
             kept.extend_from_slice(r.raw);
@@ -220,7 +231,8 @@ fn clean_batch(view: &BatchView<'_>, plan: &CleanPlan<'_>) -> Result<CleanedBatc
     if removed == 0 {
         return Ok(CleanedBatch::Unchanged);
     }
-    if kept_count == 0 && !(view.has_producer_id() && plan.keep_empty.contains(&view.last_offset())) {
+    if kept_count == 0 && !(view.has_producer_id() && plan.keep_empty.contains(&view.last_offset()))
+    {
         return Ok(CleanedBatch::Dropped { removed });
     }
     let codec = view.compression().unwrap_or(Compression::None);

@@ -145,45 +145,269 @@ const fn key(
 pub static TOPIC_CONFIG_KEYS: &[TopicConfigKey] = &[
     TopicConfigKey {
         allowed: &["compact", "delete"],
-        ..key("cleanup.policy", ConfigType::List, "delete", Some("log.cleanup.policy"), None, "delete and/or compact old segments")
+        ..key(
+            "cleanup.policy",
+            ConfigType::List,
+            "delete",
+            Some("log.cleanup.policy"),
+            None,
+            "delete and/or compact old segments",
+        )
     },
     TopicConfigKey {
         allowed: &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"],
-        ..key("compression.type", ConfigType::String, "producer", Some("compression.type"), None, "final compression type; producer keeps the producer's codec")
+        ..key(
+            "compression.type",
+            ConfigType::String,
+            "producer",
+            Some("compression.type"),
+            None,
+            "final compression type; producer keeps the producer's codec",
+        )
     },
-    key("compression.gzip.level", ConfigType::Int, "-1", Some("compression.gzip.level"), Some(-1.0), "gzip level when the broker compresses"),
-    key("compression.lz4.level", ConfigType::Int, "9", Some("compression.lz4.level"), Some(1.0), "lz4 level when the broker compresses"),
-    key("compression.zstd.level", ConfigType::Int, "3", Some("compression.zstd.level"), Some(-131072.0), "zstd level when the broker compresses"),
-    key("delete.retention.ms", ConfigType::Long, "86400000", Some("log.cleaner.delete.retention.ms"), Some(0.0), "how long tombstones are kept on compacted topics"),
-    key("file.delete.delay.ms", ConfigType::Long, "60000", Some("log.segment.delete.delay.ms"), Some(0.0), "delay before a deleted segment's files are removed"),
-    key("flush.messages", ConfigType::Long, "9223372036854775807", Some("log.flush.interval.messages"), Some(1.0), "fsync after this many messages"),
-    key("flush.ms", ConfigType::Long, "9223372036854775807", Some("log.flush.interval.ms"), Some(0.0), "fsync after this much time"),
-    key("follower.replication.throttled.replicas", ConfigType::List, "", Some("follower.replication.throttled.replicas"), None, "replicas throttled on the follower side"),
-    key("index.interval.bytes", ConfigType::Int, "4096", Some("log.index.interval.bytes"), Some(0.0), "bytes between offset index entries"),
-    key("leader.replication.throttled.replicas", ConfigType::List, "", Some("leader.replication.throttled.replicas"), None, "replicas throttled on the leader side"),
-    key("local.retention.bytes", ConfigType::Long, "-2", Some("log.local.retention.bytes"), Some(-2.0), "tiered storage local retention (accepted, not used)"),
-    key("local.retention.ms", ConfigType::Long, "-2", Some("log.local.retention.ms"), Some(-2.0), "tiered storage local retention (accepted, not used)"),
-    key("max.compaction.lag.ms", ConfigType::Long, "9223372036854775807", Some("log.cleaner.max.compaction.lag.ms"), Some(1.0), "max time a record stays uncompacted"),
-    key("max.message.bytes", ConfigType::Int, "1048588", Some("message.max.bytes"), Some(0.0), "largest record batch size allowed"),
-    key("message.timestamp.after.max.ms", ConfigType::Long, "3600000", Some("log.message.timestamp.after.max.ms"), Some(0.0), "how far in the future a CreateTime timestamp may be"),
-    key("message.timestamp.before.max.ms", ConfigType::Long, "9223372036854775807", Some("log.message.timestamp.before.max.ms"), Some(0.0), "how far in the past a CreateTime timestamp may be"),
+    key(
+        "compression.gzip.level",
+        ConfigType::Int,
+        "-1",
+        Some("compression.gzip.level"),
+        Some(-1.0),
+        "gzip level when the broker compresses",
+    ),
+    key(
+        "compression.lz4.level",
+        ConfigType::Int,
+        "9",
+        Some("compression.lz4.level"),
+        Some(1.0),
+        "lz4 level when the broker compresses",
+    ),
+    key(
+        "compression.zstd.level",
+        ConfigType::Int,
+        "3",
+        Some("compression.zstd.level"),
+        Some(-131072.0),
+        "zstd level when the broker compresses",
+    ),
+    key(
+        "delete.retention.ms",
+        ConfigType::Long,
+        "86400000",
+        Some("log.cleaner.delete.retention.ms"),
+        Some(0.0),
+        "how long tombstones are kept on compacted topics",
+    ),
+    key(
+        "file.delete.delay.ms",
+        ConfigType::Long,
+        "60000",
+        Some("log.segment.delete.delay.ms"),
+        Some(0.0),
+        "delay before a deleted segment's files are removed",
+    ),
+    key(
+        "flush.messages",
+        ConfigType::Long,
+        "9223372036854775807",
+        Some("log.flush.interval.messages"),
+        Some(1.0),
+        "fsync after this many messages",
+    ),
+    key(
+        "flush.ms",
+        ConfigType::Long,
+        "9223372036854775807",
+        Some("log.flush.interval.ms"),
+        Some(0.0),
+        "fsync after this much time",
+    ),
+    key(
+        "follower.replication.throttled.replicas",
+        ConfigType::List,
+        "",
+        Some("follower.replication.throttled.replicas"),
+        None,
+        "replicas throttled on the follower side",
+    ),
+    key(
+        "index.interval.bytes",
+        ConfigType::Int,
+        "4096",
+        Some("log.index.interval.bytes"),
+        Some(0.0),
+        "bytes between offset index entries",
+    ),
+    key(
+        "leader.replication.throttled.replicas",
+        ConfigType::List,
+        "",
+        Some("leader.replication.throttled.replicas"),
+        None,
+        "replicas throttled on the leader side",
+    ),
+    key(
+        "local.retention.bytes",
+        ConfigType::Long,
+        "-2",
+        Some("log.local.retention.bytes"),
+        Some(-2.0),
+        "tiered storage local retention (accepted, not used)",
+    ),
+    key(
+        "local.retention.ms",
+        ConfigType::Long,
+        "-2",
+        Some("log.local.retention.ms"),
+        Some(-2.0),
+        "tiered storage local retention (accepted, not used)",
+    ),
+    key(
+        "max.compaction.lag.ms",
+        ConfigType::Long,
+        "9223372036854775807",
+        Some("log.cleaner.max.compaction.lag.ms"),
+        Some(1.0),
+        "max time a record stays uncompacted",
+    ),
+    key(
+        "max.message.bytes",
+        ConfigType::Int,
+        "1048588",
+        Some("message.max.bytes"),
+        Some(0.0),
+        "largest record batch size allowed",
+    ),
+    key(
+        "message.timestamp.after.max.ms",
+        ConfigType::Long,
+        "3600000",
+        Some("log.message.timestamp.after.max.ms"),
+        Some(0.0),
+        "how far in the future a CreateTime timestamp may be",
+    ),
+    key(
+        "message.timestamp.before.max.ms",
+        ConfigType::Long,
+        "9223372036854775807",
+        Some("log.message.timestamp.before.max.ms"),
+        Some(0.0),
+        "how far in the past a CreateTime timestamp may be",
+    ),
     TopicConfigKey {
         allowed: &["CreateTime", "LogAppendTime"],
-        ..key("message.timestamp.type", ConfigType::String, "CreateTime", Some("log.message.timestamp.type"), None, "CreateTime or LogAppendTime")
+        ..key(
+            "message.timestamp.type",
+            ConfigType::String,
+            "CreateTime",
+            Some("log.message.timestamp.type"),
+            None,
+            "CreateTime or LogAppendTime",
+        )
     },
-    key("min.cleanable.dirty.ratio", ConfigType::Double, "0.5", Some("log.cleaner.min.cleanable.ratio"), Some(0.0), "dirty ratio that triggers compaction"),
-    key("min.compaction.lag.ms", ConfigType::Long, "0", Some("log.cleaner.min.compaction.lag.ms"), Some(0.0), "min time a record stays uncompacted"),
-    key("min.insync.replicas", ConfigType::Int, "1", Some("min.insync.replicas"), Some(1.0), "replicas that must acknowledge an acks=all write"),
-    key("preallocate", ConfigType::Boolean, "false", Some("log.preallocate"), None, "preallocate segment files (accepted, not used)"),
-    key("remote.storage.enable", ConfigType::Boolean, "false", None, None, "tiered storage (not supported; must stay false)"),
-    key("retention.bytes", ConfigType::Long, "-1", Some("log.retention.bytes"), Some(-1.0), "max partition size before old segments are deleted"),
-    key("retention.ms", ConfigType::Long, "604800000", Some("log.retention.ms"), Some(-1.0), "max age before old segments are deleted"),
-    key("segment.bytes", ConfigType::Int, "1073741824", Some("log.segment.bytes"), Some(14.0), "segment file size"),
-    key("segment.index.bytes", ConfigType::Int, "10485760", Some("log.index.size.max.bytes"), Some(4.0), "max offset index size per segment"),
-    key("segment.jitter.ms", ConfigType::Long, "0", Some("log.roll.jitter.ms"), Some(0.0), "random jitter subtracted from segment.ms"),
-    key("segment.ms", ConfigType::Long, "604800000", Some("log.roll.ms"), Some(1.0), "time after which a segment rolls"),
-    key("unclean.leader.election.enable", ConfigType::Boolean, "false", Some("unclean.leader.election.enable"), None, "allow out-of-sync replicas to become leader"),
-    key("message.downconversion.enable", ConfigType::Boolean, "true", Some("log.message.downconversion.enable"), None, "accepted for compatibility; Ottla never down-converts"),
+    key(
+        "min.cleanable.dirty.ratio",
+        ConfigType::Double,
+        "0.5",
+        Some("log.cleaner.min.cleanable.ratio"),
+        Some(0.0),
+        "dirty ratio that triggers compaction",
+    ),
+    key(
+        "min.compaction.lag.ms",
+        ConfigType::Long,
+        "0",
+        Some("log.cleaner.min.compaction.lag.ms"),
+        Some(0.0),
+        "min time a record stays uncompacted",
+    ),
+    key(
+        "min.insync.replicas",
+        ConfigType::Int,
+        "1",
+        Some("min.insync.replicas"),
+        Some(1.0),
+        "replicas that must acknowledge an acks=all write",
+    ),
+    key(
+        "preallocate",
+        ConfigType::Boolean,
+        "false",
+        Some("log.preallocate"),
+        None,
+        "preallocate segment files (accepted, not used)",
+    ),
+    key(
+        "remote.storage.enable",
+        ConfigType::Boolean,
+        "false",
+        None,
+        None,
+        "tiered storage (not supported; must stay false)",
+    ),
+    key(
+        "retention.bytes",
+        ConfigType::Long,
+        "-1",
+        Some("log.retention.bytes"),
+        Some(-1.0),
+        "max partition size before old segments are deleted",
+    ),
+    key(
+        "retention.ms",
+        ConfigType::Long,
+        "604800000",
+        Some("log.retention.ms"),
+        Some(-1.0),
+        "max age before old segments are deleted",
+    ),
+    key(
+        "segment.bytes",
+        ConfigType::Int,
+        "1073741824",
+        Some("log.segment.bytes"),
+        Some(14.0),
+        "segment file size",
+    ),
+    key(
+        "segment.index.bytes",
+        ConfigType::Int,
+        "10485760",
+        Some("log.index.size.max.bytes"),
+        Some(4.0),
+        "max offset index size per segment",
+    ),
+    key(
+        "segment.jitter.ms",
+        ConfigType::Long,
+        "0",
+        Some("log.roll.jitter.ms"),
+        Some(0.0),
+        "random jitter subtracted from segment.ms",
+    ),
+    key(
+        "segment.ms",
+        ConfigType::Long,
+        "604800000",
+        Some("log.roll.ms"),
+        Some(1.0),
+        "time after which a segment rolls",
+    ),
+    key(
+        "unclean.leader.election.enable",
+        ConfigType::Boolean,
+        "false",
+        Some("unclean.leader.election.enable"),
+        None,
+        "allow out-of-sync replicas to become leader",
+    ),
+    key(
+        "message.downconversion.enable",
+        ConfigType::Boolean,
+        "true",
+        Some("log.message.downconversion.enable"),
+        None,
+        "accepted for compatibility; Ottla never down-converts",
+    ),
 ];
 
 pub fn topic_config_key(name: &str) -> Option<&'static TopicConfigKey> {
@@ -217,7 +441,10 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
                 return Err(bad("true or false"));
             }
             if name == "remote.storage.enable" && value.trim() == "true" {
-                return Err("tiered storage is not supported by Ottla: remote.storage.enable must be false".into());
+                return Err(
+                    "tiered storage is not supported by Ottla: remote.storage.enable must be false"
+                        .into(),
+                );
             }
         }
         ConfigType::String => {
@@ -299,7 +526,10 @@ mod tests {
         let default_of = |n: &str| topic_config_key(n).unwrap().default;
         assert_eq!(default_of("segment.bytes"), c.segment_bytes.to_string());
         assert_eq!(default_of("retention.ms"), c.retention_ms.to_string());
-        assert_eq!(default_of("max.message.bytes"), c.max_message_bytes.to_string());
+        assert_eq!(
+            default_of("max.message.bytes"),
+            c.max_message_bytes.to_string()
+        );
         assert_eq!(
             default_of("message.timestamp.after.max.ms"),
             c.message_timestamp_after_max_ms.to_string()
@@ -324,7 +554,10 @@ mod tests {
         let mut v = BTreeMap::new();
         v.insert("cleanup.policy".to_string(), "compact".to_string());
         v.insert("segment.bytes".to_string(), "1048576".to_string());
-        v.insert("message.timestamp.type".to_string(), "LogAppendTime".to_string());
+        v.insert(
+            "message.timestamp.type".to_string(),
+            "LogAppendTime".to_string(),
+        );
         let c = LogConfig::from_values(&v).unwrap();
         assert!(c.cleanup_policy.compact && !c.cleanup_policy.delete);
         assert_eq!(c.segment_bytes, 1 << 20);

@@ -117,7 +117,10 @@ impl LeaderEpochCache {
         let removed = self.entries.split_off(keep);
         // Replacing the latest entry at the same offset is the normal case of
         // an epoch without data; anything else means the log diverged.
-        if removed.len() > 1 || removed.first().is_some_and(|r| r.start_offset != new.start_offset)
+        if removed.len() > 1
+            || removed
+                .first()
+                .is_some_and(|r| r.start_offset != new.start_offset)
         {
             warn!(path = %self.path().display(), ?new, ?removed, "new epoch entry truncated conflicting entries");
         }
@@ -184,7 +187,9 @@ impl LeaderEpochCache {
         if end_offset < 0 {
             return Ok(());
         }
-        let keep = self.entries.partition_point(|e| e.start_offset < end_offset);
+        let keep = self
+            .entries
+            .partition_point(|e| e.start_offset < end_offset);
         if keep < self.entries.len() {
             self.entries.truncate(keep);
             self.persist()?;
@@ -196,7 +201,9 @@ impl LeaderEpochCache {
     /// it is kept but moved up to `start_offset`, the ones before it go.
     /// Exclusive: an entry starting exactly at `start_offset` stays as it is.
     pub fn truncate_from_start(&mut self, start_offset: i64) -> Result<()> {
-        let covered = self.entries.partition_point(|e| e.start_offset <= start_offset);
+        let covered = self
+            .entries
+            .partition_point(|e| e.start_offset <= start_offset);
         if covered == 0 {
             return Ok(());
         }

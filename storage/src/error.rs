@@ -18,10 +18,16 @@ pub enum StorageError {
     MessageTooLarge { size: usize, limit: usize },
     /// A timestamp outside the allowed window: INVALID_TIMESTAMP.
     #[error("invalid timestamp {timestamp}: {reason}")]
-    InvalidTimestamp { timestamp: i64, reason: &'static str },
+    InvalidTimestamp {
+        timestamp: i64,
+        reason: &'static str,
+    },
     /// Verbatim append whose first offset is not where the log ends.
     #[error("offset gap or overlap: batch starts at {first_offset}, log ends at {log_end_offset}")]
-    NonContiguousOffsets { first_offset: i64, log_end_offset: i64 },
+    NonContiguousOffsets {
+        first_offset: i64,
+        log_end_offset: i64,
+    },
     /// Reads outside [log start, log end]: OFFSET_OUT_OF_RANGE.
     #[error("offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")]
     OffsetOutOfRange {

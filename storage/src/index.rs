@@ -98,10 +98,7 @@ impl<E: IndexEntry> SparseIndex<E> {
             Err(e) => return Err(e.into()),
         };
         let entries = decode_all::<E>(path, &data)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)?;
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
         Ok(Self {
             path: path.to_path_buf(),
             entries: Entries::Active { file, entries },
@@ -316,21 +313,20 @@ fn decode_all<E: IndexEntry>(path: &Path, data: &[u8]) -> Result<Vec<E>> {
 }
 
 fn check_sorted<E: IndexEntry>(path: &Path, data: &[u8]) -> Result<()> {
-    if data.len() % E::SIZE != 0 {
+    if !data.len().is_multiple_of(E::SIZE) {
         return Err(StorageError::corrupt_file(
             path,
-            format!(
-                "index size {} is not a multiple of {}",
-                data.len(),
-                E::SIZE
-            ),
+            format!("index size {} is not a multiple of {}", data.len(), E::SIZE),
         ));
     }
     let mut prev = i64::MIN;
     for chunk in data.chunks_exact(E::SIZE) {
         let k = E::decode(chunk).key();
         if k < prev {
-            return Err(StorageError::corrupt_file(path, "index entries out of order"));
+            return Err(StorageError::corrupt_file(
+                path,
+                "index entries out of order",
+            ));
         }
         prev = k;
     }

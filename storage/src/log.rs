@@ -34,7 +34,7 @@ pub enum FetchIsolation {
 }
 
 /// What the caller knows when it opens a log.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct LogOpenOptions {
     /// Offset up to which data is known to be flushed (from the log dir's
     /// recovery-point checkpoint). Only segments from here on are rescanned
@@ -45,17 +45,6 @@ pub struct LogOpenOptions {
     /// Whether the log dir was shut down cleanly (indexes and producer
     /// snapshots can be trusted).
     pub clean_shutdown: bool,
-}
-
-impl Default for LogOpenOptions {
-    fn default() -> Self {
-        Self {
-            recovery_point: 0,
-            log_start_offset: 0,
-            high_watermark: 0,
-            clean_shutdown: false,
-        }
-    }
 }
 
 /// Outcome of an append.
@@ -142,7 +131,13 @@ impl PartitionLog {
                 needs_recovery.push(base);
                 continue;
             }
-            match LogSegment::open(dir, base, config.segment_index_bytes, config.index_interval_bytes, active) {
+            match LogSegment::open(
+                dir,
+                base,
+                config.segment_index_bytes,
+                config.index_interval_bytes,
+                active,
+            ) {
                 Ok(seg) => {
                     segments.insert(base, seg);
                 }
@@ -158,12 +153,20 @@ impl PartitionLog {
 
         // Producer state up to the first segment to recover comes from the
         // newest snapshot plus a replay of the trusted segments after it.
-        let start_hint = bases.first().copied().unwrap_or(opts.log_start_offset).max(opts.log_start_offset);
+        let start_hint = bases
+            .first()
+            .copied()
+            .unwrap_or(opts.log_start_offset)
+            .max(opts.log_start_offset);
         let trusted_end = match first_recovered {
             Some(b) => b,
-            None => segments.values().next_back().map_or(start_hint, |s| s.next_offset()),
+            None => segments
+                .values()
+                .next_back()
+                .map_or(start_hint, |s| s.next_offset()),
         };
-        let (mut producers, replay_from) = ProducerStateManager::load(dir, start_hint, trusted_end)?;
+        let (mut producers, replay_from) =
+            ProducerStateManager::load(dir, start_hint, trusted_end)?;
         for seg in segments.values() {
             if seg.next_offset() <= replay_from || seg.base_offset() >= trusted_end {
                 continue;
@@ -187,7 +190,12 @@ impl PartitionLog {
                 warn!(dir = %dir.display(), base, "deleted segment after a corrupt tail");
                 continue;
             }
-            let mut seg = LogSegment::open_for_recovery(dir, base, config.segment_index_bytes, config.index_interval_bytes)?;
+            let mut seg = LogSegment::open_for_recovery(
+                dir,
+                base,
+                config.segment_index_bytes,
+                config.index_interval_bytes,
+            )?;
             let next_base = bases.iter().find(|&&b| b > base).copied();
             let truncated = seg.recover(usize::MAX, next_base, |view| {
                 if let Err(e) = assign_epoch(&mut epoch_cache, view) {
@@ -226,7 +234,10 @@ impl PartitionLog {
         let last = log.active_segment();
         log.log_end_offset = last.next_offset();
         let first_base = log.segments.keys().next().copied().unwrap_or(0);
-        log.log_start_offset = opts.log_start_offset.max(first_base).min(log.log_end_offset);
+        log.log_start_offset = opts
+            .log_start_offset
+            .max(first_base)
+            .min(log.log_end_offset);
         log.recovery_point = if opts.clean_shutdown {
             log.log_end_offset
         } else {
@@ -240,15 +251,27 @@ impl PartitionLog {
     }
 
     fn new_segment(&self, base: i64, now: i64) -> Result<LogSegment> {
-        LogSegment::create(&self.dir, base, self.config.segment_index_bytes, self.config.index_interval_bytes, now)
+        LogSegment::create(
+            &self.dir,
+            base,
+            self.config.segment_index_bytes,
+            self.config.index_interval_bytes,
+            now,
+        )
     }
 
     fn active_segment(&self) -> &LogSegment {
-        self.segments.values().next_back().expect("a log always has a segment")
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has a segment")
     }
 
     fn active_segment_mut(&mut self) -> &mut LogSegment {
-        self.segments.values_mut().next_back().expect("a log always has a segment")
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has a segment")
     }
 
     pub fn dir(&self) -> &Path {
@@ -310,7 +333,8 @@ impl PartitionLog {
     /// clamped to [log start, log end].
     pub fn set_high_watermark(&mut self, hw: i64) {
         self.high_watermark = hw.clamp(self.log_start_offset, self.log_end_offset);
-        self.producers.on_high_watermark_updated(self.high_watermark);
+        self.producers
+            .on_high_watermark_updated(self.high_watermark);
     }
 
     fn ensure_online(&self) -> Result<()> {
@@ -342,13 +366,20 @@ impl PartitionLog {
     /// Leader append: validates client batches, assigns offsets, stamps the
     /// leader epoch (and LogAppendTime if configured), checks producer
     /// sequences, then writes. The whole request is rejected if any batch is.
-    pub fn append_as_leader(&mut self, records: &mut [u8], leader_epoch: i32, origin: AppendOrigin, now_ms: i64) -> Result<AppendInfo> {
+    pub fn append_as_leader(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        origin: AppendOrigin,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
         self.ensure_online()?;
         let validated = self.validate_leader_batches(records, origin, now_ms)?;
         if let Some(dup) = validated.duplicate {
             return Ok(dup);
         }
-        let log_append_time = (self.config.message_timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
+        let log_append_time =
+            (self.config.message_timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
         let mut next = self.log_end_offset;
         let mut pos = 0;
         while pos < records.len() {
@@ -367,9 +398,16 @@ impl PartitionLog {
         Ok(info)
     }
 
-    fn validate_leader_batches(&self, records: &[u8], origin: AppendOrigin, now_ms: i64) -> Result<Validated> {
+    fn validate_leader_batches(
+        &self,
+        records: &[u8],
+        origin: AppendOrigin,
+        now_ms: i64,
+    ) -> Result<Validated> {
         if records.is_empty() {
-            return Err(StorageError::Corrupt(ottla_protocol::batch::BatchError::Invalid("no record batches")));
+            return Err(StorageError::Corrupt(
+                ottla_protocol::batch::BatchError::Invalid("no record batches"),
+            ));
         }
         let mut pos = 0;
         // (producer id, epoch, last sequence) of the previous batch in this
@@ -386,16 +424,21 @@ impl PartitionLog {
             view.validate()?;
             if origin == AppendOrigin::Client {
                 if view.is_control() {
-                    return Err(StorageError::Corrupt(ottla_protocol::batch::BatchError::Invalid(
-                        "clients may not write control batches",
-                    )));
+                    return Err(StorageError::Corrupt(
+                        ottla_protocol::batch::BatchError::Invalid(
+                            "clients may not write control batches",
+                        ),
+                    ));
                 }
                 validate_producer_records(&view)?;
             }
             if view.is_transactional() && !view.has_producer_id() {
-                return Err(StorageError::InvalidTxnState("transactional batch without a producer id".into()));
+                return Err(StorageError::InvalidTxnState(
+                    "transactional batch without a producer id".into(),
+                ));
             }
-            if self.config.message_timestamp_type == TimestampType::CreateTime && !view.is_control() {
+            if self.config.message_timestamp_type == TimestampType::CreateTime && !view.is_control()
+            {
                 self.validate_timestamp(view.base_timestamp(), now_ms)?;
                 self.validate_timestamp(view.max_timestamp(), now_ms)?;
             }
@@ -413,7 +456,9 @@ impl PartitionLog {
                         }
                     }
                     None => {
-                        if let AppendCheck::Duplicate(meta) = self.producers.check_append(&view, origin)? {
+                        if let AppendCheck::Duplicate(meta) =
+                            self.producers.check_append(&view, origin)?
+                        {
                             // Kafka answers a retried batch with its original
                             // offsets; only single-batch requests can be retries.
                             return Ok(Validated {
@@ -429,7 +474,11 @@ impl PartitionLog {
                         }
                     }
                 }
-                previous = Some((view.producer_id(), view.producer_epoch(), view.last_sequence()));
+                previous = Some((
+                    view.producer_id(),
+                    view.producer_epoch(),
+                    view.last_sequence(),
+                ));
             }
             pos += view.size();
         }
@@ -545,7 +594,13 @@ impl PartitionLog {
     }
 
     fn maybe_roll(&mut self, bytes: usize, last_offset: i64, now_ms: i64) -> Result<()> {
-        let roll = self.active_segment().must_roll(bytes, last_offset, self.config.segment_bytes, self.config.segment_ms, now_ms);
+        let roll = self.active_segment().must_roll(
+            bytes,
+            last_offset,
+            self.config.segment_bytes,
+            self.config.segment_ms,
+            now_ms,
+        );
         if roll {
             self.roll(now_ms)?;
         }
@@ -586,7 +641,9 @@ impl PartitionLog {
 
     /// Time-based flush (`flush.ms`), called periodically by the log manager.
     pub fn maybe_flush_by_time(&mut self, now_ms: i64) -> Result<()> {
-        if self.recovery_point < self.log_end_offset && now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_ms {
+        if self.recovery_point < self.log_end_offset
+            && now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_ms
+        {
             self.flush()?;
         }
         Ok(())
@@ -594,7 +651,13 @@ impl PartitionLog {
 
     /// Reads whole batches from `offset`, at most `max_bytes` (but at least
     /// one whole batch when `min_one_batch`), never past the isolation bound.
-    pub fn read(&self, offset: i64, max_bytes: usize, isolation: FetchIsolation, min_one_batch: bool) -> Result<ReadInfo> {
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        isolation: FetchIsolation,
+        min_one_batch: bool,
+    ) -> Result<ReadInfo> {
         let upper = match isolation {
             FetchIsolation::LogEnd => self.log_end_offset,
             FetchIsolation::HighWatermark => self.high_watermark,
@@ -618,12 +681,21 @@ impl PartitionLog {
         if offset >= upper {
             return Ok(info);
         }
-        let start_segment = self.segments.range(..=offset).next_back().map(|(b, _)| *b).unwrap_or(i64::MIN);
+        let start_segment = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map(|(b, _)| *b)
+            .unwrap_or(i64::MIN);
         for seg in self.segments.range(start_segment..).map(|(_, s)| s) {
             if seg.base_offset() >= upper {
                 break;
             }
-            let max_position = if upper < seg.next_offset() { Some(seg.position_of(upper)?) } else { None };
+            let max_position = if upper < seg.next_offset() {
+                Some(seg.position_of(upper)?)
+            } else {
+                None
+            };
             if let Some(slice) = seg.read(offset, max_bytes, max_position, min_one_batch)? {
                 info.slice = Some(slice);
                 break;
@@ -723,11 +795,13 @@ impl PartitionLog {
         let new_end = removed_from.map_or(offset, |b| b.min(offset));
         self.log_end_offset = new_end;
         self.epoch_cache.truncate_from_end(new_end)?;
-        self.producers.truncate_and_reload(&self.dir, self.log_start_offset, new_end)?;
+        self.producers
+            .truncate_and_reload(&self.dir, self.log_start_offset, new_end)?;
         self.replay_producer_state()?;
         self.recovery_point = self.recovery_point.min(new_end);
         self.high_watermark = self.high_watermark.min(new_end);
-        self.producers.on_high_watermark_updated(self.high_watermark);
+        self.producers
+            .on_high_watermark_updated(self.high_watermark);
         info!(dir = %self.dir.display(), offset = new_end, "truncated log");
         Ok(())
     }
@@ -771,9 +845,7 @@ impl PartitionLog {
         self.high_watermark = offset;
         self.recovery_point = offset;
         self.epoch_cache.clear()?;
-        self.producers.clear();
-        self.producers.delete_snapshots_below(i64::MAX)?;
-        self.producers.update_map_end_offset(offset);
+        self.producers.truncate_fully_and_start_at(offset)?;
         info!(dir = %self.dir.display(), offset, "log truncated fully and restarted");
         Ok(())
     }
@@ -791,6 +863,7 @@ impl PartitionLog {
         }
         if offset > self.log_start_offset {
             self.log_start_offset = offset;
+            self.producers.on_log_start_offset_incremented(offset);
             let r = self.epoch_cache.truncate_from_start(offset);
             self.guard(r)?;
             let r = self.delete_segments_while(|seg, _| seg.next_offset() <= offset);
@@ -814,14 +887,21 @@ impl PartitionLog {
             && cfg.retention_ms >= 0
             && self.active_segment().size() > 0
             && self.high_watermark == self.log_end_offset
-            && self.segments.values().all(|s| now_ms.saturating_sub(s.max_timestamp()) > cfg.retention_ms);
+            && self
+                .segments
+                .values()
+                .all(|s| now_ms.saturating_sub(s.max_timestamp()) > cfg.retention_ms);
         if all_expired {
             let r = self.roll(now_ms);
             self.guard(r)?;
         }
         let r = self.delete_segments_while(|seg, _| {
-            let expired_by_time = retain_by_policy && cfg.retention_ms >= 0 && now_ms.saturating_sub(seg.max_timestamp()) > cfg.retention_ms;
-            let over_size = retain_by_policy && cfg.retention_bytes >= 0 && total - deleted_bytes - seg.size() as i64 >= cfg.retention_bytes;
+            let expired_by_time = retain_by_policy
+                && cfg.retention_ms >= 0
+                && now_ms.saturating_sub(seg.max_timestamp()) > cfg.retention_ms;
+            let over_size = retain_by_policy
+                && cfg.retention_bytes >= 0
+                && total - deleted_bytes - seg.size() as i64 >= cfg.retention_bytes;
             let below_start = seg.next_offset() <= log_start;
             let delete = expired_by_time || over_size || below_start;
             if delete {
@@ -834,7 +914,10 @@ impl PartitionLog {
 
     /// Deletes segments from the oldest while `pred` holds, never the active
     /// segment and never one that reaches past the high watermark.
-    fn delete_segments_while(&mut self, mut pred: impl FnMut(&LogSegment, i64) -> bool) -> Result<usize> {
+    fn delete_segments_while(
+        &mut self,
+        mut pred: impl FnMut(&LogSegment, i64) -> bool,
+    ) -> Result<usize> {
         let mut deleted = 0;
         while self.segments.len() > 1 {
             let (&base, seg) = self.segments.iter().next().expect("non-empty");
@@ -850,8 +933,10 @@ impl PartitionLog {
             if first > self.log_start_offset {
                 self.log_start_offset = first;
                 self.epoch_cache.truncate_from_start(first)?;
+                self.producers.on_log_start_offset_incremented(first);
             }
-            self.producers.delete_snapshots_below(self.log_start_offset)?;
+            self.producers
+                .delete_snapshots_below(self.log_start_offset)?;
             info!(dir = %self.dir.display(), deleted, log_start_offset = self.log_start_offset, "deleted old segments");
         }
         Ok(deleted)
@@ -859,12 +944,13 @@ impl PartitionLog {
 
     /// Flushes, snapshots producer state at the log end and seals the active
     /// segment's indexes: what a clean shutdown leaves for a fast reopen.
-    pub fn close(mut self) -> Result<()> {
+    pub fn close(&mut self) -> Result<()> {
         if self.offline {
             return Ok(());
         }
         self.flush()?;
-        self.producers.take_snapshot(&self.dir, self.log_end_offset)?;
+        self.producers
+            .take_snapshot(&self.dir, self.log_end_offset)?;
         Ok(())
     }
 
@@ -884,8 +970,10 @@ struct Validated {
 
 /// Records a batch's leader epoch if it starts a newer epoch.
 fn assign_epoch(cache: &mut LeaderEpochCache, view: &BatchView<'_>) -> Result<()> {
+    // As Kafka: every batch with an epoch is offered to the cache, which
+    // ignores repeats and drops entries a lower epoch contradicts.
     let epoch = view.partition_leader_epoch();
-    if epoch >= 0 && cache.latest_epoch().is_none_or(|e| epoch > e) {
+    if epoch >= 0 && cache.latest_epoch() != Some(epoch) {
         cache.assign(epoch, view.base_offset())?;
     }
     Ok(())

@@ -186,7 +186,6 @@ pub struct ProducerStateManager {
     snapshots: BTreeSet<i64>,
     /// Every batch below this offset has been applied.
     map_end_offset: i64,
-    last_snap_offset: i64,
 }
 
 impl ProducerStateManager {
@@ -205,7 +204,6 @@ impl ProducerStateManager {
             unreplicated_txns: BTreeMap::new(),
             snapshots: list_snapshots(dir)?,
             map_end_offset: log_start_offset,
-            last_snap_offset: log_start_offset,
         };
         state.remove_snapshots_out_of(log_start_offset, log_end_offset)?;
         state.reload(log_start_offset)?;
@@ -235,7 +233,11 @@ impl ProducerStateManager {
         Ok(self.map_end_offset)
     }
 
-    fn remove_snapshots_out_of(&mut self, log_start_offset: i64, log_end_offset: i64) -> Result<()> {
+    fn remove_snapshots_out_of(
+        &mut self,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    ) -> Result<()> {
         let out: Vec<i64> = self
             .snapshots
             .iter()
@@ -254,7 +256,15 @@ impl ProducerStateManager {
         self.clear();
         while let Some(&offset) = self.snapshots.last() {
             let path = snapshot_path(&self.dir, offset);
-            let bytes = fs::read(&path)?;
+            let bytes = match fs::read(&path) {
+                Ok(bytes) => bytes,
+                // Deleted behind our back: try the next older one.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    self.snapshots.remove(&offset);
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             match decode_snapshot(&bytes) {
                 Ok(entries) => {
                     info!(path = %path.display(), producers = entries.len(), "loaded producer state snapshot");
@@ -262,7 +272,6 @@ impl ProducerStateManager {
                         self.load_entry(entry);
                     }
                     self.map_end_offset = offset;
-                    self.last_snap_offset = offset;
                     return Ok(());
                 }
                 Err(reason) => {
@@ -272,7 +281,6 @@ impl ProducerStateManager {
             }
         }
         self.map_end_offset = log_start_offset;
-        self.last_snap_offset = log_start_offset;
         Ok(())
     }
 
@@ -305,7 +313,13 @@ impl ProducerStateManager {
         let current = entry.map_or(NO_PRODUCER_EPOCH, |e| e.producer_epoch);
         if origin.is_trusted() {
             if epoch < current {
-                warn!(producer_id, epoch, current, offset = batch.base_offset(), "replicated batch has an older producer epoch");
+                warn!(
+                    producer_id,
+                    epoch,
+                    current,
+                    offset = batch.base_offset(),
+                    "replicated batch has an older producer epoch"
+                );
             }
             return Ok(AppendCheck::Append);
         }
@@ -318,7 +332,10 @@ impl ProducerStateManager {
             });
         }
         if batch.is_control() {
-            if matches!(batch.control_type(), Some(ControlType::Commit | ControlType::Abort)) {
+            if matches!(
+                batch.control_type(),
+                Some(ControlType::Commit | ControlType::Abort)
+            ) {
                 let coordinator_epoch = marker_coordinator_epoch(batch)
                     .ok_or(BatchError::Invalid("malformed transaction marker"))?;
                 if let Some(e) = entry.filter(|e| coordinator_epoch < e.coordinator_epoch) {
@@ -334,7 +351,8 @@ impl ProducerStateManager {
         if origin == AppendOrigin::Client {
             check_sequence(producer_id, entry, batch)?;
         }
-        if entry.is_some_and(|e| e.current_txn_first_offset.is_some()) && !batch.is_transactional() {
+        if entry.is_some_and(|e| e.current_txn_first_offset.is_some()) && !batch.is_transactional()
+        {
             return Err(StorageError::InvalidTxnState(format!(
                 "non-transactional batch from producer {producer_id} during its ongoing transaction"
             )));
@@ -352,7 +370,10 @@ impl ProducerStateManager {
                 Some(ControlType::MirrorPidReset) => {
                     // KIP-1279 failover barrier: producer ids seen before it
                     // belong to the source cluster, so forget them all.
-                    info!(offset = batch.base_offset(), "mirror PID reset: clearing all producer state");
+                    info!(
+                        offset = batch.base_offset(),
+                        "mirror PID reset: clearing all producer state"
+                    );
                     self.producers.clear();
                     self.ongoing_txns.clear();
                     return None;
@@ -390,19 +411,27 @@ impl ProducerStateManager {
                     self.ongoing_txns.insert(batch.base_offset(), producer_id);
                 }
                 (false, Some(first)) => {
-                    warn!(producer_id, first, offset = batch.base_offset(), "non-transactional batch inside an ongoing transaction");
+                    warn!(
+                        producer_id,
+                        first,
+                        offset = batch.base_offset(),
+                        "non-transactional batch inside an ongoing transaction"
+                    );
                 }
                 _ => {}
             }
             return None;
         };
 
-        let completed = entry.current_txn_first_offset.take().map(|first_offset| CompletedTxn {
-            producer_id,
-            first_offset,
-            last_offset: batch.base_offset(),
-            is_aborted,
-        });
+        let completed = entry
+            .current_txn_first_offset
+            .take()
+            .map(|first_offset| CompletedTxn {
+                producer_id,
+                first_offset,
+                last_offset: batch.base_offset(),
+                is_aborted,
+            });
         entry.set_epoch(batch.producer_epoch());
         if let Some(coordinator_epoch) = marker_coordinator_epoch(batch) {
             entry.coordinator_epoch = coordinator_epoch;
@@ -452,7 +481,6 @@ impl ProducerStateManager {
         self.unreplicated_txns
             .retain(|_, &mut (_, last)| last >= log_start_offset);
         self.map_end_offset = self.map_end_offset.max(log_start_offset);
-        self.last_snap_offset = self.latest_snapshot_offset().unwrap_or(log_start_offset);
     }
 
     /// Removes producers idle for `expiration_ms` (producer.id.expiration.ms),
@@ -500,7 +528,6 @@ impl ProducerStateManager {
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()> {
         self.clear();
         self.delete_snapshots_below(i64::MAX)?;
-        self.last_snap_offset = 0;
         self.map_end_offset = offset;
         Ok(())
     }
@@ -512,13 +539,17 @@ impl ProducerStateManager {
 
     /// Sets the map end offset to `map_end_offset` (everything below it is
     /// applied; normally the log end at a segment roll) and writes the state
-    /// to `<dir>/<map_end_offset>.snapshot`, unless nothing was applied since
-    /// the last snapshot (as in Kafka). Atomic: tmp file, fsync, rename.
+    /// to `<dir>/<map_end_offset>.snapshot`, unless that snapshot exists
+    /// already (it holds the same state: snapshots above a truncation point
+    /// are deleted with it). Atomic: tmp file, fsync, rename.
     pub fn take_snapshot(&mut self, dir: &Path, map_end_offset: i64) -> Result<()> {
-        debug_assert!(map_end_offset >= self.map_end_offset, "snapshot below applied state");
+        debug_assert!(
+            map_end_offset >= self.map_end_offset,
+            "snapshot below applied state"
+        );
         self.dir = dir.to_path_buf();
         self.map_end_offset = map_end_offset;
-        if map_end_offset <= self.last_snap_offset {
+        if self.snapshots.contains(&map_end_offset) {
             return Ok(());
         }
         let path = snapshot_path(dir, map_end_offset);
@@ -527,7 +558,6 @@ impl ProducerStateManager {
         write_atomically(&path, &encode_snapshot(&entries))?;
         debug!(path = %path.display(), producers = entries.len(), "wrote producer state snapshot");
         self.snapshots.insert(map_end_offset);
-        self.last_snap_offset = map_end_offset;
         Ok(())
     }
 
@@ -693,7 +723,9 @@ fn decode_snapshot(bytes: &[u8]) -> std::result::Result<Vec<ProducerStateEntry>,
     let stored = u32::from_be_bytes(r.take()?);
     let computed = crc32c::crc32c(&bytes[SNAPSHOT_HEADER_LEN..]);
     if stored != computed {
-        return Err(format!("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"));
+        return Err(format!(
+            "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
+        ));
     }
     let count = r.i32()?;
     let count = usize::try_from(count).map_err(|_| format!("negative producer count {count}"))?;
@@ -707,7 +739,10 @@ fn decode_snapshot(bytes: &[u8]) -> std::result::Result<Vec<ProducerStateEntry>,
         e.current_txn_first_offset = (txn >= 0).then_some(txn);
         let [batches] = r.take::<1>()?;
         if batches as usize > NUM_BATCHES_TO_RETAIN {
-            return Err(format!("{batches} cached batches for producer {}", e.producer_id));
+            return Err(format!(
+                "{batches} cached batches for producer {}",
+                e.producer_id
+            ));
         }
         for _ in 0..batches {
             e.batches.push_back(BatchMetadata {
@@ -755,7 +790,13 @@ mod tests {
         .build(&records)
     }
 
-    fn marker(pid: i64, epoch: i16, offset: i64, kind: ControlType, coordinator_epoch: i32) -> Vec<u8> {
+    fn marker(
+        pid: i64,
+        epoch: i16,
+        offset: i64,
+        kind: ControlType,
+        coordinator_epoch: i32,
+    ) -> Vec<u8> {
         BatchBuilder {
             base_offset: offset,
             producer_id: pid,
@@ -788,7 +829,11 @@ mod tests {
     /// Checks the batch as the leader would (markers come from the
     /// coordinator), then applies it as the log does after writing it.
     fn append(s: &mut ProducerStateManager, b: &[u8]) -> Option<CompletedTxn> {
-        let origin = if v(b).is_control() { Coordinator } else { Client };
+        let origin = if v(b).is_control() {
+            Coordinator
+        } else {
+            Client
+        };
         assert_eq!(s.check_append(&v(b), origin).unwrap(), AppendCheck::Append);
         let completed = s.update(&v(b));
         s.update_map_end_offset(v(b).next_offset());
@@ -829,7 +874,11 @@ mod tests {
         // The oldest batch fell out of the cache.
         assert!(matches!(
             s.check_append(&v(&data(P1, 0, 0, 2, 0, false)), Client),
-            Err(StorageError::OutOfOrderSequence { expected: 12, got: 0, .. })
+            Err(StorageError::OutOfOrderSequence {
+                expected: 12,
+                got: 0,
+                ..
+            })
         ));
         // Same first sequence, different range: not a duplicate.
         assert!(matches!(
@@ -843,7 +892,8 @@ mod tests {
         ));
         // Only client appends are deduplicated.
         assert_eq!(
-            s.check_append(&v(&data(P1, 0, 10, 2, 0, false)), Replication).unwrap(),
+            s.check_append(&v(&data(P1, 0, 10, 2, 0, false)), Replication)
+                .unwrap(),
             AppendCheck::Append
         );
     }
@@ -854,11 +904,19 @@ mod tests {
         append(&mut s, &data(P1, 0, 0, 3, 0, false));
         assert!(matches!(
             s.check_append(&v(&data(P1, 0, 4, 1, 0, false)), Client),
-            Err(StorageError::OutOfOrderSequence { producer_id: P1, expected: 3, got: 4 })
+            Err(StorageError::OutOfOrderSequence {
+                producer_id: P1,
+                expected: 3,
+                got: 4
+            })
         ));
         assert!(matches!(
             s.check_append(&v(&data(P1, 0, 1, 1, 0, false)), Client),
-            Err(StorageError::OutOfOrderSequence { expected: 3, got: 1, .. })
+            Err(StorageError::OutOfOrderSequence {
+                expected: 3,
+                got: 1,
+                ..
+            })
         ));
         append(&mut s, &data(P1, 0, 3, 1, 3, false));
         assert_eq!(s.last_entry(P1).unwrap().last_seq(), 3);
@@ -866,7 +924,8 @@ mod tests {
         append(&mut s, &data(P2, 0, 77, 1, 4, false));
         // The coordinator's batches have no sequence checks.
         assert_eq!(
-            s.check_append(&v(&data(P1, 0, 50, 1, 0, false)), Coordinator).unwrap(),
+            s.check_append(&v(&data(P1, 0, 50, 1, 0, false)), Coordinator)
+                .unwrap(),
             AppendCheck::Append
         );
     }
@@ -879,7 +938,11 @@ mod tests {
         for origin in [Client, Coordinator] {
             assert!(matches!(
                 s.check_append(&v(&data(P1, 2, 2, 1, 0, false)), origin),
-                Err(StorageError::InvalidProducerEpoch { producer_id: P1, epoch: 2, current: 3 })
+                Err(StorageError::InvalidProducerEpoch {
+                    producer_id: P1,
+                    epoch: 2,
+                    current: 3
+                })
             ));
         }
         assert!(matches!(
@@ -889,13 +952,18 @@ mod tests {
         // Followers and mirrors trust the leader.
         for origin in [Replication, Verbatim] {
             assert_eq!(
-                s.check_append(&v(&data(P1, 2, 9, 1, 0, false)), origin).unwrap(),
+                s.check_append(&v(&data(P1, 2, 9, 1, 0, false)), origin)
+                    .unwrap(),
                 AppendCheck::Append
             );
         }
         assert!(matches!(
             s.check_append(&v(&data(P1, 4, 5, 1, 0, false)), Client),
-            Err(StorageError::OutOfOrderSequence { expected: 0, got: 5, .. })
+            Err(StorageError::OutOfOrderSequence {
+                expected: 0,
+                got: 5,
+                ..
+            })
         ));
         append(&mut s, &data(P1, 4, 0, 1, 2, false));
         let entry = s.last_entry(P1).unwrap();
@@ -914,7 +982,11 @@ mod tests {
         assert_eq!(s.last_entry(P2).unwrap().last_seq(), 1);
         assert!(matches!(
             s.check_append(&v(&data(P2, 0, 0, 1, 0, false)), Client),
-            Err(StorageError::OutOfOrderSequence { expected: 2, got: 0, .. })
+            Err(StorageError::OutOfOrderSequence {
+                expected: 2,
+                got: 0,
+                ..
+            })
         ));
         append(&mut s, &data(P2, 0, 2, 1, 6, false));
     }
@@ -935,10 +1007,18 @@ mod tests {
         let commit = append(&mut s, &marker(P1, 0, 4, ControlType::Commit, 7)).unwrap();
         assert_eq!(
             commit,
-            CompletedTxn { producer_id: P1, first_offset: 0, last_offset: 4, is_aborted: false }
+            CompletedTxn {
+                producer_id: P1,
+                first_offset: 0,
+                last_offset: 4,
+                is_aborted: false
+            }
         );
         let entry = s.last_entry(P1).unwrap();
-        assert_eq!((entry.current_txn_first_offset, entry.coordinator_epoch), (None, 7));
+        assert_eq!(
+            (entry.current_txn_first_offset, entry.coordinator_epoch),
+            (None, 7)
+        );
         assert_eq!(s.first_undecided_offset(), None);
         // Decided but the marker is not replicated yet.
         assert_eq!(s.first_unstable_offset(), Some(0));
@@ -956,11 +1036,19 @@ mod tests {
         assert_eq!(s.last_stable_offset_for_completed(&abort), 8);
         assert_eq!(
             abort.to_aborted_txn(8),
-            AbortedTxn { producer_id: P1, first_offset: 6, last_offset: 7, last_stable_offset: 8 }
+            AbortedTxn {
+                producer_id: P1,
+                first_offset: 6,
+                last_offset: 7,
+                last_stable_offset: 8
+            }
         );
 
         // A marker with no transaction completes nothing but records the epochs.
-        assert_eq!(append(&mut s, &marker(P1, 1, 8, ControlType::Abort, 9)), None);
+        assert_eq!(
+            append(&mut s, &marker(P1, 1, 8, ControlType::Abort, 9)),
+            None
+        );
         let entry = s.last_entry(P1).unwrap();
         assert_eq!((entry.producer_epoch, entry.coordinator_epoch), (1, 9));
         assert!(entry.batches.is_empty());
@@ -1017,11 +1105,13 @@ mod tests {
         assert_eq!(s.first_unstable_offset(), None);
         // The old sequences mean nothing any more.
         assert_eq!(
-            s.check_append(&v(&data(P1, 0, 0, 2, 0, false)), Client).unwrap(),
+            s.check_append(&v(&data(P1, 0, 0, 2, 0, false)), Client)
+                .unwrap(),
             AppendCheck::Append
         );
         assert_eq!(
-            s.check_append(&v(&data(P2, 0, 9, 1, 0, false)), Client).unwrap(),
+            s.check_append(&v(&data(P2, 0, 9, 1, 0, false)), Client)
+                .unwrap(),
             AppendCheck::Append
         );
         // A reset carrying a producer id leaves no entry behind either.
@@ -1076,7 +1166,10 @@ mod tests {
             assert_eq!(s.first_undecided_offset(), Some(5));
         }
         assert_eq!(
-            producers(&leader).iter().map(|e| e.producer_id).collect::<Vec<_>>(),
+            producers(&leader)
+                .iter()
+                .map(|e| e.producer_id)
+                .collect::<Vec<_>>(),
             vec![P1, P3]
         );
     }
@@ -1109,7 +1202,10 @@ mod tests {
             assert_eq!(from, 10);
             assert_eq!(loaded.map_end_offset(), 10);
             assert_eq!(producers(&loaded), producers(&s));
-            assert_eq!(loaded.last_entry(P1).unwrap().batches.len(), NUM_BATCHES_TO_RETAIN);
+            assert_eq!(
+                loaded.last_entry(P1).unwrap().batches.len(),
+                NUM_BATCHES_TO_RETAIN
+            );
             assert_eq!(loaded.first_undecided_offset(), Some(6));
             assert_eq!(loaded.last_entry(P3).unwrap().coordinator_epoch, 4);
             // All five cached batches still catch retries after a restart.
@@ -1120,7 +1216,7 @@ mod tests {
                 ));
             }
         }
-        // No new data since the last snapshot: nothing is written.
+        // A snapshot at that offset exists: nothing is written.
         s.take_snapshot(dir.path(), 10).unwrap();
         assert_eq!(list_snapshots(dir.path()).unwrap(), BTreeSet::from([10]));
     }
@@ -1172,8 +1268,14 @@ mod tests {
         assert_eq!(from, 30);
         assert_eq!(producers(&loaded), producers(&s));
         // At or below the log start, above the log end, and stale tmp files go.
-        assert_eq!(list_snapshots(dir.path()).unwrap(), BTreeSet::from([20, 30]));
-        assert!(!dir.path().join("00000000000000000050.snapshot.tmp").exists());
+        assert_eq!(
+            list_snapshots(dir.path()).unwrap(),
+            BTreeSet::from([20, 30])
+        );
+        assert!(!dir
+            .path()
+            .join("00000000000000000050.snapshot.tmp")
+            .exists());
         assert_eq!(loaded.oldest_snapshot_offset(), Some(20));
         // No snapshot in range: empty, replay from the log start.
         let (loaded, from) = ProducerStateManager::load(dir.path(), 30, 35).unwrap();
@@ -1256,7 +1358,10 @@ mod tests {
     fn batches_without_producer_id_are_ignored() {
         let (_dir, mut s) = empty_state();
         let plain = BatchBuilder::default().build(&[SimpleRecord::default()]);
-        assert_eq!(s.check_append(&v(&plain), Client).unwrap(), AppendCheck::Append);
+        assert_eq!(
+            s.check_append(&v(&plain), Client).unwrap(),
+            AppendCheck::Append
+        );
         assert_eq!(s.update(&v(&plain)), None);
         assert!(s.is_empty());
     }

@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::{Bytes, BytesMut};
-use ottla_protocol::batch::{
-    batch_size_at, BatchError, BatchView, BATCH_HEADER_LEN, LOG_OVERHEAD,
-};
+use ottla_protocol::batch::{batch_size_at, BatchError, BatchView, BATCH_HEADER_LEN, LOG_OVERHEAD};
 
 use crate::error::{Result, StorageError};
 use crate::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
@@ -112,7 +110,13 @@ pub struct LogSegment {
 
 impl LogSegment {
     /// Creates a new, empty segment (files truncated if they exist).
-    pub fn create(dir: &Path, base_offset: i64, index_bytes: usize, index_interval: usize, now_ms: i64) -> Result<Self> {
+    pub fn create(
+        dir: &Path,
+        base_offset: i64,
+        index_bytes: usize,
+        index_interval: usize,
+        now_ms: i64,
+    ) -> Result<Self> {
         let log_path = segment_file_name(dir, base_offset, ".log");
         let log = OpenOptions::new()
             .create(true)
@@ -128,8 +132,14 @@ impl LogSegment {
             base_offset,
             log: Arc::new(log),
             size: 0,
-            offset_index: OffsetIndex::open_active(&segment_file_name(dir, base_offset, ".index"), index_bytes)?,
-            time_index: TimeIndex::open_active(&segment_file_name(dir, base_offset, ".timeindex"), index_bytes)?,
+            offset_index: OffsetIndex::open_active(
+                &segment_file_name(dir, base_offset, ".index"),
+                index_bytes,
+            )?,
+            time_index: TimeIndex::open_active(
+                &segment_file_name(dir, base_offset, ".timeindex"),
+                index_bytes,
+            )?,
             txn_index: TransactionIndex::open(&segment_file_name(dir, base_offset, ".txnindex"))?,
             bytes_since_index_entry: 0,
             max_timestamp: -1,
@@ -143,7 +153,13 @@ impl LogSegment {
     /// Opens an existing segment, trusting its indexes (clean shutdown path).
     /// Returns `CorruptFile` if an index fails its sanity check; the caller
     /// then runs [`LogSegment::recover`].
-    pub fn open(dir: &Path, base_offset: i64, index_bytes: usize, index_interval: usize, active: bool) -> Result<Self> {
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        index_bytes: usize,
+        index_interval: usize,
+        active: bool,
+    ) -> Result<Self> {
         let log_path = segment_file_name(dir, base_offset, ".log");
         let log = OpenOptions::new().read(true).write(true).open(&log_path)?;
         let meta = log.metadata()?;
@@ -191,7 +207,12 @@ impl LogSegment {
 
     /// Opens a segment whose indexes are not trusted: they are recreated
     /// empty, and [`LogSegment::recover`] rebuilds them.
-    pub fn open_for_recovery(dir: &Path, base_offset: i64, index_bytes: usize, index_interval: usize) -> Result<Self> {
+    pub fn open_for_recovery(
+        dir: &Path,
+        base_offset: i64,
+        index_bytes: usize,
+        index_interval: usize,
+    ) -> Result<Self> {
         for suffix in [".index", ".timeindex"] {
             remove_if_exists(&segment_file_name(dir, base_offset, suffix))?;
         }
@@ -203,8 +224,14 @@ impl LogSegment {
             base_offset,
             log: Arc::new(log),
             size,
-            offset_index: OffsetIndex::open_active(&segment_file_name(dir, base_offset, ".index"), index_bytes)?,
-            time_index: TimeIndex::open_active(&segment_file_name(dir, base_offset, ".timeindex"), index_bytes)?,
+            offset_index: OffsetIndex::open_active(
+                &segment_file_name(dir, base_offset, ".index"),
+                index_bytes,
+            )?,
+            time_index: TimeIndex::open_active(
+                &segment_file_name(dir, base_offset, ".timeindex"),
+                index_bytes,
+            )?,
             txn_index: TransactionIndex::open(&segment_file_name(dir, base_offset, ".txnindex"))?,
             bytes_since_index_entry: 0,
             max_timestamp: -1,
@@ -287,7 +314,14 @@ impl LogSegment {
     }
 
     /// Whether appending `bytes` more, ending at `last_offset`, needs a new segment.
-    pub fn must_roll(&self, bytes: usize, last_offset: i64, segment_bytes: u64, segment_ms: i64, now_ms: i64) -> bool {
+    pub fn must_roll(
+        &self,
+        bytes: usize,
+        last_offset: i64,
+        segment_bytes: u64,
+        segment_ms: i64,
+        now_ms: i64,
+    ) -> bool {
         if self.is_empty() {
             return false;
         }
@@ -391,10 +425,12 @@ impl LogSegment {
             if !valid {
                 return ControlFlow::Break(());
             }
-            let step = self.index_batch(loc.position, &loc).and_then(|()| match on_batch(&view) {
-                Some(txn) => self.txn_index.append(&txn),
-                None => Ok(()),
-            });
+            let step = self
+                .index_batch(loc.position, &loc)
+                .and_then(|()| match on_batch(&view) {
+                    Some(txn) => self.txn_index.append(&txn),
+                    None => Ok(()),
+                });
             if let Err(e) = step {
                 failure = Some(e);
                 return ControlFlow::Break(());
@@ -435,7 +471,11 @@ impl LogSegment {
 
     /// Reads only the 61-byte headers from `position` on (cheap for index
     /// lookups that cross a few batches).
-    fn scan_headers(&self, mut position: u64, mut visit: impl FnMut(BatchLocation) -> ControlFlow<()>) -> Result<()> {
+    fn scan_headers(
+        &self,
+        mut position: u64,
+        mut visit: impl FnMut(BatchLocation) -> ControlFlow<()>,
+    ) -> Result<()> {
         let mut header = [0u8; BATCH_HEADER_LEN];
         while position + BATCH_HEADER_LEN as u64 <= self.size {
             self.log.read_exact_at(&mut header, position)?;
@@ -466,7 +506,13 @@ impl LogSegment {
     /// at most `max_bytes` long but always including that first batch whole
     /// (Kafka's rule: a fetch makes progress even past max_bytes), and never
     /// past `max_position` (the high watermark's position, when bounded).
-    pub fn read(&self, offset: i64, max_bytes: usize, max_position: Option<u64>, first_batch_whole: bool) -> Result<Option<FileSlice>> {
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_position: Option<u64>,
+        first_batch_whole: bool,
+    ) -> Result<Option<FileSlice>> {
         let Some(first) = self.find_batch(offset, 0)? else {
             return Ok(None);
         };
@@ -498,20 +544,30 @@ impl LogSegment {
     /// Byte position where the batch containing `offset` starts, or the size
     /// of the segment if all batches end before it.
     pub fn position_of(&self, offset: i64) -> Result<u64> {
-        Ok(self.find_batch(offset, 0)?.map_or(self.size, |l| l.position))
+        Ok(self
+            .find_batch(offset, 0)?
+            .map_or(self.size, |l| l.position))
     }
 
     /// First batch with max timestamp >= `timestamp`, at or after `min_offset`.
-    pub fn find_by_timestamp(&self, timestamp: i64, min_offset: i64) -> Result<Option<(BatchLocation, Bytes)>> {
+    pub fn find_by_timestamp(
+        &self,
+        timestamp: i64,
+        min_offset: i64,
+    ) -> Result<Option<(BatchLocation, Bytes)>> {
         if self.max_timestamp < timestamp {
             return Ok(None);
         }
         let from_offset = self
             .time_index
             .floor(timestamp - 1)
-            .map_or(self.base_offset, |t| self.base_offset + t.relative_offset as i64)
+            .map_or(self.base_offset, |t| {
+                self.base_offset + t.relative_offset as i64
+            })
             .max(min_offset);
-        let start = self.find_batch(from_offset, 0)?.map_or(self.size, |l| l.position);
+        let start = self
+            .find_batch(from_offset, 0)?
+            .map_or(self.size, |l| l.position);
         let mut found = None;
         self.scan_headers(start, |loc| {
             if loc.max_timestamp >= timestamp && loc.last_offset >= min_offset {
@@ -621,7 +677,13 @@ pub fn scan_file(
             };
             if here + batch_size as u64 > size {
                 let available = (size - here) as usize;
-                return Ok(Some((here, BatchError::Truncated { needed: batch_size, available })));
+                return Ok(Some((
+                    here,
+                    BatchError::Truncated {
+                        needed: batch_size,
+                        available,
+                    },
+                )));
             }
             if batch_size > rest.len() {
                 break;
@@ -650,7 +712,10 @@ pub fn scan_file(
                 _ => {
                     return Ok(Some((
                         position,
-                        BatchError::Truncated { needed: LOG_OVERHEAD, available: want },
+                        BatchError::Truncated {
+                            needed: LOG_OVERHEAD,
+                            available: want,
+                        },
                     )))
                 }
             }

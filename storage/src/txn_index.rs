@@ -87,9 +87,10 @@ impl TransactionIndex {
             file.set_len(whole as u64)?;
         }
         for chunk in bytes[..whole].chunks_exact(ABORTED_TXN_SIZE) {
-            let txn = AbortedTxn::from_bytes(chunk.try_into().expect("34 bytes")).ok_or_else(|| {
-                StorageError::corrupt_file(path, "unknown aborted transaction entry version")
-            })?;
+            let txn =
+                AbortedTxn::from_bytes(chunk.try_into().expect("34 bytes")).ok_or_else(|| {
+                    StorageError::corrupt_file(path, "unknown aborted transaction entry version")
+                })?;
             index.entries.push(txn);
         }
         index.file = Some(file);
@@ -269,7 +270,10 @@ mod tests {
         assert_eq!(i64::from_be_bytes(b[10..18].try_into().unwrap()), 10);
         assert_eq!(i64::from_be_bytes(b[18..26].try_into().unwrap()), 20);
         assert_eq!(i64::from_be_bytes(b[26..34].try_into().unwrap()), 21);
-        assert_eq!(AbortedTxn::from_bytes(&b), Some(txn(0x0102030405060708, 10, 20, 21)));
+        assert_eq!(
+            AbortedTxn::from_bytes(&b),
+            Some(txn(0x0102030405060708, 10, 20, 21))
+        );
     }
 
     #[test]

@@ -217,7 +217,11 @@ fn bit_flip_truncates_at_the_corrupt_batch_and_later_segments_go() {
     assert!(log.log_end_offset() < 120);
     assert!(log.log_end_offset() >= bases[1]);
     assert_eq!(batches.last().unwrap().1 + 1, log.log_end_offset());
-    assert_eq!(log.segment_count(), 2, "segments after the corruption are deleted");
+    assert_eq!(
+        log.segment_count(),
+        2,
+        "segments after the corruption are deleted"
+    );
 }
 
 #[test]
@@ -319,7 +323,10 @@ fn retention_and_delete_records_advance_the_start() {
     ));
     let new_start = log.delete_records_before(start + 10).unwrap();
     assert_eq!(new_start, start + 10);
-    assert!(log.delete_records_before(10_000).is_err(), "not past the high watermark");
+    assert!(
+        log.delete_records_before(10_000).is_err(),
+        "not past the high watermark"
+    );
     // Time retention removes everything old, rolling the active segment.
     let cfg = LogConfig {
         retention_ms: 1000,
@@ -354,22 +361,43 @@ fn transactions_drive_the_lso_and_the_aborted_index() {
         .build_control(ct, NOW, txn_marker_value(0))
     };
     append(&mut log, 1, 0); // 0
-    log.append_as_leader(&mut txn(7, 0), 0, AppendOrigin::Client, NOW).unwrap(); // 1-2
-    log.append_as_leader(&mut txn(8, 0), 0, AppendOrigin::Client, NOW).unwrap(); // 3-4
+    log.append_as_leader(&mut txn(7, 0), 0, AppendOrigin::Client, NOW)
+        .unwrap(); // 1-2
+    log.append_as_leader(&mut txn(8, 0), 0, AppendOrigin::Client, NOW)
+        .unwrap(); // 3-4
     log.set_high_watermark(log.log_end_offset());
     assert_eq!(log.last_stable_offset(), 1);
-    log.append_as_leader(&mut marker(7, ControlType::Abort), 0, AppendOrigin::Coordinator, NOW)
-        .unwrap(); // 5
+    log.append_as_leader(
+        &mut marker(7, ControlType::Abort),
+        0,
+        AppendOrigin::Coordinator,
+        NOW,
+    )
+    .unwrap(); // 5
     log.set_high_watermark(log.log_end_offset());
     assert_eq!(log.last_stable_offset(), 3);
-    log.append_as_leader(&mut marker(8, ControlType::Commit), 0, AppendOrigin::Coordinator, NOW)
-        .unwrap(); // 6
+    log.append_as_leader(
+        &mut marker(8, ControlType::Commit),
+        0,
+        AppendOrigin::Coordinator,
+        NOW,
+    )
+    .unwrap(); // 6
     log.set_high_watermark(log.log_end_offset());
     assert_eq!(log.last_stable_offset(), 7);
-    let info = log.read(0, 1 << 20, FetchIsolation::TxnCommitted, true).unwrap();
+    let info = log
+        .read(0, 1 << 20, FetchIsolation::TxnCommitted, true)
+        .unwrap();
     let aborted = info.aborted.unwrap();
     assert_eq!(aborted.len(), 1);
-    assert_eq!((aborted[0].producer_id, aborted[0].first_offset, aborted[0].last_offset), (7, 1, 5));
+    assert_eq!(
+        (
+            aborted[0].producer_id,
+            aborted[0].first_offset,
+            aborted[0].last_offset
+        ),
+        (7, 1, 5)
+    );
     // The aborted index and LSO survive an unclean reopen (rebuilt from the log).
     drop(log);
     let mut log = open(dir.path(), small_config(), false);
@@ -391,9 +419,14 @@ fn idempotent_retries_return_the_original_offsets() {
         }
         .build(&records(2, NOW, "i"))
     };
-    let first = log.append_as_leader(&mut batch(0), 0, AppendOrigin::Client, NOW).unwrap();
-    log.append_as_leader(&mut batch(2), 0, AppendOrigin::Client, NOW).unwrap();
-    let retry = log.append_as_leader(&mut batch(0), 0, AppendOrigin::Client, NOW).unwrap();
+    let first = log
+        .append_as_leader(&mut batch(0), 0, AppendOrigin::Client, NOW)
+        .unwrap();
+    log.append_as_leader(&mut batch(2), 0, AppendOrigin::Client, NOW)
+        .unwrap();
+    let retry = log
+        .append_as_leader(&mut batch(0), 0, AppendOrigin::Client, NOW)
+        .unwrap();
     assert!(retry.duplicate);
     assert_eq!(retry.first_offset, first.first_offset);
     assert_eq!(log.log_end_offset(), 4);
@@ -404,22 +437,33 @@ fn idempotent_retries_return_the_original_offsets() {
     // Producer state survives a clean restart through its snapshot.
     log.close().unwrap();
     let mut log = open(dir.path(), small_config(), true);
-    let retry = log.append_as_leader(&mut batch(2), 0, AppendOrigin::Client, NOW).unwrap();
+    let retry = log
+        .append_as_leader(&mut batch(2), 0, AppendOrigin::Client, NOW)
+        .unwrap();
     assert!(retry.duplicate);
     // The mirror barrier clears producer state: sequence 0 is new again.
-    let mut reset = BatchBuilder::default().build_control(ControlType::MirrorPidReset, NOW, vec![0, 0]);
-    log.append_as_leader(&mut reset, 1, AppendOrigin::Coordinator, NOW).unwrap();
+    let mut reset =
+        BatchBuilder::default().build_control(ControlType::MirrorPidReset, NOW, vec![0, 0]);
+    log.append_as_leader(&mut reset, 1, AppendOrigin::Coordinator, NOW)
+        .unwrap();
     assert!(log.producer_state().is_empty());
 }
 
 fn latest_values(log: &PartitionLog) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
     let mut out = BTreeMap::new();
     let bytes = log
-        .read(log.log_start_offset(), usize::MAX, FetchIsolation::LogEnd, true)
+        .read(
+            log.log_start_offset(),
+            usize::MAX,
+            FetchIsolation::LogEnd,
+            true,
+        )
         .unwrap();
     let mut offset = bytes.log_start_offset;
     loop {
-        let info = log.read(offset, 1 << 20, FetchIsolation::LogEnd, true).unwrap();
+        let info = log
+            .read(offset, 1 << 20, FetchIsolation::LogEnd, true)
+            .unwrap();
         let Some(slice) = info.slice else { break };
         let data = slice.read().unwrap();
         for b in BatchIter::new(&data) {
@@ -429,7 +473,10 @@ fn latest_values(log: &PartitionLog) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)
             walk_records(&section, |r| {
                 out.insert(
                     r.key.unwrap().to_vec(),
-                    (b.base_offset() + r.offset_delta as i64, r.value.map(<[u8]>::to_vec)),
+                    (
+                        b.base_offset() + r.offset_delta as i64,
+                        r.value.map(<[u8]>::to_vec),
+                    ),
                 );
             })
             .unwrap();

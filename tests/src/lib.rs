@@ -1,1 +1,4 @@
-//! Integration, interoperability and fault tests live under `tests/tests/`.
+//! Shared helpers for Ottla's integration, interoperability and fault tests
+//! (the tests themselves live under `tests/tests/`).
+
+pub mod crash;

@@ -1,0 +1,445 @@
+//! The log manager: every partition log in the configured `log.dirs`, the
+//! per-directory offset checkpoints, the clean-shutdown marker, and the
+//! periodic work (retention, time-based flush, compaction, checkpoints).
+//!
+//! Layout, as Kafka's: `<log.dir>/<topic>-<partition>/` holds one partition
+//! (segments, `leader-epoch-checkpoint`, producer snapshots and a
+//! `partition.metadata` file with the topic id); each log dir holds
+//! `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
+//! `replication-offset-checkpoint` (high watermarks) and, while the broker is
+//! stopped after a clean shutdown, `.kafka_cleanshutdown`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use tracing::{error, info, warn};
+
+use crate::checkpoint::{
+    CheckpointFile, TopicPartitionOffset, LOG_START_OFFSET_CHECKPOINT_FILE,
+    OFFSET_CHECKPOINT_VERSION, RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
+};
+use crate::config::LogConfig;
+use crate::error::{Result, StorageError};
+use crate::log::{LogOpenOptions, PartitionLog};
+
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
+const DELETE_SUFFIX: &str = "-delete";
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    pub topic: String,
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
+        Self {
+            topic: topic.into(),
+            partition,
+        }
+    }
+
+    /// Parses a `<topic>-<partition>` directory name (topics may contain '-').
+    pub fn from_dir_name(name: &str) -> Option<Self> {
+        let (topic, partition) = name.rsplit_once('-')?;
+        if topic.is_empty()
+            || partition.is_empty()
+            || !partition.bytes().all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
+        Some(Self::new(topic, partition.parse().ok()?))
+    }
+
+    pub fn dir_name(&self) -> String {
+        format!("{}-{}", self.topic, self.partition)
+    }
+}
+
+impl fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+pub type SharedLog = Arc<RwLock<PartitionLog>>;
+
+struct LogEntry {
+    log: SharedLog,
+    log_dir: usize,
+}
+
+/// Where the configuration of a partition's log comes from (topic overrides
+/// over broker defaults, owned by the broker's metadata).
+pub trait LogConfigSource: Send + Sync {
+    fn log_config(&self, topic: &str) -> LogConfig;
+}
+
+impl LogConfigSource for LogConfig {
+    fn log_config(&self, _topic: &str) -> LogConfig {
+        self.clone()
+    }
+}
+
+pub struct LogManager {
+    log_dirs: Vec<PathBuf>,
+    logs: RwLock<HashMap<TopicPartition, LogEntry>>,
+    offline_dirs: Mutex<Vec<PathBuf>>,
+}
+
+impl LogManager {
+    /// Opens every partition log found in `log_dirs`. After an unclean
+    /// shutdown, segments past each log's recovery point are rescanned.
+    pub fn open(log_dirs: Vec<PathBuf>, configs: &dyn LogConfigSource) -> Result<Self> {
+        let mut logs = HashMap::new();
+        for (index, dir) in log_dirs.iter().enumerate() {
+            fs::create_dir_all(dir)?;
+            let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+            let clean = marker.exists();
+            let recovery = read_offsets(dir, RECOVERY_POINT_CHECKPOINT_FILE)?;
+            let starts = read_offsets(dir, LOG_START_OFFSET_CHECKPOINT_FILE)?;
+            let hws = read_offsets(dir, REPLICATION_OFFSET_CHECKPOINT_FILE)?;
+            let started = std::time::Instant::now();
+            for entry in fs::read_dir(dir)? {
+                let entry = entry?;
+                if !entry.file_type()?.is_dir() {
+                    continue;
+                }
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.ends_with(DELETE_SUFFIX) {
+                    // A deletion interrupted by a crash: finish it.
+                    fs::remove_dir_all(entry.path())?;
+                    continue;
+                }
+                let Some(tp) = TopicPartition::from_dir_name(&name) else {
+                    warn!(dir = %entry.path().display(), "ignoring a directory that is not a partition");
+                    continue;
+                };
+                let opts = LogOpenOptions {
+                    recovery_point: recovery.get(&tp).copied().unwrap_or(0),
+                    log_start_offset: starts.get(&tp).copied().unwrap_or(0),
+                    high_watermark: hws.get(&tp).copied().unwrap_or(0),
+                    clean_shutdown: clean,
+                };
+                let log = PartitionLog::open(&entry.path(), configs.log_config(&tp.topic), opts)?;
+                logs.insert(
+                    tp,
+                    LogEntry {
+                        log: Arc::new(RwLock::new(log)),
+                        log_dir: index,
+                    },
+                );
+            }
+            // From now on a crash is an unclean shutdown.
+            if clean {
+                fs::remove_file(&marker)?;
+            }
+            info!(dir = %dir.display(), clean_shutdown = clean, logs = logs.len(), elapsed_ms = started.elapsed().as_millis() as u64, "loaded log dir");
+        }
+        Ok(Self {
+            log_dirs,
+            logs: RwLock::new(logs),
+            offline_dirs: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn log_dirs(&self) -> &[PathBuf] {
+        &self.log_dirs
+    }
+
+    pub fn offline_dirs(&self) -> Vec<PathBuf> {
+        self.offline_dirs.lock().clone()
+    }
+
+    pub fn get(&self, tp: &TopicPartition) -> Option<SharedLog> {
+        self.logs.read().get(tp).map(|e| e.log.clone())
+    }
+
+    pub fn partitions(&self) -> Vec<TopicPartition> {
+        self.logs.read().keys().cloned().collect()
+    }
+
+    /// The log dir holding a partition.
+    pub fn log_dir_of(&self, tp: &TopicPartition) -> Option<PathBuf> {
+        self.logs
+            .read()
+            .get(tp)
+            .map(|e| self.log_dirs[e.log_dir].clone())
+    }
+
+    /// Returns the partition's log, creating it (in the least-loaded log
+    /// dir) if needed. `topic_id` is recorded in `partition.metadata`.
+    pub fn get_or_create(
+        &self,
+        tp: &TopicPartition,
+        topic_id: &str,
+        config: LogConfig,
+    ) -> Result<SharedLog> {
+        if let Some(log) = self.get(tp) {
+            return Ok(log);
+        }
+        let mut logs = self.logs.write();
+        if let Some(e) = logs.get(tp) {
+            return Ok(e.log.clone());
+        }
+        let offline = self.offline_dirs.lock().clone();
+        let index = (0..self.log_dirs.len())
+            .filter(|&i| !offline.contains(&self.log_dirs[i]))
+            .min_by_key(|&i| logs.values().filter(|e| e.log_dir == i).count())
+            .ok_or_else(|| StorageError::Offline {
+                dir: self.log_dirs.first().cloned().unwrap_or_default(),
+                source: std::io::Error::other("every log dir is offline"),
+            })?;
+        let dir = self.log_dirs[index].join(tp.dir_name());
+        fs::create_dir_all(&dir)?;
+        write_partition_metadata(&dir, topic_id)?;
+        let log = PartitionLog::open(&dir, config, LogOpenOptions::default())?;
+        let shared = Arc::new(RwLock::new(log));
+        logs.insert(
+            tp.clone(),
+            LogEntry {
+                log: shared.clone(),
+                log_dir: index,
+            },
+        );
+        info!(partition = %tp, dir = %dir.display(), "created log");
+        Ok(shared)
+    }
+
+    /// Deletes a partition's log. The directory is renamed first so that a
+    /// crash mid-delete never resurrects a half-deleted partition.
+    pub fn delete(&self, tp: &TopicPartition) -> Result<bool> {
+        let Some(entry) = self.logs.write().remove(tp) else {
+            return Ok(false);
+        };
+        let dir = entry.log.read().dir().to_path_buf();
+        let doomed = dir.with_file_name(format!(
+            "{}.{}{}",
+            tp.dir_name(),
+            std::process::id(),
+            DELETE_SUFFIX
+        ));
+        fs::rename(&dir, &doomed)?;
+        fs::remove_dir_all(&doomed)?;
+        info!(partition = %tp, "deleted log");
+        Ok(true)
+    }
+
+    /// Writes the per-dir recovery point, log start and high watermark
+    /// checkpoints.
+    pub fn checkpoint(&self) -> Result<()> {
+        let logs = self.logs.read();
+        for (index, dir) in self.log_dirs.iter().enumerate() {
+            let mut recovery = Vec::new();
+            let mut starts = Vec::new();
+            let mut hws = Vec::new();
+            for (tp, e) in logs.iter().filter(|(_, e)| e.log_dir == index) {
+                let log = e.log.read();
+                let entry = |offset| TopicPartitionOffset {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    offset,
+                };
+                recovery.push(entry(log.recovery_point()));
+                starts.push(entry(log.log_start_offset()));
+                hws.push(entry(log.high_watermark()));
+            }
+            for (file, entries) in [
+                (RECOVERY_POINT_CHECKPOINT_FILE, recovery),
+                (LOG_START_OFFSET_CHECKPOINT_FILE, starts),
+                (REPLICATION_OFFSET_CHECKPOINT_FILE, hws),
+            ] {
+                CheckpointFile::new(dir.join(file))
+                    .write_entries(OFFSET_CHECKPOINT_VERSION, &entries)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies retention to every log; returns the number of deleted segments.
+    pub fn run_retention(&self, now_ms: i64) -> usize {
+        self.for_each_log("retention", |log| log.apply_retention(now_ms))
+            .into_iter()
+            .sum()
+    }
+
+    /// Flushes logs whose `flush.ms` has passed.
+    pub fn run_time_flush(&self, now_ms: i64) {
+        self.for_each_log("flush", |log| log.maybe_flush_by_time(now_ms));
+    }
+
+    /// Runs one compaction pass over compacted logs.
+    pub fn run_compaction(&self, now_ms: i64) {
+        self.for_each_log("compaction", |log| log.compact(now_ms).map(|_| ()));
+    }
+
+    fn for_each_log<T>(
+        &self,
+        what: &str,
+        mut f: impl FnMut(&mut PartitionLog) -> Result<T>,
+    ) -> Vec<T> {
+        let logs: Vec<(TopicPartition, SharedLog)> = self
+            .logs
+            .read()
+            .iter()
+            .map(|(tp, e)| (tp.clone(), e.log.clone()))
+            .collect();
+        let mut out = Vec::new();
+        for (tp, log) in logs {
+            let mut log = log.write();
+            if log.is_offline() {
+                continue;
+            }
+            match f(&mut log) {
+                Ok(v) => out.push(v),
+                Err(e) => error!(partition = %tp, error = %e, "{what} failed"),
+            }
+        }
+        out
+    }
+
+    /// Clean shutdown: flush and snapshot every log, write the checkpoints,
+    /// then leave the marker that lets the next start skip recovery.
+    pub fn shutdown(&self) -> Result<()> {
+        let logs: Vec<(TopicPartition, SharedLog)> = self
+            .logs
+            .read()
+            .iter()
+            .map(|(tp, e)| (tp.clone(), e.log.clone()))
+            .collect();
+        let mut all_ok = true;
+        for (tp, log) in &logs {
+            let mut log = log.write();
+            if let Err(e) = log.close() {
+                error!(partition = %tp, error = %e, "could not close log cleanly");
+                all_ok = false;
+            }
+        }
+        self.checkpoint()?;
+        if all_ok {
+            for dir in &self.log_dirs {
+                fs::write(dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
+                crate::log::fsync_dir(dir)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn read_offsets(dir: &Path, file: &str) -> Result<HashMap<TopicPartition, i64>> {
+    let file = CheckpointFile::new(dir.join(file));
+    let entries = match file.read_entries::<TopicPartitionOffset>(OFFSET_CHECKPOINT_VERSION) {
+        Ok(e) => e,
+        Err(StorageError::CorruptFile { path, reason }) => {
+            // Losing a checkpoint only costs a longer recovery.
+            warn!(path = %path.display(), %reason, "ignoring a corrupt checkpoint");
+            Vec::new()
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(entries
+        .into_iter()
+        .map(|e| (TopicPartition::new(e.topic, e.partition), e.offset))
+        .collect())
+}
+
+/// Writes Kafka's `partition.metadata` ("version: 0", "topic_id: <id>").
+pub fn write_partition_metadata(dir: &Path, topic_id: &str) -> Result<()> {
+    let path = dir.join(PARTITION_METADATA_FILE);
+    let tmp = dir.join(format!("{PARTITION_METADATA_FILE}.tmp"));
+    fs::write(&tmp, format!("version: 0\ntopic_id: {topic_id}\n"))?;
+    fs::File::open(&tmp)?.sync_all()?;
+    fs::rename(&tmp, &path)?;
+    Ok(())
+}
+
+/// Reads the topic id from `partition.metadata`, if present.
+pub fn read_partition_metadata(dir: &Path) -> Result<Option<String>> {
+    let path = dir.join(PARTITION_METADATA_FILE);
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let id = text
+        .lines()
+        .find_map(|l| l.strip_prefix("topic_id:"))
+        .map(|v| v.trim().to_string())
+        .ok_or_else(|| StorageError::corrupt_file(&path, "no topic_id line"))?;
+    Ok(Some(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::producer_state::AppendOrigin;
+    use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
+
+    fn batch() -> Vec<u8> {
+        BatchBuilder::default().build(&[SimpleRecord {
+            timestamp: 1,
+            key: None,
+            value: Some(b"v".to_vec()),
+            headers: vec![],
+        }])
+    }
+
+    #[test]
+    fn dir_names_round_trip() {
+        let tp = TopicPartition::from_dir_name("my-topic-12").unwrap();
+        assert_eq!(tp, TopicPartition::new("my-topic", 12));
+        assert_eq!(tp.dir_name(), "my-topic-12");
+        assert!(TopicPartition::from_dir_name("nodash").is_none());
+        assert!(TopicPartition::from_dir_name("t-x1").is_none());
+    }
+
+    #[test]
+    fn logs_and_offsets_survive_a_clean_restart() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("a"), root.path().join("b")];
+        let cfg = LogConfig::default();
+        let m = LogManager::open(dirs.clone(), &cfg).unwrap();
+        for p in 0..4 {
+            let tp = TopicPartition::new("orders", p);
+            let log = m
+                .get_or_create(&tp, "AAAAAAAAAAAAAAAAAAAAAA", cfg.clone())
+                .unwrap();
+            let mut log = log.write();
+            for _ in 0..3 {
+                log.append_as_leader(&mut batch(), 0, AppendOrigin::Client, 1)
+                    .unwrap();
+            }
+            log.set_high_watermark(2);
+        }
+        // Spread across both dirs.
+        assert!(
+            m.log_dir_of(&TopicPartition::new("orders", 0))
+                != m.log_dir_of(&TopicPartition::new("orders", 1))
+        );
+        m.shutdown().unwrap();
+        assert!(dirs[0].join(CLEAN_SHUTDOWN_FILE).exists());
+        drop(m);
+        let m = LogManager::open(dirs.clone(), &cfg).unwrap();
+        assert!(
+            !dirs[0].join(CLEAN_SHUTDOWN_FILE).exists(),
+            "marker removed once running"
+        );
+        assert_eq!(m.partitions().len(), 4);
+        let log = m.get(&TopicPartition::new("orders", 3)).unwrap();
+        assert_eq!(log.read().log_end_offset(), 3);
+        assert_eq!(log.read().high_watermark(), 2);
+        let pdir = log.read().dir().to_path_buf();
+        assert_eq!(
+            read_partition_metadata(&pdir).unwrap().as_deref(),
+            Some("AAAAAAAAAAAAAAAAAAAAAA")
+        );
+        assert!(m.delete(&TopicPartition::new("orders", 3)).unwrap());
+        assert!(!pdir.exists());
+        assert!(m.get(&TopicPartition::new("orders", 3)).is_none());
+    }
+}
