@@ -1,1 +1,11 @@
-//! Metadata quorum (openraft), KRaft-style metadata records and the metadata image.
+//! The metadata side of Ottla: KRaft-style metadata records, the metadata
+//! image brokers read, and the controller that validates changes and commits
+//! them to the metadata log.
+
+pub mod controller;
+pub mod image;
+pub mod records;
+
+pub use controller::{AlterOp, Controller, ControllerError, ControllerResult, NewTopic, TopicDefaults};
+pub use image::{MetadataImage, PartitionImage, TopicImage};
+pub use records::MetadataRecord;

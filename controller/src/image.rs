@@ -1,0 +1,198 @@
+//! The metadata image: the cluster state obtained by applying every committed
+//! metadata record in order. Brokers read it; only records change it.
+
+use std::collections::{BTreeMap, HashMap};
+
+use uuid::Uuid;
+
+use crate::records::{Endpoint, MetadataRecord};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionImage {
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicImage {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: BTreeMap<i32, PartitionImage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerImage {
+    pub id: i32,
+    pub incarnation_id: Uuid,
+    pub endpoints: Vec<Endpoint>,
+    pub rack: Option<String>,
+    pub fenced: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataImage {
+    /// Offset of the last record applied (-1 for an empty log).
+    pub offset: i64,
+    pub topics: HashMap<Uuid, TopicImage>,
+    pub topic_ids: BTreeMap<String, Uuid>,
+    pub brokers: BTreeMap<i32, BrokerImage>,
+    /// (resource type, resource name) -> key -> value
+    pub configs: HashMap<(i8, String), BTreeMap<String, String>>,
+    pub next_producer_id: i64,
+    pub features: BTreeMap<String, i16>,
+}
+
+impl MetadataImage {
+    pub fn empty() -> Self {
+        Self {
+            offset: -1,
+            ..Self::default()
+        }
+    }
+
+    pub fn topic_by_name(&self, name: &str) -> Option<&TopicImage> {
+        self.topic_ids.get(name).and_then(|id| self.topics.get(id))
+    }
+
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<&TopicImage> {
+        self.topics.get(id)
+    }
+
+    pub fn configs_of(&self, resource_type: i8, name: &str) -> Option<&BTreeMap<String, String>> {
+        self.configs.get(&(resource_type, name.to_string()))
+    }
+
+    pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerImage> {
+        self.brokers.values().filter(|b| !b.fenced)
+    }
+
+    /// Applies one committed record. Records that refer to unknown topics are
+    /// ignored: the controller never writes them, and a broker must not
+    /// crash on a log it can still mostly understand.
+    pub fn apply(&mut self, offset: i64, record: &MetadataRecord) {
+        self.offset = offset;
+        match record {
+            MetadataRecord::Topic { name, topic_id } => {
+                self.topic_ids.insert(name.clone(), *topic_id);
+                self.topics.insert(
+                    *topic_id,
+                    TopicImage {
+                        name: name.clone(),
+                        id: *topic_id,
+                        partitions: BTreeMap::new(),
+                    },
+                );
+            }
+            MetadataRecord::Partition {
+                topic_id,
+                partition,
+                replicas,
+                isr,
+                leader,
+                leader_epoch,
+                partition_epoch,
+            } => {
+                if let Some(t) = self.topics.get_mut(topic_id) {
+                    t.partitions.insert(
+                        *partition,
+                        PartitionImage {
+                            replicas: replicas.clone(),
+                            isr: isr.clone(),
+                            leader: *leader,
+                            leader_epoch: *leader_epoch,
+                            partition_epoch: *partition_epoch,
+                        },
+                    );
+                }
+            }
+            MetadataRecord::PartitionChange {
+                topic_id,
+                partition,
+                leader,
+                isr,
+                replicas,
+            } => {
+                let Some(p) = self
+                    .topics
+                    .get_mut(topic_id)
+                    .and_then(|t| t.partitions.get_mut(partition))
+                else {
+                    return;
+                };
+                // As in KRaft: a leader change bumps the leader epoch; any
+                // change bumps the partition epoch.
+                if let Some(l) = leader {
+                    p.leader = *l;
+                    p.leader_epoch += 1;
+                }
+                if let Some(i) = isr {
+                    p.isr = i.clone();
+                }
+                if let Some(r) = replicas {
+                    p.replicas = r.clone();
+                }
+                p.partition_epoch += 1;
+            }
+            MetadataRecord::RemoveTopic { topic_id } => {
+                if let Some(t) = self.topics.remove(topic_id) {
+                    self.topic_ids.remove(&t.name);
+                    self.configs.remove(&(crate::records::CONFIG_RESOURCE_TOPIC, t.name));
+                }
+            }
+            MetadataRecord::Config {
+                resource_type,
+                resource_name,
+                name,
+                value,
+            } => {
+                let key = (*resource_type, resource_name.clone());
+                match value {
+                    Some(v) => {
+                        self.configs.entry(key).or_default().insert(name.clone(), v.clone());
+                    }
+                    None => {
+                        if let Some(c) = self.configs.get_mut(&key) {
+                            c.remove(name);
+                            if c.is_empty() {
+                                self.configs.remove(&key);
+                            }
+                        }
+                    }
+                }
+            }
+            MetadataRecord::RegisterBroker {
+                broker_id,
+                incarnation_id,
+                endpoints,
+                rack,
+            } => {
+                self.brokers.insert(
+                    *broker_id,
+                    BrokerImage {
+                        id: *broker_id,
+                        incarnation_id: *incarnation_id,
+                        endpoints: endpoints.clone(),
+                        rack: rack.clone(),
+                        fenced: false,
+                    },
+                );
+            }
+            MetadataRecord::ProducerIds {
+                next_producer_id, ..
+            } => {
+                self.next_producer_id = self.next_producer_id.max(*next_producer_id);
+            }
+            MetadataRecord::FeatureLevel { name, level } => {
+                self.features.insert(name.clone(), *level);
+            }
+            MetadataRecord::BrokerFence { broker_id, fenced } => {
+                if let Some(b) = self.brokers.get_mut(broker_id) {
+                    b.fenced = *fenced;
+                }
+            }
+        }
+    }
+}
