@@ -85,6 +85,14 @@ pub struct TopicDefaults {
     pub replication_factor: i16,
 }
 
+/// A topic the controller created (or would create, when validating only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreatedTopic {
+    pub topic_id: Uuid,
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+}
+
 /// How an IncrementalAlterConfigs entry changes a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AlterOp {
@@ -117,7 +125,11 @@ impl Controller {
         let log = PartitionLog::open(dir, config, LogOpenOptions::default())?;
         let mut image = MetadataImage::empty();
         replay(&log, &mut image)?;
-        info!(records_offset = image.offset, topics = image.topics.len(), "metadata image loaded");
+        info!(
+            records_offset = image.offset,
+            topics = image.topics.len(),
+            "metadata image loaded"
+        );
         let (tx, _) = watch::channel(Arc::new(image));
         Ok(Self {
             node_id,
@@ -181,7 +193,11 @@ impl Controller {
 
     /// Validates and creates topics. With `validate_only`, nothing is
     /// written. Returns, per topic, its id and partition count, or an error.
-    pub fn create_topics(&self, topics: Vec<NewTopic>, validate_only: bool) -> Vec<(String, ControllerResult<(Uuid, i32, i16)>)> {
+    pub fn create_topics(
+        &self,
+        topics: Vec<NewTopic>,
+        validate_only: bool,
+    ) -> Vec<(String, ControllerResult<CreatedTopic>)> {
         let _serial = self.serial.lock();
         let image = self.image();
         let mut results = Vec::new();
@@ -189,13 +205,15 @@ impl Controller {
         let mut taken: Vec<String> = Vec::new();
         for topic in topics {
             let name = topic.name.clone();
-            let r = self.plan_topic(&image, &taken, topic).map(|(recs, id, n, rf)| {
-                taken.push(name.clone());
-                if !validate_only {
-                    records.extend(recs);
-                }
-                (id, n, rf)
-            });
+            let r = self
+                .plan_topic(&image, &taken, topic)
+                .map(|(recs, created)| {
+                    taken.push(name.clone());
+                    if !validate_only {
+                        records.extend(recs);
+                    }
+                    created
+                });
             results.push((name, r));
         }
         if let Err(e) = self.commit(records) {
@@ -208,12 +226,21 @@ impl Controller {
         results
     }
 
-    fn plan_topic(&self, image: &MetadataImage, taken: &[String], t: NewTopic) -> ControllerResult<(Vec<MetadataRecord>, Uuid, i32, i16)> {
+    fn plan_topic(
+        &self,
+        image: &MetadataImage,
+        taken: &[String],
+        t: NewTopic,
+    ) -> ControllerResult<(Vec<MetadataRecord>, CreatedTopic)> {
         validate_topic_name(&t.name)?;
         if image.topic_by_name(&t.name).is_some() || taken.contains(&t.name) {
-            return Err(ControllerError::new(ResponseError::TopicAlreadyExists, format!("Topic '{}' already exists.", t.name)));
+            return Err(ControllerError::new(
+                ResponseError::TopicAlreadyExists,
+                format!("Topic '{}' already exists.", t.name),
+            ));
         }
-        let collides = |other: &str| other != t.name && other.replace('.', "_") == t.name.replace('.', "_");
+        let collides =
+            |other: &str| other != t.name && other.replace('.', "_") == t.name.replace('.', "_");
         if let Some(other) = image.topic_ids.keys().find(|o| collides(o)) {
             return Err(ControllerError::new(
                 ResponseError::InvalidTopicException,
@@ -221,8 +248,14 @@ impl Controller {
             ));
         }
         for (key, value) in &t.configs {
-            let value = value.as_deref().ok_or_else(|| ControllerError::new(ResponseError::InvalidConfig, format!("Null value not supported for topic config '{key}'")))?;
-            validate_topic_config(key, value).map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
+            let value = value.as_deref().ok_or_else(|| {
+                ControllerError::new(
+                    ResponseError::InvalidConfig,
+                    format!("Null value not supported for topic config '{key}'"),
+                )
+            })?;
+            validate_topic_config(key, value)
+                .map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
         }
         let brokers: Vec<i32> = image.live_brokers().map(|b| b.id).collect();
         let assignments: BTreeMap<i32, Vec<i32>> = if !t.assignments.is_empty() {
@@ -237,17 +270,34 @@ impl Controller {
             }
             let expected: Vec<i32> = (0..t.assignments.len() as i32).collect();
             if t.assignments.keys().copied().collect::<Vec<_>>() != expected {
-                return Err(ControllerError::new(ResponseError::InvalidReplicaAssignment, "Partitions must be numbered consecutively from 0."));
+                return Err(ControllerError::new(
+                    ResponseError::InvalidReplicaAssignment,
+                    "Partitions must be numbered consecutively from 0.",
+                ));
             }
             t.assignments
         } else {
-            let partitions = if t.num_partitions == -1 { self.defaults.num_partitions } else { t.num_partitions };
-            let rf = if t.replication_factor == -1 { self.defaults.replication_factor } else { t.replication_factor };
+            let partitions = if t.num_partitions == -1 {
+                self.defaults.num_partitions
+            } else {
+                t.num_partitions
+            };
+            let rf = if t.replication_factor == -1 {
+                self.defaults.replication_factor
+            } else {
+                t.replication_factor
+            };
             if partitions <= 0 {
-                return Err(ControllerError::new(ResponseError::InvalidPartitions, "Number of partitions must be larger than 0."));
+                return Err(ControllerError::new(
+                    ResponseError::InvalidPartitions,
+                    "Number of partitions must be larger than 0.",
+                ));
             }
             if rf <= 0 {
-                return Err(ControllerError::new(ResponseError::InvalidReplicationFactor, "Replication factor must be larger than 0."));
+                return Err(ControllerError::new(
+                    ResponseError::InvalidReplicationFactor,
+                    "Replication factor must be larger than 0.",
+                ));
             }
             if rf as usize > brokers.len() {
                 return Err(ControllerError::new(
@@ -259,7 +309,10 @@ impl Controller {
         };
         let topic_id = t.topic_id.unwrap_or_else(Uuid::new_v4);
         if image.topics.contains_key(&topic_id) || topic_id.is_nil() {
-            return Err(ControllerError::new(ResponseError::InvalidRequest, format!("Topic id {topic_id} is already in use or reserved.")));
+            return Err(ControllerError::new(
+                ResponseError::InvalidRequest,
+                format!("Topic id {topic_id} is already in use or reserved."),
+            ));
         }
         let rf = assignments.values().next().map_or(0, Vec::len) as i16;
         let n = assignments.len() as i32;
@@ -278,7 +331,14 @@ impl Controller {
         for (p, replicas) in assignments {
             records.push(partition_record(topic_id, p, replicas));
         }
-        Ok((records, topic_id, n, rf))
+        Ok((
+            records,
+            CreatedTopic {
+                topic_id,
+                num_partitions: n,
+                replication_factor: rf,
+            },
+        ))
     }
 
     /// Deletes topics by name.
@@ -294,7 +354,10 @@ impl Controller {
                         records.push(MetadataRecord::RemoveTopic { topic_id: t.id });
                         Ok(t.id)
                     }
-                    None => Err(ControllerError::new(ResponseError::UnknownTopicOrPartition, format!("Topic '{name}' does not exist."))),
+                    None => Err(ControllerError::new(
+                        ResponseError::UnknownTopicOrPartition,
+                        format!("Topic '{name}' does not exist."),
+                    )),
                 };
                 (name.clone(), r)
             })
@@ -303,12 +366,21 @@ impl Controller {
     }
 
     /// Adds partitions to a topic (CreatePartitions).
-    pub fn create_partitions(&self, name: &str, count: i32, assignments: Option<Vec<Vec<i32>>>, validate_only: bool) -> ControllerResult<()> {
+    pub fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> ControllerResult<()> {
         let _serial = self.serial.lock();
         let image = self.image();
-        let t = image
-            .topic_by_name(name)
-            .ok_or_else(|| ControllerError::new(ResponseError::UnknownTopicOrPartition, format!("Topic '{name}' does not exist.")))?;
+        let t = image.topic_by_name(name).ok_or_else(|| {
+            ControllerError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic '{name}' does not exist."),
+            )
+        })?;
         let current = t.partitions.len() as i32;
         if count <= current {
             let msg = if count == current {
@@ -335,10 +407,17 @@ impl Controller {
             }
             None => {
                 if rf > brokers.len() {
-                    return Err(ControllerError::new(ResponseError::InvalidReplicationFactor, "Not enough live brokers for the topic's replication factor."));
+                    return Err(ControllerError::new(
+                        ResponseError::InvalidReplicationFactor,
+                        "Not enough live brokers for the topic's replication factor.",
+                    ));
                 }
                 let placed = place_replicas(&brokers, count, rf, image.topics.len());
-                placed.into_iter().filter(|(p, _)| *p >= current).map(|(_, r)| r).collect()
+                placed
+                    .into_iter()
+                    .filter(|(p, _)| *p >= current)
+                    .map(|(_, r)| r)
+                    .collect()
             }
         };
         if validate_only {
@@ -354,34 +433,76 @@ impl Controller {
 
     /// Applies config changes to one resource. Topic keys are validated here;
     /// broker keys must be validated by the caller (the broker owns them).
-    pub fn alter_configs(&self, resource_type: i8, resource_name: &str, changes: &[(String, AlterOp, Option<String>)], replace_all: bool, validate_only: bool) -> ControllerResult<()> {
+    pub fn alter_configs(
+        &self,
+        resource_type: i8,
+        resource_name: &str,
+        changes: &[(String, AlterOp, Option<String>)],
+        replace_all: bool,
+        validate_only: bool,
+    ) -> ControllerResult<()> {
         let _serial = self.serial.lock();
         let image = self.image();
         if resource_type == CONFIG_RESOURCE_TOPIC && image.topic_by_name(resource_name).is_none() {
-            return Err(ControllerError::new(ResponseError::UnknownTopicOrPartition, format!("Topic '{resource_name}' does not exist.")));
+            return Err(ControllerError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic '{resource_name}' does not exist."),
+            ));
         }
-        let current = image.configs_of(resource_type, resource_name).cloned().unwrap_or_default();
-        let mut next = if replace_all { BTreeMap::new() } else { current.clone() };
+        let current = image
+            .configs_of(resource_type, resource_name)
+            .cloned()
+            .unwrap_or_default();
+        let mut next = if replace_all {
+            BTreeMap::new()
+        } else {
+            current.clone()
+        };
         for (key, op, value) in changes {
-            if resource_type == CONFIG_RESOURCE_TOPIC && ottla_storage::config::topic_config_key(key).is_none() {
-                return Err(ControllerError::new(ResponseError::InvalidConfig, format!("Unknown topic config name: {key}")));
+            if resource_type == CONFIG_RESOURCE_TOPIC
+                && ottla_storage::config::topic_config_key(key).is_none()
+            {
+                return Err(ControllerError::new(
+                    ResponseError::InvalidConfig,
+                    format!("Unknown topic config name: {key}"),
+                ));
             }
             match op {
                 AlterOp::Set => {
-                    let v = value.clone().ok_or_else(|| ControllerError::new(ResponseError::InvalidConfig, format!("Null value not supported for '{key}'")))?;
+                    let v = value.clone().ok_or_else(|| {
+                        ControllerError::new(
+                            ResponseError::InvalidConfig,
+                            format!("Null value not supported for '{key}'"),
+                        )
+                    })?;
                     next.insert(key.clone(), v);
                 }
                 AlterOp::Delete => {
                     next.remove(key);
                 }
                 AlterOp::Append | AlterOp::Subtract => {
-                    let is_list = ottla_storage::config::topic_config_key(key).is_some_and(|k| k.config_type == ottla_storage::config::ConfigType::List);
+                    let is_list = ottla_storage::config::topic_config_key(key)
+                        .is_some_and(|k| k.config_type == ottla_storage::config::ConfigType::List);
                     if resource_type == CONFIG_RESOURCE_TOPIC && !is_list {
-                        return Err(ControllerError::new(ResponseError::InvalidConfig, format!("Config value append is not allowed for config key: {key}")));
+                        return Err(ControllerError::new(
+                            ResponseError::InvalidConfig,
+                            format!("Config value append is not allowed for config key: {key}"),
+                        ));
                     }
                     let existing = next.get(key).cloned().unwrap_or_default();
-                    let mut items: Vec<String> = existing.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
-                    for item in value.as_deref().unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    let mut items: Vec<String> = existing
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(String::from)
+                        .collect();
+                    for item in value
+                        .as_deref()
+                        .unwrap_or("")
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                    {
                         if *op == AlterOp::Append {
                             if !items.iter().any(|i| i == item) {
                                 items.push(item.to_string());
@@ -396,7 +517,8 @@ impl Controller {
         }
         if resource_type == CONFIG_RESOURCE_TOPIC {
             for (k, v) in &next {
-                validate_topic_config(k, v).map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
+                validate_topic_config(k, v)
+                    .map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
             }
         }
         if validate_only {
@@ -435,7 +557,11 @@ impl Controller {
         Ok((start, PRODUCER_ID_BLOCK))
     }
 
-    fn finish<T>(&self, records: Vec<MetadataRecord>, mut results: Vec<(String, ControllerResult<T>)>) -> Vec<(String, ControllerResult<T>)> {
+    fn finish<T>(
+        &self,
+        records: Vec<MetadataRecord>,
+        mut results: Vec<(String, ControllerResult<T>)>,
+    ) -> Vec<(String, ControllerResult<T>)> {
         if let Err(e) = self.commit(records) {
             for (_, r) in results.iter_mut() {
                 if r.is_ok() {
@@ -466,7 +592,12 @@ fn partition_record(topic_id: Uuid, partition: i32, replicas: Vec<i32>) -> Metad
 
 /// Round-robin placement with a per-topic starting offset, so leaders spread
 /// across brokers (Kafka's rack-unaware assignment, simplified).
-fn place_replicas(brokers: &[i32], partitions: i32, rf: usize, salt: usize) -> BTreeMap<i32, Vec<i32>> {
+fn place_replicas(
+    brokers: &[i32],
+    partitions: i32,
+    rf: usize,
+    salt: usize,
+) -> BTreeMap<i32, Vec<i32>> {
     let n = brokers.len().max(1);
     (0..partitions)
         .map(|p| {
@@ -477,25 +608,43 @@ fn place_replicas(brokers: &[i32], partitions: i32, rf: usize, salt: usize) -> B
         .collect()
 }
 
-fn validate_assignment(partition: i32, replicas: &[i32], image: &MetadataImage) -> ControllerResult<()> {
+fn validate_assignment(
+    partition: i32,
+    replicas: &[i32],
+    image: &MetadataImage,
+) -> ControllerResult<()> {
     if replicas.is_empty() {
-        return Err(ControllerError::new(ResponseError::InvalidReplicaAssignment, format!("Empty replica list for partition {partition}.")));
+        return Err(ControllerError::new(
+            ResponseError::InvalidReplicaAssignment,
+            format!("Empty replica list for partition {partition}."),
+        ));
     }
     let mut seen = replicas.to_vec();
     seen.sort_unstable();
     seen.dedup();
     if seen.len() != replicas.len() {
-        return Err(ControllerError::new(ResponseError::InvalidReplicaAssignment, format!("Duplicate brokers in the assignment of partition {partition}.")));
+        return Err(ControllerError::new(
+            ResponseError::InvalidReplicaAssignment,
+            format!("Duplicate brokers in the assignment of partition {partition}."),
+        ));
     }
     if let Some(b) = replicas.iter().find(|b| !image.brokers.contains_key(b)) {
-        return Err(ControllerError::new(ResponseError::InvalidReplicaAssignment, format!("Broker {b} in the assignment of partition {partition} is not registered.")));
+        return Err(ControllerError::new(
+            ResponseError::InvalidReplicaAssignment,
+            format!("Broker {b} in the assignment of partition {partition} is not registered."),
+        ));
     }
     Ok(())
 }
 
 /// Kafka's topic name rules.
 pub fn validate_topic_name(name: &str) -> ControllerResult<()> {
-    let invalid = |m: String| Err(ControllerError::new(ResponseError::InvalidTopicException, m));
+    let invalid = |m: String| {
+        Err(ControllerError::new(
+            ResponseError::InvalidTopicException,
+            m,
+        ))
+    };
     if name.is_empty() {
         return invalid("Topic name is illegal, it can't be empty".into());
     }
@@ -505,7 +654,10 @@ pub fn validate_topic_name(name: &str) -> ControllerResult<()> {
     if name.len() > MAX_TOPIC_NAME_LEN {
         return invalid(format!("Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LEN} characters, topic name: {name}"));
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
         return invalid(format!("Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"));
     }
     Ok(())
@@ -518,7 +670,10 @@ pub fn is_internal(name: &str) -> bool {
 fn replay(log: &PartitionLog, image: &mut MetadataImage) -> ottla_storage::Result<()> {
     let mut offset = log.log_start_offset();
     while offset < log.log_end_offset() {
-        let Some(slice) = log.read(offset, 1 << 20, FetchIsolation::LogEnd, true)?.slice else {
+        let Some(slice) = log
+            .read(offset, 1 << 20, FetchIsolation::LogEnd, true)?
+            .slice
+        else {
             break;
         };
         let bytes = slice.read()?;
@@ -533,7 +688,12 @@ fn replay(log: &PartitionLog, image: &mut MetadataImage) -> ottla_storage::Resul
                 let at = batch.base_offset() + r.offset_delta as i64;
                 match r.value.map(MetadataRecord::decode) {
                     Some(Ok(record)) => image.apply(at, &record),
-                    Some(Err(e)) => failure = Some(ottla_storage::StorageError::corrupt_file(log.dir(), format!("metadata record at offset {at}: {e}"))),
+                    Some(Err(e)) => {
+                        failure = Some(ottla_storage::StorageError::corrupt_file(
+                            log.dir(),
+                            format!("metadata record at offset {at}: {e}"),
+                        ))
+                    }
                     None => {}
                 }
             })?;
@@ -558,7 +718,15 @@ mod tests {
     use crate::records::Endpoint;
 
     fn controller(dir: &Path) -> Controller {
-        let c = Controller::open(dir, 1, TopicDefaults { num_partitions: 1, replication_factor: 1 }).unwrap();
+        let c = Controller::open(
+            dir,
+            1,
+            TopicDefaults {
+                num_partitions: 1,
+                replication_factor: 1,
+            },
+        )
+        .unwrap();
         c.register_broker(MetadataRecord::RegisterBroker {
             broker_id: 1,
             incarnation_id: Uuid::new_v4(),
@@ -587,36 +755,89 @@ mod tests {
     fn topics_are_created_validated_and_survive_restart() {
         let dir = tempfile::tempdir().unwrap();
         let c = controller(dir.path());
-        let r = c.create_topics(vec![topic("orders", 3), topic("bad name", 1), topic("orders", 1)], false);
+        let r = c.create_topics(
+            vec![topic("orders", 3), topic("bad name", 1), topic("orders", 1)],
+            false,
+        );
         assert!(r[0].1.is_ok());
-        assert_eq!(r[1].1.as_ref().unwrap_err().code, ResponseError::InvalidTopicException.code());
-        assert_eq!(r[2].1.as_ref().unwrap_err().code, ResponseError::TopicAlreadyExists.code());
-        let rf3 = NewTopic { replication_factor: 3, ..topic("x", 1) };
-        assert_eq!(c.create_topics(vec![rf3], false)[0].1.as_ref().unwrap_err().code, ResponseError::InvalidReplicationFactor.code());
+        assert_eq!(
+            r[1].1.as_ref().unwrap_err().code,
+            ResponseError::InvalidTopicException.code()
+        );
+        assert_eq!(
+            r[2].1.as_ref().unwrap_err().code,
+            ResponseError::TopicAlreadyExists.code()
+        );
+        let rf3 = NewTopic {
+            replication_factor: 3,
+            ..topic("x", 1)
+        };
+        assert_eq!(
+            c.create_topics(vec![rf3], false)[0]
+                .1
+                .as_ref()
+                .unwrap_err()
+                .code,
+            ResponseError::InvalidReplicationFactor.code()
+        );
         let v = c.create_topics(vec![topic("dry", 1)], true);
         assert!(v[0].1.is_ok());
         assert!(c.image().topic_by_name("dry").is_none());
-        c.alter_configs(CONFIG_RESOURCE_TOPIC, "orders", &[("retention.ms".into(), AlterOp::Set, Some("1000".into()))], false, false).unwrap();
-        assert!(c.alter_configs(CONFIG_RESOURCE_TOPIC, "orders", &[("retention.ms".into(), AlterOp::Set, Some("x".into()))], false, false).is_err());
+        c.alter_configs(
+            CONFIG_RESOURCE_TOPIC,
+            "orders",
+            &[("retention.ms".into(), AlterOp::Set, Some("1000".into()))],
+            false,
+            false,
+        )
+        .unwrap();
+        assert!(c
+            .alter_configs(
+                CONFIG_RESOURCE_TOPIC,
+                "orders",
+                &[("retention.ms".into(), AlterOp::Set, Some("x".into()))],
+                false,
+                false
+            )
+            .is_err());
         c.create_partitions("orders", 5, None, false).unwrap();
-        assert_eq!(c.create_partitions("orders", 2, None, false).unwrap_err().code, ResponseError::InvalidPartitions.code());
+        assert_eq!(
+            c.create_partitions("orders", 2, None, false)
+                .unwrap_err()
+                .code,
+            ResponseError::InvalidPartitions.code()
+        );
         let (first, n) = c.allocate_producer_ids(1).unwrap();
         assert_eq!((first, n), (0, PRODUCER_ID_BLOCK));
         let id = c.image().topic_by_name("orders").unwrap().id;
         c.close().unwrap();
         drop(c);
-        let c = Controller::open(dir.path(), 1, TopicDefaults { num_partitions: 1, replication_factor: 1 }).unwrap();
+        let c = Controller::open(
+            dir.path(),
+            1,
+            TopicDefaults {
+                num_partitions: 1,
+                replication_factor: 1,
+            },
+        )
+        .unwrap();
         let img = c.image();
         let t = img.topic_by_name("orders").unwrap();
         assert_eq!(t.id, id);
         assert_eq!(t.partitions.len(), 5);
-        assert_eq!(img.configs_of(CONFIG_RESOURCE_TOPIC, "orders").unwrap()["retention.ms"], "1000");
+        assert_eq!(
+            img.configs_of(CONFIG_RESOURCE_TOPIC, "orders").unwrap()["retention.ms"],
+            "1000"
+        );
         assert_eq!(c.allocate_producer_ids(1).unwrap().0, PRODUCER_ID_BLOCK);
         let d = c.delete_topics(&["orders".into(), "nope".into()]);
         assert!(d[0].1.is_ok());
         assert!(d[1].1.is_err());
         assert!(c.image().topic_by_name("orders").is_none());
-        assert!(c.image().configs_of(CONFIG_RESOURCE_TOPIC, "orders").is_none());
+        assert!(c
+            .image()
+            .configs_of(CONFIG_RESOURCE_TOPIC, "orders")
+            .is_none());
     }
 
     #[test]

@@ -139,7 +139,8 @@ impl MetadataImage {
             MetadataRecord::RemoveTopic { topic_id } => {
                 if let Some(t) = self.topics.remove(topic_id) {
                     self.topic_ids.remove(&t.name);
-                    self.configs.remove(&(crate::records::CONFIG_RESOURCE_TOPIC, t.name));
+                    self.configs
+                        .remove(&(crate::records::CONFIG_RESOURCE_TOPIC, t.name));
                 }
             }
             MetadataRecord::Config {
@@ -151,7 +152,10 @@ impl MetadataImage {
                 let key = (*resource_type, resource_name.clone());
                 match value {
                     Some(v) => {
-                        self.configs.entry(key).or_default().insert(name.clone(), v.clone());
+                        self.configs
+                            .entry(key)
+                            .or_default()
+                            .insert(name.clone(), v.clone());
                     }
                     None => {
                         if let Some(c) = self.configs.get_mut(&key) {

@@ -6,6 +6,8 @@ pub mod controller;
 pub mod image;
 pub mod records;
 
-pub use controller::{AlterOp, Controller, ControllerError, ControllerResult, NewTopic, TopicDefaults};
+pub use controller::{
+    AlterOp, Controller, ControllerError, ControllerResult, CreatedTopic, NewTopic, TopicDefaults,
+};
 pub use image::{MetadataImage, PartitionImage, TopicImage};
 pub use records::MetadataRecord;

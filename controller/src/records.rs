@@ -76,7 +76,10 @@ pub enum MetadataRecord {
         rack: Option<String>,
     },
     /// type 7: the next block of producer ids starts at `next_producer_id`.
-    ProducerIds { broker_id: i32, next_producer_id: i64 },
+    ProducerIds {
+        broker_id: i32,
+        next_producer_id: i64,
+    },
     /// type 8: `metadata.version`-like feature levels.
     FeatureLevel { name: String, level: i16 },
     /// type 9: fenced (true) or unfenced brokers.
@@ -213,11 +216,15 @@ impl MetadataRecord {
                 isr: r.opt(|r| r.i32s())?,
                 replicas: r.opt(|r| r.i32s())?,
             },
-            4 => Self::RemoveTopic { topic_id: r.uuid()? },
+            4 => Self::RemoveTopic {
+                topic_id: r.uuid()?,
+            },
             5 => Self::Config {
                 resource_type: r.u8()? as i8,
                 resource_name: r.string()?.ok_or(DecodeError::Invalid("null resource"))?,
-                name: r.string()?.ok_or(DecodeError::Invalid("null config name"))?,
+                name: r
+                    .string()?
+                    .ok_or(DecodeError::Invalid("null config name"))?,
                 value: r.string()?,
             },
             6 => {
@@ -314,13 +321,19 @@ impl Reader<'_> {
         Ok(self.take(1)?[0])
     }
     fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(u16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")))
+        Ok(u16::from_be_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
     }
     fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(i32::from_be_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
     fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(i64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn uuid(&mut self) -> Result<Uuid, DecodeError> {
         Ok(Uuid::from_slice(self.take(16)?).expect("16 bytes"))
@@ -347,7 +360,10 @@ impl Reader<'_> {
         let n = self.count()?;
         (0..n).map(|_| self.i32()).collect()
     }
-    fn opt<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, DecodeError>) -> Result<Option<T>, DecodeError> {
+    fn opt<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<T, DecodeError>,
+    ) -> Result<Option<T>, DecodeError> {
         match self.u8()? {
             0 => Ok(None),
             _ => f(self).map(Some),
@@ -362,7 +378,10 @@ mod tests {
     fn samples() -> Vec<MetadataRecord> {
         let id = Uuid::from_u128(7);
         vec![
-            MetadataRecord::Topic { name: "orders".into(), topic_id: id },
+            MetadataRecord::Topic {
+                name: "orders".into(),
+                topic_id: id,
+            },
             MetadataRecord::Partition {
                 topic_id: id,
                 partition: 3,
@@ -397,9 +416,18 @@ mod tests {
                 }],
                 rack: Some("r1".into()),
             },
-            MetadataRecord::ProducerIds { broker_id: 1, next_producer_id: 5000 },
-            MetadataRecord::FeatureLevel { name: "metadata.version".into(), level: 27 },
-            MetadataRecord::BrokerFence { broker_id: 2, fenced: true },
+            MetadataRecord::ProducerIds {
+                broker_id: 1,
+                next_producer_id: 5000,
+            },
+            MetadataRecord::FeatureLevel {
+                name: "metadata.version".into(),
+                level: 27,
+            },
+            MetadataRecord::BrokerFence {
+                broker_id: 2,
+                fenced: true,
+            },
         ]
     }
 

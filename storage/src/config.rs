@@ -52,6 +52,9 @@ pub struct LogConfig {
     pub message_timestamp_before_max_ms: i64,
     pub message_timestamp_after_max_ms: i64,
     pub file_delete_delay_ms: i64,
+    /// Replication, not storage, but a topic-level key the produce path reads
+    /// with the rest of the log's settings.
+    pub min_insync_replicas: i32,
 }
 
 impl Default for LogConfig {
@@ -75,6 +78,7 @@ impl Default for LogConfig {
             message_timestamp_before_max_ms: i64::MAX,
             message_timestamp_after_max_ms: 3_600_000,
             file_delete_delay_ms: 60_000,
+            min_insync_replicas: 1,
         }
     }
 }
@@ -509,6 +513,7 @@ impl LogConfig {
                 "message.timestamp.before.max.ms" => c.message_timestamp_before_max_ms = long(),
                 "message.timestamp.after.max.ms" => c.message_timestamp_after_max_ms = long(),
                 "file.delete.delay.ms" => c.file_delete_delay_ms = long(),
+                "min.insync.replicas" => c.min_insync_replicas = long() as i32,
                 _ => {}
             }
         }

@@ -1,0 +1,196 @@
+//! Fetch: long polling (max_wait / min_bytes), size limits, read_committed
+//! isolation, topic ids (v13+) and incremental fetch sessions (KIP-227).
+
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::FetchRequest;
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchResponse, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{ProducerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use ottla_storage::log::FetchIsolation;
+use ottla_storage::manager::TopicPartition;
+use uuid::Uuid;
+
+use crate::broker::Broker;
+use crate::fetch_session::{PartitionFetch, PartitionSeen};
+use crate::replica::FetchOutcome;
+
+/// Fetch sessions exist from v7.
+const SESSIONS_FROM: i16 = 7;
+
+pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchResponse {
+    let image = broker.controller.image();
+    let by_id = version >= 13;
+    let replica_id = if version >= 15 { req.replica_state.replica_id.0 } else { req.replica_id.0 };
+    let is_follower = replica_id >= 0;
+    let isolation = if is_follower {
+        FetchIsolation::LogEnd
+    } else if req.isolation_level == 1 {
+        FetchIsolation::TxnCommitted
+    } else {
+        FetchIsolation::HighWatermark
+    };
+
+    // Resolve topic names (by id from v13) and build the session view.
+    let mut unknown_ids: Vec<(Uuid, i32)> = Vec::new();
+    let mut requested = Vec::new();
+    for topic in &req.topics {
+        let name = if by_id {
+            match image.topic_by_id(&topic.topic_id) {
+                Some(t) => t.name.clone(),
+                None => {
+                    unknown_ids.extend(topic.partitions.iter().map(|p| (topic.topic_id, p.partition)));
+                    continue;
+                }
+            }
+        } else {
+            topic.topic.to_string()
+        };
+        let topic_id = image.topic_by_name(&name).map_or(Uuid::nil(), |t| t.id);
+        for p in &topic.partitions {
+            requested.push((
+                TopicPartition::new(name.clone(), p.partition),
+                PartitionFetch {
+                    topic_id,
+                    fetch_offset: p.fetch_offset,
+                    log_start_offset: p.log_start_offset,
+                    max_bytes: p.partition_max_bytes,
+                    current_leader_epoch: if version >= 9 { p.current_leader_epoch } else { -1 },
+                },
+            ));
+        }
+    }
+    let forgotten: Vec<TopicPartition> = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|f| {
+            let name = if by_id {
+                image.topic_by_id(&f.topic_id).map(|t| t.name.clone())
+            } else {
+                Some(f.topic.to_string())
+            };
+            name.into_iter().flat_map(move |n| f.partitions.iter().map(move |p| TopicPartition::new(n.clone(), *p)))
+        })
+        .collect();
+    let (session_id, epoch) = if version >= SESSIONS_FROM { (req.session_id, req.session_epoch) } else { (0, -1) };
+    let session = match broker.fetch_sessions.begin(session_id, epoch, requested, forgotten) {
+        Ok(s) => s,
+        Err(e) => {
+            let mut r = FetchResponse::default().with_error_code(e.code());
+            if version >= SESSIONS_FROM {
+                r = r.with_session_id(0);
+            }
+            return r;
+        }
+    };
+
+    // Read until min_bytes is reached, an error shows up, or max_wait passes.
+    let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let max_total = if version >= 3 { req.max_bytes.max(0) as usize } else { usize::MAX };
+    let outcomes = loop {
+        let seen_appends = broker.replicas.append_counter();
+        let mut budget = max_total;
+        let mut total = 0usize;
+        let mut any_error = false;
+        let mut outcomes = Vec::with_capacity(session.partitions.len());
+        for (tp, f) in &session.partitions {
+            let limit = (f.max_bytes.max(0) as usize).min(budget);
+            // As Kafka: only the first partition with data may exceed the
+            // limits by one batch, so that a fetch always makes progress.
+            let min_one = total == 0;
+            let o = broker.replicas.read(tp, f.fetch_offset, limit, isolation, f.current_leader_epoch, !is_follower, min_one);
+            let n = o.records.as_ref().map_or(0, |r| r.len());
+            total += n;
+            budget = budget.saturating_sub(n);
+            any_error |= o.error.is_some();
+            outcomes.push(o);
+        }
+        let now = Instant::now();
+        if total >= req.min_bytes.max(1) as usize || any_error || now >= deadline || session.partitions.is_empty() {
+            break outcomes;
+        }
+        broker.replicas.wait_for_appends(seen_appends, deadline - now).await;
+    };
+
+    // Assemble, grouping partitions by topic in request order.
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    for ((tp, f), o) in session.partitions.iter().zip(outcomes) {
+        let has_data = o.records.as_ref().is_some_and(|r| !r.is_empty());
+        let seen = PartitionSeen {
+            high_watermark: o.high_watermark,
+            last_stable_offset: o.last_stable_offset,
+            log_start_offset: o.log_start_offset,
+        };
+        let next = o.records.as_ref().and_then(|r| last_next_offset(r));
+        let include = broker.fetch_sessions.record(session.session_id, tp, seen, next, has_data || o.error.is_some());
+        if session.incremental && !include {
+            continue;
+        }
+        let data = partition_data(version, tp.partition, o, isolation);
+        let same_topic = topics.last().is_some_and(|t| if by_id { t.topic_id == f.topic_id } else { t.topic.as_str() == tp.topic });
+        if !same_topic {
+            let mut t = FetchableTopicResponse::default();
+            if by_id {
+                t = t.with_topic_id(f.topic_id);
+            } else {
+                t = t.with_topic(TopicName(StrBytes::from_string(tp.topic.clone())));
+            }
+            topics.push(t);
+        }
+        topics.last_mut().expect("just pushed").partitions.push(data);
+    }
+    for (id, partition) in unknown_ids {
+        let data = partition_data(version, partition, unknown(ResponseError::UnknownTopicId), isolation);
+        topics.push(FetchableTopicResponse::default().with_topic_id(id).with_partitions(vec![data]));
+    }
+    let mut r = FetchResponse::default().with_responses(topics);
+    if version >= SESSIONS_FROM {
+        r = r.with_session_id(session.session_id);
+    }
+    r
+}
+
+fn unknown(e: ResponseError) -> FetchOutcome {
+    FetchOutcome {
+        error: Some(e),
+        records: None,
+        high_watermark: -1,
+        last_stable_offset: -1,
+        log_start_offset: -1,
+        aborted: None,
+    }
+}
+
+fn partition_data(version: i16, partition: i32, o: FetchOutcome, isolation: FetchIsolation) -> PartitionData {
+    let mut d = PartitionData::default()
+        .with_partition_index(partition)
+        .with_error_code(o.error.map_or(0, |e| e.code()))
+        .with_high_watermark(o.high_watermark)
+        .with_records(o.records);
+    if version >= 4 {
+        d = d.with_last_stable_offset(o.last_stable_offset);
+        if isolation == FetchIsolation::TxnCommitted {
+            let aborted = o.aborted.unwrap_or_default();
+            d = d.with_aborted_transactions(Some(
+                aborted
+                    .into_iter()
+                    .map(|a| AbortedTransaction::default().with_producer_id(ProducerId(a.producer_id)).with_first_offset(a.first_offset))
+                    .collect(),
+            ));
+        }
+    }
+    if version >= 5 {
+        d = d.with_log_start_offset(o.log_start_offset);
+    }
+    d
+}
+
+fn last_next_offset(records: &[u8]) -> Option<i64> {
+    ottla_protocol::batch::BatchIter::new(records)
+        .filter_map(Result::ok)
+        .last()
+        .map(|b| b.next_offset())
+}

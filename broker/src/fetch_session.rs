@@ -1,0 +1,240 @@
+//! Incremental fetch sessions (KIP-227).
+//!
+//! A client's first fetch with epoch 0 creates a session; later fetches send
+//! only the partitions that changed (and the ones to forget), and the broker
+//! answers only the partitions whose state changed. Sessionless fetches
+//! (epoch -1) bypass the cache.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use ottla_storage::manager::TopicPartition;
+use parking_lot::Mutex;
+use uuid::Uuid;
+
+pub const INITIAL_EPOCH: i32 = 0;
+pub const FINAL_EPOCH: i32 = -1;
+
+/// What the client asked for one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionFetch {
+    pub topic_id: Uuid,
+    pub fetch_offset: i64,
+    pub log_start_offset: i64,
+    pub max_bytes: i32,
+    pub current_leader_epoch: i32,
+}
+
+/// What the broker last told the client about a partition; a partition is
+/// answered again only when this changes or data is returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PartitionSeen {
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+}
+
+#[derive(Debug)]
+struct Session {
+    epoch: i32,
+    partitions: BTreeMap<TopicPartition, (PartitionFetch, Option<PartitionSeen>)>,
+    last_used: Instant,
+}
+
+/// The partitions a fetch works on, after the session was applied.
+#[derive(Debug)]
+pub struct SessionFetch {
+    /// 0 when the fetch is sessionless.
+    pub session_id: i32,
+    /// Full fetches answer every partition; incremental ones only changes.
+    pub incremental: bool,
+    pub partitions: Vec<(TopicPartition, PartitionFetch)>,
+}
+
+pub struct FetchSessionCache {
+    sessions: Mutex<HashMap<i32, Session>>,
+    max_sessions: usize,
+    idle_timeout: Duration,
+    next_id: Mutex<i32>,
+}
+
+impl FetchSessionCache {
+    pub fn new(max_sessions: usize, idle_timeout: Duration) -> Self {
+        Self {
+            sessions: Mutex::new(HashMap::new()),
+            max_sessions,
+            idle_timeout,
+            next_id: Mutex::new(1),
+        }
+    }
+
+    /// Applies a fetch request to the session cache. `requested` holds the
+    /// partitions listed in the request, `forgotten` those to drop.
+    pub fn begin(
+        &self,
+        session_id: i32,
+        epoch: i32,
+        requested: Vec<(TopicPartition, PartitionFetch)>,
+        forgotten: Vec<TopicPartition>,
+    ) -> Result<SessionFetch, ResponseError> {
+        let mut sessions = self.sessions.lock();
+        let now = Instant::now();
+        sessions.retain(|_, s| now.duration_since(s.last_used) < self.idle_timeout);
+        if epoch == FINAL_EPOCH {
+            if session_id != 0 {
+                sessions.remove(&session_id);
+            }
+            return Ok(SessionFetch {
+                session_id: 0,
+                incremental: false,
+                partitions: requested,
+            });
+        }
+        if epoch == INITIAL_EPOCH {
+            if session_id != 0 {
+                sessions.remove(&session_id);
+            }
+            if sessions.len() >= self.max_sessions {
+                // Kafka evicts by privilege and age; the oldest goes here.
+                if let Some(oldest) = sessions.iter().min_by_key(|(_, s)| s.last_used).map(|(id, _)| *id) {
+                    sessions.remove(&oldest);
+                }
+            }
+            let id = self.allocate_id(&sessions);
+            sessions.insert(
+                id,
+                Session {
+                    epoch: 1,
+                    partitions: requested.iter().map(|(tp, f)| (tp.clone(), (f.clone(), None))).collect(),
+                    last_used: now,
+                },
+            );
+            return Ok(SessionFetch {
+                session_id: id,
+                incremental: false,
+                partitions: requested,
+            });
+        }
+        let session = sessions
+            .get_mut(&session_id)
+            .ok_or(ResponseError::FetchSessionIdNotFound)?;
+        if session.epoch != epoch {
+            return Err(ResponseError::InvalidFetchSessionEpoch);
+        }
+        session.epoch = next_epoch(epoch);
+        session.last_used = now;
+        for tp in forgotten {
+            session.partitions.remove(&tp);
+        }
+        for (tp, fetch) in requested {
+            let seen = session.partitions.get(&tp).and_then(|(_, s)| *s);
+            session.partitions.insert(tp, (fetch, seen));
+        }
+        Ok(SessionFetch {
+            session_id,
+            incremental: true,
+            partitions: session.partitions.iter().map(|(tp, (f, _))| (tp.clone(), f.clone())).collect(),
+        })
+    }
+
+    /// Records what was answered for a partition and the offset the client
+    /// will fetch next; returns whether an incremental response must
+    /// include the partition.
+    pub fn record(&self, session_id: i32, tp: &TopicPartition, seen: PartitionSeen, next_fetch_offset: Option<i64>, has_data_or_error: bool) -> bool {
+        if session_id == 0 {
+            return true;
+        }
+        let mut sessions = self.sessions.lock();
+        let Some((fetch, last)) = sessions.get_mut(&session_id).and_then(|s| s.partitions.get_mut(tp)) else {
+            return true;
+        };
+        let changed = *last != Some(seen);
+        *last = Some(seen);
+        if let Some(o) = next_fetch_offset {
+            fetch.fetch_offset = o;
+        }
+        has_data_or_error || changed
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn allocate_id(&self, sessions: &HashMap<i32, Session>) -> i32 {
+        let mut next = self.next_id.lock();
+        loop {
+            let id = *next;
+            *next = if id == i32::MAX { 1 } else { id + 1 };
+            if !sessions.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+}
+
+fn next_epoch(epoch: i32) -> i32 {
+    if epoch == i32::MAX {
+        1
+    } else {
+        epoch + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition::new("t", p)
+    }
+
+    fn fetch(offset: i64) -> PartitionFetch {
+        PartitionFetch {
+            topic_id: Uuid::nil(),
+            fetch_offset: offset,
+            log_start_offset: -1,
+            max_bytes: 1024,
+            current_leader_epoch: -1,
+        }
+    }
+
+    #[test]
+    fn sessions_carry_partitions_between_fetches() {
+        let cache = FetchSessionCache::new(10, Duration::from_secs(60));
+        let full = cache.begin(0, 0, vec![(tp(0), fetch(0)), (tp(1), fetch(0))], vec![]).unwrap();
+        assert!(!full.incremental);
+        let id = full.session_id;
+        assert_ne!(id, 0);
+        let seen = PartitionSeen { high_watermark: 5, last_stable_offset: 5, log_start_offset: 0 };
+        assert!(cache.record(id, &tp(0), seen, Some(5), true));
+        assert!(cache.record(id, &tp(1), seen, None, false));
+        // Incremental: no partitions listed, both still fetched.
+        let inc = cache.begin(id, 1, vec![], vec![]).unwrap();
+        assert!(inc.incremental);
+        assert_eq!(inc.partitions.len(), 2);
+        assert_eq!(inc.partitions[0].1.fetch_offset, 5, "the cached offset advanced");
+        // Unchanged partition with no data is left out of the response.
+        assert!(!cache.record(id, &tp(1), seen, None, false));
+        let inc = cache.begin(id, 2, vec![], vec![tp(1)]).unwrap();
+        assert_eq!(inc.partitions.len(), 1);
+        assert_eq!(cache.begin(id, 9, vec![], vec![]).unwrap_err(), ResponseError::InvalidFetchSessionEpoch);
+        assert_eq!(cache.begin(777, 1, vec![], vec![]).unwrap_err(), ResponseError::FetchSessionIdNotFound);
+        let closed = cache.begin(id, FINAL_EPOCH, vec![(tp(0), fetch(0))], vec![]).unwrap();
+        assert_eq!(closed.session_id, 0);
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn the_cache_is_bounded() {
+        let cache = FetchSessionCache::new(2, Duration::from_secs(60));
+        for _ in 0..5 {
+            cache.begin(0, 0, vec![(tp(0), fetch(0))], vec![]).unwrap();
+        }
+        assert_eq!(cache.len(), 2);
+    }
+}

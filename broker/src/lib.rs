@@ -1,0 +1,10 @@
+//! The Ottla broker: configuration, network server, request handlers, the
+//! replica manager and the coordinators. `main.rs` is the `ottla` binary.
+
+pub mod apis;
+pub mod broker;
+pub mod fetch_session;
+pub mod log_config;
+pub mod meta_properties;
+pub mod producer_ids;
+pub mod replica;
