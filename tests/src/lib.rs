@@ -2,3 +2,5 @@
 //! (the tests themselves live under `tests/tests/`).
 
 pub mod crash;
+pub mod ottla;
+pub mod tools;

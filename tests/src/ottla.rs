@@ -1,0 +1,146 @@
+//! Real `ottla` processes for integration tests: each gets its own data dir
+//! and a free port on 127.0.0.1, is started with `ottla server --override`,
+//! and is killed when the handle drops.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `ottla` binary built by cargo next to the test executable, or `$OTTLA_BIN`.
+pub fn ottla_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("OTTLA_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test>-<hash> -> target/<profile>/ottla
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let bin = profile_dir.join("ottla");
+    assert!(bin.exists(), "{} is missing: build the workspace first (cargo build --workspace)", bin.display());
+    bin
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub struct Ottla {
+    child: Option<Child>,
+    pub port: u16,
+    pub controller_port: u16,
+    pub data_dir: PathBuf,
+    pub log_file: PathBuf,
+    overrides: Vec<(String, String)>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Ottla {
+    /// Starts a single node with `overrides` on top of the test defaults.
+    pub fn start(overrides: &[(&str, &str)]) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let data_dir = tmp.path().to_path_buf();
+        let mut node = Self {
+            child: None,
+            port: free_port(),
+            controller_port: free_port(),
+            log_file: data_dir.join("ottla.log"),
+            data_dir,
+            overrides: overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            _tmp: Some(tmp),
+        };
+        node.spawn();
+        node
+    }
+
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn spawn(&mut self) {
+        let mut args: Vec<String> = vec!["server".into()];
+        let mut push = |k: &str, v: String| {
+            args.push("--override".into());
+            args.push(format!("{k}={v}"));
+        };
+        push("listeners", format!("PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}", self.port, self.controller_port));
+        push("advertised.listeners", format!("PLAINTEXT://127.0.0.1:{}", self.port));
+        push("controller.quorum.voters", format!("1@127.0.0.1:{}", self.controller_port));
+        push("log.dirs", self.data_dir.join("logs").display().to_string());
+        for (k, v) in &self.overrides {
+            push(k, v.clone());
+        }
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log_file).unwrap();
+        let child = Command::new(ottla_binary())
+            .args(&args)
+            .env("RUST_LOG", std::env::var("OTTLA_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("start ottla");
+        self.child = Some(child);
+        self.wait_ready(Duration::from_secs(30));
+    }
+
+    /// Waits until the listener accepts connections.
+    pub fn wait_ready(&mut self, timeout: Duration) {
+        let addr: SocketAddr = self.bootstrap().parse().unwrap();
+        let start = Instant::now();
+        loop {
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
+                panic!("ottla exited with {status} before serving; log:\n{}", self.log());
+            }
+            assert!(start.elapsed() < timeout, "ottla did not listen within {timeout:?}; log:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_file).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// SIGKILL, no chance to flush.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit; returns the exit status code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut c = self.child.take()?;
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        loop {
+            if let Some(status) = c.try_wait().unwrap() {
+                return status.code();
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("ottla did not stop within 30 s of SIGTERM; log:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the same node again on the same data and ports.
+    pub fn restart(&mut self) {
+        self.spawn();
+    }
+}
+
+impl Drop for Ottla {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}

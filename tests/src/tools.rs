@@ -1,0 +1,67 @@
+//! The stock clients the tests drive: Apache Kafka's Java CLI tools (fetched
+//! by scripts/kafka-tools.sh) and the Python venv with confluent-kafka and
+//! kafka-python (scripts/python-env.sh). Both scripts install what is
+//! missing, so a bare machine works.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+fn last_line_of(script: &str) -> PathBuf {
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts").join(script))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {script}: {e}"));
+    assert!(out.status.success(), "{script} failed");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    PathBuf::from(stdout.lines().last().expect("a result line").trim())
+}
+
+/// Directory holding kafka-topics.sh and friends.
+pub fn kafka_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| last_line_of("kafka-tools.sh"))
+}
+
+/// The venv's python.
+pub fn python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| last_line_of("python-env.sh"))
+}
+
+/// Runs a Kafka CLI tool, optionally feeding `stdin`.
+pub fn kafka_tool(tool: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    run(Command::new(kafka_bin().join(tool)).args(args), stdin)
+}
+
+/// Runs a Python snippet in the test venv with `args` in sys.argv[1:].
+pub fn python_script(code: &str, args: &[&str]) -> Output {
+    run(Command::new(python()).arg("-c").arg(code).args(args), None)
+}
+
+fn run(cmd: &mut Command, stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Asserts success and returns stdout, showing stderr on failure.
+pub fn ok(out: Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "command failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    stdout
+}
