@@ -11,3 +11,8 @@ fi
 if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install cargo-nextest --locked
 fi
+
+# The stock clients the interoperability tests drive: Apache Kafka's CLI jars
+# from Maven Central and a Python venv with confluent-kafka and kafka-python.
+scripts/kafka-tools.sh >/dev/null
+scripts/python-env.sh >/dev/null
