@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Apache Kafka and Ottla side by side on this machine.
+
+Starts each broker in turn (Apache Kafka from the same 4.x jars the tests
+use, then Ottla), runs kafka-producer-perf-test and kafka-consumer-perf-test
+against it with the same settings, and prints, per case, the ratio
+Ottla/Kafka for records/s, MB/s, p50 and p99 latency, plus peak RSS and the
+time from process start to the first accepted connection.
+
+    scripts/bench.py [--records N] [--rounds R] [--quick]
+
+Ratios above 1 favour Ottla for throughput; below 1 favour Ottla for
+latency, memory and start time.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KAFKA_PORT = 19092
+OTTLA_PORT = 29092
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+
+
+def last_line(script):
+    return sh(["bash", str(ROOT / "scripts" / script)]).stdout.strip().splitlines()[-1]
+
+
+def wait_port(port, proc=None, timeout=120.0):
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {proc.returncode}")
+            time.sleep(0.01)
+    raise RuntimeError(f"port {port} did not open within {timeout}s")
+
+
+def peak_rss_mib(pid):
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+class Broker:
+    """One broker under test: start, pid, stop."""
+
+    def __init__(self, name, port):
+        self.name, self.port = name, port
+        self.proc, self.pid, self.ready_ms = None, None, None
+
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+
+class ApacheKafka(Broker):
+    def start(self):
+        script = ROOT / "scripts" / "apache-kafka.sh"
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            ["bash", str(script), "start", "--fresh", "--port", str(self.port), "--heap", "-Xmx1g"],
+            stdout=subprocess.DEVNULL,
+        )
+        wait_port(self.port)
+        self.ready_ms = (time.monotonic() - t0) * 1000
+        self.proc.wait()
+        run_dir = Path(os.environ.get("OTTLA_CACHE", ROOT / ".cache")) / "run" / f"apache-kafka-{self.port}"
+        pid_file = next(run_dir.glob("*.pid"))
+        self.pid = int(pid_file.read_text().split()[0])
+
+    def stop(self):
+        subprocess.run(["bash", str(ROOT / "scripts" / "apache-kafka.sh"), "stop", "--port", str(self.port)], check=False, capture_output=True)
+
+
+class Ottla(Broker):
+    def __init__(self, name, port, binary):
+        super().__init__(name, port)
+        self.binary = binary
+        self.dir = Path(tempfile.mkdtemp(prefix="ottla-bench-"))
+
+    def start(self):
+        args = [
+            str(self.binary), "server",
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.port + 1}",
+            "--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            "--override", f"controller.quorum.voters=1@127.0.0.1:{self.port + 1}",
+            "--override", f"log.dirs={self.dir / 'logs'}",
+        ]
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.dir / "ottla.log", "w"))
+        wait_port(self.port, self.proc)
+        self.ready_ms = (time.monotonic() - t0) * 1000
+        self.pid = self.proc.pid
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+PRODUCER = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), [\d.]+ ms avg latency, "
+    r"[\d.]+ ms max latency, (\d+) ms 50th, \d+ ms 95th, (\d+) ms 99th"
+)
+
+
+def produce(bin_dir, broker, topic, records, size, acks, work):
+    props = work / f"producer-{acks}.properties"
+    props.write_text(f"acks={acks}\nlinger.ms=5\nbatch.size=65536\n")
+    out = sh([
+        str(bin_dir / "kafka-producer-perf-test.sh"), "--topic", topic, "--num-records", str(records),
+        "--record-size", str(size), "--throughput", "-1", "--bootstrap-server", broker.bootstrap(),
+        "--command-config", str(props),
+    ]).stdout
+    m = PRODUCER.search(out.strip().splitlines()[-1])
+    if not m:
+        raise RuntimeError(f"unexpected producer output: {out[-500:]}")
+    return {"rec/s": float(m[2]), "MB/s": float(m[3]), "p50 ms": float(m[4]), "p99 ms": float(m[5])}
+
+
+def consume(bin_dir, broker, topic, records):
+    out = sh([
+        str(bin_dir / "kafka-consumer-perf-test.sh"), "--bootstrap-server", broker.bootstrap(), "--topic", topic,
+        "--num-records", str(records), "--timeout", "60000", "--hide-header",
+    ]).stdout
+    # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, ...
+    fields = [f.strip() for f in out.strip().splitlines()[-1].split(",")]
+    return {"rec/s": float(fields[5]), "MB/s": float(fields[3])}
+
+
+def run_broker(broker, bin_dir, cases, records, rounds):
+    results = {}
+    work = Path(tempfile.mkdtemp(prefix="bench-work-"))
+    broker.start()
+    try:
+        for parts in sorted({c[2] for c in cases}):
+            sh([str(bin_dir / "kafka-topics.sh"), "--bootstrap-server", broker.bootstrap(), "--create",
+                "--topic", f"bench-{parts}", "--partitions", str(parts), "--replication-factor", "1"])
+        for size, acks, parts in cases:
+            topic = f"bench-{parts}"
+            for r in range(rounds):
+                p = produce(bin_dir, broker, topic, records, size, acks, work)
+                results.setdefault(("produce", size, acks, parts), []).append(p)
+                print(f"  {broker.name} produce {size}B acks={acks} p={parts} round {r + 1}: {p}", file=sys.stderr)
+            c = consume(bin_dir, broker, topic, records)
+            results.setdefault(("consume", size, acks, parts), []).append(c)
+            print(f"  {broker.name} consume {size}B p={parts}: {c}", file=sys.stderr)
+        results["peak RSS MiB"] = peak_rss_mib(broker.pid)
+        results["start ms"] = broker.ready_ms
+    finally:
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def best(samples, key):
+    values = [s[key] for s in samples]
+    return max(values) if key in ("rec/s", "MB/s") else min(values)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="one case per record size, one round")
+    args = ap.parse_args()
+    bin_dir = Path(last_line("kafka-tools.sh"))
+    sh(["cargo", "build", "--release", "-p", "ottla-broker", "--bin", "ottla"], cwd=ROOT)
+    binary = ROOT / "target" / "release" / "ottla"
+    cases = [(s, a, p) for s in (1024, 100) for a in ("1", "all") for p in (1, 8)]
+    if args.quick:
+        cases, args.rounds = [(1024, "1", 1), (100, "all", 8)], 1
+    kafka = run_broker(ApacheKafka("kafka", KAFKA_PORT), bin_dir, cases, args.records, args.rounds)
+    ottla = run_broker(Ottla("ottla", OTTLA_PORT, binary), bin_dir, cases, args.records, args.rounds)
+
+    print(f"\nOttla / Apache Kafka, {args.records} records per run, best of {args.rounds} round(s), this machine")
+    print(f"{'case':<34}{'metric':<10}{'kafka':>12}{'ottla':>12}{'ratio':>9}")
+    for key in sorted(k for k in kafka if isinstance(k, tuple)):
+        kind, size, acks, parts = key
+        name = f"{kind} {size}B acks={acks} p={parts}" if kind == "produce" else f"{kind} {size}B p={parts}"
+        for metric in kafka[key][0]:
+            k, o = best(kafka[key], metric), best(ottla[key], metric)
+            ratio = o / k if k else float("nan")
+            print(f"{name:<34}{metric:<10}{k:>12.1f}{o:>12.1f}{ratio:>9.2f}")
+    for metric in ("peak RSS MiB", "start ms"):
+        k, o = kafka[metric], ottla[metric]
+        print(f"{'broker':<34}{metric:<10}{k:>12.1f}{o:>12.1f}{o / k:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()
