@@ -16,6 +16,7 @@ use tracing::{error, info};
 use uuid::Uuid;
 
 use crate::fetch_session::FetchSessionCache;
+use crate::group::GroupCoordinator;
 use crate::log_config::TopicConfigResolver;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::{now_ms, ReplicaManager};
@@ -51,13 +52,18 @@ pub struct Broker {
     pub configs: Arc<TopicConfigResolver>,
     pub fetch_sessions: FetchSessionCache,
     pub producer_ids: ProducerIdManager,
+    pub groups: GroupCoordinator,
 }
 
 impl Broker {
     /// Opens storage and metadata and registers this node. Blocking I/O:
     /// call before serving requests.
     pub fn open(settings: BrokerSettings) -> anyhow::Result<Arc<Self>> {
-        let cluster_id = crate::meta_properties::ensure(&settings.log_dirs, &settings.metadata_dir, settings.node_id)?;
+        let cluster_id = crate::meta_properties::ensure(
+            &settings.log_dirs,
+            &settings.metadata_dir,
+            settings.node_id,
+        )?;
         let controller = Arc::new(
             Controller::open(
                 &settings.metadata_dir.join("__cluster_metadata-0"),
@@ -69,8 +75,15 @@ impl Broker {
             )
             .context("opening the metadata log")?,
         );
-        let configs = Arc::new(TopicConfigResolver::new(settings.static_configs.clone(), controller.image()));
-        let logs = Arc::new(LogManager::open(settings.log_dirs.clone(), configs.as_ref()).context("opening the log dirs")?);
+        let configs = Arc::new(TopicConfigResolver::new(
+            settings.node_id,
+            settings.static_configs.clone(),
+            controller.image(),
+        ));
+        let logs = Arc::new(
+            LogManager::open(settings.log_dirs.clone(), configs.as_ref())
+                .context("opening the log dirs")?,
+        );
         let replicas = Arc::new(ReplicaManager::new(settings.node_id, logs, configs.clone()));
         let registration = MetadataRecord::RegisterBroker {
             broker_id: settings.node_id,
@@ -82,14 +95,24 @@ impl Broker {
             .register_broker(registration)
             .map_err(|e| anyhow::anyhow!("registering the broker: {e}"))?;
         replicas.apply_image(&controller.image());
+        let groups = GroupCoordinator::open(
+            settings.node_id,
+            &settings.static_configs,
+            controller.clone(),
+            replicas.clone(),
+        );
         let broker = Arc::new(Self {
-            fetch_sessions: FetchSessionCache::new(settings.fetch_session_slots, Duration::from_secs(120)),
+            fetch_sessions: FetchSessionCache::new(
+                settings.fetch_session_slots,
+                Duration::from_secs(120),
+            ),
             producer_ids: ProducerIdManager::new(controller.clone(), settings.node_id),
             settings,
             cluster_id,
             controller,
             replicas,
             configs,
+            groups,
         });
         info!(node_id = broker.settings.node_id, cluster_id = %broker.cluster_id, "broker started");
         Ok(broker)
@@ -107,6 +130,7 @@ impl Broker {
         let mut flush = tokio::time::interval(self.settings.flush_check_interval);
         let mut checkpoint = tokio::time::interval(self.settings.checkpoint_interval);
         let mut cleaner = tokio::time::interval(self.settings.cleaner_backoff);
+        let mut group_timers = tokio::time::interval(GroupCoordinator::TICK_INTERVAL);
         loop {
             tokio::select! {
                 _ = shutdown.changed() => break,
@@ -120,6 +144,7 @@ impl Broker {
                 _ = retention.tick() => self.blocking(|b| { b.replicas.logs().run_retention(now_ms()); }).await,
                 _ = flush.tick() => self.blocking(|b| b.replicas.logs().run_time_flush(now_ms())).await,
                 _ = cleaner.tick() => self.blocking(|b| b.replicas.logs().run_compaction(now_ms())).await,
+                _ = group_timers.tick() => self.blocking(|b| b.groups.tick(now_ms())).await,
                 _ = checkpoint.tick() => self.blocking(|b| {
                     if let Err(e) = b.replicas.logs().checkpoint() {
                         error!(error = %e, "writing the log checkpoints failed");
@@ -137,8 +162,13 @@ impl Broker {
     /// Flushes every log, writes the checkpoints and the clean-shutdown
     /// marker, and closes the metadata log.
     pub fn shutdown(&self) -> anyhow::Result<()> {
-        self.replicas.logs().shutdown().context("closing the logs")?;
-        self.controller.close().context("closing the metadata log")?;
+        self.replicas
+            .logs()
+            .shutdown()
+            .context("closing the logs")?;
+        self.controller
+            .close()
+            .context("closing the metadata log")?;
         info!("broker shut down cleanly");
         Ok(())
     }

@@ -97,7 +97,11 @@ impl FetchSessionCache {
             }
             if sessions.len() >= self.max_sessions {
                 // Kafka evicts by privilege and age; the oldest goes here.
-                if let Some(oldest) = sessions.iter().min_by_key(|(_, s)| s.last_used).map(|(id, _)| *id) {
+                if let Some(oldest) = sessions
+                    .iter()
+                    .min_by_key(|(_, s)| s.last_used)
+                    .map(|(id, _)| *id)
+                {
                     sessions.remove(&oldest);
                 }
             }
@@ -106,7 +110,10 @@ impl FetchSessionCache {
                 id,
                 Session {
                     epoch: 1,
-                    partitions: requested.iter().map(|(tp, f)| (tp.clone(), (f.clone(), None))).collect(),
+                    partitions: requested
+                        .iter()
+                        .map(|(tp, f)| (tp.clone(), (f.clone(), None)))
+                        .collect(),
                     last_used: now,
                 },
             );
@@ -134,19 +141,33 @@ impl FetchSessionCache {
         Ok(SessionFetch {
             session_id,
             incremental: true,
-            partitions: session.partitions.iter().map(|(tp, (f, _))| (tp.clone(), f.clone())).collect(),
+            partitions: session
+                .partitions
+                .iter()
+                .map(|(tp, (f, _))| (tp.clone(), f.clone()))
+                .collect(),
         })
     }
 
     /// Records what was answered for a partition and the offset the client
     /// will fetch next; returns whether an incremental response must
     /// include the partition.
-    pub fn record(&self, session_id: i32, tp: &TopicPartition, seen: PartitionSeen, next_fetch_offset: Option<i64>, has_data_or_error: bool) -> bool {
+    pub fn record(
+        &self,
+        session_id: i32,
+        tp: &TopicPartition,
+        seen: PartitionSeen,
+        next_fetch_offset: Option<i64>,
+        has_data_or_error: bool,
+    ) -> bool {
         if session_id == 0 {
             return true;
         }
         let mut sessions = self.sessions.lock();
-        let Some((fetch, last)) = sessions.get_mut(&session_id).and_then(|s| s.partitions.get_mut(tp)) else {
+        let Some((fetch, last)) = sessions
+            .get_mut(&session_id)
+            .and_then(|s| s.partitions.get_mut(tp))
+        else {
             return true;
         };
         let changed = *last != Some(seen);
@@ -206,25 +227,42 @@ mod tests {
     #[test]
     fn sessions_carry_partitions_between_fetches() {
         let cache = FetchSessionCache::new(10, Duration::from_secs(60));
-        let full = cache.begin(0, 0, vec![(tp(0), fetch(0)), (tp(1), fetch(0))], vec![]).unwrap();
+        let full = cache
+            .begin(0, 0, vec![(tp(0), fetch(0)), (tp(1), fetch(0))], vec![])
+            .unwrap();
         assert!(!full.incremental);
         let id = full.session_id;
         assert_ne!(id, 0);
-        let seen = PartitionSeen { high_watermark: 5, last_stable_offset: 5, log_start_offset: 0 };
+        let seen = PartitionSeen {
+            high_watermark: 5,
+            last_stable_offset: 5,
+            log_start_offset: 0,
+        };
         assert!(cache.record(id, &tp(0), seen, Some(5), true));
         assert!(cache.record(id, &tp(1), seen, None, false));
         // Incremental: no partitions listed, both still fetched.
         let inc = cache.begin(id, 1, vec![], vec![]).unwrap();
         assert!(inc.incremental);
         assert_eq!(inc.partitions.len(), 2);
-        assert_eq!(inc.partitions[0].1.fetch_offset, 5, "the cached offset advanced");
+        assert_eq!(
+            inc.partitions[0].1.fetch_offset, 5,
+            "the cached offset advanced"
+        );
         // Unchanged partition with no data is left out of the response.
         assert!(!cache.record(id, &tp(1), seen, None, false));
         let inc = cache.begin(id, 2, vec![], vec![tp(1)]).unwrap();
         assert_eq!(inc.partitions.len(), 1);
-        assert_eq!(cache.begin(id, 9, vec![], vec![]).unwrap_err(), ResponseError::InvalidFetchSessionEpoch);
-        assert_eq!(cache.begin(777, 1, vec![], vec![]).unwrap_err(), ResponseError::FetchSessionIdNotFound);
-        let closed = cache.begin(id, FINAL_EPOCH, vec![(tp(0), fetch(0))], vec![]).unwrap();
+        assert_eq!(
+            cache.begin(id, 9, vec![], vec![]).unwrap_err(),
+            ResponseError::InvalidFetchSessionEpoch
+        );
+        assert_eq!(
+            cache.begin(777, 1, vec![], vec![]).unwrap_err(),
+            ResponseError::FetchSessionIdNotFound
+        );
+        let closed = cache
+            .begin(id, FINAL_EPOCH, vec![(tp(0), fetch(0))], vec![])
+            .unwrap();
         assert_eq!(closed.session_id, 0);
         assert!(cache.is_empty());
     }

@@ -3,8 +3,12 @@
 
 pub mod apis;
 pub mod broker;
+pub mod config;
 pub mod fetch_session;
+pub mod group;
+pub mod handlers;
 pub mod log_config;
 pub mod meta_properties;
+pub mod network;
 pub mod producer_ids;
 pub mod replica;

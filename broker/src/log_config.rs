@@ -1,11 +1,13 @@
 //! Effective topic configuration: topic overrides from the metadata image,
-//! then the broker's `log.*` settings (each topic key's broker synonym), then
-//! Kafka's defaults. DescribeConfigs reports the same resolution with sources.
+//! then the broker's `log.*` settings (each topic key's broker synonym: this
+//! node's dynamic value, the cluster-wide dynamic default, the static
+//! value), then Kafka's defaults. DescribeConfigs reports the same
+//! resolution with sources.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ottla_controller::records::CONFIG_RESOURCE_TOPIC;
+use ottla_controller::records::{CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC};
 use ottla_controller::MetadataImage;
 use ottla_storage::config::{LogConfig, TopicConfigKey, TOPIC_CONFIG_KEYS};
 use ottla_storage::manager::LogConfigSource;
@@ -15,6 +17,7 @@ use parking_lot::RwLock;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigSource {
     TopicOverride,
+    DynamicBroker,
     DynamicBrokerDefault,
     StaticBroker,
     Default,
@@ -25,6 +28,7 @@ impl ConfigSource {
     pub fn code(self) -> i8 {
         match self {
             Self::TopicOverride => 1,
+            Self::DynamicBroker => 2,
             Self::DynamicBrokerDefault => 3,
             Self::StaticBroker => 4,
             Self::Default => 5,
@@ -43,14 +47,21 @@ pub struct ResolvedConfig {
 }
 
 pub struct TopicConfigResolver {
+    /// Per-broker dynamic configs are stored under this node's id.
+    node_id: String,
     /// Broker settings from server.properties (static).
     static_broker: BTreeMap<String, String>,
     image: RwLock<Arc<MetadataImage>>,
 }
 
 impl TopicConfigResolver {
-    pub fn new(static_broker: BTreeMap<String, String>, image: Arc<MetadataImage>) -> Self {
+    pub fn new(
+        node_id: i32,
+        static_broker: BTreeMap<String, String>,
+        image: Arc<MetadataImage>,
+    ) -> Self {
         Self {
+            node_id: node_id.to_string(),
             static_broker,
             image: RwLock::new(image),
         }
@@ -63,8 +74,16 @@ impl TopicConfigResolver {
     /// Every topic key, resolved for `topic`.
     pub fn describe(&self, topic: &str) -> Vec<ResolvedConfig> {
         let image = self.image.read().clone();
+        self.describe_in(&image, topic)
+    }
+
+    /// Every topic key, resolved for `topic` against `image` rather than the
+    /// image the logs follow: request handlers answer from the controller's
+    /// newest image, or from a candidate one when validating only.
+    pub fn describe_in(&self, image: &MetadataImage, topic: &str) -> Vec<ResolvedConfig> {
         let overrides = image.configs_of(CONFIG_RESOURCE_TOPIC, topic);
-        let dynamic_defaults = image.configs_of(ottla_controller::records::CONFIG_RESOURCE_BROKER, "");
+        let dynamic_node = image.configs_of(CONFIG_RESOURCE_BROKER, &self.node_id);
+        let dynamic_defaults = image.configs_of(CONFIG_RESOURCE_BROKER, "");
         TOPIC_CONFIG_KEYS
             .iter()
             .map(|key| {
@@ -73,13 +92,24 @@ impl TopicConfigResolver {
                     synonyms.push((key.name.to_string(), v.clone(), ConfigSource::TopicOverride));
                 }
                 if let Some(syn) = key.broker_synonym {
+                    if let Some(v) = dynamic_node.and_then(|d| d.get(syn)) {
+                        synonyms.push((syn.to_string(), v.clone(), ConfigSource::DynamicBroker));
+                    }
                     if let Some(v) = dynamic_defaults.and_then(|d| d.get(syn)) {
-                        synonyms.push((syn.to_string(), v.clone(), ConfigSource::DynamicBrokerDefault));
+                        synonyms.push((
+                            syn.to_string(),
+                            v.clone(),
+                            ConfigSource::DynamicBrokerDefault,
+                        ));
                     }
                     if let Some(v) = self.broker_static_value(syn) {
                         synonyms.push((syn.to_string(), v, ConfigSource::StaticBroker));
                     }
-                    synonyms.push((syn.to_string(), key.default.to_string(), ConfigSource::Default));
+                    synonyms.push((
+                        syn.to_string(),
+                        key.default.to_string(),
+                        ConfigSource::Default,
+                    ));
                 }
                 let (value, source) = synonyms
                     .first()
@@ -99,13 +129,19 @@ impl TopicConfigResolver {
     /// variants (`log.retention.hours` / `.minutes` / `.ms`, `log.roll.hours`).
     fn broker_static_value(&self, synonym: &str) -> Option<String> {
         let get = |k: &str| self.static_broker.get(k).cloned();
-        let scaled = |k: &str, factor: i64| get(k).and_then(|v| v.trim().parse::<i64>().ok()).map(|v| (v * factor).to_string());
+        let scaled = |k: &str, factor: i64| {
+            get(k)
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .map(|v| (v * factor).to_string())
+        };
         match synonym {
             "log.retention.ms" => get("log.retention.ms")
                 .or_else(|| scaled("log.retention.minutes", 60_000))
                 .or_else(|| scaled("log.retention.hours", 3_600_000)),
             "log.roll.ms" => get("log.roll.ms").or_else(|| scaled("log.roll.hours", 3_600_000)),
-            "log.roll.jitter.ms" => get("log.roll.jitter.ms").or_else(|| scaled("log.roll.jitter.hours", 3_600_000)),
+            "log.roll.jitter.ms" => {
+                get("log.roll.jitter.ms").or_else(|| scaled("log.roll.jitter.hours", 3_600_000))
+            }
             "log.flush.interval.ms" => get("log.flush.interval.ms"),
             other => get(other),
         }
@@ -149,16 +185,24 @@ mod tests {
                 value: Some("2097152".into()),
             },
         );
-        let r = TopicConfigResolver::new(broker, Arc::new(image));
+        let r = TopicConfigResolver::new(1, broker, Arc::new(image));
         let t = r.resolve("t");
         assert_eq!(t.segment_bytes, 2 << 20);
         assert_eq!(t.retention_ms, 7_200_000);
         let other = r.resolve("other");
         assert_eq!(other.segment_bytes, 1 << 20);
-        let seg = r.describe("t").into_iter().find(|c| c.key.name == "segment.bytes").unwrap();
+        let seg = r
+            .describe("t")
+            .into_iter()
+            .find(|c| c.key.name == "segment.bytes")
+            .unwrap();
         assert_eq!(seg.source, ConfigSource::TopicOverride);
         assert_eq!(seg.synonyms.len(), 3);
-        let ret = r.describe("t").into_iter().find(|c| c.key.name == "retention.ms").unwrap();
+        let ret = r
+            .describe("t")
+            .into_iter()
+            .find(|c| c.key.name == "retention.ms")
+            .unwrap();
         assert_eq!(ret.source, ConfigSource::StaticBroker);
     }
 }

@@ -1,3 +1,217 @@
-fn main() {
-    println!("ottla");
+//! `ottla`: a Kafka-wire-compatible broker.
+//!
+//! `ottla server` with no arguments runs a single combined broker+controller
+//! node on localhost:9092 (controller on 9093) with data in ./ottla-data.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use ottla_broker::broker::{Broker, BrokerSettings};
+use ottla_broker::config::{keys, BrokerConfig, Listener};
+use ottla_broker::handlers::broker_apis::BrokerSlot;
+use ottla_broker::handlers::{broker_registry, controller_registry, HandlerRegistry};
+use ottla_broker::network::{bind_address, ListenerSpec, Server, ServerSettings};
+use ottla_controller::records::Endpoint;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+use tracing_subscriber::EnvFilter;
+
+/// Requests are decoded by kafka-protocol, which reserves whatever array
+/// length a request claims; this allocator makes such reservations lazy so a
+/// hostile length cannot abort the process (see ottla_protocol::alloc).
+#[global_allocator]
+static ALLOC: ottla_protocol::alloc::NoReserveAllocator = ottla_protocol::alloc::NoReserveAllocator;
+
+#[derive(Parser)]
+#[command(name = "ottla", version, about = "A Kafka-wire-compatible broker")]
+struct Cli {
+    /// Log output format. The level filter comes from RUST_LOG (default info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a broker and/or controller node.
+    Server {
+        /// A Kafka-style server.properties file.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Set a config key, overriding the file; repeatable.
+        #[arg(long = "override", value_name = "KEY=VALUE", value_parser = parse_override)]
+        overrides: Vec<(String, String)>,
+    },
+}
+
+fn parse_override(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_owned(), v.to_owned()))
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("'{s}' is not KEY=VALUE"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ottla: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Server { config, overrides } => {
+            let config = BrokerConfig::load(config.as_deref(), &overrides)?;
+            for key in config.ignored_keys() {
+                warn!("ignoring config key {key}: Ottla does not implement it");
+            }
+            let threads = usize::try_from(config.get(keys::NUM_IO_THREADS)).unwrap_or(1);
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(threads)
+                .thread_name("ottla-worker")
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?
+                .block_on(serve(config))
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal());
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn serve(mut config: BrokerConfig) -> Result<()> {
+    let mut specs = Vec::new();
+    let slot: BrokerSlot = Arc::default();
+    if config.roles.broker {
+        let registry = broker_registry(slot.clone()).context("building the API table")?;
+        specs.extend(listener_specs(config.broker_listeners(), registry).await?);
+    }
+    if config.roles.controller {
+        specs.extend(listener_specs(config.controller_listeners(), controller_registry()).await?);
+    }
+    let server = Server::bind(ServerSettings::from_config(&config), specs).await?;
+    for (name, addr) in server.local_addrs() {
+        config.set_bound_port(&name, addr.port());
+    }
+    info!(
+        node_id = config.node_id,
+        advertised = ?config.advertised_listeners.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "ottla started"
+    );
+    let settings = broker_settings(&config);
+    let broker = tokio::task::spawn_blocking(move || Broker::open(settings)).await??;
+    let _ = slot.set(broker.clone());
+    let (stop_background, background_stopped) = watch::channel(false);
+    let background = tokio::spawn(broker.clone().run_background(background_stopped));
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    server.run(shutdown).await;
+    let _ = stop_background.send(true);
+    let _ = background.await;
+    tokio::task::spawn_blocking(move || broker.shutdown()).await??;
+    info!("ottla stopped");
+    Ok(())
+}
+
+/// What the broker core needs from the configuration.
+fn broker_settings(config: &BrokerConfig) -> BrokerSettings {
+    let ms = |v: i64| Duration::from_millis(v.clamp(1, i64::from(u32::MAX)) as u64);
+    BrokerSettings {
+        node_id: config.node_id,
+        log_dirs: config.log_dirs.clone(),
+        metadata_dir: config.metadata_log_dir.clone(),
+        advertised: config
+            .advertised_listeners
+            .iter()
+            .map(|l| Endpoint {
+                listener: l.name.clone(),
+                host: l.endpoint.host.clone(),
+                port: l.endpoint.port,
+                security_protocol: l.protocol.name().to_string(),
+            })
+            .collect(),
+        rack: config.get(keys::BROKER_RACK),
+        auto_create_topics: config.get(keys::AUTO_CREATE_TOPICS_ENABLE),
+        delete_topic_enable: config.get(keys::DELETE_TOPIC_ENABLE),
+        num_partitions: config.get(keys::NUM_PARTITIONS),
+        default_replication_factor: i16::try_from(config.get(keys::DEFAULT_REPLICATION_FACTOR))
+            .unwrap_or(1),
+        fetch_session_slots: usize::try_from(
+            config.get(keys::MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS),
+        )
+        .unwrap_or(0),
+        retention_check_interval: ms(config.get(keys::LOG_RETENTION_CHECK_INTERVAL_MS)),
+        flush_check_interval: ms(config.get(keys::LOG_FLUSH_SCHEDULER_INTERVAL_MS).min(1000)),
+        checkpoint_interval: ms(i64::from(
+            config.get(keys::LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS),
+        )),
+        cleaner_backoff: ms(config.get(keys::LOG_CLEANER_BACKOFF_MS)),
+        static_configs: config.static_values(),
+    }
+}
+
+/// One spec per listener, all sharing one registry.
+async fn listener_specs<'a>(
+    listeners: impl Iterator<Item = &'a Listener>,
+    registry: HandlerRegistry,
+) -> Result<Vec<ListenerSpec>> {
+    let api_versions = Arc::new(registry.api_versions().clone());
+    let handler = Arc::new(registry);
+    let mut specs = Vec::new();
+    for l in listeners {
+        let addr = bind_address(&l.endpoint.host, l.endpoint.port)
+            .await
+            .with_context(|| format!("cannot resolve listener {l}"))?;
+        specs.push(ListenerSpec {
+            name: l.name.clone(),
+            addr,
+            api_versions: Arc::clone(&api_versions),
+            handler: handler.clone(),
+        });
+    }
+    Ok(specs)
+}
+
+/// SIGINT or SIGTERM starts a graceful shutdown.
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            warn!("cannot watch SIGTERM: {e}");
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM received"),
+        _ = tokio::signal::ctrl_c() => info!("SIGINT received"),
+    }
+    shutdown.cancel();
 }

@@ -83,7 +83,9 @@ mod tests {
         let id = ensure(std::slice::from_ref(&a), &a, 1).unwrap();
         assert_eq!(id.len(), 22);
         assert_eq!(ensure(std::slice::from_ref(&a), &a, 1).unwrap(), id);
-        let e = ensure(std::slice::from_ref(&a), &a, 2).unwrap_err().to_string();
+        let e = ensure(std::slice::from_ref(&a), &a, 2)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("node.id=2"), "{e}");
     }
 }

@@ -145,7 +145,7 @@ impl ReplicaManager {
         // Logs on disk for partitions the image no longer has (a topic
         // deleted while this broker was down) go too.
         for tp in self.logs.partitions() {
-            if !wanted.contains_key(&tp) && !tp.topic.starts_with("__cluster_metadata") {
+            if !wanted.contains_key(&tp) {
                 if let Err(e) = self.logs.delete(&tp) {
                     warn!(partition = %tp, error = %e, "could not delete a stray log");
                 }
@@ -156,7 +156,10 @@ impl ReplicaManager {
             match existing {
                 Some(p) if p.topic_id == topic_id => {
                     let config = self.configs.resolve(&tp.topic);
-                    p.log.write().set_config(config);
+                    let mut log = p.log.write();
+                    log.set_config(config);
+                    self.note_leadership(&tp, &mut log, &state);
+                    drop(log);
                     *p.state.write() = state;
                 }
                 _ => self.host(tp, topic_id, state),
@@ -170,6 +173,7 @@ impl ReplicaManager {
         match self.logs.get_or_create(&tp, &id, config) {
             Ok(log) => {
                 info!(partition = %tp, leader = state.leader, epoch = state.leader_epoch, "hosting partition");
+                self.note_leadership(&tp, &mut log.write(), &state);
                 self.partitions.write().insert(
                     tp.clone(),
                     Arc::new(Partition {
@@ -184,9 +188,28 @@ impl ReplicaManager {
         }
     }
 
+    fn note_leadership(
+        &self,
+        tp: &TopicPartition,
+        log: &mut ottla_storage::log::PartitionLog,
+        state: &PartitionState,
+    ) {
+        if state.leader == self.node_id {
+            if let Err(e) = log.assign_leader_epoch(state.leader_epoch) {
+                warn!(partition = %tp, error = %e, "could not record the new leader epoch");
+            }
+        }
+    }
+
     /// Leader append of client batches. `records` is copied once so the
     /// batch headers can be stamped in place.
-    pub fn append(&self, tp: &TopicPartition, records: &Bytes, required_acks: i16, origin: AppendOrigin) -> ProduceOutcome {
+    pub fn append(
+        &self,
+        tp: &TopicPartition,
+        records: &Bytes,
+        required_acks: i16,
+        origin: AppendOrigin,
+    ) -> ProduceOutcome {
         let fail = |error: ResponseError, message: Option<String>| ProduceOutcome {
             error,
             message,
@@ -240,7 +263,16 @@ impl ReplicaManager {
     /// Reads from a partition this broker leads (or follows, for replica
     /// fetches), checking the client's view of the leader epoch.
     #[allow(clippy::too_many_arguments)]
-    pub fn read(&self, tp: &TopicPartition, offset: i64, max_bytes: usize, isolation: FetchIsolation, current_leader_epoch: i32, leader_only: bool, min_one_batch: bool) -> FetchOutcome {
+    pub fn read(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+        max_bytes: usize,
+        isolation: FetchIsolation,
+        current_leader_epoch: i32,
+        leader_only: bool,
+        min_one_batch: bool,
+    ) -> FetchOutcome {
         let Some(partition) = self.partition(tp) else {
             return FetchOutcome::error(ResponseError::UnknownTopicOrPartition);
         };
@@ -316,7 +348,12 @@ impl ReplicaManager {
     pub fn offsets(&self, tp: &TopicPartition) -> Option<(i64, i64, i64, i64)> {
         let p = self.partition(tp)?;
         let log = p.log.read();
-        Some((log.log_start_offset(), log.log_end_offset(), log.high_watermark(), log.last_stable_offset()))
+        Some((
+            log.log_start_offset(),
+            log.log_end_offset(),
+            log.high_watermark(),
+            log.last_stable_offset(),
+        ))
     }
 
     /// Records the outcome of an append done by another path (coordinators).
@@ -336,7 +373,9 @@ pub fn storage_error_code(e: &StorageError) -> (ResponseError, String) {
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         StorageError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
-        StorageError::CorruptFile { .. } | StorageError::Offline { .. } | StorageError::Io(_) => ResponseError::KafkaStorageError,
+        StorageError::CorruptFile { .. } | StorageError::Offline { .. } | StorageError::Io(_) => {
+            ResponseError::KafkaStorageError
+        }
     };
     (code, e.to_string())
 }

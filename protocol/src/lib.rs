@@ -1,4 +1,10 @@
 //! Kafka wire protocol pieces shared by the broker, the mirror fetcher and the CLI.
 
+#[cfg(target_os = "linux")]
+pub mod alloc;
+pub mod api_versions;
 pub mod batch;
+pub mod frame;
 pub mod records;
+pub mod request;
+pub mod response;

@@ -317,6 +317,19 @@ impl PartitionLog {
         self.epoch_cache.latest_epoch()
     }
 
+    /// Records that this replica became leader in `epoch`, starting at the
+    /// log end, as Kafka does on a leadership change, so OffsetForLeaderEpoch
+    /// answers for the new epoch before anything is appended in it.
+    pub fn assign_leader_epoch(&mut self, epoch: i32) -> Result<()> {
+        self.ensure_online()?;
+        if epoch >= 0 && self.epoch_cache.latest_epoch().is_none_or(|e| epoch > e) {
+            let end = self.log_end_offset;
+            let r = self.epoch_cache.assign(epoch, end);
+            self.guard(r)?;
+        }
+        Ok(())
+    }
+
     /// OffsetForLeaderEpoch: `(epoch, end offset)` for the largest epoch <= `epoch`.
     pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
         self.epoch_cache.end_offset_for(epoch, self.log_end_offset)

@@ -28,6 +28,9 @@ use crate::log::{LogOpenOptions, PartitionLog};
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
+/// The metadata log lives in a log dir too but belongs to the controller,
+/// which opens it itself.
+pub const METADATA_TOPIC: &str = "__cluster_metadata";
 const DELETE_SUFFIX: &str = "-delete";
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -120,6 +123,9 @@ impl LogManager {
                     warn!(dir = %entry.path().display(), "ignoring a directory that is not a partition");
                     continue;
                 };
+                if tp.topic == METADATA_TOPIC {
+                    continue;
+                }
                 let opts = LogOpenOptions {
                     recovery_point: recovery.get(&tp).copied().unwrap_or(0),
                     log_start_offset: starts.get(&tp).copied().unwrap_or(0),

@@ -14,15 +14,26 @@ pub fn ottla_binary() -> PathBuf {
     }
     let exe = std::env::current_exe().expect("test executable path");
     // target/<profile>/deps/<test>-<hash> -> target/<profile>/ottla
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
     let bin = profile_dir.join("ottla");
-    assert!(bin.exists(), "{} is missing: build the workspace first (cargo build --workspace)", bin.display());
+    assert!(
+        bin.exists(),
+        "{} is missing: build the workspace first (cargo build --workspace)",
+        bin.display()
+    );
     bin
 }
 
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 pub struct Ottla {
@@ -46,7 +57,10 @@ impl Ottla {
             controller_port: free_port(),
             log_file: data_dir.join("ottla.log"),
             data_dir,
-            overrides: overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            overrides: overrides
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             _tmp: Some(tmp),
         };
         node.spawn();
@@ -63,17 +77,36 @@ impl Ottla {
             args.push("--override".into());
             args.push(format!("{k}={v}"));
         };
-        push("listeners", format!("PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}", self.port, self.controller_port));
-        push("advertised.listeners", format!("PLAINTEXT://127.0.0.1:{}", self.port));
-        push("controller.quorum.voters", format!("1@127.0.0.1:{}", self.controller_port));
+        push(
+            "listeners",
+            format!(
+                "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                self.port, self.controller_port
+            ),
+        );
+        push(
+            "advertised.listeners",
+            format!("PLAINTEXT://127.0.0.1:{}", self.port),
+        );
+        push(
+            "controller.quorum.voters",
+            format!("1@127.0.0.1:{}", self.controller_port),
+        );
         push("log.dirs", self.data_dir.join("logs").display().to_string());
         for (k, v) in &self.overrides {
             push(k, v.clone());
         }
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log_file).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_file)
+            .unwrap();
         let child = Command::new(ottla_binary())
             .args(&args)
-            .env("RUST_LOG", std::env::var("OTTLA_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("OTTLA_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(Stdio::from(log.try_clone().unwrap()))
             .stderr(Stdio::from(log))
             .spawn()
@@ -91,9 +124,16 @@ impl Ottla {
                 return;
             }
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
-                panic!("ottla exited with {status} before serving; log:\n{}", self.log());
+                panic!(
+                    "ottla exited with {status} before serving; log:\n{}",
+                    self.log()
+                );
             }
-            assert!(start.elapsed() < timeout, "ottla did not listen within {timeout:?}; log:\n{}", self.log());
+            assert!(
+                start.elapsed() < timeout,
+                "ottla did not listen within {timeout:?}; log:\n{}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -127,7 +167,10 @@ impl Ottla {
             if start.elapsed() > Duration::from_secs(30) {
                 let _ = c.kill();
                 let _ = c.wait();
-                panic!("ottla did not stop within 30 s of SIGTERM; log:\n{}", self.log());
+                panic!(
+                    "ottla did not stop within 30 s of SIGTERM; log:\n{}",
+                    self.log()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -8,7 +8,10 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
 }
 
 fn last_line_of(script: &str) -> PathBuf {
@@ -47,13 +50,22 @@ pub fn python_script(code: &str, args: &[&str]) -> Output {
 fn run(cmd: &mut Command, stdin: Option<&str>) -> Output {
     use std::io::Write;
     let mut child = cmd
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
     if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
     }
     child.wait_with_output().unwrap()
 }
@@ -62,6 +74,10 @@ fn run(cmd: &mut Command, stdin: Option<&str>) -> Output {
 pub fn ok(out: Output) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "command failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "command failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
     stdout
 }

@@ -24,7 +24,11 @@ const SESSIONS_FROM: i16 = 7;
 pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchResponse {
     let image = broker.controller.image();
     let by_id = version >= 13;
-    let replica_id = if version >= 15 { req.replica_state.replica_id.0 } else { req.replica_id.0 };
+    let replica_id = if version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
     let is_follower = replica_id >= 0;
     let isolation = if is_follower {
         FetchIsolation::LogEnd
@@ -42,7 +46,12 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
             match image.topic_by_id(&topic.topic_id) {
                 Some(t) => t.name.clone(),
                 None => {
-                    unknown_ids.extend(topic.partitions.iter().map(|p| (topic.topic_id, p.partition)));
+                    unknown_ids.extend(
+                        topic
+                            .partitions
+                            .iter()
+                            .map(|p| (topic.topic_id, p.partition)),
+                    );
                     continue;
                 }
             }
@@ -58,7 +67,11 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
                     fetch_offset: p.fetch_offset,
                     log_start_offset: p.log_start_offset,
                     max_bytes: p.partition_max_bytes,
-                    current_leader_epoch: if version >= 9 { p.current_leader_epoch } else { -1 },
+                    current_leader_epoch: if version >= 9 {
+                        p.current_leader_epoch
+                    } else {
+                        -1
+                    },
                 },
             ));
         }
@@ -72,11 +85,22 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
             } else {
                 Some(f.topic.to_string())
             };
-            name.into_iter().flat_map(move |n| f.partitions.iter().map(move |p| TopicPartition::new(n.clone(), *p)))
+            name.into_iter().flat_map(move |n| {
+                f.partitions
+                    .iter()
+                    .map(move |p| TopicPartition::new(n.clone(), *p))
+            })
         })
         .collect();
-    let (session_id, epoch) = if version >= SESSIONS_FROM { (req.session_id, req.session_epoch) } else { (0, -1) };
-    let session = match broker.fetch_sessions.begin(session_id, epoch, requested, forgotten) {
+    let (session_id, epoch) = if version >= SESSIONS_FROM {
+        (req.session_id, req.session_epoch)
+    } else {
+        (0, -1)
+    };
+    let session = match broker
+        .fetch_sessions
+        .begin(session_id, epoch, requested, forgotten)
+    {
         Ok(s) => s,
         Err(e) => {
             let mut r = FetchResponse::default().with_error_code(e.code());
@@ -89,7 +113,11 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
 
     // Read until min_bytes is reached, an error shows up, or max_wait passes.
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
-    let max_total = if version >= 3 { req.max_bytes.max(0) as usize } else { usize::MAX };
+    let max_total = if version >= 3 {
+        req.max_bytes.max(0) as usize
+    } else {
+        usize::MAX
+    };
     let outcomes = loop {
         let seen_appends = broker.replicas.append_counter();
         let mut budget = max_total;
@@ -101,7 +129,15 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
             // As Kafka: only the first partition with data may exceed the
             // limits by one batch, so that a fetch always makes progress.
             let min_one = total == 0;
-            let o = broker.replicas.read(tp, f.fetch_offset, limit, isolation, f.current_leader_epoch, !is_follower, min_one);
+            let o = broker.replicas.read(
+                tp,
+                f.fetch_offset,
+                limit,
+                isolation,
+                f.current_leader_epoch,
+                !is_follower,
+                min_one,
+            );
             let n = o.records.as_ref().map_or(0, |r| r.len());
             total += n;
             budget = budget.saturating_sub(n);
@@ -109,10 +145,17 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
             outcomes.push(o);
         }
         let now = Instant::now();
-        if total >= req.min_bytes.max(1) as usize || any_error || now >= deadline || session.partitions.is_empty() {
+        if total >= req.min_bytes.max(1) as usize
+            || any_error
+            || now >= deadline
+            || session.partitions.is_empty()
+        {
             break outcomes;
         }
-        broker.replicas.wait_for_appends(seen_appends, deadline - now).await;
+        broker
+            .replicas
+            .wait_for_appends(seen_appends, deadline - now)
+            .await;
     };
 
     // Assemble, grouping partitions by topic in request order.
@@ -125,12 +168,24 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
             log_start_offset: o.log_start_offset,
         };
         let next = o.records.as_ref().and_then(|r| last_next_offset(r));
-        let include = broker.fetch_sessions.record(session.session_id, tp, seen, next, has_data || o.error.is_some());
+        let include = broker.fetch_sessions.record(
+            session.session_id,
+            tp,
+            seen,
+            next,
+            has_data || o.error.is_some(),
+        );
         if session.incremental && !include {
             continue;
         }
         let data = partition_data(version, tp.partition, o, isolation);
-        let same_topic = topics.last().is_some_and(|t| if by_id { t.topic_id == f.topic_id } else { t.topic.as_str() == tp.topic });
+        let same_topic = topics.last().is_some_and(|t| {
+            if by_id {
+                t.topic_id == f.topic_id
+            } else {
+                t.topic.as_str() == tp.topic
+            }
+        });
         if !same_topic {
             let mut t = FetchableTopicResponse::default();
             if by_id {
@@ -140,11 +195,24 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
             }
             topics.push(t);
         }
-        topics.last_mut().expect("just pushed").partitions.push(data);
+        topics
+            .last_mut()
+            .expect("just pushed")
+            .partitions
+            .push(data);
     }
     for (id, partition) in unknown_ids {
-        let data = partition_data(version, partition, unknown(ResponseError::UnknownTopicId), isolation);
-        topics.push(FetchableTopicResponse::default().with_topic_id(id).with_partitions(vec![data]));
+        let data = partition_data(
+            version,
+            partition,
+            unknown(ResponseError::UnknownTopicId),
+            isolation,
+        );
+        topics.push(
+            FetchableTopicResponse::default()
+                .with_topic_id(id)
+                .with_partitions(vec![data]),
+        );
     }
     let mut r = FetchResponse::default().with_responses(topics);
     if version >= SESSIONS_FROM {
@@ -164,7 +232,12 @@ fn unknown(e: ResponseError) -> FetchOutcome {
     }
 }
 
-fn partition_data(version: i16, partition: i32, o: FetchOutcome, isolation: FetchIsolation) -> PartitionData {
+fn partition_data(
+    version: i16,
+    partition: i32,
+    o: FetchOutcome,
+    isolation: FetchIsolation,
+) -> PartitionData {
     let mut d = PartitionData::default()
         .with_partition_index(partition)
         .with_error_code(o.error.map_or(0, |e| e.code()))
@@ -177,7 +250,11 @@ fn partition_data(version: i16, partition: i32, o: FetchOutcome, isolation: Fetc
             d = d.with_aborted_transactions(Some(
                 aborted
                     .into_iter()
-                    .map(|a| AbortedTransaction::default().with_producer_id(ProducerId(a.producer_id)).with_first_offset(a.first_offset))
+                    .map(|a| {
+                        AbortedTransaction::default()
+                            .with_producer_id(ProducerId(a.producer_id))
+                            .with_first_offset(a.first_offset)
+                    })
                     .collect(),
             ));
         }

@@ -20,7 +20,12 @@ pub const ALL_TOPIC_OPERATIONS: i32 = 0b1_1111_1111_1000;
 /// Every cluster operation allowed.
 pub const ALL_CLUSTER_OPERATIONS: i32 = 0b1_1111_1111_1000;
 
-pub fn handle(broker: &Broker, version: i16, listener: &str, req: MetadataRequest) -> MetadataResponse {
+pub fn handle(
+    broker: &Broker,
+    version: i16,
+    listener: &str,
+    req: MetadataRequest,
+) -> MetadataResponse {
     let mut image = broker.controller.image();
     let mut topics = Vec::new();
     match &req.topics {
@@ -29,7 +34,11 @@ pub fn handle(broker: &Broker, version: i16, listener: &str, req: MetadataReques
             names.sort();
             for name in names {
                 let t = image.topic_by_name(name).expect("listed");
-                topics.push(topic_response(version, t, req.include_topic_authorized_operations));
+                topics.push(topic_response(
+                    version,
+                    t,
+                    req.include_topic_authorized_operations,
+                ));
             }
         }
         Some(requested) => {
@@ -52,14 +61,24 @@ pub fn handle(broker: &Broker, version: i16, listener: &str, req: MetadataReques
                 image = broker.controller.image();
             }
             for t in requested {
-                topics.push(requested_topic(version, &image, t.name.as_ref().map(|n| n.as_str()), t.topic_id, req.include_topic_authorized_operations));
+                topics.push(requested_topic(
+                    version,
+                    &image,
+                    t.name.as_ref().map(|n| n.as_str()),
+                    t.topic_id,
+                    req.include_topic_authorized_operations,
+                ));
             }
         }
     }
     let brokers = image
         .live_brokers()
         .filter_map(|b| {
-            let e = b.endpoints.iter().find(|e| e.listener == listener).or_else(|| b.endpoints.first())?;
+            let e = b
+                .endpoints
+                .iter()
+                .find(|e| e.listener == listener)
+                .or_else(|| b.endpoints.first())?;
             let mut r = MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.id))
                 .with_host(StrBytes::from_string(e.host.clone()))
@@ -70,7 +89,9 @@ pub fn handle(broker: &Broker, version: i16, listener: &str, req: MetadataReques
             Some(r)
         })
         .collect();
-    let mut r = MetadataResponse::default().with_brokers(brokers).with_topics(topics);
+    let mut r = MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_topics(topics);
     if version >= 1 {
         r = r.with_controller_id(BrokerId(broker.node_id()));
     }
@@ -83,7 +104,13 @@ pub fn handle(broker: &Broker, version: i16, listener: &str, req: MetadataReques
     r
 }
 
-fn requested_topic(version: i16, image: &MetadataImage, name: Option<&str>, id: Uuid, include_ops: bool) -> MetadataResponseTopic {
+fn requested_topic(
+    version: i16,
+    image: &MetadataImage,
+    name: Option<&str>,
+    id: Uuid,
+    include_ops: bool,
+) -> MetadataResponseTopic {
     let found = match name {
         Some(n) => image.topic_by_name(n),
         None => image.topic_by_id(&id),
@@ -92,7 +119,9 @@ fn requested_topic(version: i16, image: &MetadataImage, name: Option<&str>, id: 
         return topic_response(version, t, include_ops);
     }
     let error = match name {
-        Some(n) if ottla_controller::controller::validate_topic_name(n).is_err() => ResponseError::InvalidTopicException,
+        Some(n) if ottla_controller::controller::validate_topic_name(n).is_err() => {
+            ResponseError::InvalidTopicException
+        }
         Some(_) => ResponseError::UnknownTopicOrPartition,
         None => ResponseError::UnknownTopicId,
     };
@@ -141,5 +170,8 @@ fn topic_response(version: i16, t: &TopicImage, include_ops: bool) -> MetadataRe
 
 /// Topics Kafka marks internal.
 pub fn is_internal_topic(name: &str) -> bool {
-    matches!(name, "__consumer_offsets" | "__transaction_state" | "__mirror_state" | "__share_group_state")
+    matches!(
+        name,
+        "__consumer_offsets" | "__transaction_state" | "__mirror_state" | "__share_group_state"
+    )
 }

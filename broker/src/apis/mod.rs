@@ -1,6 +1,21 @@
 //! Request handlers, one module per API (or per family of small APIs). Each
 //! takes the decoded request and its version and returns the response.
 
+pub mod configs;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_records;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_log_dirs;
+pub mod describe_topic_partitions;
 pub mod fetch;
+pub mod group;
+pub mod init_producer_id;
+pub mod list_offsets;
 pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod partition_access;
 pub mod produce;
+#[cfg(test)]
+pub mod test_support;

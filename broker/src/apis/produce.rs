@@ -27,7 +27,9 @@ pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Option<Prod
         for part in topic.partition_data {
             let (error, message, base_offset, append_time, start) = match &name {
                 None => (ResponseError::UnknownTopicId, None, -1, -1, -1),
-                Some(_) if !matches!(acks, -1..=1) => (ResponseError::InvalidRequiredAcks, None, -1, -1, -1),
+                Some(_) if !matches!(acks, -1..=1) => {
+                    (ResponseError::InvalidRequiredAcks, None, -1, -1, -1)
+                }
                 Some(n) if ottla_controller::controller::is_internal(n) => (
                     ResponseError::InvalidTopicException,
                     Some(format!("Cannot append to internal topic {n}")),
@@ -36,11 +38,25 @@ pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Option<Prod
                     -1,
                 ),
                 Some(n) => match &part.records {
-                    None => (ResponseError::CorruptMessage, Some("produce request without records".to_string()), -1, -1, -1),
+                    None => (
+                        ResponseError::CorruptMessage,
+                        Some("produce request without records".to_string()),
+                        -1,
+                        -1,
+                        -1,
+                    ),
                     Some(records) => {
                         let tp = TopicPartition::new(n.clone(), part.index);
-                        let o = broker.replicas.append(&tp, records, acks, AppendOrigin::Client);
-                        (o.error, o.message, o.base_offset, o.log_append_time, o.log_start_offset)
+                        let o = broker
+                            .replicas
+                            .append(&tp, records, acks, AppendOrigin::Client);
+                        (
+                            o.error,
+                            o.message,
+                            o.base_offset,
+                            o.log_append_time,
+                            o.log_start_offset,
+                        )
                     }
                 },
             };

@@ -21,7 +21,9 @@ const MIB: f64 = 1024.0 * 1024.0;
 fn main() {
     let mut args = std::env::args().skip(1);
     let base = args.next().map(std::path::PathBuf::from);
-    let size_mib: u64 = args.next().map_or(1024, |s| s.parse().expect("SIZE_MIB is a number"));
+    let size_mib: u64 = args
+        .next()
+        .map_or(1024, |s| s.parse().expect("SIZE_MIB is a number"));
     let tmp = tempfile::tempdir_in(base.as_deref().unwrap_or(Path::new("."))).unwrap();
     let dir = tmp.path();
 
@@ -34,13 +36,41 @@ fn main() {
     let (clean_ms, unclean_tail_ms, unclean_full_ms) = open_times(&log_dir);
 
     println!("storage benchmark, {size_mib} MiB, {RECORD_BYTES}-byte records, {RECORDS_PER_BATCH} per batch");
-    println!("{:<44} {:>12}", "raw sequential write (dd, fdatasync)", format!("{dd_mibs:.0} MiB/s"));
-    println!("{:<44} {:>12}", "log append (leader path, fsync at end)", format!("{append_mibs:.0} MiB/s"));
-    println!("{:<44} {:>12}", "append / raw disk", format!("{:.0} %", 100.0 * append_mibs / dd_mibs));
-    println!("{:<44} {:>12}", "sequential read (page cache)", format!("{read_mibs:.0} MiB/s"));
-    println!("{:<44} {:>12}", "open after clean shutdown", format!("{clean_ms:.1} ms"));
-    println!("{:<44} {:>12}", "open after kill -9 (flushed to the end)", format!("{unclean_tail_ms:.1} ms"));
-    println!("{:<44} {:>12}", "open after kill -9 (full rescan)", format!("{unclean_full_ms:.1} ms"));
+    println!(
+        "{:<44} {:>12}",
+        "raw sequential write (dd, fdatasync)",
+        format!("{dd_mibs:.0} MiB/s")
+    );
+    println!(
+        "{:<44} {:>12}",
+        "log append (leader path, fsync at end)",
+        format!("{append_mibs:.0} MiB/s")
+    );
+    println!(
+        "{:<44} {:>12}",
+        "append / raw disk",
+        format!("{:.0} %", 100.0 * append_mibs / dd_mibs)
+    );
+    println!(
+        "{:<44} {:>12}",
+        "sequential read (page cache)",
+        format!("{read_mibs:.0} MiB/s")
+    );
+    println!(
+        "{:<44} {:>12}",
+        "open after clean shutdown",
+        format!("{clean_ms:.1} ms")
+    );
+    println!(
+        "{:<44} {:>12}",
+        "open after kill -9 (flushed to the end)",
+        format!("{unclean_tail_ms:.1} ms")
+    );
+    println!(
+        "{:<44} {:>12}",
+        "open after kill -9 (full rescan)",
+        format!("{unclean_full_ms:.1} ms")
+    );
 }
 
 fn raw_write_bandwidth(dir: &Path, size_mib: u64) -> f64 {
@@ -63,7 +93,8 @@ fn raw_write_bandwidth(dir: &Path, size_mib: u64) -> f64 {
 
 fn append_throughput(dir: &Path, size_mib: u64) -> (f64, std::path::PathBuf) {
     let log_dir = dir.join("bench-0");
-    let mut log = PartitionLog::open(&log_dir, LogConfig::default(), LogOpenOptions::default()).unwrap();
+    let mut log =
+        PartitionLog::open(&log_dir, LogConfig::default(), LogOpenOptions::default()).unwrap();
     let now = 1_700_000_000_000;
     let records: Vec<SimpleRecord> = (0..RECORDS_PER_BATCH)
         .map(|i| SimpleRecord {
@@ -78,7 +109,8 @@ fn append_throughput(dir: &Path, size_mib: u64) -> (f64, std::path::PathBuf) {
     let start = Instant::now();
     for _ in 0..batches {
         // The leader path rewrites the offset in place; the CRC is unaffected.
-        log.append_as_leader(&mut batch, 0, AppendOrigin::Client, now).unwrap();
+        log.append_as_leader(&mut batch, 0, AppendOrigin::Client, now)
+            .unwrap();
     }
     log.flush().unwrap();
     let secs = start.elapsed().as_secs_f64();
@@ -88,13 +120,18 @@ fn append_throughput(dir: &Path, size_mib: u64) -> (f64, std::path::PathBuf) {
 }
 
 fn read_throughput(log_dir: &Path) -> f64 {
-    let opts = LogOpenOptions { clean_shutdown: true, ..Default::default() };
+    let opts = LogOpenOptions {
+        clean_shutdown: true,
+        ..Default::default()
+    };
     let log = PartitionLog::open(log_dir, LogConfig::default(), opts).unwrap();
     let start = Instant::now();
     let mut offset = 0;
     let mut bytes = 0usize;
     while offset < log.log_end_offset() {
-        let info = log.read(offset, 1 << 20, FetchIsolation::LogEnd, true).unwrap();
+        let info = log
+            .read(offset, 1 << 20, FetchIsolation::LogEnd, true)
+            .unwrap();
         let data = info.slice.expect("data").read().unwrap();
         bytes += data.len();
         offset = last_next_offset(&data);
@@ -116,10 +153,16 @@ fn open_times(log_dir: &Path) -> (f64, f64, f64) {
         let ms = start.elapsed().as_secs_f64() * 1000.0;
         (ms, log)
     };
-    let (clean, log) = time_open(LogOpenOptions { clean_shutdown: true, ..Default::default() });
+    let (clean, log) = time_open(LogOpenOptions {
+        clean_shutdown: true,
+        ..Default::default()
+    });
     let end = log.log_end_offset();
     drop(log); // no close: the next open is unclean
-    let (tail, log) = time_open(LogOpenOptions { recovery_point: end, ..Default::default() });
+    let (tail, log) = time_open(LogOpenOptions {
+        recovery_point: end,
+        ..Default::default()
+    });
     assert_eq!(log.log_end_offset(), end);
     drop(log);
     let (full, log) = time_open(LogOpenOptions::default());

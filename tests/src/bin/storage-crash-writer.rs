@@ -45,7 +45,7 @@ fn main() {
         log.append_as_leader(&mut batch, epoch, AppendOrigin::Client, 1_700_000_000_000)
             .expect("append");
         appended += 1;
-        if appended % 7 == 0 {
+        if appended.is_multiple_of(7) {
             log.flush().expect("flush");
             let end = log.log_end_offset();
             log.set_high_watermark(end);

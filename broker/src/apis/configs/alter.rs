@@ -1,0 +1,81 @@
+//! AlterConfigs (v0-2), the legacy API: the given keys become the
+//! resource's whole set of overrides; keys not given are removed.
+
+use kafka_protocol::messages::alter_configs_request::{AlterConfigsRequest, AlterConfigsResource};
+use kafka_protocol::messages::alter_configs_response::{
+    AlterConfigsResourceResponse, AlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use ottla_controller::{AlterOp, ControllerError};
+
+use super::{
+    broker_resource, check_no_nulls, check_topic_name, check_unique_keys, invalid_request,
+    repeated, unsupported_type, RESOURCE_BROKER, RESOURCE_TOPIC,
+};
+use crate::broker::Broker;
+
+pub fn handle(broker: &Broker, _version: i16, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let repeated = repeated(
+        req.resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str())),
+    );
+    let responses = req
+        .resources
+        .iter()
+        .map(|r| {
+            let outcome = if repeated.contains_key(&(r.resource_type, r.resource_name.as_str())) {
+                Err(invalid_request("Each resource must appear at most once."))
+            } else {
+                replace(broker, r, req.validate_only)
+            };
+            let response = AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            match outcome {
+                Ok(()) => response.with_error_message(None),
+                Err(e) => response
+                    .with_error_code(e.code)
+                    .with_error_message(Some(StrBytes::from_string(e.message))),
+            }
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+fn replace(
+    broker: &Broker,
+    r: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), ControllerError> {
+    check_unique_keys(r.configs.iter().map(|c| c.name.as_str()))?;
+    check_no_nulls(
+        r.configs
+            .iter()
+            .filter(|c| c.value.is_none())
+            .map(|c| c.name.as_str())
+            .collect(),
+    )?;
+    let sets: Vec<(String, AlterOp, Option<String>)> = r
+        .configs
+        .iter()
+        .map(|c| {
+            (
+                c.name.to_string(),
+                AlterOp::Set,
+                c.value.as_ref().map(|v| v.to_string()),
+            )
+        })
+        .collect();
+    let name = r.resource_name.as_str();
+    match r.resource_type {
+        RESOURCE_TOPIC => {
+            check_topic_name(name)?;
+            broker
+                .controller
+                .alter_configs(RESOURCE_TOPIC, name, &sets, true, validate_only)
+        }
+        RESOURCE_BROKER => broker_resource::alter(broker, name, sets, true, validate_only),
+        other => Err(unsupported_type(other)),
+    }
+}

@@ -1,0 +1,137 @@
+//! Which broker keys may change at runtime, and the checks a dynamic broker
+//! config change must pass (Kafka's DynamicBrokerConfig.validate).
+
+use std::collections::{BTreeMap, HashSet};
+
+use kafka_protocol::error::ResponseError;
+use ottla_controller::ControllerError;
+use ottla_storage::config::TOPIC_CONFIG_KEYS;
+
+use super::{invalid_request, static_config, with_overrides, RESOURCE_BROKER};
+use crate::broker::Broker;
+use crate::config::ConfigError;
+
+/// Kafka's dynamic broker keys (DynamicBrokerConfig.AllDynamicConfigs)
+/// that Ottla knows, besides the `log.*` defaults of topic keys. Listener
+/// keys are left out: Ottla binds its listeners once, at start-up.
+const DYNAMIC: &[&str] = &[
+    "log.cleaner.threads",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.buffer.size",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.backoff.ms",
+    "message.max.bytes",
+    "num.io.threads",
+    "num.network.threads",
+    "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir",
+    "max.connections",
+    "max.connections.per.ip",
+    "producer.id.expiration.ms",
+    "transaction.partition.verification.enable",
+];
+
+/// Whether Kafka lets `name` change without a restart. The broker-level
+/// default of every topic key is dynamic (DynamicLogConfig).
+pub(super) fn is_dynamic(name: &str) -> bool {
+    DYNAMIC.contains(&name)
+        || TOPIC_CONFIG_KEYS
+            .iter()
+            .any(|k| k.broker_synonym == Some(name))
+}
+
+/// Checks the dynamic configs broker resource `level` (`""` or this node's
+/// id) would hold after a change.
+pub(super) fn validate(
+    broker: &Broker,
+    level: &str,
+    next: &BTreeMap<String, String>,
+) -> Result<(), ControllerError> {
+    let config = static_config(broker).map_err(broken_static_config)?;
+    let known: HashSet<&str> = config.describe().iter().map(|e| e.name).collect();
+    let unknown: Vec<&str> = next
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !known.contains(k))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(invalid_request(format!(
+            "Unknown broker configs: {}",
+            scala_set(unknown)
+        )));
+    }
+    let fixed: Vec<&str> = next
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !is_dynamic(k))
+        .collect();
+    if !fixed.is_empty() {
+        return Err(invalid_request(format!(
+            "Cannot update these configs dynamically: {}",
+            scala_set(fixed)
+        )));
+    }
+    // Values are type-checked as the configuration they would produce:
+    // static values, then the cluster-wide defaults, then this node's own.
+    let image = broker.controller.image();
+    let node = broker.node_id().to_string();
+    let stored = |name: &str| {
+        image
+            .configs_of(RESOURCE_BROKER, name)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut layered = if level.is_empty() {
+        next.clone()
+    } else {
+        stored("")
+    };
+    layered.extend(if level.is_empty() {
+        stored(&node)
+    } else {
+        next.clone()
+    });
+    with_overrides(broker, &layered)
+        .map(|_| ())
+        .map_err(|e| match e {
+            ConfigError::InvalidValue {
+                key, value, reason, ..
+            } => invalid_request(format!(
+                "Invalid value {value} for configuration {key}: {reason}"
+            )),
+            other => invalid_request(other.to_string()),
+        })
+}
+
+pub(super) fn broken_static_config(e: ConfigError) -> ControllerError {
+    ControllerError::new(
+        ResponseError::UnknownServerError,
+        format!("the broker's static configuration no longer loads: {e}"),
+    )
+}
+
+/// Renders names as Kafka's messages do (a Scala `Set`).
+fn scala_set(mut names: Vec<&str>) -> String {
+    names.sort_unstable();
+    format!("Set({})", names.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dynamic_keys_follow_kafka() {
+        assert!(is_dynamic("log.retention.ms"));
+        assert!(is_dynamic("log.cleanup.policy"));
+        assert!(is_dynamic("message.max.bytes"));
+        assert!(
+            !is_dynamic("log.retention.hours"),
+            "only the first synonym is dynamic in Kafka"
+        );
+        assert!(!is_dynamic("log.dirs"));
+        assert!(!is_dynamic("num.partitions"));
+        assert!(!is_dynamic("listeners"));
+    }
+}

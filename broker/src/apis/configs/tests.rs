@@ -1,0 +1,502 @@
+//! Describe, alter, describe again: topic and broker resources end to end
+//! on a real broker.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_configs_request::{
+    AlterConfigsRequest, AlterConfigsResource as LegacyResource, AlterableConfig as LegacyConfig,
+};
+use kafka_protocol::messages::describe_configs_request::{
+    DescribeConfigsRequest, DescribeConfigsResource,
+};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{alter, describe, incremental, RESOURCE_BROKER, RESOURCE_TOPIC};
+use crate::apis::test_support::{assert_encodes, create_topic, test_broker};
+use crate::broker::Broker;
+
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn describe_one(
+    broker: &Broker,
+    version: i16,
+    resource_type: i8,
+    name: &str,
+    keys: Option<&[&str]>,
+) -> DescribeConfigsResult {
+    let resource = DescribeConfigsResource::default()
+        .with_resource_type(resource_type)
+        .with_resource_name(s(name))
+        .with_configuration_keys(keys.map(|k| k.iter().map(|k| s(k)).collect()));
+    let mut req = DescribeConfigsRequest::default()
+        .with_resources(vec![resource])
+        .with_include_synonyms(true);
+    if version >= 3 {
+        req = req.with_include_documentation(true);
+    }
+    let r = describe::handle(broker, version, req);
+    assert_encodes(&r, version);
+    r.results.into_iter().next().unwrap()
+}
+
+fn entry<'a>(r: &'a DescribeConfigsResult, key: &str) -> &'a DescribeConfigsResourceResult {
+    r.configs
+        .iter()
+        .find(|c| c.name.as_str() == key)
+        .unwrap_or_else(|| panic!("{key} not described"))
+}
+
+fn value_and_source(r: &DescribeConfigsResult, key: &str) -> (Option<String>, i8) {
+    let e = entry(r, key);
+    (e.value.as_ref().map(|v| v.to_string()), e.config_source)
+}
+
+fn op(name: &str, operation: i8, value: Option<&str>) -> AlterableConfig {
+    AlterableConfig::default()
+        .with_name(s(name))
+        .with_config_operation(operation)
+        .with_value(value.map(s))
+}
+
+fn incremental(
+    broker: &Broker,
+    resource_type: i8,
+    name: &str,
+    ops: Vec<AlterableConfig>,
+    validate_only: bool,
+) -> (i16, String) {
+    let resource = AlterConfigsResource::default()
+        .with_resource_type(resource_type)
+        .with_resource_name(s(name))
+        .with_configs(ops);
+    let req = IncrementalAlterConfigsRequest::default()
+        .with_resources(vec![resource])
+        .with_validate_only(validate_only);
+    let r = incremental::handle(broker, 1, req);
+    assert_encodes(&r, 0);
+    assert_encodes(&r, 1);
+    let answer = &r.responses[0];
+    (
+        answer.error_code,
+        answer.error_message.as_deref().unwrap_or("").to_string(),
+    )
+}
+
+fn legacy(broker: &Broker, resource_type: i8, name: &str, configs: &[(&str, Option<&str>)]) -> i16 {
+    let resource = LegacyResource::default()
+        .with_resource_type(resource_type)
+        .with_resource_name(s(name))
+        .with_configs(
+            configs
+                .iter()
+                .map(|(k, v)| LegacyConfig::default().with_name(s(k)).with_value(v.map(s)))
+                .collect(),
+        );
+    let r = alter::handle(
+        broker,
+        2,
+        AlterConfigsRequest::default().with_resources(vec![resource]),
+    );
+    assert_encodes(&r, 0);
+    assert_encodes(&r, 2);
+    r.responses[0].error_code
+}
+
+#[test]
+fn topic_configs_describe_alter_and_describe_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    create_topic(&broker, "t", 1);
+    let before = describe_one(&broker, 4, RESOURCE_TOPIC, "t", None);
+    assert_eq!(before.error_code, 0);
+    assert_eq!(
+        before.configs.len(),
+        ottla_storage::config::TOPIC_CONFIG_KEYS.len()
+    );
+    let retention = entry(&before, "retention.ms");
+    assert_eq!(
+        (retention.value.as_deref(), retention.config_source),
+        (Some("604800000"), 5)
+    );
+    assert_eq!(retention.config_type, 5, "LONG");
+    assert!(retention
+        .documentation
+        .as_deref()
+        .is_some_and(|d| !d.is_empty()));
+    assert!(!retention.read_only && !retention.is_sensitive);
+    assert_eq!(
+        retention.synonyms.len(),
+        1,
+        "log.retention.ms at its default"
+    );
+
+    let (code, _) = incremental(
+        &broker,
+        RESOURCE_TOPIC,
+        "t",
+        vec![op("retention.ms", SET, Some("1000"))],
+        false,
+    );
+    assert_eq!(code, 0);
+    let after = describe_one(&broker, 4, RESOURCE_TOPIC, "t", None);
+    let retention = entry(&after, "retention.ms");
+    assert_eq!(
+        (retention.value.as_deref(), retention.config_source),
+        (Some("1000"), 1)
+    );
+    let names: Vec<&str> = retention.synonyms.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["retention.ms", "log.retention.ms"]);
+
+    // APPEND starts from the default when the topic has no override.
+    incremental(
+        &broker,
+        RESOURCE_TOPIC,
+        "t",
+        vec![op("cleanup.policy", APPEND, Some("compact"))],
+        false,
+    );
+    let policy = |b: &Broker| {
+        value_and_source(
+            &describe_one(b, 1, RESOURCE_TOPIC, "t", None),
+            "cleanup.policy",
+        )
+    };
+    assert_eq!(policy(&broker), (Some("delete,compact".into()), 1));
+    incremental(
+        &broker,
+        RESOURCE_TOPIC,
+        "t",
+        vec![op("cleanup.policy", SUBTRACT, Some("delete"))],
+        false,
+    );
+    assert_eq!(policy(&broker).0.as_deref(), Some("compact"));
+    let ops = vec![
+        op("retention.ms", DELETE, None),
+        op("cleanup.policy", SET, Some("delete")),
+    ];
+    let (code, _) = incremental(&broker, RESOURCE_TOPIC, "t", ops, true);
+    assert_eq!(code, 0);
+    assert_eq!(
+        policy(&broker).0.as_deref(),
+        Some("compact"),
+        "validate_only changes nothing"
+    );
+    incremental(
+        &broker,
+        RESOURCE_TOPIC,
+        "t",
+        vec![op("retention.ms", DELETE, None)],
+        false,
+    );
+    let described = describe_one(
+        &broker,
+        2,
+        RESOURCE_TOPIC,
+        "t",
+        Some(&["retention.ms", "no.such.key"]),
+    );
+    assert_eq!(described.configs.len(), 1, "only the requested keys");
+    assert_eq!(
+        value_and_source(&described, "retention.ms"),
+        (Some("604800000".into()), 5)
+    );
+}
+
+#[test]
+fn topic_refusals_carry_kafka_error_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    create_topic(&broker, "t", 1);
+    let missing = describe_one(&broker, 1, RESOURCE_TOPIC, "missing", None);
+    assert_eq!(
+        missing.error_code,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    assert!(missing.configs.is_empty());
+    let bad = describe_one(&broker, 3, RESOURCE_TOPIC, "bad name", None);
+    assert_eq!(bad.error_code, ResponseError::InvalidTopicException.code());
+    let group = describe_one(&broker, 4, 32, "g", None);
+    assert_eq!(group.error_code, ResponseError::InvalidRequest.code());
+
+    let code = |ops: Vec<AlterableConfig>| incremental(&broker, RESOURCE_TOPIC, "t", ops, false).0;
+    assert_eq!(
+        code(vec![op("retention.ms", SET, Some("soon"))]),
+        ResponseError::InvalidConfig.code()
+    );
+    assert_eq!(
+        code(vec![op("no.such.key", SET, Some("1"))]),
+        ResponseError::InvalidConfig.code()
+    );
+    assert_eq!(
+        code(vec![op("retention.ms", APPEND, Some("1"))]),
+        ResponseError::InvalidConfig.code()
+    );
+    assert_eq!(
+        code(vec![op("retention.ms", SET, None)]),
+        ResponseError::InvalidRequest.code()
+    );
+    assert_eq!(
+        code(vec![op("retention.ms", 9, Some("1"))]),
+        ResponseError::InvalidRequest.code()
+    );
+    let twice = vec![
+        op("retention.ms", SET, Some("1")),
+        op("retention.ms", SET, Some("2")),
+    ];
+    assert_eq!(code(twice), ResponseError::InvalidRequest.code());
+    let ok = vec![op("retention.ms", SET, Some("1"))];
+    let (missing, message) = incremental(&broker, RESOURCE_TOPIC, "missing", ok.clone(), false);
+    assert_eq!(
+        missing,
+        ResponseError::UnknownTopicOrPartition.code(),
+        "{message}"
+    );
+    assert_eq!(
+        incremental(&broker, RESOURCE_TOPIC, "", ok.clone(), false).0,
+        ResponseError::InvalidRequest.code()
+    );
+    assert_eq!(
+        incremental(&broker, 16, "m", ok.clone(), false).0,
+        ResponseError::InvalidRequest.code()
+    );
+
+    // The same resource twice: both copies are refused.
+    let resource = AlterConfigsResource::default()
+        .with_resource_type(RESOURCE_TOPIC)
+        .with_resource_name(s("t"))
+        .with_configs(ok);
+    let req =
+        IncrementalAlterConfigsRequest::default().with_resources(vec![resource.clone(), resource]);
+    let r = incremental::handle(&broker, 0, req);
+    assert!(r
+        .responses
+        .iter()
+        .all(|a| a.error_code == ResponseError::InvalidRequest.code()));
+    let described = describe_one(&broker, 1, RESOURCE_TOPIC, "t", None);
+    assert_eq!(
+        value_and_source(&described, "retention.ms").1,
+        5,
+        "nothing was changed"
+    );
+}
+
+#[test]
+fn legacy_alter_configs_replaces_every_topic_override() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    create_topic(&broker, "t", 1);
+    let ops = vec![
+        op("retention.ms", SET, Some("1000")),
+        op("segment.ms", SET, Some("2000")),
+    ];
+    assert_eq!(incremental(&broker, RESOURCE_TOPIC, "t", ops, false).0, 0);
+    assert_eq!(
+        legacy(
+            &broker,
+            RESOURCE_TOPIC,
+            "t",
+            &[("cleanup.policy", Some("compact"))]
+        ),
+        0
+    );
+    let d = describe_one(&broker, 1, RESOURCE_TOPIC, "t", None);
+    assert_eq!(
+        value_and_source(&d, "cleanup.policy"),
+        (Some("compact".into()), 1)
+    );
+    assert_eq!(value_and_source(&d, "retention.ms").1, 5);
+    assert_eq!(value_and_source(&d, "segment.ms").1, 5);
+    assert_eq!(
+        legacy(&broker, RESOURCE_TOPIC, "t", &[("retention.ms", None)]),
+        ResponseError::InvalidRequest.code()
+    );
+    assert_eq!(
+        legacy(&broker, RESOURCE_TOPIC, "t", &[("retention.ms", Some("x"))]),
+        ResponseError::InvalidConfig.code()
+    );
+    assert_eq!(
+        legacy(&broker, RESOURCE_TOPIC, "gone", &[]),
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    assert_eq!(
+        legacy(&broker, 8, "1", &[]),
+        ResponseError::InvalidRequest.code()
+    );
+}
+
+#[test]
+fn broker_configs_describe_and_alter_dynamically() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    create_topic(&broker, "t", 1);
+    for version in [1, 4] {
+        let node = describe_one(&broker, version, RESOURCE_BROKER, "1", None);
+        assert_eq!(node.error_code, 0);
+        let partitions = entry(&node, "num.partitions");
+        assert_eq!(
+            (partitions.value.as_deref(), partitions.config_source),
+            (Some("1"), 5)
+        );
+        assert!(
+            partitions.read_only,
+            "num.partitions cannot change at runtime"
+        );
+        assert!(!entry(&node, "log.retention.ms").read_only);
+        assert!(describe_one(&broker, version, RESOURCE_BROKER, "", None)
+            .configs
+            .is_empty());
+    }
+    let node = describe_one(&broker, 3, RESOURCE_BROKER, "1", None);
+    assert_eq!(entry(&node, "num.partitions").config_type, 3, "INT");
+    assert_eq!(
+        describe_one(&broker, 1, RESOURCE_BROKER, "2", None).error_code,
+        ResponseError::InvalidRequest.code()
+    );
+    assert_eq!(
+        describe_one(&broker, 1, RESOURCE_BROKER, "x", None).error_code,
+        ResponseError::InvalidRequest.code()
+    );
+
+    // A cluster-wide default reaches the node's listing and the topic's.
+    let set = |v: &str| vec![op("log.retention.ms", SET, Some(v))];
+    assert_eq!(
+        incremental(&broker, RESOURCE_BROKER, "", set("5000"), false).0,
+        0
+    );
+    let defaults = describe_one(&broker, 4, RESOURCE_BROKER, "", None);
+    assert_eq!(defaults.configs.len(), 1);
+    assert_eq!(
+        value_and_source(&defaults, "log.retention.ms"),
+        (Some("5000".into()), 3)
+    );
+    let node = describe_one(&broker, 4, RESOURCE_BROKER, "1", None);
+    assert_eq!(
+        value_and_source(&node, "log.retention.ms"),
+        (Some("5000".into()), 3)
+    );
+    let topic = describe_one(&broker, 4, RESOURCE_TOPIC, "t", None);
+    assert_eq!(
+        value_and_source(&topic, "retention.ms"),
+        (Some("5000".into()), 3)
+    );
+    // This node's own value wins over the default.
+    assert_eq!(
+        incremental(&broker, RESOURCE_BROKER, "1", set("7000"), false).0,
+        0
+    );
+    let topic = describe_one(&broker, 4, RESOURCE_TOPIC, "t", None);
+    assert_eq!(
+        value_and_source(&topic, "retention.ms"),
+        (Some("7000".into()), 2)
+    );
+    let node = describe_one(&broker, 4, RESOURCE_BROKER, "1", None);
+    let sources: Vec<i8> = entry(&node, "log.retention.ms")
+        .synonyms
+        .iter()
+        .map(|s| s.source)
+        .collect();
+    assert_eq!(sources, [2, 3, 5], "then log.retention.hours' default");
+    assert_eq!(
+        incremental(&broker, RESOURCE_BROKER, "1", set("8000"), true).0,
+        0
+    );
+    assert_eq!(
+        value_and_source(
+            &describe_one(&broker, 1, RESOURCE_BROKER, "1", None),
+            "log.retention.ms"
+        )
+        .0
+        .as_deref(),
+        Some("7000")
+    );
+    let delete = vec![op("log.retention.ms", DELETE, None)];
+    assert_eq!(
+        incremental(&broker, RESOURCE_BROKER, "1", delete, false).0,
+        0
+    );
+    let topic = describe_one(&broker, 4, RESOURCE_TOPIC, "t", None);
+    assert_eq!(
+        value_and_source(&topic, "retention.ms"),
+        (Some("5000".into()), 3)
+    );
+
+    // Legacy AlterConfigs replaces the defaults wholesale.
+    assert_eq!(
+        legacy(
+            &broker,
+            RESOURCE_BROKER,
+            "",
+            &[("log.segment.bytes", Some("2097152"))]
+        ),
+        0
+    );
+    let defaults = describe_one(&broker, 4, RESOURCE_BROKER, "", None);
+    let names: Vec<&str> = defaults.configs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["log.segment.bytes"]);
+}
+
+#[test]
+fn broker_refusals_follow_kafka() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    let refusal = |name: &str, ops: Vec<AlterableConfig>| {
+        incremental(&broker, RESOURCE_BROKER, name, ops, false)
+    };
+    let (code, message) = refusal("", vec![op("num.partitions", SET, Some("3"))]);
+    assert_eq!(code, ResponseError::InvalidRequest.code());
+    assert_eq!(
+        message,
+        "Cannot update these configs dynamically: Set(num.partitions)"
+    );
+    let (code, message) = refusal("1", vec![op("log.retention.ms", SET, Some("soon"))]);
+    assert_eq!(code, ResponseError::InvalidRequest.code());
+    assert!(
+        message.starts_with("Invalid value soon for configuration log.retention.ms"),
+        "{message}"
+    );
+    assert_eq!(
+        refusal("", vec![op("no.such.key", SET, Some("1"))]).0,
+        ResponseError::InvalidRequest.code()
+    );
+    let (code, message) = refusal("2", vec![op("log.retention.ms", SET, Some("1"))]);
+    assert_eq!(code, ResponseError::InvalidRequest.code());
+    assert_eq!(message, "Unexpected broker id, expected 1, but received 2");
+    assert_eq!(refusal("x", vec![]).0, ResponseError::InvalidRequest.code());
+    assert_eq!(
+        refusal("", vec![op("message.max.bytes", APPEND, Some("1"))]).0,
+        ResponseError::InvalidConfig.code()
+    );
+    assert_eq!(
+        legacy(&broker, RESOURCE_BROKER, "", &[("log.dirs", Some("/x"))]),
+        ResponseError::InvalidRequest.code()
+    );
+    assert!(broker
+        .controller
+        .image()
+        .configs_of(RESOURCE_BROKER, "")
+        .is_none());
+    // A list key appends to its default.
+    assert_eq!(
+        refusal("", vec![op("log.cleanup.policy", APPEND, Some("compact"))]).0,
+        0
+    );
+    let defaults = describe_one(&broker, 4, RESOURCE_BROKER, "", None);
+    assert_eq!(
+        value_and_source(&defaults, "log.cleanup.policy")
+            .0
+            .as_deref(),
+        Some("delete,compact")
+    );
+}

@@ -1,0 +1,116 @@
+//! A real broker on a temporary directory, for handler tests.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::protocol::Encodable;
+use ottla_controller::records::Endpoint;
+use ottla_controller::{MetadataRecord, NewTopic};
+use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
+use ottla_storage::manager::TopicPartition;
+use ottla_storage::producer_state::AppendOrigin;
+
+use crate::broker::{Broker, BrokerSettings};
+
+/// Node 1, one log dir under `dir` (which also holds the metadata log),
+/// one partition per topic, replication factor 1.
+pub fn test_settings(dir: &Path) -> BrokerSettings {
+    let logs = dir.join("logs");
+    BrokerSettings {
+        node_id: 1,
+        log_dirs: vec![logs.clone()],
+        metadata_dir: logs,
+        advertised: vec![Endpoint {
+            listener: "PLAINTEXT".to_string(),
+            host: "localhost".to_string(),
+            port: 9092,
+            security_protocol: "PLAINTEXT".to_string(),
+        }],
+        rack: None,
+        auto_create_topics: true,
+        delete_topic_enable: true,
+        num_partitions: 1,
+        default_replication_factor: 1,
+        fetch_session_slots: 1000,
+        retention_check_interval: Duration::from_secs(5),
+        flush_check_interval: Duration::from_secs(5),
+        checkpoint_interval: Duration::from_secs(5),
+        cleaner_backoff: Duration::from_secs(5),
+        static_configs: BTreeMap::new(),
+    }
+}
+
+/// A broker opened with [`test_settings`].
+pub fn test_broker(dir: &Path) -> Arc<Broker> {
+    Broker::open(test_settings(dir)).expect("opening the test broker")
+}
+
+/// Creates a topic on this node and hosts its partitions.
+pub fn create_topic(broker: &Broker, name: &str, partitions: i32) {
+    let topic = NewTopic {
+        name: name.to_string(),
+        num_partitions: partitions,
+        replication_factor: -1,
+        ..Default::default()
+    };
+    for (_, r) in broker.controller.create_topics(vec![topic], false) {
+        r.expect("creating the topic");
+    }
+    broker.replicas.apply_image(&broker.controller.image());
+}
+
+/// Appends one batch made by `builder`, one record per timestamp, as a
+/// client produce with acks=all; returns the batch's base offset.
+pub fn append(
+    broker: &Broker,
+    tp: &TopicPartition,
+    builder: &BatchBuilder,
+    timestamps: &[i64],
+) -> i64 {
+    let records: Vec<SimpleRecord> = timestamps
+        .iter()
+        .map(|&timestamp| SimpleRecord {
+            timestamp,
+            value: Some(b"v".to_vec()),
+            ..Default::default()
+        })
+        .collect();
+    let batch = Bytes::from(builder.build(&records));
+    let o = broker.replicas.append(tp, &batch, -1, AppendOrigin::Client);
+    assert_eq!(o.error.code(), 0, "append failed: {:?}", o.message);
+    o.base_offset
+}
+
+/// Makes `leader` the partition's leader (-1: none), which bumps its
+/// leader epoch, and applies the change to the replicas.
+pub fn change_leader(broker: &Broker, tp: &TopicPartition, leader: i32) {
+    let topic_id = broker
+        .controller
+        .image()
+        .topic_by_name(&tp.topic)
+        .expect("topic exists")
+        .id;
+    broker
+        .controller
+        .commit(vec![MetadataRecord::PartitionChange {
+            topic_id,
+            partition: tp.partition,
+            leader: Some(leader),
+            isr: None,
+            replicas: None,
+        }])
+        .expect("committing the partition change");
+    broker.replicas.apply_image(&broker.controller.image());
+}
+
+/// Encodes `message` at `version`; kafka-protocol refuses fields the
+/// version does not have.
+pub fn assert_encodes<M: Encodable>(message: &M, version: i16) {
+    let mut buf = BytesMut::new();
+    if let Err(e) = message.encode(&mut buf, version) {
+        panic!("encoding at v{version}: {e}");
+    }
+}

@@ -1,0 +1,561 @@
+//! Kafka-style broker configuration: `server.properties` plus `--override
+//! key=value`, checked against a table of known keys ([`defs`]).
+//!
+//! Unknown keys are errors naming the key, except keys Kafka accepts that
+//! Ottla ignores ([`ignored`]), which are reported through
+//! [`BrokerConfig::ignored_keys`] for a warning. Without a file, every default
+//! applies and Ottla runs a single combined broker+controller node.
+
+mod defs;
+mod describe;
+mod ignored;
+mod listeners;
+mod properties;
+mod value;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+pub use defs::keys;
+pub use describe::{ConfigEntry, ConfigSource, ConfigSynonym};
+pub use listeners::{Endpoint, Listener, QuorumVoter, SecurityProtocol};
+pub use properties::SyntaxError;
+pub use value::{ConfigType, FromValue, Key, Value};
+
+/// Where a setting came from, for error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    File { path: PathBuf, line: usize },
+    Override,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File { path, line } => write!(f, "{} line {line}", path.display()),
+            Self::Override => f.write_str("--override"),
+        }
+    }
+}
+
+/// One `key=value` as given, before validation.
+#[derive(Debug, Clone)]
+pub struct Setting {
+    pub key: String,
+    pub value: String,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Syntax { path: PathBuf, source: SyntaxError },
+    #[error("unknown config key '{key}' ({origin})")]
+    UnknownKey { key: String, origin: Origin },
+    #[error("invalid value '{value}' for {key} ({origin}): {reason}")]
+    InvalidValue {
+        key: String,
+        value: String,
+        origin: Origin,
+        reason: String,
+    },
+    #[error("invalid {key}: {reason}")]
+    Invalid { key: &'static str, reason: String },
+}
+
+fn invalid(key: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        reason: reason.into(),
+    }
+}
+
+/// A key's value and whether it was set or defaulted.
+#[derive(Debug, Clone)]
+struct Resolved {
+    value: Option<Value>,
+    source: ConfigSource,
+}
+
+/// Which KRaft roles this process plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessRoles {
+    pub broker: bool,
+    pub controller: bool,
+}
+
+/// The validated broker configuration. Structural settings are resolved into
+/// fields; every key is readable, typed, through [`BrokerConfig::get`].
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub roles: ProcessRoles,
+    /// Every listener, controller listeners included.
+    pub listeners: Vec<Listener>,
+    /// What clients and other brokers are told to connect to.
+    pub advertised_listeners: Vec<Listener>,
+    /// Controller endpoints this node publishes to the quorum (KIP-853).
+    pub advertised_controller_listeners: Vec<Listener>,
+    pub controller_listener_names: Vec<String>,
+    /// The listener brokers replicate over; `None` on controller-only nodes.
+    pub inter_broker_listener_name: Option<String>,
+    pub quorum_voters: Vec<QuorumVoter>,
+    pub quorum_bootstrap_servers: Vec<Endpoint>,
+    pub log_dirs: Vec<PathBuf>,
+    pub metadata_log_dir: PathBuf,
+    pub metrics_listener: Option<Endpoint>,
+    /// log.retention.{ms,minutes,hours} by Kafka's precedence; -1 is unlimited.
+    pub log_retention_ms: i64,
+    /// log.roll.{ms,hours}.
+    pub log_roll_ms: i64,
+    /// log.roll.jitter.{ms,hours}.
+    pub log_roll_jitter_ms: i64,
+    /// log.flush.interval.ms, defaulting to log.flush.scheduler.interval.ms.
+    pub log_flush_interval_ms: i64,
+    /// offsets.retention.minutes in milliseconds.
+    pub offsets_retention_ms: i64,
+    values: BTreeMap<&'static str, Resolved>,
+    ignored: Vec<String>,
+}
+
+impl BrokerConfig {
+    /// Reads `file` (if any), applies `overrides` on top, and validates.
+    pub fn load(file: Option<&Path>, overrides: &[(String, String)]) -> Result<Self, ConfigError> {
+        let mut settings = Vec::new();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+            let props = properties::parse(&text).map_err(|source| ConfigError::Syntax {
+                path: path.to_owned(),
+                source,
+            })?;
+            settings.extend(props.into_iter().map(|p| Setting {
+                key: p.key,
+                value: p.value,
+                origin: Origin::File {
+                    path: path.to_owned(),
+                    line: p.line,
+                },
+            }));
+        }
+        settings.extend(overrides.iter().map(|(key, value)| Setting {
+            key: key.clone(),
+            value: value.clone(),
+            origin: Origin::Override,
+        }));
+        Self::from_settings(settings)
+    }
+
+    /// Validates settings (later ones win) over the defaults.
+    pub fn from_settings(settings: Vec<Setting>) -> Result<Self, ConfigError> {
+        let mut values = defaults();
+        let mut ignored = Vec::new();
+        for s in settings {
+            let Some(def) = defs::def(&s.key) else {
+                if ignored::is_ignored(&s.key) {
+                    ignored.push(s.key);
+                    continue;
+                }
+                return Err(ConfigError::UnknownKey {
+                    key: s.key,
+                    origin: s.origin,
+                });
+            };
+            let bad = |reason: String| ConfigError::InvalidValue {
+                key: s.key.clone(),
+                value: s.value.clone(),
+                origin: s.origin.clone(),
+                reason,
+            };
+            let value = Value::parse(def.ty, &s.value).map_err(bad)?;
+            def.valid.check(&value).map_err(bad)?;
+            values.insert(
+                def.name,
+                Resolved {
+                    value: Some(value),
+                    source: ConfigSource::Static,
+                },
+            );
+        }
+        ignored.sort();
+        ignored.dedup();
+        Self::resolve(values, ignored)
+    }
+
+    /// The value of any key, typed by its handle.
+    pub fn get<T: FromValue>(&self, key: Key<T>) -> T {
+        let value = self.values.get(key.name).and_then(|r| r.value.as_ref());
+        T::from_value(value).unwrap_or_else(|| {
+            panic!(
+                "config key table and typed handle disagree for {}",
+                key.name
+            )
+        })
+    }
+
+    /// Every known key that was set (file or override), by Kafka name, with
+    /// its value normalised as DescribeConfigs renders it. Broker-level topic
+    /// defaults (log.retention.ms, ...) are resolved from these.
+    pub fn static_values(&self) -> BTreeMap<String, String> {
+        self.values
+            .iter()
+            .filter(|(_, r)| r.source == ConfigSource::Static)
+            .filter_map(|(name, r)| Some((name.to_string(), r.value.as_ref()?.to_string())))
+            .collect()
+    }
+
+    /// Keys Kafka accepts that were set but are ignored by Ottla.
+    pub fn ignored_keys(&self) -> &[String] {
+        &self.ignored
+    }
+
+    /// Listeners serving client and inter-broker traffic.
+    pub fn broker_listeners(&self) -> impl Iterator<Item = &Listener> {
+        self.listeners
+            .iter()
+            .filter(|l| !self.controller_listener_names.contains(&l.name))
+    }
+
+    /// Listeners serving the controller quorum.
+    pub fn controller_listeners(&self) -> impl Iterator<Item = &Listener> {
+        self.listeners
+            .iter()
+            .filter(|l| self.controller_listener_names.contains(&l.name))
+    }
+
+    /// Replaces port 0 (bind to any free port) with the port actually bound,
+    /// in both listeners and advertised listeners.
+    pub fn set_bound_port(&mut self, listener: &str, port: u16) {
+        for l in self
+            .listeners
+            .iter_mut()
+            .chain(self.advertised_listeners.iter_mut())
+            .chain(self.advertised_controller_listeners.iter_mut())
+        {
+            if l.name == listener && l.endpoint.port == 0 {
+                l.endpoint.port = port;
+            }
+        }
+    }
+
+    fn resolve(
+        values: BTreeMap<&'static str, Resolved>,
+        ignored: Vec<String>,
+    ) -> Result<Self, ConfigError> {
+        let mut config = Self {
+            node_id: 0,
+            roles: ProcessRoles {
+                broker: false,
+                controller: false,
+            },
+            listeners: Vec::new(),
+            advertised_listeners: Vec::new(),
+            advertised_controller_listeners: Vec::new(),
+            controller_listener_names: Vec::new(),
+            inter_broker_listener_name: None,
+            quorum_voters: Vec::new(),
+            quorum_bootstrap_servers: Vec::new(),
+            log_dirs: Vec::new(),
+            metadata_log_dir: PathBuf::new(),
+            metrics_listener: None,
+            log_retention_ms: 0,
+            log_roll_ms: 0,
+            log_roll_jitter_ms: 0,
+            log_flush_interval_ms: 0,
+            offsets_retention_ms: 0,
+            values,
+            ignored,
+        };
+        config.resolve_identity()?;
+        config.resolve_listeners()?;
+        config.resolve_quorum()?;
+        config.resolve_storage()?;
+        config.resolve_durations();
+        Ok(config)
+    }
+
+    fn resolve_identity(&mut self) -> Result<(), ConfigError> {
+        let roles = self.get(keys::PROCESS_ROLES);
+        let has = |r: &str| roles.iter().any(|x| x == r);
+        if roles.is_empty() || roles.iter().filter(|r| !r.is_empty()).count() != roles.len() {
+            return Err(invalid(
+                "process.roles",
+                "must list broker, controller or both",
+            ));
+        }
+        if roles.len() != usize::from(has("broker")) + usize::from(has("controller")) {
+            return Err(invalid("process.roles", "lists a role twice"));
+        }
+        self.roles = ProcessRoles {
+            broker: has("broker"),
+            controller: has("controller"),
+        };
+        self.node_id = self.get(keys::NODE_ID);
+        let broker_id = self.get(keys::BROKER_ID);
+        if broker_id != -1 && broker_id != self.node_id {
+            return Err(invalid(
+                "broker.id",
+                format!("{broker_id} differs from node.id {}", self.node_id),
+            ));
+        }
+        if let Some(id) = self.get(keys::CLUSTER_ID) {
+            let ok = id.len() == 22
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if !ok {
+                return Err(invalid(
+                    "cluster.id",
+                    format!("'{id}' is not a 22-character base64url UUID"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn resolve_listeners(&mut self) -> Result<(), ConfigError> {
+        let map = listeners::parse_protocol_map(&self.get(keys::LISTENER_SECURITY_PROTOCOL_MAP))
+            .map_err(|e| invalid("listener.security.protocol.map", e))?;
+        self.listeners = listeners::parse_listeners(&self.get(keys::LISTENERS), &map)
+            .map_err(|e| invalid("listeners", e))?;
+        if let Some(l) = self
+            .listeners
+            .iter()
+            .find(|l| l.protocol != SecurityProtocol::Plaintext)
+        {
+            return Err(invalid(
+                "listeners",
+                format!(
+                    "listener {} uses {}; Ottla supports only PLAINTEXT listeners so far",
+                    l.name,
+                    l.protocol.name()
+                ),
+            ));
+        }
+        self.controller_listener_names = self
+            .get(keys::CONTROLLER_LISTENER_NAMES)
+            .into_iter()
+            .filter(|n| !n.is_empty())
+            .map(|n| n.to_ascii_uppercase())
+            .collect();
+        let listed = |name: &String| self.listeners.iter().any(|l| &l.name == name);
+        if self.controller_listener_names.is_empty() {
+            return Err(invalid(
+                "controller.listener.names",
+                "must name at least one listener",
+            ));
+        }
+        if self.roles.controller {
+            if let Some(missing) = self.controller_listener_names.iter().find(|n| !listed(n)) {
+                return Err(invalid(
+                    "controller.listener.names",
+                    format!("{missing} is not in listeners"),
+                ));
+            }
+        } else if let Some(n) = self.controller_listener_names.iter().find(|n| listed(n)) {
+            return Err(invalid(
+                "controller.listener.names",
+                format!("{n} must not be in listeners when process.roles lacks controller"),
+            ));
+        }
+        self.resolve_advertised(&map)?;
+        if self.roles.broker {
+            if self.advertised_listeners.is_empty() {
+                return Err(invalid(
+                    "listeners",
+                    "a broker needs a non-controller listener",
+                ));
+            }
+            self.resolve_inter_broker_listener()?;
+        }
+        self.metrics_listener = self
+            .get(keys::METRICS_LISTENER)
+            .map(|s| listeners::parse_endpoint(&s))
+            .transpose()
+            .map_err(|e| invalid("metrics.listener", e))?;
+        Ok(())
+    }
+
+    /// advertised.listeners, or the listeners themselves, with an empty host
+    /// replaced by this machine's host name (as Kafka does). Controller
+    /// listeners may be advertised too (KIP-853), on controllers only.
+    fn resolve_advertised(
+        &mut self,
+        map: &BTreeMap<String, SecurityProtocol>,
+    ) -> Result<(), ConfigError> {
+        let key = "advertised.listeners";
+        let mut advertised = match self.get(keys::ADVERTISED_LISTENERS) {
+            Some(uris) => {
+                let parsed = listeners::parse_listeners(&uris, map).map_err(|e| invalid(key, e))?;
+                if let Some(l) = parsed
+                    .iter()
+                    .find(|a| !self.listeners.iter().any(|l| l.name == a.name))
+                {
+                    return Err(invalid(key, format!("{} is not in listeners", l.name)));
+                }
+                parsed
+            }
+            None => self.listeners.clone(),
+        };
+        for l in &mut advertised {
+            match l.endpoint.host.as_str() {
+                "0.0.0.0" | "::" => {
+                    return Err(invalid(
+                        key,
+                        format!(
+                        "{} would advertise the non-routable address {}; set advertised.listeners",
+                        l.name, l.endpoint.host
+                    ),
+                    ))
+                }
+                "" => l.endpoint.host = local_host_name(),
+                _ => {}
+            }
+        }
+        let (controller, broker) = advertised
+            .into_iter()
+            .partition(|l| self.controller_listener_names.contains(&l.name));
+        self.advertised_listeners = broker;
+        self.advertised_controller_listeners = controller;
+        Ok(())
+    }
+
+    fn resolve_inter_broker_listener(&mut self) -> Result<(), ConfigError> {
+        let explicit = self.get(keys::INTER_BROKER_LISTENER_NAME);
+        let protocol_set =
+            self.values["security.inter.broker.protocol"].source == ConfigSource::Static;
+        let name = match explicit {
+            Some(_) if protocol_set => {
+                return Err(invalid(
+                    "inter.broker.listener.name",
+                    "set either it or security.inter.broker.protocol, not both",
+                ))
+            }
+            Some(name) => name.to_ascii_uppercase(),
+            None => self.get(keys::SECURITY_INTER_BROKER_PROTOCOL),
+        };
+        if !self.advertised_listeners.iter().any(|l| l.name == name) {
+            return Err(invalid(
+                "inter.broker.listener.name",
+                format!("{name} is not an advertised broker listener"),
+            ));
+        }
+        self.inter_broker_listener_name = Some(name);
+        Ok(())
+    }
+
+    fn resolve_quorum(&mut self) -> Result<(), ConfigError> {
+        self.quorum_voters = listeners::parse_voters(&self.get(keys::CONTROLLER_QUORUM_VOTERS))
+            .map_err(|e| invalid("controller.quorum.voters", e))?;
+        self.quorum_bootstrap_servers = self
+            .get(keys::CONTROLLER_QUORUM_BOOTSTRAP_SERVERS)
+            .iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| listeners::parse_endpoint(s))
+            .collect::<Result<_, _>>()
+            .map_err(|e| invalid("controller.quorum.bootstrap.servers", e))?;
+        // Ottla's single-node voter default must not shadow a dynamic quorum
+        // (KIP-853) configured through bootstrap servers alone.
+        let voters_set = self.values["controller.quorum.voters"].source == ConfigSource::Static;
+        if !voters_set && !self.quorum_bootstrap_servers.is_empty() {
+            self.quorum_voters.clear();
+        }
+        if self.quorum_voters.is_empty() && self.quorum_bootstrap_servers.is_empty() {
+            return Err(invalid(
+                "controller.quorum.voters",
+                "set it or controller.quorum.bootstrap.servers",
+            ));
+        }
+        if self.roles.controller
+            && !self.quorum_voters.is_empty()
+            && !self.quorum_voters.iter().any(|v| v.id == self.node_id)
+        {
+            return Err(invalid(
+                "controller.quorum.voters",
+                format!("this controller's node.id {} is not a voter", self.node_id),
+            ));
+        }
+        Ok(())
+    }
+
+    fn resolve_storage(&mut self) -> Result<(), ConfigError> {
+        let dirs = match self.get(keys::LOG_DIRS) {
+            Some(dirs) if !dirs.is_empty() => dirs,
+            _ => vec![self.get(keys::LOG_DIR)],
+        };
+        if dirs.iter().any(String::is_empty) {
+            return Err(invalid("log.dirs", "contains an empty directory name"));
+        }
+        self.log_dirs = dirs.into_iter().map(PathBuf::from).collect();
+        self.metadata_log_dir = match self.get(keys::METADATA_LOG_DIR) {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => self.log_dirs[0].clone(),
+        };
+        Ok(())
+    }
+
+    /// Kafka's precedence: the finest unit that is set wins; negative
+    /// retention means unlimited.
+    fn resolve_durations(&mut self) {
+        const MINUTE: i64 = 60_000;
+        const HOUR: i64 = 60 * MINUTE;
+        let retention = self.get(keys::LOG_RETENTION_MS).unwrap_or_else(|| {
+            match self.get(keys::LOG_RETENTION_MINUTES) {
+                Some(minutes) => i64::from(minutes) * MINUTE,
+                None => i64::from(self.get(keys::LOG_RETENTION_HOURS)) * HOUR,
+            }
+        });
+        self.log_retention_ms = if retention < 0 { -1 } else { retention };
+        self.log_roll_ms = self
+            .get(keys::LOG_ROLL_MS)
+            .unwrap_or_else(|| i64::from(self.get(keys::LOG_ROLL_HOURS)) * HOUR);
+        self.log_roll_jitter_ms = self
+            .get(keys::LOG_ROLL_JITTER_MS)
+            .unwrap_or_else(|| i64::from(self.get(keys::LOG_ROLL_JITTER_HOURS)) * HOUR);
+        self.log_flush_interval_ms = self
+            .get(keys::LOG_FLUSH_INTERVAL_MS)
+            .unwrap_or_else(|| self.get(keys::LOG_FLUSH_SCHEDULER_INTERVAL_MS));
+        self.offsets_retention_ms = i64::from(self.get(keys::OFFSETS_RETENTION_MINUTES)) * MINUTE;
+    }
+}
+
+/// Every key at its default.
+fn defaults() -> BTreeMap<&'static str, Resolved> {
+    defs::DEFS
+        .iter()
+        .map(|d| {
+            let value = d.default.map(|raw| {
+                Value::parse(d.ty, raw).expect("defaults are checked by the key table's tests")
+            });
+            (
+                d.name,
+                Resolved {
+                    value,
+                    source: ConfigSource::Default,
+                },
+            )
+        })
+        .collect()
+}
+
+/// This machine's host name, for listeners bound without a host.
+fn local_host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+#[cfg(test)]
+mod tests;

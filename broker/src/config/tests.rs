@@ -1,0 +1,329 @@
+use std::io::Write;
+
+use super::*;
+
+fn with(pairs: &[(&str, &str)]) -> Result<BrokerConfig, ConfigError> {
+    let overrides: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    BrokerConfig::load(None, &overrides)
+}
+
+fn error(pairs: &[(&str, &str)]) -> String {
+    with(pairs).unwrap_err().to_string()
+}
+
+#[test]
+fn no_file_is_a_single_combined_node() {
+    let c = with(&[]).unwrap();
+    assert_eq!(c.node_id, 1);
+    assert_eq!(
+        c.roles,
+        ProcessRoles {
+            broker: true,
+            controller: true
+        }
+    );
+    let names: Vec<String> = c.listeners.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        names,
+        ["PLAINTEXT://localhost:9092", "CONTROLLER://localhost:9093"]
+    );
+    assert_eq!(c.advertised_listeners.len(), 1);
+    assert_eq!(
+        c.advertised_listeners[0].to_string(),
+        "PLAINTEXT://localhost:9092"
+    );
+    assert_eq!(c.advertised_controller_listeners[0].endpoint.port, 9093);
+    assert_eq!(c.inter_broker_listener_name.as_deref(), Some("PLAINTEXT"));
+    assert_eq!(c.quorum_voters[0].id, 1);
+    assert_eq!(c.log_dirs, vec![PathBuf::from("./ottla-data")]);
+    assert_eq!(c.metadata_log_dir, PathBuf::from("./ottla-data"));
+    assert_eq!(c.log_retention_ms, 168 * 3_600_000);
+    assert_eq!(c.log_flush_interval_ms, i64::MAX);
+    assert_eq!(c.get(keys::SOCKET_REQUEST_MAX_BYTES), 104_857_600);
+    assert_eq!(c.get(keys::OFFSETS_TOPIC_REPLICATION_FACTOR), 1);
+    assert_eq!(c.get(keys::CLUSTER_ID), None);
+    assert!(c.ignored_keys().is_empty());
+}
+
+#[test]
+fn every_typed_handle_matches_the_table() {
+    let c = with(&[]).unwrap();
+    assert_eq!(defs::read_every_key(&c), defs::DEFS.len());
+}
+
+#[test]
+fn kafka_sample_server_properties_load() {
+    // The shape of Kafka 4.x's config/server.properties (combined mode).
+    let text = r#"
+# Licensed to the Apache Software Foundation (ASF)...
+############################# Server Basics #############################
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+"#;
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+    let c = BrokerConfig::load(Some(file.path()), &[]).unwrap();
+    assert_eq!(c.log_dirs, vec![PathBuf::from("/tmp/kraft-combined-logs")]);
+    assert!(
+        c.quorum_voters.is_empty(),
+        "dynamic quorum via bootstrap servers"
+    );
+    assert_eq!(c.quorum_bootstrap_servers[0].to_string(), "localhost:9093");
+    assert_eq!(c.listeners[0].endpoint.host, "");
+    assert_eq!(c.advertised_listeners[0].endpoint.host, "localhost");
+    assert_eq!(
+        c.ignored_keys(),
+        [
+            "share.coordinator.state.topic.min.isr",
+            "share.coordinator.state.topic.replication.factor"
+        ]
+    );
+}
+
+#[test]
+fn unknown_keys_name_the_key_and_where() {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(b"num.partitions=3\n\nnum.partition=4\n")
+        .unwrap();
+    let err = BrokerConfig::load(Some(file.path()), &[])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "unknown config key 'num.partition' ({} line 3)",
+            file.path().display()
+        )
+    );
+    assert_eq!(
+        error(&[("confluent.license", "x")]),
+        "unknown config key 'confluent.license' (--override)"
+    );
+}
+
+#[test]
+fn invalid_values_name_key_and_expectation() {
+    assert_eq!(
+        error(&[("num.partitions", "many")]),
+        "invalid value 'many' for num.partitions (--override): expected a 32-bit integer"
+    );
+    assert_eq!(
+        error(&[("num.partitions", "0")]),
+        "invalid value '0' for num.partitions (--override): must be at least 1"
+    );
+    assert_eq!(
+        error(&[("log.cleanup.policy", "delete,forever")]),
+        "invalid value 'delete,forever' for log.cleanup.policy (--override): 'forever' is not one of delete, compact"
+    );
+    assert_eq!(
+        error(&[("auto.create.topics.enable", "yes")]),
+        "invalid value 'yes' for auto.create.topics.enable (--override): expected true or false"
+    );
+    assert_eq!(
+        error(&[("log.segment.bytes", "1000")]),
+        "invalid value '1000' for log.segment.bytes (--override): must be at least 1048576"
+    );
+    assert!(error(&[(
+        "authorizer.class.name",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    )])
+    .contains("must be one of"));
+}
+
+#[test]
+fn static_values_list_what_was_set() {
+    let c = with(&[
+        ("log.retention.ms", " 1000 "),
+        ("log.cleanup.policy", "compact , delete"),
+    ])
+    .unwrap();
+    let set: Vec<(String, String)> = c.static_values().into_iter().collect();
+    assert_eq!(
+        set,
+        vec![
+            ("log.cleanup.policy".to_owned(), "compact,delete".to_owned()),
+            ("log.retention.ms".to_owned(), "1000".to_owned()),
+        ]
+    );
+}
+
+#[test]
+fn later_settings_win() {
+    let c = with(&[("num.partitions", "3"), ("num.partitions", "5")]).unwrap();
+    assert_eq!(c.get(keys::NUM_PARTITIONS), 5);
+}
+
+#[test]
+fn time_unit_precedence() {
+    let c = with(&[("log.retention.hours", "1")]).unwrap();
+    assert_eq!(c.log_retention_ms, 3_600_000);
+    let c = with(&[("log.retention.hours", "1"), ("log.retention.minutes", "2")]).unwrap();
+    assert_eq!(c.log_retention_ms, 120_000);
+    let c = with(&[("log.retention.minutes", "2"), ("log.retention.ms", "5")]).unwrap();
+    assert_eq!(c.log_retention_ms, 5);
+    let c = with(&[("log.retention.ms", "-7")]).unwrap();
+    assert_eq!(c.log_retention_ms, -1);
+    let c = with(&[("log.roll.hours", "2"), ("log.roll.jitter.hours", "1")]).unwrap();
+    assert_eq!(
+        (c.log_roll_ms, c.log_roll_jitter_ms),
+        (7_200_000, 3_600_000)
+    );
+    let c = with(&[
+        ("log.roll.ms", "10"),
+        ("log.flush.scheduler.interval.ms", "3"),
+    ])
+    .unwrap();
+    assert_eq!((c.log_roll_ms, c.log_flush_interval_ms), (10, 3));
+    assert_eq!(c.offsets_retention_ms, 10_080 * 60_000);
+}
+
+#[test]
+fn cross_key_validation() {
+    assert_eq!(
+        error(&[(
+            "listeners",
+            "PLAINTEXT://:9092,CONTROLLER://:9093,SSL://:9094"
+        )]),
+        "invalid listeners: listener SSL uses SSL; Ottla supports only PLAINTEXT listeners so far"
+    );
+    assert_eq!(
+        error(&[("node.id", "2")]),
+        "invalid controller.quorum.voters: this controller's node.id 2 is not a voter"
+    );
+    assert_eq!(
+        error(&[("listeners", "PLAINTEXT://localhost:9092")]),
+        "invalid controller.listener.names: CONTROLLER is not in listeners"
+    );
+    assert_eq!(
+        error(&[("process.roles", "broker")]),
+        "invalid controller.listener.names: CONTROLLER must not be in listeners when process.roles lacks controller"
+    );
+    assert!(with(&[
+        ("process.roles", "broker"),
+        ("node.id", "2"),
+        ("listeners", "PLAINTEXT://localhost:9094")
+    ])
+    .is_ok());
+    assert_eq!(
+        error(&[("listeners", "PLAINTEXT://0.0.0.0:9092,CONTROLLER://localhost:9093")]),
+        "invalid advertised.listeners: PLAINTEXT would advertise the non-routable address 0.0.0.0; set advertised.listeners"
+    );
+    assert_eq!(
+        error(&[
+            ("inter.broker.listener.name", "PLAINTEXT"),
+            ("security.inter.broker.protocol", "PLAINTEXT")
+        ]),
+        "invalid inter.broker.listener.name: set either it or security.inter.broker.protocol, not both"
+    );
+    assert_eq!(
+        error(&[("inter.broker.listener.name", "CONTROLLER")]),
+        "invalid inter.broker.listener.name: CONTROLLER is not an advertised broker listener"
+    );
+    assert_eq!(
+        error(&[("advertised.listeners", "OTHER://h:1")]),
+        "invalid advertised.listeners: listener OTHER has no entry in listener.security.protocol.map"
+    );
+    assert_eq!(
+        error(&[("broker.id", "3")]),
+        "invalid broker.id: 3 differs from node.id 1"
+    );
+    assert_eq!(
+        error(&[("process.roles", "broker,broker")]),
+        "invalid process.roles: lists a role twice"
+    );
+    assert!(error(&[("process.roles", "")]).contains("must list"));
+    assert!(error(&[("cluster.id", "not-a-uuid")]).contains("base64url"));
+    assert!(with(&[("cluster.id", "MkU3OEVBNTcwNTJENDM2Qg")]).is_ok());
+    assert_eq!(
+        error(&[("metrics.listener", "nope")]),
+        "invalid metrics.listener: 'nope' is not host:port"
+    );
+}
+
+#[test]
+fn bound_ports_replace_port_zero() {
+    let mut c = with(&[
+        (
+            "listeners",
+            "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+        ),
+        ("controller.quorum.voters", "1@127.0.0.1:9093"),
+    ])
+    .unwrap();
+    c.set_bound_port("PLAINTEXT", 4242);
+    assert_eq!(c.listeners[0].endpoint.port, 4242);
+    assert_eq!(c.advertised_listeners[0].endpoint.port, 4242);
+    assert_eq!(c.listeners[1].endpoint.port, 0);
+}
+
+#[test]
+fn describe_reports_sources_and_synonyms_like_kafka() {
+    let c = with(&[("num.partitions", "3"), ("log.retention.ms", "1000")]).unwrap();
+    let entries = c.describe();
+    assert_eq!(entries.len(), defs::DEFS.len());
+    let get = |name: &str| entries.iter().find(|e| e.name == name).unwrap().clone();
+
+    let partitions = get("num.partitions");
+    assert_eq!(partitions.value.as_deref(), Some("3"));
+    assert_eq!(partitions.source, ConfigSource::Static);
+    assert_eq!(
+        partitions.synonyms,
+        vec![
+            ConfigSynonym {
+                name: "num.partitions",
+                value: Some("3".into()),
+                source: ConfigSource::Static
+            },
+            ConfigSynonym {
+                name: "num.partitions",
+                value: Some("1".into()),
+                source: ConfigSource::Default
+            },
+        ]
+    );
+    assert_eq!(partitions.config_type.kafka_code(), 3);
+    assert!(!partitions.documentation.is_empty());
+
+    let hours = get("log.retention.hours");
+    assert_eq!(hours.value.as_deref(), Some("168"));
+    assert_eq!(
+        hours.source,
+        ConfigSource::Static,
+        "first synonym is log.retention.ms"
+    );
+    let names: Vec<&str> = hours.synonyms.iter().map(|s| s.name).collect();
+    assert_eq!(names, ["log.retention.ms", "log.retention.hours"]);
+
+    let cluster = get("cluster.id");
+    assert_eq!(cluster.value, None);
+    assert_eq!(cluster.source, ConfigSource::Default);
+    assert!(cluster.synonyms.is_empty());
+
+    let ratio = get("log.cleaner.io.max.bytes.per.second");
+    assert_eq!(ratio.value.as_deref(), Some("1.7976931348623157E308"));
+}

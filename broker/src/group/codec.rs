@@ -1,0 +1,214 @@
+//! A small big-endian writer and reader for Kafka's coordinator record
+//! schemas. Ottla writes only non-flexible versions (as Kafka does), but reads
+//! flexible ones too (compact lengths, tagged fields) in case a log holds them.
+
+use bytes::Bytes;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed coordinator record: {0}")]
+pub struct DecodeError(pub &'static str);
+
+pub type DecodeResult<T> = Result<T, DecodeError>;
+
+/// Writes non-flexible schema fields: `int16` string lengths, `int32` byte
+/// and array lengths, -1 for null.
+#[derive(Default)]
+pub struct Writer {
+    buf: Vec<u8>,
+}
+
+impl Writer {
+    pub fn i16(&mut self, v: i16) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    pub fn i32(&mut self, v: i32) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    pub fn i64(&mut self, v: i64) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    pub fn string(&mut self, s: &str) -> &mut Self {
+        self.i16(s.len() as i16);
+        self.buf.extend_from_slice(s.as_bytes());
+        self
+    }
+
+    pub fn nullable_string(&mut self, s: Option<&str>) -> &mut Self {
+        match s {
+            Some(s) => self.string(s),
+            None => self.i16(-1),
+        }
+    }
+
+    pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
+        self.i32(b.len() as i32);
+        self.buf.extend_from_slice(b);
+        self
+    }
+
+    pub fn finish(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+/// Reads schema fields; `flexible` switches lengths to unsigned varints
+/// (length + 1, 0 for null) as flexible versions encode them.
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    flexible: bool,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Self {
+            buf,
+            pos: 0,
+            flexible: false,
+        }
+    }
+
+    /// From here on, read the flexible encoding.
+    pub fn set_flexible(&mut self, flexible: bool) {
+        self.flexible = flexible;
+    }
+
+    fn take(&mut self, n: usize) -> DecodeResult<&'a [u8]> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or(DecodeError("truncated"))?;
+        let out = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self) -> DecodeResult<[u8; N]> {
+        Ok(self.take(N)?.try_into().expect("length checked"))
+    }
+
+    pub fn i16(&mut self) -> DecodeResult<i16> {
+        Ok(i16::from_be_bytes(self.array()?))
+    }
+
+    pub fn i32(&mut self) -> DecodeResult<i32> {
+        Ok(i32::from_be_bytes(self.array()?))
+    }
+
+    pub fn i64(&mut self) -> DecodeResult<i64> {
+        Ok(i64::from_be_bytes(self.array()?))
+    }
+
+    fn uvarint(&mut self) -> DecodeResult<u32> {
+        let mut value: u32 = 0;
+        for shift in (0..35).step_by(7) {
+            let b = self.take(1)?[0];
+            value |= u32::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(DecodeError("varint too long"))
+    }
+
+    /// A length prefix; None for null.
+    fn length(
+        &mut self,
+        classic: impl FnOnce(&mut Self) -> DecodeResult<i32>,
+    ) -> DecodeResult<Option<usize>> {
+        let n = if self.flexible {
+            i64::from(self.uvarint()?) - 1
+        } else {
+            i64::from(classic(self)?)
+        };
+        Ok(usize::try_from(n).ok())
+    }
+
+    pub fn nullable_string(&mut self) -> DecodeResult<Option<String>> {
+        let Some(n) = self.length(|r| r.i16().map(i32::from))? else {
+            return Ok(None);
+        };
+        let raw = self.take(n)?;
+        String::from_utf8(raw.to_vec())
+            .map(Some)
+            .map_err(|_| DecodeError("string is not UTF-8"))
+    }
+
+    pub fn string(&mut self) -> DecodeResult<String> {
+        self.nullable_string()?
+            .ok_or(DecodeError("null in a non-nullable string"))
+    }
+
+    pub fn bytes(&mut self) -> DecodeResult<Bytes> {
+        let n = self
+            .length(Self::i32)?
+            .ok_or(DecodeError("null in a non-nullable bytes field"))?;
+        Ok(Bytes::copy_from_slice(self.take(n)?))
+    }
+
+    /// An array's element count.
+    pub fn array_len(&mut self) -> DecodeResult<usize> {
+        self.length(Self::i32)?
+            .ok_or(DecodeError("null in a non-nullable array"))
+    }
+
+    /// Skips a flexible struct's tagged fields (none are defined that Ottla
+    /// needs); a no-op for non-flexible versions.
+    pub fn skip_tagged_fields(&mut self) -> DecodeResult<()> {
+        if !self.flexible {
+            return Ok(());
+        }
+        for _ in 0..self.uvarint()? {
+            self.uvarint()?;
+            let size = self.uvarint()? as usize;
+            self.take(size)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_classic_fields() {
+        let mut w = Writer::default();
+        w.i16(-2)
+            .i32(7)
+            .i64(-9)
+            .string("ab")
+            .nullable_string(None)
+            .bytes(b"xyz");
+        let buf = w.finish();
+        let mut r = Reader::new(&buf);
+        assert_eq!(r.i16().unwrap(), -2);
+        assert_eq!(r.i32().unwrap(), 7);
+        assert_eq!(r.i64().unwrap(), -9);
+        assert_eq!(r.string().unwrap(), "ab");
+        assert_eq!(r.nullable_string().unwrap(), None);
+        assert_eq!(&r.bytes().unwrap()[..], b"xyz");
+        assert!(r.i16().is_err());
+    }
+
+    #[test]
+    fn reads_flexible_fields() {
+        // compact string "ab", compact null string, compact bytes [1],
+        // one tagged field (tag 0, 2 bytes), array of 2.
+        let buf = [3, b'a', b'b', 0, 2, 1, 1, 0, 2, 9, 9, 3];
+        let mut r = Reader::new(&buf);
+        r.set_flexible(true);
+        assert_eq!(r.string().unwrap(), "ab");
+        assert_eq!(r.nullable_string().unwrap(), None);
+        assert_eq!(&r.bytes().unwrap()[..], &[1]);
+        r.skip_tagged_fields().unwrap();
+        assert_eq!(r.array_len().unwrap(), 2);
+    }
+}

@@ -1,0 +1,214 @@
+//! The group coordinator: one shard per `__consumer_offsets` partition this
+//! broker leads, found by the group id's hash. It creates the offsets topic
+//! when a client first looks for a coordinator, loads shards (at start-up,
+//! or on first use of a partition hosted later) and drives their timers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use ottla_controller::{Controller, MetadataImage, NewTopic};
+use ottla_storage::manager::TopicPartition;
+use parking_lot::RwLock;
+use tracing::{error, info, warn};
+
+use super::config::{GroupConfig, OFFSETS_TOPIC};
+use super::partitioner::partition_for;
+use super::shard::Shard;
+use crate::replica::{now_ms, ReplicaManager};
+
+/// Where a group's coordinator is reachable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoordinatorNode {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+}
+
+pub struct GroupCoordinator {
+    node_id: i32,
+    config: Arc<GroupConfig>,
+    controller: Arc<Controller>,
+    replicas: Arc<ReplicaManager>,
+    shards: RwLock<HashMap<i32, Arc<Shard>>>,
+}
+
+impl GroupCoordinator {
+    /// How often the broker should call [`GroupCoordinator::tick`]: the
+    /// precision of session, rebalance and sync timeouts.
+    pub const TICK_INTERVAL: Duration = Duration::from_millis(100);
+
+    /// Loads every offsets partition this broker hosts and leads. Blocking
+    /// I/O; a partition that fails to load is retried on first use.
+    pub fn open(
+        node_id: i32,
+        static_configs: &BTreeMap<String, String>,
+        controller: Arc<Controller>,
+        replicas: Arc<ReplicaManager>,
+    ) -> Self {
+        let coordinator = Self {
+            node_id,
+            config: Arc::new(GroupConfig::from_static(static_configs)),
+            controller,
+            replicas,
+            shards: RwLock::new(HashMap::new()),
+        };
+        let image = coordinator.controller.image();
+        if let Some(topic) = image.topic_by_name(OFFSETS_TOPIC) {
+            let led = topic.partitions.iter().filter(|(_, p)| p.leader == node_id);
+            for (&p, _) in led {
+                if let Err(e) = coordinator.load(p) {
+                    error!(partition = p, error = %e, "could not load a group coordinator partition");
+                }
+            }
+        }
+        coordinator
+    }
+
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    /// The topic's real partition count once it exists (Kafka reads it from
+    /// metadata), else the configured one.
+    fn partition_count(&self, image: &MetadataImage) -> i32 {
+        image
+            .topic_by_name(OFFSETS_TOPIC)
+            .map_or(self.config.offsets_topic_partitions, |t| {
+                t.partitions.len() as i32
+            })
+    }
+
+    pub fn partition_for(&self, group_id: &str) -> i32 {
+        partition_for(group_id, self.partition_count(&self.controller.image()))
+    }
+
+    /// The broker coordinating `group_id`, as seen on `listener`. Creates the
+    /// offsets topic on first use and answers COORDINATOR_NOT_AVAILABLE until
+    /// it has a leader, like Kafka.
+    pub fn find(&self, group_id: &str, listener: &str) -> Result<CoordinatorNode, ResponseError> {
+        let image = self.controller.image();
+        let Some(topic) = image.topic_by_name(OFFSETS_TOPIC) else {
+            self.create_offsets_topic(&image);
+            return Err(ResponseError::CoordinatorNotAvailable);
+        };
+        let p = partition_for(group_id, topic.partitions.len() as i32);
+        let leader = topic
+            .partitions
+            .get(&p)
+            .map(|part| part.leader)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let broker = image
+            .live_brokers()
+            .find(|b| b.id == leader)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        // As Metadata does: the listener's endpoint, else the first one.
+        let endpoint = broker
+            .endpoints
+            .iter()
+            .find(|e| e.listener == listener)
+            .or_else(|| broker.endpoints.first())
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        Ok(CoordinatorNode {
+            node_id: leader,
+            host: endpoint.host.clone(),
+            port: i32::from(endpoint.port),
+        })
+    }
+
+    fn create_offsets_topic(&self, image: &MetadataImage) {
+        let live = image.live_brokers().count().max(1);
+        let replication_factor =
+            (self.config.offsets_topic_replication_factor as usize).min(live) as i16;
+        let topic = NewTopic {
+            name: OFFSETS_TOPIC.to_string(),
+            num_partitions: self.config.offsets_topic_partitions,
+            replication_factor,
+            configs: BTreeMap::from([
+                ("cleanup.policy".to_string(), Some("compact".to_string())),
+                (
+                    "segment.bytes".to_string(),
+                    Some(self.config.offsets_topic_segment_bytes.to_string()),
+                ),
+                ("compression.type".to_string(), Some("producer".to_string())),
+            ]),
+            ..NewTopic::default()
+        };
+        for (name, result) in self.controller.create_topics(vec![topic], false) {
+            match result {
+                Ok(t) => info!(
+                    topic = name,
+                    partitions = t.num_partitions,
+                    replication_factor = t.replication_factor,
+                    "created the offsets topic"
+                ),
+                // Another request created it first.
+                Err(e) if e.code == ResponseError::TopicAlreadyExists.code() => {}
+                Err(e) => warn!(topic = name, error = %e, "could not create the offsets topic"),
+            }
+        }
+    }
+
+    /// The shard owning `group_id`: NOT_COORDINATOR unless this broker leads
+    /// the group's partition, COORDINATOR_LOAD_IN_PROGRESS while the
+    /// partition's log is not open here yet.
+    pub fn shard(&self, group_id: &str) -> Result<Arc<Shard>, ResponseError> {
+        let image = self.controller.image();
+        let p = partition_for(group_id, self.partition_count(&image));
+        if let Some(shard) = self.shards.read().get(&p) {
+            return Ok(shard.clone());
+        }
+        let leader = image
+            .topic_by_name(OFFSETS_TOPIC)
+            .and_then(|t| t.partitions.get(&p))
+            .map(|part| part.leader);
+        if leader != Some(self.node_id) {
+            return Err(ResponseError::NotCoordinator);
+        }
+        self.load(p).map_err(|e| {
+            if e.downcast_ref::<NotHosted>().is_some() {
+                ResponseError::CoordinatorLoadInProgress
+            } else {
+                error!(partition = p, error = %e, "could not load a group coordinator partition");
+                ResponseError::CoordinatorNotAvailable
+            }
+        })
+    }
+
+    /// Loads partition `p` unless it is loaded already.
+    fn load(&self, p: i32) -> anyhow::Result<Arc<Shard>> {
+        let mut shards = self.shards.write();
+        if let Some(shard) = shards.get(&p) {
+            return Ok(shard.clone());
+        }
+        let tp = TopicPartition::new(OFFSETS_TOPIC, p);
+        let partition = self.replicas.partition(&tp).ok_or(NotHosted)?;
+        let shard = Arc::new(Shard::load(
+            partition,
+            self.replicas.clone(),
+            self.node_id,
+            self.config.clone(),
+            now_ms(),
+        )?);
+        shards.insert(p, shard.clone());
+        Ok(shard)
+    }
+
+    /// Every loaded shard (ListGroups asks them all).
+    pub fn shards(&self) -> Vec<Arc<Shard>> {
+        self.shards.read().values().cloned().collect()
+    }
+
+    /// Fires due group timers; the broker calls this periodically.
+    pub fn tick(&self, now: i64) {
+        for shard in self.shards() {
+            shard.tick(now);
+        }
+    }
+}
+
+/// The replica manager does not host the partition (yet).
+#[derive(Debug, thiserror::Error)]
+#[error("the partition's log is not open on this broker yet")]
+struct NotHosted;

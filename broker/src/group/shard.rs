@@ -1,0 +1,252 @@
+//! One `__consumer_offsets` partition's coordinator: the groups and offsets
+//! it owns, loaded from the partition's log, and every operation on them.
+//! Operations run under one lock and append their records before they
+//! answer, so the log order is the order of decisions; nothing awaits while
+//! holding the lock (parked requests wait on oneshot receivers instead).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::Context;
+use ottla_protocol::batch::BatchIter;
+use ottla_protocol::records::{records_section, walk_records};
+use ottla_storage::log::FetchIsolation;
+use parking_lot::Mutex;
+use tracing::info;
+
+use super::admin::{self, GroupDescription, ListedGroup};
+use super::classic::ClassicGroup;
+use super::config::GroupConfig;
+use super::member::{JoinResult, SyncResult};
+use super::membership::{self, JoinRequest, LeavingMember, Reply, SyncRequest};
+use super::offsets::{self, CommitRequest, FetchedOffset, OffsetStore, PartitionCodes};
+use super::records::CoordinatorRecord;
+use super::writer::{Ctx, LogWriter};
+use crate::replica::{Partition, ReplicaManager};
+use kafka_protocol::error::ResponseError;
+
+/// How much of the log one load step reads.
+const LOAD_READ_BYTES: usize = 1 << 20;
+
+#[derive(Default)]
+struct ShardState {
+    groups: HashMap<String, ClassicGroup>,
+    offsets: OffsetStore,
+}
+
+impl ShardState {
+    /// Replays a stored record: the latest record of a key wins, and a
+    /// tombstone deletes.
+    fn replay(&mut self, record: CoordinatorRecord, now: i64) {
+        match record {
+            CoordinatorRecord::OffsetCommit {
+                group,
+                topic,
+                partition,
+                value,
+            } => offsets::apply(
+                &mut self.groups,
+                &mut self.offsets,
+                &group,
+                &topic,
+                partition,
+                value,
+                now,
+            ),
+            CoordinatorRecord::GroupMetadata {
+                group,
+                value: Some(v),
+            } => {
+                self.groups
+                    .insert(group.clone(), ClassicGroup::from_record(&group, v, now));
+            }
+            CoordinatorRecord::GroupMetadata { group, value: None } => {
+                self.groups.remove(&group);
+            }
+        }
+    }
+}
+
+pub struct Shard {
+    writer: LogWriter,
+    config: Arc<GroupConfig>,
+    state: Mutex<ShardState>,
+}
+
+impl Shard {
+    /// Reads the partition's log from its start to its end and rebuilds the
+    /// groups and offsets. Blocking I/O.
+    pub fn load(
+        partition: Arc<Partition>,
+        replicas: Arc<ReplicaManager>,
+        node_id: i32,
+        config: Arc<GroupConfig>,
+        now: i64,
+    ) -> anyhow::Result<Self> {
+        let mut state = ShardState::default();
+        let mut records = 0usize;
+        let (mut offset, end) = {
+            let log = partition.log.read();
+            (log.log_start_offset(), log.log_end_offset())
+        };
+        while offset < end {
+            let slice = partition
+                .log
+                .read()
+                .read(offset, LOAD_READ_BYTES, FetchIsolation::LogEnd, true)
+                .with_context(|| format!("reading {} at offset {offset}", partition.tp))?
+                .slice;
+            let Some(slice) = slice else {
+                break;
+            };
+            let bytes = slice
+                .read()
+                .with_context(|| format!("reading {}", partition.tp))?;
+            let before = offset;
+            for batch in BatchIter::new(&bytes) {
+                let batch = batch.with_context(|| format!("a batch of {}", partition.tp))?;
+                offset = offset.max(batch.next_offset());
+                // Transaction markers carry no group data.
+                if batch.is_control() {
+                    continue;
+                }
+                let section = records_section(&batch)?;
+                let mut failure = None;
+                walk_records(&section, |r| {
+                    if failure.is_some() {
+                        return;
+                    }
+                    let Some(key) = r.key else {
+                        return;
+                    };
+                    match CoordinatorRecord::decode(key, r.value) {
+                        Ok(Some(record)) => {
+                            state.replay(record, now);
+                            records += 1;
+                        }
+                        Ok(None) => {}
+                        Err(e) => failure = Some(e),
+                    }
+                })?;
+                if let Some(e) = failure {
+                    return Err(e).with_context(|| {
+                        format!("{} near offset {}", partition.tp, batch.base_offset())
+                    });
+                }
+            }
+            if offset == before {
+                break;
+            }
+        }
+        info!(partition = %partition.tp, records, groups = state.groups.len(), "group coordinator loaded");
+        let shard = Self {
+            writer: LogWriter {
+                partition,
+                replicas,
+                node_id,
+            },
+            config,
+            state: Mutex::new(state),
+        };
+        shard.with_state(now, |st, ctx| {
+            for g in st.groups.values_mut() {
+                // `group.max.size` may have been lowered since the group formed.
+                if g.members().count() > ctx.config.max_group_size {
+                    g.prepare_rebalance(ctx, "loaded group is over capacity");
+                }
+            }
+        });
+        Ok(shard)
+    }
+
+    fn with_state<T>(&self, now: i64, f: impl FnOnce(&mut ShardState, &Ctx<'_>) -> T) -> T {
+        let ctx = Ctx {
+            now,
+            config: &self.config,
+            writer: &self.writer,
+        };
+        f(&mut self.state.lock(), &ctx)
+    }
+
+    pub fn join(&self, req: JoinRequest, now: i64) -> Reply<JoinResult> {
+        self.with_state(now, |st, ctx| membership::join(&mut st.groups, req, ctx))
+    }
+
+    pub fn sync(&self, req: SyncRequest, now: i64) -> Reply<SyncResult> {
+        self.with_state(now, |st, ctx| membership::sync(&mut st.groups, req, ctx))
+    }
+
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        self.with_state(now, |st, _| {
+            membership::heartbeat(
+                &mut st.groups,
+                group_id,
+                member_id,
+                instance_id,
+                generation,
+                now,
+            )
+        })
+    }
+
+    pub fn leave(&self, group_id: &str, members: &[LeavingMember], now: i64) -> Vec<i16> {
+        self.with_state(now, |st, ctx| {
+            membership::leave(&mut st.groups, group_id, members, ctx)
+        })
+    }
+
+    pub fn commit_offsets(&self, req: CommitRequest, now: i64) -> PartitionCodes {
+        self.with_state(now, |st, ctx| {
+            offsets::commit(&mut st.groups, &mut st.offsets, req, ctx)
+        })
+    }
+
+    pub fn fetch_offsets(
+        &self,
+        group_id: &str,
+        topics: Option<&[(String, Vec<i32>)]>,
+    ) -> Vec<(String, Vec<FetchedOffset>)> {
+        offsets::fetch(&self.state.lock().offsets, group_id, topics)
+    }
+
+    pub fn delete_offsets(
+        &self,
+        group_id: &str,
+        topics: &[(String, Vec<i32>)],
+        now: i64,
+    ) -> Result<PartitionCodes, ResponseError> {
+        self.with_state(now, |st, ctx| {
+            offsets::delete(&mut st.groups, &mut st.offsets, group_id, topics, ctx)
+        })
+    }
+
+    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
+        admin::describe(&self.state.lock().groups, group_id)
+    }
+
+    pub fn list(&self, states: &[String], types: &[String]) -> Vec<ListedGroup> {
+        admin::list(&self.state.lock().groups, states, types)
+    }
+
+    pub fn delete_groups(&self, ids: &[String], now: i64) -> Vec<i16> {
+        self.with_state(now, |st, ctx| {
+            admin::delete(&mut st.groups, &mut st.offsets, ids, ctx)
+        })
+    }
+
+    /// Fires due timers: session expiries, rebalance and sync timeouts.
+    pub fn tick(&self, now: i64) {
+        self.with_state(now, |st, ctx| {
+            for g in st.groups.values_mut() {
+                g.on_tick(ctx);
+            }
+        });
+    }
+}

@@ -1,0 +1,202 @@
+//! The client-facing APIs: one dispatcher from decoded requests to the
+//! handlers in `crate::apis`, and the table of versions each is served at.
+//!
+//! Handlers that touch files (appends, metadata commits, fsyncs) run on the
+//! blocking pool so they never stall the async workers; Fetch and the group
+//! APIs are async (they long-poll) and run in place.
+
+use std::sync::{Arc, OnceLock};
+
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use ottla_protocol::api_versions::{ApiTableError, VersionRange};
+
+use crate::apis::{
+    configs, create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
+    describe_log_dirs, describe_topic_partitions, fetch, group, init_producer_id, list_offsets,
+    metadata, offset_for_leader_epoch, produce,
+};
+use crate::broker::Broker;
+use crate::handlers::HandlerRegistry;
+use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
+
+/// The versions served, from Kafka 4.x's floors (KIP-896) to what the
+/// handlers implement.
+pub const SERVED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 13),
+    (ApiKey::Fetch, 4, 17),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 13),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
+];
+
+/// The broker the APIs serve, filled in once it is open. Listeners are
+/// bound first (so ports chosen by the OS can be advertised) and start
+/// accepting only after the broker is set.
+pub type BrokerSlot = Arc<OnceLock<Arc<Broker>>>;
+
+/// Registers every client-facing API in `registry`, served by the broker
+/// that `slot` will hold.
+pub fn register(registry: &mut HandlerRegistry, slot: BrokerSlot) -> Result<(), ApiTableError> {
+    let apis = Arc::new(BrokerApis { broker: slot });
+    for &(key, min, max) in SERVED {
+        registry.register(key, VersionRange { min, max }, apis.clone())?;
+    }
+    Ok(())
+}
+
+struct BrokerApis {
+    broker: BrokerSlot,
+}
+
+/// Runs a synchronous handler on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    broker: &Arc<Broker>,
+    f: impl FnOnce(&Broker) -> T + Send + 'static,
+) -> anyhow::Result<T> {
+    let broker = broker.clone();
+    Ok(tokio::task::spawn_blocking(move || f(&broker)).await?)
+}
+
+impl RequestHandler for BrokerApis {
+    fn handle<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        header: RequestHeader,
+        body: RequestKind,
+    ) -> HandlerFuture<'a> {
+        Box::pin(async move {
+            let b = self
+                .broker
+                .get()
+                .ok_or_else(|| anyhow::anyhow!("request before the broker was started"))?;
+            let v = ctx.api_version;
+            let listener = ctx.listener.to_string();
+            let response = match body {
+                RequestKind::Produce(r) => {
+                    let out = blocking(b, move |b| produce::handle(b, v, r)).await?;
+                    ctx.release_next();
+                    match out {
+                        Some(r) => ResponseKind::Produce(r),
+                        None => return Ok(Response::NoResponse),
+                    }
+                }
+                RequestKind::Fetch(r) => {
+                    ctx.release_next();
+                    ResponseKind::Fetch(fetch::handle(b, v, r).await)
+                }
+                RequestKind::Metadata(r) => ResponseKind::Metadata(
+                    blocking(b, move |b| metadata::handle(b, v, &listener, r)).await?,
+                ),
+                RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(
+                    blocking(b, move |b| list_offsets::handle(b, v, r)).await?,
+                ),
+                RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(
+                    blocking(b, move |b| create_topics::handle(b, v, r)).await?,
+                ),
+                RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(
+                    blocking(b, move |b| delete_topics::handle(b, v, r)).await?,
+                ),
+                RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(
+                    blocking(b, move |b| create_partitions::handle(b, v, r)).await?,
+                ),
+                RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(
+                    blocking(b, move |b| delete_records::handle(b, v, r)).await?,
+                ),
+                RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(
+                    blocking(b, move |b| init_producer_id::handle(b, v, r)).await?,
+                ),
+                RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(
+                    blocking(b, move |b| offset_for_leader_epoch::handle(b, v, r)).await?,
+                ),
+                RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(
+                    blocking(b, move |b| configs::describe::handle(b, v, r)).await?,
+                ),
+                RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(
+                    blocking(b, move |b| configs::alter::handle(b, v, r)).await?,
+                ),
+                RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+                    blocking(b, move |b| configs::incremental::handle(b, v, r)).await?,
+                ),
+                RequestKind::DescribeLogDirs(r) => ResponseKind::DescribeLogDirs(
+                    blocking(b, move |b| describe_log_dirs::handle(b, v, r)).await?,
+                ),
+                RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(
+                    blocking(b, move |b| describe_cluster::handle(b, v, &listener, r)).await?,
+                ),
+                RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
+                    blocking(b, move |b| {
+                        describe_topic_partitions::handle(b, v, &listener, r)
+                    })
+                    .await?,
+                ),
+                RequestKind::FindCoordinator(r) => {
+                    ResponseKind::FindCoordinator(group::find_coordinator(b, v, &listener, r).await)
+                }
+                RequestKind::JoinGroup(r) => {
+                    let client_id = header
+                        .client_id
+                        .as_deref()
+                        .map(|s| s.to_string())
+                        .unwrap_or_default();
+                    ResponseKind::JoinGroup(
+                        group::join_group(b, v, &client_id, ctx.peer.ip(), r).await,
+                    )
+                }
+                RequestKind::SyncGroup(r) => {
+                    ResponseKind::SyncGroup(group::sync_group(b, v, r).await)
+                }
+                RequestKind::Heartbeat(r) => {
+                    ResponseKind::Heartbeat(group::heartbeat(b, v, r).await)
+                }
+                RequestKind::LeaveGroup(r) => {
+                    ResponseKind::LeaveGroup(group::leave_group(b, v, r).await)
+                }
+                RequestKind::OffsetCommit(r) => {
+                    ResponseKind::OffsetCommit(group::offset_commit(b, v, r).await)
+                }
+                RequestKind::OffsetFetch(r) => {
+                    ResponseKind::OffsetFetch(group::offset_fetch(b, v, r).await)
+                }
+                RequestKind::ListGroups(r) => {
+                    ResponseKind::ListGroups(group::list_groups(b, v, r).await)
+                }
+                RequestKind::DescribeGroups(r) => {
+                    ResponseKind::DescribeGroups(group::describe_groups(b, v, r).await)
+                }
+                RequestKind::DeleteGroups(r) => {
+                    ResponseKind::DeleteGroups(group::delete_groups(b, v, r).await)
+                }
+                RequestKind::OffsetDelete(r) => {
+                    ResponseKind::OffsetDelete(group::offset_delete(b, v, r).await)
+                }
+                other => anyhow::bail!(
+                    "no handler registered for {:?}",
+                    std::mem::discriminant(&other)
+                ),
+            };
+            Ok(Response::Message(response))
+        })
+    }
+}

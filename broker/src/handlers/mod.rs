@@ -1,0 +1,95 @@
+//! Request handlers, one module per API (`handlers/<api>.rs`), collected in
+//! a [`HandlerRegistry`] per listener.
+//!
+//! To add an API: write a [`RequestHandler`] for it and register it in
+//! [`broker_registry`] with the versions it serves. Registration is what
+//! makes the API appear in ApiVersions, so nothing is advertised that is not
+//! answered.
+
+pub mod broker_apis;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
+use ottla_protocol::api_versions::{ApiTableError, ApiVersionsTable, Features, VersionRange};
+
+use crate::network::{HandlerFuture, RequestContext, RequestHandler};
+
+/// metadata.version levels: 3.3-IV3 (7) is Kafka 4.x's KRaft floor, 4.1-IV1
+/// (27) matches the Kafka 4.1 schemas kafka-protocol 0.18 is built from.
+const METADATA_VERSION_MIN: i16 = 7;
+const METADATA_VERSION_MAX: i16 = 27;
+
+/// Feature flags this node reports in ApiVersions v3+. The finalized level
+/// is fixed (epoch 0) until the controller owns feature levels.
+pub fn node_features() -> Features {
+    Features::default()
+        .support(
+            "metadata.version",
+            METADATA_VERSION_MIN,
+            METADATA_VERSION_MAX,
+        )
+        .finalize("metadata.version", METADATA_VERSION_MAX, 0)
+}
+
+/// API key → handler, plus the ApiVersions table built from the registrations.
+pub struct HandlerRegistry {
+    handlers: HashMap<ApiKey, Arc<dyn RequestHandler>>,
+    api_versions: ApiVersionsTable,
+}
+
+impl HandlerRegistry {
+    pub fn new(features: Features) -> Self {
+        Self {
+            handlers: HashMap::new(),
+            api_versions: ApiVersionsTable::new(features),
+        }
+    }
+
+    /// Serves `key` at `versions` with `handler`.
+    pub fn register(
+        &mut self,
+        key: ApiKey,
+        versions: VersionRange,
+        handler: Arc<dyn RequestHandler>,
+    ) -> Result<(), ApiTableError> {
+        self.api_versions.add(key, versions)?;
+        self.handlers.insert(key, handler);
+        Ok(())
+    }
+
+    /// What this registry's listener advertises and accepts.
+    pub fn api_versions(&self) -> &ApiVersionsTable {
+        &self.api_versions
+    }
+}
+
+impl RequestHandler for HandlerRegistry {
+    fn handle<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        header: RequestHeader,
+        body: RequestKind,
+    ) -> HandlerFuture<'a> {
+        match self.handlers.get(&ctx.api_key) {
+            Some(handler) => handler.handle(ctx, header, body),
+            // The network layer only dispatches keys in the table.
+            None => Box::pin(async move { anyhow::bail!("no handler for {:?}", ctx.api_key) }),
+        }
+    }
+}
+
+/// The handlers of the client-facing (broker) listeners. ApiVersions is
+/// answered by the network layer from this registry's table.
+pub fn broker_registry(slot: broker_apis::BrokerSlot) -> Result<HandlerRegistry, ApiTableError> {
+    let mut registry = HandlerRegistry::new(node_features());
+    broker_apis::register(&mut registry, slot)?;
+    Ok(registry)
+}
+
+/// The handlers of the controller listeners (quorum and registration APIs,
+/// from the controller crate).
+pub fn controller_registry() -> HandlerRegistry {
+    HandlerRegistry::new(node_features())
+}

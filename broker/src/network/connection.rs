@@ -1,0 +1,270 @@
+//! One client connection: read frames, decode, dispatch, and write responses
+//! strictly in request order.
+//!
+//! Two halves run side by side. The reader decodes requests and hands each to
+//! its handler on a task of its own, queueing a placeholder for the response;
+//! it reads on only once the handler calls `release_next` or finishes, so
+//! side effects stay in request order while waits (replication, long polls)
+//! overlap. The writer awaits the queued responses in order. The queue is
+//! bounded, so a client that does not read its responses stops being read.
+//!
+//! Any protocol violation closes this connection only.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use ottla_protocol::api_versions::ApiVersionsTable;
+use ottla_protocol::frame::FrameReader;
+use ottla_protocol::request::{decode_request, Request, RequestError};
+use ottla_protocol::response::{encode_response, encode_response_head, EncodeError};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::handler::{RequestContext, RequestHandler, Response};
+use super::server::ServerSettings;
+
+/// What a listener serves: its name, its ApiVersions table and its handler.
+pub(super) struct Service {
+    pub name: Arc<str>,
+    pub api_versions: Arc<ApiVersionsTable>,
+    pub handler: Arc<dyn RequestHandler>,
+}
+
+/// A response frame: size prefix and header (plus body, when encoded by the
+/// network layer), then an optional body the handler pre-encoded.
+struct OutFrame {
+    head: Bytes,
+    body: Bytes,
+}
+
+enum Outcome {
+    Send(OutFrame),
+    Silent,
+    Close,
+}
+
+/// A response slot in the write queue.
+enum Pending {
+    Ready(OutFrame),
+    Task(JoinHandle<Result<Outcome, String>>),
+}
+
+pub(super) struct Connection {
+    pub id: u64,
+    pub peer: SocketAddr,
+    pub service: Arc<Service>,
+    pub settings: Arc<ServerSettings>,
+}
+
+impl Connection {
+    /// Serves until the client leaves, a protocol error, idleness, or
+    /// `shutdown` (after which queued responses are still written).
+    pub(super) async fn serve(self, stream: TcpStream, shutdown: CancellationToken) {
+        let (read, write) = stream.into_split();
+        let closing = shutdown.child_token();
+        let (tx, rx) = mpsc::channel(self.settings.max_in_flight_per_connection);
+        tokio::join!(
+            self.read_requests(read, tx, &closing),
+            write_responses(write, rx, &closing)
+        );
+    }
+
+    async fn read_requests(
+        &self,
+        read: OwnedReadHalf,
+        queue: mpsc::Sender<Pending>,
+        closing: &CancellationToken,
+    ) {
+        let mut frames = FrameReader::new(read, self.settings.max_request_size);
+        loop {
+            let next = tokio::select! {
+                _ = closing.cancelled() => return,
+                next = tokio::time::timeout(self.settings.idle_timeout, frames.next_frame()) => next,
+            };
+            let frame = match next {
+                Ok(Ok(Some(frame))) => frame,
+                Ok(Ok(None)) => {
+                    debug!("client closed the connection");
+                    return;
+                }
+                Ok(Err(e)) => {
+                    info!("closing connection: {e}");
+                    return;
+                }
+                Err(_) => {
+                    debug!("closing idle connection");
+                    return;
+                }
+            };
+            let (pending, release) = match self.dispatch(frame) {
+                Ok(dispatched) => dispatched,
+                Err(e) => {
+                    info!("closing connection: {e}");
+                    return;
+                }
+            };
+            if queue.send(pending).await.is_err() {
+                return;
+            }
+            if let Some(release) = release {
+                tokio::select! {
+                    _ = closing.cancelled() => return,
+                    _ = release => {}
+                }
+            }
+        }
+    }
+
+    /// Decodes a frame and starts answering it. ApiVersions is answered here
+    /// from the listener's table; everything else goes to the handler.
+    fn dispatch(
+        &self,
+        frame: Bytes,
+    ) -> Result<(Pending, Option<oneshot::Receiver<()>>), DispatchError> {
+        let table = &self.service.api_versions;
+        match decode_request(frame, |key, version| table.accepts(key, version)) {
+            Ok(Request {
+                api_key: ApiKey::ApiVersions,
+                header,
+                body: RequestKind::ApiVersions(body),
+            }) => {
+                let version = header.request_api_version;
+                let response = ResponseKind::ApiVersions(table.response(&body, version));
+                let head = encode_response(
+                    ApiKey::ApiVersions,
+                    version,
+                    header.correlation_id,
+                    &response,
+                )?;
+                Ok((Pending::Ready(OutFrame::whole(head)), None))
+            }
+            Ok(request) => {
+                let (task, release) = self.spawn_handler(request);
+                Ok((Pending::Task(task), Some(release)))
+            }
+            // KIP-511: answer in v0 so the client can retry with our version.
+            Err(e) if e.is_unsupported_api_versions() => {
+                let prefix = e.prefix().expect("a version error has a prefix");
+                debug!("{e}: answering with ApiVersions v0");
+                let response = ResponseKind::ApiVersions(table.unsupported_version_response());
+                let head =
+                    encode_response(ApiKey::ApiVersions, 0, prefix.correlation_id, &response)?;
+                Ok((Pending::Ready(OutFrame::whole(head)), None))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn spawn_handler(
+        &self,
+        request: Request,
+    ) -> (JoinHandle<Result<Outcome, String>>, oneshot::Receiver<()>) {
+        let Request {
+            api_key,
+            header,
+            body,
+        } = request;
+        let (version, correlation_id) = (header.request_api_version, header.correlation_id);
+        let (ctx, release) = RequestContext::new(
+            self.id,
+            Arc::clone(&self.service.name),
+            self.peer,
+            api_key,
+            version,
+        );
+        let handler = Arc::clone(&self.service.handler);
+        let task = tokio::spawn(async move {
+            let response = handler
+                .handle(&ctx, header, body)
+                .await
+                .map_err(|e| format!("{api_key:?} handler failed: {e:#}"))?;
+            drop(ctx); // releases the connection before encoding
+            outcome(response, api_key, version, correlation_id).map_err(|e| e.to_string())
+        });
+        (task, release)
+    }
+}
+
+/// Why a frame could not be dispatched; the connection closes.
+#[derive(Debug, thiserror::Error)]
+enum DispatchError {
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+}
+
+impl OutFrame {
+    fn whole(frame: Bytes) -> Self {
+        Self {
+            head: frame,
+            body: Bytes::new(),
+        }
+    }
+}
+
+fn outcome(
+    response: Response,
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+) -> Result<Outcome, EncodeError> {
+    Ok(match response {
+        Response::Message(body) => Outcome::Send(OutFrame::whole(encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &body,
+        )?)),
+        Response::Encoded(body) => Outcome::Send(OutFrame {
+            head: encode_response_head(api_key, version, correlation_id, body.len())?,
+            body,
+        }),
+        Response::NoResponse => Outcome::Silent,
+        Response::Close => Outcome::Close,
+    })
+}
+
+async fn write_responses(
+    mut write: OwnedWriteHalf,
+    mut queue: mpsc::Receiver<Pending>,
+    closing: &CancellationToken,
+) {
+    while let Some(pending) = queue.recv().await {
+        let outcome = match pending {
+            Pending::Ready(frame) => Ok(Outcome::Send(frame)),
+            Pending::Task(task) => task
+                .await
+                .unwrap_or_else(|e| Err(format!("handler panicked: {e}"))),
+        };
+        match outcome {
+            Ok(Outcome::Send(frame)) => {
+                // Head and body go out in one vectored write, uncopied.
+                let mut out = frame.head.chain(frame.body);
+                if let Err(e) = write.write_all_buf(&mut out).await {
+                    debug!("write failed: {e}");
+                    break;
+                }
+            }
+            Ok(Outcome::Silent) => {}
+            Ok(Outcome::Close) => {
+                debug!("handler closed the connection");
+                break;
+            }
+            Err(reason) => {
+                warn!("closing connection: {reason}");
+                break;
+            }
+        }
+    }
+    // Stop the reader too, then let the client see EOF.
+    closing.cancel();
+    let _ = write.shutdown().await;
+}

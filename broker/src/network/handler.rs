@@ -1,0 +1,103 @@
+//! The contract between the network layer and request handlers.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use tokio::sync::oneshot;
+
+/// What a handler answers.
+#[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "moved once per request; boxing would only add an allocation"
+)]
+pub enum Response {
+    /// Encoded by the network layer at the request's version.
+    Message(ResponseKind),
+    /// A body the handler encoded itself at the request's version; it is
+    /// written after the response header without being copied again.
+    Encoded(Bytes),
+    /// Send nothing: the client expects no answer (acks=0 Produce).
+    NoResponse,
+    /// Close the connection without answering, which is how Kafka reports a
+    /// failed acks=0 Produce.
+    Close,
+}
+
+/// An error a handler could not turn into a Kafka error code. The network
+/// layer logs it and closes the connection.
+pub type HandlerError = anyhow::Error;
+
+pub type HandlerFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Response, HandlerError>> + Send + 'a>>;
+
+/// Serves requests. Implementations answer whatever API keys they were
+/// registered for; the network layer has already checked key and version.
+pub trait RequestHandler: Send + Sync + 'static {
+    fn handle<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        header: RequestHeader,
+        body: RequestKind,
+    ) -> HandlerFuture<'a>;
+}
+
+/// Per-request information from the connection.
+#[derive(Debug)]
+pub struct RequestContext {
+    pub connection_id: u64,
+    pub listener: Arc<str>,
+    pub peer: SocketAddr,
+    pub api_key: ApiKey,
+    pub api_version: i16,
+    release: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl RequestContext {
+    /// The context and the receiver the connection waits on before starting
+    /// its next request. Dropping the context (the handler finished) also
+    /// releases it.
+    pub(super) fn new(
+        connection_id: u64,
+        listener: Arc<str>,
+        peer: SocketAddr,
+        api_key: ApiKey,
+        api_version: i16,
+    ) -> (Self, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        let ctx = Self {
+            connection_id,
+            listener,
+            peer,
+            api_key,
+            api_version,
+            release: Mutex::new(Some(tx)),
+        };
+        (ctx, rx)
+    }
+
+    /// Lets the connection start its next request before this one finishes.
+    ///
+    /// Like Kafka, a connection processes its requests one at a time by
+    /// default, so their side effects happen in order (an idempotent
+    /// producer's batches, a consumer's commits). A handler calls this once
+    /// its order-sensitive part is done (a Produce after appending to the
+    /// leader's log, before waiting for acks=all; a Fetch before its
+    /// long-poll wait), so later requests overlap with the wait. Responses
+    /// are still written in request order.
+    pub fn release_next(&self) {
+        let sender = self
+            .release
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(sender) = sender {
+            // The connection may be gone; nothing to release then.
+            let _ = sender.send(());
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! The Kafka-protocol TCP server: one tokio listener per configured listener,
+//! framed requests decoded and dispatched to a [`RequestHandler`], responses
+//! written in request order. ApiVersions is answered here, from the
+//! listener's [`ApiVersionsTable`](ottla_protocol::api_versions::ApiVersionsTable).
+
+mod connection;
+mod handler;
+mod limits;
+mod server;
+
+pub use handler::{HandlerError, HandlerFuture, RequestContext, RequestHandler, Response};
+pub use server::{bind_address, ListenerSpec, Server, ServerSettings};

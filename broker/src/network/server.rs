@@ -1,0 +1,269 @@
+//! Listeners: bind, accept within the connection limits, spawn connections,
+//! and shut down gracefully.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ottla_protocol::api_versions::ApiVersionsTable;
+use ottla_protocol::frame::DEFAULT_MAX_REQUEST_SIZE;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, info_span, warn, Instrument};
+
+use super::connection::{Connection, Service};
+use super::handler::RequestHandler;
+use super::limits::ConnectionLimits;
+use crate::config::{keys, BrokerConfig};
+
+/// How long accepting pauses after an accept error (e.g. out of file
+/// descriptors), so the loop does not spin.
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Network settings shared by all listeners.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// socket.request.max.bytes.
+    pub max_request_size: usize,
+    /// Responses a connection may have queued (processing or unwritten)
+    /// before it stops being read. Kafka allows one; pipelining needs a few.
+    pub max_in_flight_per_connection: usize,
+    /// connections.max.idle.ms.
+    pub idle_timeout: Duration,
+    /// How long shutdown waits for in-flight responses before dropping
+    /// connections.
+    pub shutdown_grace: Duration,
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    /// SO_SNDBUF / SO_RCVBUF; `None` keeps the OS default.
+    pub send_buffer_size: Option<u32>,
+    pub recv_buffer_size: Option<u32>,
+    pub listen_backlog: u32,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            max_request_size: DEFAULT_MAX_REQUEST_SIZE,
+            max_in_flight_per_connection: 16,
+            idle_timeout: Duration::from_secs(600),
+            shutdown_grace: Duration::from_secs(10),
+            max_connections: usize::MAX,
+            max_connections_per_ip: usize::MAX,
+            send_buffer_size: Some(102_400),
+            recv_buffer_size: Some(102_400),
+            listen_backlog: 50,
+        }
+    }
+}
+
+impl ServerSettings {
+    pub fn from_config(config: &BrokerConfig) -> Self {
+        let size = |v: i32| u32::try_from(v).ok();
+        let count = |v: i32| usize::try_from(v).unwrap_or(0);
+        Self {
+            max_request_size: count(config.get(keys::SOCKET_REQUEST_MAX_BYTES)),
+            idle_timeout: Duration::from_millis(
+                config.get(keys::CONNECTIONS_MAX_IDLE_MS).unsigned_abs(),
+            ),
+            max_connections: count(config.get(keys::MAX_CONNECTIONS)),
+            max_connections_per_ip: count(config.get(keys::MAX_CONNECTIONS_PER_IP)),
+            send_buffer_size: size(config.get(keys::SOCKET_SEND_BUFFER_BYTES)),
+            recv_buffer_size: size(config.get(keys::SOCKET_RECEIVE_BUFFER_BYTES)),
+            listen_backlog: size(config.get(keys::SOCKET_LISTEN_BACKLOG_SIZE)).unwrap_or(50),
+            ..Self::default()
+        }
+    }
+}
+
+/// One listener to serve.
+pub struct ListenerSpec {
+    pub name: String,
+    pub addr: SocketAddr,
+    pub api_versions: Arc<ApiVersionsTable>,
+    pub handler: Arc<dyn RequestHandler>,
+}
+
+/// Bound listeners, ready to [`run`](Server::run).
+pub struct Server {
+    listeners: Vec<(Arc<Service>, TcpListener)>,
+    settings: Arc<ServerSettings>,
+}
+
+impl Server {
+    /// Binds every listener; fails if any address is unavailable.
+    pub async fn bind(settings: ServerSettings, specs: Vec<ListenerSpec>) -> io::Result<Self> {
+        let mut listeners = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let listener = bind_listener(spec.addr, &settings).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot bind listener {} to {}: {e}", spec.name, spec.addr),
+                )
+            })?;
+            let service = Service {
+                name: spec.name.into(),
+                api_versions: spec.api_versions,
+                handler: spec.handler,
+            };
+            listeners.push((Arc::new(service), listener));
+        }
+        Ok(Self {
+            listeners,
+            settings: Arc::new(settings),
+        })
+    }
+
+    /// Each listener's name and bound address (with the real port when 0
+    /// was asked for).
+    pub fn local_addrs(&self) -> Vec<(String, SocketAddr)> {
+        self.listeners
+            .iter()
+            .filter_map(|(service, l)| Some((service.name.to_string(), l.local_addr().ok()?)))
+            .collect()
+    }
+
+    /// Serves until `shutdown` is cancelled, then stops accepting, stops
+    /// reading requests, lets queued responses be written for up to
+    /// `shutdown_grace`, and drops whatever connections remain.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let tracker = TaskTracker::new();
+        let hard_stop = CancellationToken::new();
+        let acceptor = Arc::new(Acceptor {
+            settings: Arc::clone(&self.settings),
+            limits: ConnectionLimits::new(
+                self.settings.max_connections,
+                self.settings.max_connections_per_ip,
+            ),
+            next_id: AtomicU64::new(1),
+            tracker: tracker.clone(),
+            shutdown: shutdown.clone(),
+            hard_stop: hard_stop.clone(),
+        });
+        for (service, listener) in self.listeners {
+            let span = info_span!("listener", listener = %service.name);
+            tracker.spawn(
+                Arc::clone(&acceptor)
+                    .accept_loop(listener, service)
+                    .instrument(span),
+            );
+        }
+        drop(acceptor);
+        tracker.close();
+        shutdown.cancelled().await;
+        info!("shutting down network server");
+        if tokio::time::timeout(self.settings.shutdown_grace, tracker.wait())
+            .await
+            .is_err()
+        {
+            warn!(
+                "connections still busy after {:?}; dropping them",
+                self.settings.shutdown_grace
+            );
+            hard_stop.cancel();
+            tracker.wait().await;
+        }
+    }
+}
+
+struct Acceptor {
+    settings: Arc<ServerSettings>,
+    limits: Arc<ConnectionLimits>,
+    next_id: AtomicU64,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+    hard_stop: CancellationToken,
+}
+
+impl Acceptor {
+    async fn accept_loop(self: Arc<Self>, listener: TcpListener, service: Arc<Service>) {
+        if let Ok(addr) = listener.local_addr() {
+            info!("listening on {addr}");
+        }
+        loop {
+            let permit = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                permit = self.limits.reserve() => permit,
+            };
+            let accepted = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    warn!("accept failed: {e}");
+                    tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
+                    continue;
+                }
+            };
+            let Some(slot) = self.limits.admit(permit, peer.ip()) else {
+                info!("refusing connection from {peer}: max.connections.per.ip reached");
+                continue;
+            };
+            // Kafka disables Nagle: requests and responses are whole frames.
+            if let Err(e) = stream.set_nodelay(true) {
+                debug!("cannot set TCP_NODELAY for {peer}: {e}");
+            }
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let connection = Connection {
+                id,
+                peer,
+                service: Arc::clone(&service),
+                settings: Arc::clone(&self.settings),
+            };
+            let shutdown = self.shutdown.clone();
+            let hard_stop = self.hard_stop.clone();
+            let span = info_span!("connection", id, %peer);
+            self.tracker.spawn(
+                async move {
+                    debug!("accepted");
+                    tokio::select! {
+                        _ = connection.serve(stream, shutdown) => {}
+                        _ = hard_stop.cancelled() => {}
+                    }
+                    drop(slot);
+                    debug!("closed");
+                }
+                .instrument(span),
+            );
+        }
+    }
+}
+
+fn bind_listener(addr: SocketAddr, settings: &ServerSettings) -> io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    // Accepted sockets inherit these; SO_RCVBUF must precede listen() for
+    // TCP window scaling to take it into account.
+    if let Some(size) = settings.send_buffer_size {
+        socket.set_send_buffer_size(size)?;
+    }
+    if let Some(size) = settings.recv_buffer_size {
+        socket.set_recv_buffer_size(size)?;
+    }
+    socket.bind(addr)?;
+    socket.listen(settings.listen_backlog)
+}
+
+/// The address to bind for a listener's host: all IPv4 interfaces for an
+/// empty host, else the host's first IPv4 address (IPv6 if it has none),
+/// as Java resolves host names.
+pub async fn bind_address(host: &str, port: u16) -> io::Result<SocketAddr> {
+    if host.is_empty() {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+    }
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await?.collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address")))
+}

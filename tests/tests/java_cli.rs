@@ -1,0 +1,255 @@
+//! Apache Kafka's own CLI tools (4.x, from Maven Central) against a live
+//! `ottla` process.
+
+use ottla_tests::ottla::Ottla;
+use ottla_tests::tools::{kafka_tool, ok};
+
+fn topics(node: &Ottla, args: &[&str]) -> String {
+    let bs = node.bootstrap();
+    let mut all = vec!["--bootstrap-server", bs.as_str()];
+    all.extend_from_slice(args);
+    ok(kafka_tool("kafka-topics.sh", &all, None))
+}
+
+#[test]
+fn api_versions_tool_lists_produce_from_v0() {
+    let node = Ottla::start(&[]);
+    let out = ok(kafka_tool(
+        "kafka-broker-api-versions.sh",
+        &["--bootstrap-server", &node.bootstrap()],
+        None,
+    ));
+    assert!(out.contains("Produce(0): 0 to"), "{out}");
+    assert!(out.contains("Fetch(1): 4 to"), "{out}");
+    assert!(out.contains("Metadata(3):"), "{out}");
+}
+
+#[test]
+fn kafka_topics_create_list_describe_alter_delete() {
+    let node = Ottla::start(&[]);
+    let created = topics(
+        &node,
+        &[
+            "--create",
+            "--topic",
+            "orders",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "1",
+        ],
+    );
+    assert!(created.contains("Created topic orders"), "{created}");
+    let dup = kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--create",
+            "--topic",
+            "orders",
+        ],
+        None,
+    );
+    assert!(!dup.status.success());
+    assert!(
+        String::from_utf8_lossy(&dup.stderr).contains("already exists")
+            || String::from_utf8_lossy(&dup.stdout).contains("already exists")
+    );
+    assert!(topics(&node, &["--list"]).lines().any(|l| l == "orders"));
+    let described = topics(&node, &["--describe", "--topic", "orders"]);
+    assert!(described.contains("PartitionCount: 3"), "{described}");
+    assert!(described.contains("Leader: 1"), "{described}");
+    topics(
+        &node,
+        &["--alter", "--topic", "orders", "--partitions", "5"],
+    );
+    let described = topics(&node, &["--describe", "--topic", "orders"]);
+    assert!(described.contains("PartitionCount: 5"), "{described}");
+    topics(&node, &["--delete", "--topic", "orders"]);
+    assert!(!topics(&node, &["--list"]).lines().any(|l| l == "orders"));
+    let bad = kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--create",
+            "--topic",
+            "bad name!",
+        ],
+        None,
+    );
+    assert!(!bad.status.success());
+}
+
+#[test]
+fn kafka_configs_describe_alter_delete_topic_config() {
+    let node = Ottla::start(&[]);
+    topics(&node, &["--create", "--topic", "cfg", "--partitions", "1"]);
+    let bs = node.bootstrap();
+    let base = [
+        "--bootstrap-server",
+        bs.as_str(),
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "cfg",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        ok(kafka_tool("kafka-configs.sh", &args, None))
+    };
+    run(&[
+        "--alter",
+        "--add-config",
+        "retention.ms=12345,cleanup.policy=compact",
+    ]);
+    let described = run(&["--describe"]);
+    assert!(described.contains("retention.ms=12345"), "{described}");
+    assert!(described.contains("cleanup.policy=compact"), "{described}");
+    let all = run(&["--describe", "--all"]);
+    assert!(all.contains("segment.bytes=1073741824"), "{all}");
+    run(&["--alter", "--delete-config", "retention.ms"]);
+    assert!(!run(&["--describe"]).contains("retention.ms=12345"));
+    let mut bad = base.to_vec();
+    bad.extend_from_slice(&["--alter", "--add-config", "retention.ms=soon"]);
+    assert!(!kafka_tool("kafka-configs.sh", &bad, None).status.success());
+}
+
+#[test]
+fn console_producer_and_consumer_round_trip_keys_and_headers() {
+    let node = Ottla::start(&[]);
+    topics(
+        &node,
+        &["--create", "--topic", "lines", "--partitions", "1"],
+    );
+    let input: String = (0..50)
+        .map(|i| format!("h1:a{i},h1:b{i}\tkey{i}:value-{i}\n"))
+        .collect();
+    ok(kafka_tool(
+        "kafka-console-producer.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--topic",
+            "lines",
+            "--property",
+            "parse.key=true",
+            "--property",
+            "key.separator=:",
+            "--property",
+            "parse.headers=true",
+        ],
+        Some(&input),
+    ));
+    let out = ok(kafka_tool(
+        "kafka-console-consumer.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--topic",
+            "lines",
+            "--partition",
+            "0",
+            "--offset",
+            "earliest",
+            "--max-messages",
+            "50",
+            "--property",
+            "print.key=true",
+            "--property",
+            "print.headers=true",
+            "--timeout-ms",
+            "20000",
+        ],
+        None,
+    ));
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains("value-")).collect();
+    assert_eq!(lines.len(), 50, "{out}");
+    // Duplicate header keys survive, in order.
+    assert!(lines[7].contains("h1:a7,h1:b7"), "{}", lines[7]);
+    assert!(lines[7].contains("key7"), "{}", lines[7]);
+    assert!(lines[7].ends_with("value-7"), "{}", lines[7]);
+    let offsets = ok(kafka_tool(
+        "kafka-get-offsets.sh",
+        &["--bootstrap-server", &node.bootstrap(), "--topic", "lines"],
+        None,
+    ));
+    assert!(offsets.contains("lines:0:50"), "{offsets}");
+}
+
+#[test]
+fn delete_records_log_dirs_and_perf_producer() {
+    let node = Ottla::start(&[]);
+    topics(&node, &["--create", "--topic", "perf", "--partitions", "2"]);
+    let out = ok(kafka_tool(
+        "kafka-producer-perf-test.sh",
+        &[
+            "--topic",
+            "perf",
+            "--num-records",
+            "20000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &format!("bootstrap.servers={}", node.bootstrap()),
+        ],
+        None,
+    ));
+    assert!(out.contains("20000 records sent"), "{out}");
+    let offsets = ok(kafka_tool(
+        "kafka-get-offsets.sh",
+        &["--bootstrap-server", &node.bootstrap(), "--topic", "perf"],
+        None,
+    ));
+    let total: i64 = offsets
+        .lines()
+        .filter_map(|l| l.rsplit(':').next()?.trim().parse::<i64>().ok())
+        .sum();
+    assert_eq!(total, 20000, "{offsets}");
+    let json = node.data_dir.join("delete.json");
+    std::fs::write(
+        &json,
+        r#"{"partitions":[{"topic":"perf","partition":0,"offset":10}],"version":1}"#,
+    )
+    .unwrap();
+    let deleted = ok(kafka_tool(
+        "kafka-delete-records.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--offset-json-file",
+            json.to_str().unwrap(),
+        ],
+        None,
+    ));
+    assert!(deleted.contains("low_watermark: 10"), "{deleted}");
+    let earliest = ok(kafka_tool(
+        "kafka-get-offsets.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--topic",
+            "perf",
+            "--time",
+            "-2",
+        ],
+        None,
+    ));
+    assert!(earliest.contains("perf:0:10"), "{earliest}");
+    let dirs = ok(kafka_tool(
+        "kafka-log-dirs.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--describe",
+            "--topic-list",
+            "perf",
+        ],
+        None,
+    ));
+    assert!(dirs.contains("\"partition\":\"perf-0\""), "{dirs}");
+}
