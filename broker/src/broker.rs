@@ -126,6 +126,8 @@ impl Broker {
     /// `shutdown` flips to true.
     pub async fn run_background(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut image_rx = self.controller.subscribe();
+        // Changes committed between `open` and this first poll still count.
+        image_rx.mark_changed();
         let mut retention = tokio::time::interval(self.settings.retention_check_interval);
         let mut flush = tokio::time::interval(self.settings.flush_check_interval);
         let mut checkpoint = tokio::time::interval(self.settings.checkpoint_interval);

@@ -1,6 +1,8 @@
 //! Shared helpers for Ottla's integration, interoperability and fault tests
 //! (the tests themselves live under `tests/tests/`).
 
+pub mod apache_kafka;
 pub mod crash;
 pub mod ottla;
 pub mod tools;
+pub mod wire;

@@ -100,3 +100,37 @@ fn kill_9_never_loses_flushed_batches() {
     }
     assert!(flushed > 0, "the writer made progress");
 }
+
+#[test]
+fn a_full_disk_takes_the_log_offline_without_corrupting_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = env!("CARGO_BIN_EXE_storage-crash-writer");
+    let out = Command::new(writer)
+        .arg(dir.path())
+        .args(["--fsize-limit", "100000"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "writer crashed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let flushed: i64 = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("flushed ")?.parse().ok())
+        .max()
+        .expect("some batches were flushed before the disk filled");
+    let error = stdout
+        .lines()
+        .find(|l| l.starts_with("error "))
+        .expect("the append past the limit failed");
+    assert!(error.contains("offline"), "{error}");
+    assert!(
+        error.contains("then: log") && error.contains("offline"),
+        "further appends are refused: {error}"
+    );
+    // Everything acknowledged is intact; the failed write left nothing torn.
+    let end = verify(dir.path(), flushed);
+    assert_eq!(end, flushed, "nothing past the last successful append");
+}

@@ -396,8 +396,8 @@ pub async fn leave_group(
     }
 }
 
-/// Splits requested partitions into those that exist and the rest, which
-/// Kafka answers UNKNOWN_TOPIC_OR_PARTITION before asking the coordinator.
+/// OffsetCommit and OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION for
+/// partitions that do not exist, before asking the coordinator (as Kafka).
 fn partition_exists(image: &MetadataImage, topic: &str, partition: i32) -> bool {
     image
         .topic_by_name(topic)

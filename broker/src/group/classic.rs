@@ -113,7 +113,6 @@ impl ClassicGroup {
             GroupState::Stable
         };
         g.state_timestamp = (v.current_state_timestamp != -1).then_some(v.current_state_timestamp);
-        g.protocol_type = Some(v.protocol_type).filter(|t| !t.is_empty());
         g.generation_id = v.generation;
         g.protocol_name = v.protocol.clone();
         for m in v.members {
@@ -124,7 +123,7 @@ impl ClassicGroup {
                 client_host: m.client_host,
                 rebalance_timeout_ms: m.rebalance_timeout,
                 session_timeout_ms: m.session_timeout,
-                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                protocol_type: v.protocol_type.clone(),
                 protocols: vec![Protocol {
                     name: v.protocol.clone().unwrap_or_default(),
                     metadata: m.subscription,
@@ -137,8 +136,10 @@ impl ClassicGroup {
             };
             g.add(member);
         }
-        // `add` elects the first member; the record names the real leader.
+        // `add` elects the first member and takes its protocol type; the
+        // record names the real leader, and "" means no protocol type.
         g.leader_id = v.leader.or(g.leader_id);
+        g.protocol_type = Some(v.protocol_type).filter(|t| !t.is_empty());
         g.subscribed_topics = g.compute_subscribed_topics();
         g
     }

@@ -10,11 +10,17 @@ pub struct DecodeError(pub &'static str);
 
 pub type DecodeResult<T> = Result<T, DecodeError>;
 
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a field is too long for the coordinator record schema")]
+pub struct FieldTooLong;
+
 /// Writes non-flexible schema fields: `int16` string lengths, `int32` byte
-/// and array lengths, -1 for null.
+/// and array lengths, -1 for null. A value too long for its length prefix
+/// fails the whole record at [`Writer::finish`] (Kafka refuses it too).
 #[derive(Default)]
 pub struct Writer {
     buf: Vec<u8>,
+    too_long: bool,
 }
 
 impl Writer {
@@ -34,8 +40,13 @@ impl Writer {
     }
 
     pub fn string(&mut self, s: &str) -> &mut Self {
-        self.i16(s.len() as i16);
-        self.buf.extend_from_slice(s.as_bytes());
+        match i16::try_from(s.len()) {
+            Ok(n) => {
+                self.i16(n);
+                self.buf.extend_from_slice(s.as_bytes());
+            }
+            Err(_) => self.too_long = true,
+        }
         self
     }
 
@@ -47,13 +58,21 @@ impl Writer {
     }
 
     pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
-        self.i32(b.len() as i32);
-        self.buf.extend_from_slice(b);
+        match i32::try_from(b.len()) {
+            Ok(n) => {
+                self.i32(n);
+                self.buf.extend_from_slice(b);
+            }
+            Err(_) => self.too_long = true,
+        }
         self
     }
 
-    pub fn finish(self) -> Vec<u8> {
-        self.buf
+    pub fn finish(self) -> Result<Vec<u8>, FieldTooLong> {
+        if self.too_long {
+            return Err(FieldTooLong);
+        }
+        Ok(self.buf)
     }
 }
 
@@ -187,7 +206,7 @@ mod tests {
             .string("ab")
             .nullable_string(None)
             .bytes(b"xyz");
-        let buf = w.finish();
+        let buf = w.finish().unwrap();
         let mut r = Reader::new(&buf);
         assert_eq!(r.i16().unwrap(), -2);
         assert_eq!(r.i32().unwrap(), 7);
@@ -196,6 +215,13 @@ mod tests {
         assert_eq!(r.nullable_string().unwrap(), None);
         assert_eq!(&r.bytes().unwrap()[..], b"xyz");
         assert!(r.i16().is_err());
+    }
+
+    #[test]
+    fn refuses_strings_longer_than_their_length_prefix() {
+        let mut w = Writer::default();
+        w.string(&"x".repeat(40_000));
+        assert_eq!(w.finish(), Err(FieldTooLong));
     }
 
     #[test]

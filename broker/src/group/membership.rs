@@ -117,7 +117,7 @@ fn join_new_member(group: &mut ClassicGroup, req: JoinRequest, ctx: &Ctx<'_>) ->
     let new_id = format!("{prefix}-{}", Uuid::new_v4());
     match req.group_instance_id.clone() {
         Some(instance) => match group.static_member_id(&instance).map(str::to_string) {
-            Some(old_id) => update_static_member(group, req, &instance, &old_id, &new_id, ctx),
+            Some(old_id) => update_static_member(group, &req, &instance, &old_id, &new_id, ctx),
             None => add_member_then_rebalance(group, req, new_id, ctx),
         },
         None if req.require_known_member_id => {
@@ -232,7 +232,7 @@ fn update_member(
     req: &JoinRequest,
 ) -> oneshot::Receiver<JoinResult> {
     let m = group.members.get_mut(id).expect("validated member");
-    m.protocols = req.protocols.clone();
+    m.protocols.clone_from(&req.protocols);
     m.rebalance_timeout_ms = req.rebalance_timeout_ms;
     m.session_timeout_ms = req.session_timeout_ms;
     m.await_join()
@@ -243,7 +243,7 @@ fn update_member(
 /// Stable group whose protocol choice does not change, no rebalance happens.
 fn update_static_member(
     group: &mut ClassicGroup,
-    req: JoinRequest,
+    req: &JoinRequest,
     instance: &str,
     old_id: &str,
     new_id: &str,
@@ -260,7 +260,7 @@ fn update_static_member(
                 m.rebalance_timeout_ms,
                 m.session_timeout_ms,
             );
-            m.protocols = req.protocols.clone();
+            m.protocols.clone_from(&req.protocols);
             m.rebalance_timeout_ms = req.rebalance_timeout_ms;
             m.session_timeout_ms = req.session_timeout_ms;
             if group.select_protocol().as_deref() != group.protocol_name() {
@@ -305,12 +305,12 @@ fn update_static_member(
         }
         GroupState::CompletingRebalance => {
             // The leader may be assigning to the old member id: start over.
-            let rx = update_member(group, new_id, &req);
+            let rx = update_member(group, new_id, req);
             group.prepare_rebalance(ctx, &format!("static member {instance} rejoined"));
             Reply::Parked(rx)
         }
         GroupState::PreparingRebalance | GroupState::Empty => {
-            let rx = update_member(group, new_id, &req);
+            let rx = update_member(group, new_id, req);
             group.maybe_complete_join_phase(ctx);
             Reply::Parked(rx)
         }

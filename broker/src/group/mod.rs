@@ -37,6 +37,4 @@ pub use coordinator::{CoordinatorNode, GroupCoordinator};
 pub use member::{JoinResult, JoinedMember, Protocol, SyncResult};
 pub use membership::{JoinRequest, LeavingMember, Reply, SyncRequest};
 pub use offsets::{CommitRequest, FetchedOffset, PartitionCodes, PartitionCommit};
-pub use partitioner::{java_string_hash, partition_for};
-pub use records::{CoordinatorRecord, GroupMetadataValue, MemberMetadata, OffsetCommitValue};
 pub use shard::Shard;

@@ -12,7 +12,7 @@
 
 use bytes::Bytes;
 
-use super::codec::{DecodeError, DecodeResult, Reader, Writer};
+use super::codec::{DecodeError, DecodeResult, FieldTooLong, Reader, Writer};
 
 const OFFSET_COMMIT_KEY_VERSION: i16 = 1;
 const GROUP_METADATA_KEY_VERSION: i16 = 2;
@@ -73,7 +73,7 @@ pub enum CoordinatorRecord {
 
 impl CoordinatorRecord {
     /// The record's key and value bytes (None for a tombstone).
-    pub fn encode(&self) -> (Vec<u8>, Option<Vec<u8>>) {
+    pub fn encode(&self) -> Result<(Vec<u8>, Option<Vec<u8>>), FieldTooLong> {
         let mut key = Writer::default();
         match self {
             Self::OffsetCommit {
@@ -86,11 +86,17 @@ impl CoordinatorRecord {
                     .string(group)
                     .string(topic)
                     .i32(*partition);
-                (key.finish(), value.as_ref().map(encode_offset_commit))
+                Ok((
+                    key.finish()?,
+                    value.as_ref().map(encode_offset_commit).transpose()?,
+                ))
             }
             Self::GroupMetadata { group, value } => {
                 key.i16(GROUP_METADATA_KEY_VERSION).string(group);
-                (key.finish(), value.as_ref().map(encode_group_metadata))
+                Ok((
+                    key.finish()?,
+                    value.as_ref().map(encode_group_metadata).transpose()?,
+                ))
             }
         }
     }
@@ -122,7 +128,7 @@ impl CoordinatorRecord {
     }
 }
 
-fn encode_offset_commit(v: &OffsetCommitValue) -> Vec<u8> {
+fn encode_offset_commit(v: &OffsetCommitValue) -> Result<Vec<u8>, FieldTooLong> {
     let mut w = Writer::default();
     match v.expire_timestamp {
         Some(expire) => {
@@ -165,7 +171,7 @@ fn decode_offset_commit(buf: &[u8]) -> DecodeResult<OffsetCommitValue> {
     })
 }
 
-fn encode_group_metadata(v: &GroupMetadataValue) -> Vec<u8> {
+fn encode_group_metadata(v: &GroupMetadataValue) -> Result<Vec<u8>, FieldTooLong> {
     let mut w = Writer::default();
     w.i16(GROUP_METADATA_VALUE_VERSION)
         .string(&v.protocol_type)
@@ -260,7 +266,7 @@ mod tests {
             partition: 3,
             value: Some(offset_value(None)),
         };
-        let (key, value) = rec.encode();
+        let (key, value) = rec.encode().unwrap();
         assert_eq!(key, [0, 1, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 3]);
         let value = value.unwrap();
         let mut expected = vec![0, 3];
@@ -284,7 +290,7 @@ mod tests {
             partition: 0,
             value: Some(offset_value(Some(99))),
         };
-        let (key, value) = rec.encode();
+        let (key, value) = rec.encode().unwrap();
         let value = value.unwrap();
         assert_eq!(&value[..2], &[0, 1]);
         assert_eq!(
@@ -315,7 +321,7 @@ mod tests {
                 }],
             }),
         };
-        let (key, value) = rec.encode();
+        let (key, value) = rec.encode().unwrap();
         assert_eq!(key, [0, 2, 0, 3, b'g', b'r', b'p']);
         let value = value.unwrap();
         assert_eq!(&value[..2], &[0, 3]);

@@ -37,7 +37,7 @@ mod tests {
                 .string("a")
                 .string("b")
                 .bytes(b"user-data");
-            let topics = subscribed_topics(&w.finish()).unwrap();
+            let topics = subscribed_topics(&w.finish().unwrap()).unwrap();
             assert_eq!(topics, HashSet::from(["a".to_string(), "b".to_string()]));
         }
         assert!(subscribed_topics(&[0]).is_err());

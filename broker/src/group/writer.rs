@@ -7,6 +7,7 @@ use kafka_protocol::error::ResponseError;
 use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
 use ottla_storage::producer_state::AppendOrigin;
 
+use super::codec::FieldTooLong;
 use super::config::GroupConfig;
 use super::records::CoordinatorRecord;
 use crate::replica::{storage_error_code, Partition, ReplicaManager};
@@ -37,18 +38,20 @@ impl LogWriter {
         if state.leader != self.node_id {
             return Err(ResponseError::NotCoordinator);
         }
-        let records: Vec<SimpleRecord> = records
+        let records = records
             .iter()
             .map(|r| {
-                let (key, value) = r.encode();
-                SimpleRecord {
+                let (key, value) = r.encode()?;
+                Ok(SimpleRecord {
                     timestamp: now,
                     key: Some(key),
                     value,
                     headers: Vec::new(),
-                }
+                })
             })
-            .collect();
+            .collect::<Result<Vec<_>, FieldTooLong>>()
+            // As Kafka, where serializing such a record throws.
+            .map_err(|_| ResponseError::UnknownServerError)?;
         let mut batch = BatchBuilder::default().build(&records);
         let result = {
             let mut log = self.partition.log.write();
