@@ -103,6 +103,8 @@ class Ottla(Broker):
             "--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
             "--override", f"controller.quorum.voters=1@127.0.0.1:{self.port + 1}",
             "--override", f"log.dirs={self.dir / 'logs'}",
+            # Same as scripts/apache-kafka.sh gives the reference broker.
+            "--override", "group.initial.rebalance.delay.ms=0",
         ]
         t0 = time.monotonic()
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.dir / "ottla.log", "w"))
