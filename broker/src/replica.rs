@@ -57,6 +57,20 @@ pub struct ProduceOutcome {
     pub log_start_offset: i64,
 }
 
+/// What one partition read asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadSpec {
+    pub offset: i64,
+    pub max_bytes: usize,
+    pub isolation: FetchIsolation,
+    /// -1 when the client does not know the epoch.
+    pub current_leader_epoch: i32,
+    /// Consumers must read from the leader; replicas need not.
+    pub leader_only: bool,
+    /// Return a first batch larger than `max_bytes` rather than nothing.
+    pub min_one_batch: bool,
+}
+
 /// A fetch outcome for one partition.
 #[derive(Debug, Clone)]
 pub struct FetchOutcome {
@@ -262,17 +276,15 @@ impl ReplicaManager {
 
     /// Reads from a partition this broker leads (or follows, for replica
     /// fetches), checking the client's view of the leader epoch.
-    #[allow(clippy::too_many_arguments)]
-    pub fn read(
-        &self,
-        tp: &TopicPartition,
-        offset: i64,
-        max_bytes: usize,
-        isolation: FetchIsolation,
-        current_leader_epoch: i32,
-        leader_only: bool,
-        min_one_batch: bool,
-    ) -> FetchOutcome {
+    pub fn read(&self, tp: &TopicPartition, spec: &ReadSpec) -> FetchOutcome {
+        let ReadSpec {
+            offset,
+            max_bytes,
+            isolation,
+            current_leader_epoch,
+            leader_only,
+            min_one_batch,
+        } = *spec;
         let Some(partition) = self.partition(tp) else {
             return FetchOutcome::error(ResponseError::UnknownTopicOrPartition);
         };

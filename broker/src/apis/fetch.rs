@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::broker::Broker;
 use crate::fetch_session::{PartitionFetch, PartitionSeen};
-use crate::replica::FetchOutcome;
+use crate::replica::{FetchOutcome, ReadSpec};
 
 /// Fetch sessions exist from v7.
 const SESSIONS_FROM: i16 = 7;
@@ -129,15 +129,15 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
             // As Kafka: only the first partition with data may exceed the
             // limits by one batch, so that a fetch always makes progress.
             let min_one = total == 0;
-            let o = broker.replicas.read(
-                tp,
-                f.fetch_offset,
-                limit,
+            let spec = ReadSpec {
+                offset: f.fetch_offset,
+                max_bytes: limit,
                 isolation,
-                f.current_leader_epoch,
-                !is_follower,
-                min_one,
-            );
+                current_leader_epoch: f.current_leader_epoch,
+                leader_only: !is_follower,
+                min_one_batch: min_one,
+            };
+            let o = broker.replicas.read(tp, &spec);
             let n = o.records.as_ref().map_or(0, |r| r.len());
             total += n;
             budget = budget.saturating_sub(n);
@@ -178,7 +178,10 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
         if session.incremental && !include {
             continue;
         }
-        let data = partition_data(version, tp.partition, o, isolation);
+        let in_metadata = image
+            .topic_by_name(&tp.topic)
+            .is_some_and(|t| t.partitions.contains_key(&tp.partition));
+        let data = partition_data(version, tp.partition, o, isolation, in_metadata);
         let same_topic = topics.last().is_some_and(|t| {
             if by_id {
                 t.topic_id == f.topic_id
@@ -207,6 +210,7 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
             partition,
             unknown(ResponseError::UnknownTopicId),
             isolation,
+            false,
         );
         topics.push(
             FetchableTopicResponse::default()
@@ -232,23 +236,39 @@ fn unknown(e: ResponseError) -> FetchOutcome {
     }
 }
 
+/// One partition's answer, shaped as Kafka's: a partition whose read failed
+/// carries no offsets (-1) and empty records (ReplicaManager.readFromLocalLog);
+/// records are never null. The aborted transactions are listed under
+/// read_committed only, and are null for a failed read; a partition refused
+/// before any read because the metadata does not have it (unknown topic id,
+/// unknown partition) carries Kafka's default for the field, an empty list.
 fn partition_data(
     version: i16,
     partition: i32,
     o: FetchOutcome,
     isolation: FetchIsolation,
+    in_metadata: bool,
 ) -> PartitionData {
+    let failed = o.error.is_some();
+    let (high_watermark, last_stable_offset, log_start_offset) = if failed {
+        (-1, -1, -1)
+    } else {
+        (o.high_watermark, o.last_stable_offset, o.log_start_offset)
+    };
     let mut d = PartitionData::default()
         .with_partition_index(partition)
         .with_error_code(o.error.map_or(0, |e| e.code()))
-        .with_high_watermark(o.high_watermark)
-        .with_records(o.records);
+        .with_high_watermark(high_watermark)
+        .with_records(Some(o.records.unwrap_or_default()));
     if version >= 4 {
-        d = d.with_last_stable_offset(o.last_stable_offset);
-        if isolation == FetchIsolation::TxnCommitted {
-            let aborted = o.aborted.unwrap_or_default();
-            d = d.with_aborted_transactions(Some(
-                aborted
+        let aborted = if !in_metadata {
+            Some(Vec::new())
+        } else if failed || isolation != FetchIsolation::TxnCommitted {
+            None
+        } else {
+            Some(
+                o.aborted
+                    .unwrap_or_default()
                     .into_iter()
                     .map(|a| {
                         AbortedTransaction::default()
@@ -256,11 +276,14 @@ fn partition_data(
                             .with_first_offset(a.first_offset)
                     })
                     .collect(),
-            ));
-        }
+            )
+        };
+        d = d
+            .with_last_stable_offset(last_stable_offset)
+            .with_aborted_transactions(aborted);
     }
     if version >= 5 {
-        d = d.with_log_start_offset(o.log_start_offset);
+        d = d.with_log_start_offset(log_start_offset);
     }
     d
 }
