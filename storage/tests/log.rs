@@ -628,3 +628,61 @@ proptest! {
         prop_assert!(log.log_end_offset() >= last_base.min(90));
     }
 }
+
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[test]
+fn segments_roll_by_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        segment_ms: 1000,
+        ..small_config()
+    };
+    let mut log = open(dir.path(), cfg, false);
+    let now = wall_ms();
+    let mut b = BatchBuilder::default().build(&records(1, now, "a"));
+    log.append_as_leader(&mut b, 0, AppendOrigin::Client, now)
+        .unwrap();
+    log.append_as_leader(&mut b, 0, AppendOrigin::Client, now + 10)
+        .unwrap();
+    assert_eq!(log.segment_count(), 1, "young segment keeps growing");
+    let later = now + 5_000;
+    let mut b = BatchBuilder::default().build(&records(1, later, "b"));
+    log.append_as_leader(&mut b, 0, AppendOrigin::Client, later)
+        .unwrap();
+    assert_eq!(log.segment_count(), 2, "segment.ms elapsed: rolled");
+    assert_eq!(log.segment_bases(), vec![0, 2]);
+}
+
+#[test]
+fn flush_messages_moves_the_recovery_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), false);
+    append(&mut log, 2, 0);
+    assert_eq!(log.recovery_point(), 0, "default: leave flushing to the OS");
+    let cfg = LogConfig {
+        flush_messages: 3,
+        ..small_config()
+    };
+    log.set_config(cfg);
+    append(&mut log, 2, 0);
+    assert_eq!(
+        log.recovery_point(),
+        4,
+        "flushed once 3 records were pending"
+    );
+    append(&mut log, 1, 0);
+    assert_eq!(log.recovery_point(), 4);
+    let cfg = LogConfig {
+        flush_ms: 0,
+        ..small_config()
+    };
+    log.set_config(cfg);
+    log.maybe_flush_by_time(wall_ms() + 1).unwrap();
+    assert_eq!(log.recovery_point(), 5, "flush.ms elapsed");
+}
