@@ -4,6 +4,7 @@
 
 pub mod controller;
 pub mod image;
+pub mod raft;
 pub mod records;
 
 pub use controller::{

@@ -151,7 +151,7 @@ impl CheckpointFile {
 
 /// Writes `<path>.tmp`, fsyncs it, renames it over `path` and fsyncs the
 /// directory. A crash leaves either the old or the new file, never a mix.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut tmp_name = path.as_os_str().to_owned();
     tmp_name.push(".tmp");
     let tmp = PathBuf::from(tmp_name);
@@ -168,7 +168,7 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// fsyncs the directory holding `path`, making a create, rename or delete in it durable.
-pub(crate) fn sync_parent_dir(path: &Path) -> io::Result<()> {
+pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

@@ -229,7 +229,8 @@ pub static TOPIC_CONFIG_KEYS: &[TopicConfigKey] = &[
         "follower.replication.throttled.replicas",
         ConfigType::List,
         "",
-        Some("follower.replication.throttled.replicas"),
+        // No broker-level key sets it (Kafka's ServerTopicConfigSynonyms).
+        None,
         None,
         "replicas throttled on the follower side",
     ),
@@ -245,7 +246,8 @@ pub static TOPIC_CONFIG_KEYS: &[TopicConfigKey] = &[
         "leader.replication.throttled.replicas",
         ConfigType::List,
         "",
-        Some("leader.replication.throttled.replicas"),
+        // No broker-level key sets it (Kafka's ServerTopicConfigSynonyms).
+        None,
         None,
         "replicas throttled on the leader side",
     ),
@@ -369,8 +371,8 @@ pub static TOPIC_CONFIG_KEYS: &[TopicConfigKey] = &[
         ConfigType::Int,
         "1073741824",
         Some("log.segment.bytes"),
-        Some(14.0),
-        "segment file size",
+        Some(1048576.0),
+        "segment file size (at least 1 MiB, as Kafka 4 requires)",
     ),
     key(
         "segment.index.bytes",
@@ -471,13 +473,17 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
 
 impl LogConfig {
     /// Builds the effective config from resolved `name -> value` pairs (topic
-    /// overrides already merged over broker defaults). Unknown keys are
-    /// ignored here; validation happens when they are set.
-    pub fn from_values(values: &BTreeMap<String, String>) -> Result<Self, String> {
+    /// overrides already merged over broker defaults). Values are validated
+    /// when they are set; one that no longer validates (stored by an older
+    /// version with looser rules) keeps the default for that key alone and
+    /// is returned in the second element, so the caller can warn.
+    pub fn from_values(values: &BTreeMap<String, String>) -> (Self, Vec<String>) {
         let mut c = Self::default();
+        let mut rejected = Vec::new();
         for (name, value) in values {
-            if topic_config_key(name).is_some() {
-                validate_topic_config(name, value)?;
+            if topic_config_key(name).is_some() && validate_topic_config(name, value).is_err() {
+                rejected.push(name.clone());
+                continue;
             }
             let v = value.trim();
             let long = || v.parse::<i64>().unwrap_or(0);
@@ -517,7 +523,7 @@ impl LogConfig {
                 _ => {}
             }
         }
-        Ok(c)
+        (c, rejected)
     }
 }
 
@@ -563,7 +569,8 @@ mod tests {
             "message.timestamp.type".to_string(),
             "LogAppendTime".to_string(),
         );
-        let c = LogConfig::from_values(&v).unwrap();
+        let (c, rejected) = LogConfig::from_values(&v);
+        assert!(rejected.is_empty());
         assert!(c.cleanup_policy.compact && !c.cleanup_policy.delete);
         assert_eq!(c.segment_bytes, 1 << 20);
         assert_eq!(c.message_timestamp_type, TimestampType::LogAppendTime);

@@ -356,11 +356,8 @@ fn read_offsets(dir: &Path, file: &str) -> Result<HashMap<TopicPartition, i64>> 
 
 /// Writes Kafka's `partition.metadata` ("version: 0", "topic_id: <id>").
 pub fn write_partition_metadata(dir: &Path, topic_id: &str) -> Result<()> {
-    let path = dir.join(PARTITION_METADATA_FILE);
-    let tmp = dir.join(format!("{PARTITION_METADATA_FILE}.tmp"));
-    fs::write(&tmp, format!("version: 0\ntopic_id: {topic_id}\n"))?;
-    fs::File::open(&tmp)?.sync_all()?;
-    fs::rename(&tmp, &path)?;
+    let body = format!("version: 0\ntopic_id: {topic_id}\n");
+    crate::checkpoint::write_atomically(&dir.join(PARTITION_METADATA_FILE), body.as_bytes())?;
     Ok(())
 }
 

@@ -26,6 +26,11 @@ fn script() -> PathBuf {
 impl ApacheKafka {
     /// Starts a fresh broker on a free port (its controller on the next).
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a fresh broker with extra server properties.
+    pub fn start_with(props: &[(&str, &str)]) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("kafka");
         // The controller listens on port + 1, which must be free as well.
@@ -46,9 +51,16 @@ impl ApacheKafka {
         };
         kafka.watchdog = Some(kafka.spawn_watchdog());
         let started = Instant::now();
+        let mut args: Vec<String> = ["start", "--fresh", "--port", &port_arg, "--dir", &dir_arg]
+            .map(String::from)
+            .to_vec();
+        for (k, v) in props {
+            args.push("--prop".into());
+            args.push(format!("{k}={v}"));
+        }
         let out = Command::new("bash")
             .arg(script())
-            .args(["start", "--fresh", "--port", &port_arg, "--dir", &dir_arg])
+            .args(&args)
             .stderr(Stdio::inherit())
             .output()
             .expect("running scripts/apache-kafka.sh start");

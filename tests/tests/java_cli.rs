@@ -257,19 +257,50 @@ fn delete_records_log_dirs_and_perf_producer() {
 #[test]
 fn consumer_perf_test_reads_everything_through_a_group() {
     let node = Ottla::start(&[("group.initial.rebalance.delay.ms", "0")]);
-    topics(&node, &["--create", "--topic", "cperf", "--partitions", "3"]);
+    topics(
+        &node,
+        &["--create", "--topic", "cperf", "--partitions", "3"],
+    );
     ok(kafka_tool(
         "kafka-producer-perf-test.sh",
-        &["--topic", "cperf", "--num-records", "30000", "--record-size", "200", "--throughput", "-1", "--bootstrap-server", &node.bootstrap()],
+        &[
+            "--topic",
+            "cperf",
+            "--num-records",
+            "30000",
+            "--record-size",
+            "200",
+            "--throughput",
+            "-1",
+            "--bootstrap-server",
+            &node.bootstrap(),
+        ],
         None,
     ));
     let out = ok(kafka_tool(
         "kafka-consumer-perf-test.sh",
-        &["--bootstrap-server", &node.bootstrap(), "--topic", "cperf", "--num-records", "30000", "--timeout", "60000", "--hide-header"],
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--topic",
+            "cperf",
+            "--num-records",
+            "30000",
+            "--timeout",
+            "60000",
+            "--hide-header",
+        ],
         None,
     ));
     // start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, ...
-    let fields: Vec<&str> = out.trim().lines().last().unwrap().split(',').map(str::trim).collect();
+    let fields: Vec<&str> = out
+        .trim()
+        .lines()
+        .last()
+        .unwrap()
+        .split(',')
+        .map(str::trim)
+        .collect();
     assert_eq!(fields[4], "30000", "{out}");
 }
 
@@ -278,23 +309,60 @@ fn kafka_configs_alter_and_delete_broker_configs() {
     let node = Ottla::start(&[]);
     let bs = node.bootstrap();
     let run = |extra: &[&str]| {
-        let mut args = vec!["--bootstrap-server", bs.as_str(), "--entity-type", "brokers"];
+        let mut args = vec![
+            "--bootstrap-server",
+            bs.as_str(),
+            "--entity-type",
+            "brokers",
+        ];
         args.extend_from_slice(extra);
         kafka_tool("kafka-configs.sh", &args, None)
     };
     let all = ok(run(&["--entity-name", "1", "--describe", "--all"]));
     assert!(all.contains("log.retention.hours=168"), "{all}");
     assert!(all.contains("num.partitions=1"), "{all}");
-    ok(run(&["--entity-default", "--alter", "--add-config", "log.retention.ms=3600000"]));
+    ok(run(&[
+        "--entity-default",
+        "--alter",
+        "--add-config",
+        "log.retention.ms=3600000",
+    ]));
     let defaults = ok(run(&["--entity-default", "--describe"]));
     assert!(defaults.contains("log.retention.ms=3600000"), "{defaults}");
     // New topics inherit the cluster-wide default.
-    topics(&node, &["--create", "--topic", "inherits", "--partitions", "1"]);
-    let topic = ok(kafka_tool("kafka-configs.sh", &["--bootstrap-server", &bs, "--entity-type", "topics", "--entity-name", "inherits", "--describe", "--all"], None));
+    topics(
+        &node,
+        &["--create", "--topic", "inherits", "--partitions", "1"],
+    );
+    let topic = ok(kafka_tool(
+        "kafka-configs.sh",
+        &[
+            "--bootstrap-server",
+            &bs,
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "inherits",
+            "--describe",
+            "--all",
+        ],
+        None,
+    ));
     assert!(topic.contains("retention.ms=3600000"), "{topic}");
-    ok(run(&["--entity-default", "--alter", "--delete-config", "log.retention.ms"]));
+    ok(run(&[
+        "--entity-default",
+        "--alter",
+        "--delete-config",
+        "log.retention.ms",
+    ]));
     assert!(!ok(run(&["--entity-default", "--describe"])).contains("log.retention.ms=3600000"));
     // Static-only keys cannot change at runtime.
-    let refused = run(&["--entity-name", "1", "--alter", "--add-config", "num.partitions=4"]);
+    let refused = run(&[
+        "--entity-name",
+        "1",
+        "--alter",
+        "--add-config",
+        "num.partitions=4",
+    ]);
     assert!(!refused.status.success());
 }

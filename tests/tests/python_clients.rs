@@ -15,7 +15,12 @@ fn python_clients_round_trip_every_codec() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "pytest failed:\n{stdout}\n{}\nbroker log:\n{}", String::from_utf8_lossy(&out.stderr), node.log());
+    assert!(
+        out.status.success(),
+        "pytest failed:\n{stdout}\n{}\nbroker log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        node.log()
+    );
     // 5 codecs x 2 clients + the headers test; none may be skipped.
     assert!(stdout.contains("11 passed"), "{stdout}");
     assert!(!stdout.contains("skipped"), "{stdout}");

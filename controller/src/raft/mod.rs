@@ -1,0 +1,101 @@
+//! The KRaft-like metadata quorum, built on openraft.
+//!
+//! Controllers replicate the metadata log with Raft: a leader elected among
+//! the voters appends batches of metadata records, and every voter applies
+//! committed batches to its [`MetadataImage`](crate::image::MetadataImage).
+//! [`Quorum`] is the façade the broker uses.
+//!
+//! # Log layout
+//!
+//! The Raft log *is* the metadata log: a storage-crate `PartitionLog`
+//! (`__cluster_metadata-0`). Raft log index `i` is Kafka offset `i`
+//! (openraft's first entry, the initial membership, has index 0). Every
+//! entry is one record batch holding one record:
+//!
+//! - `baseOffset` = the log index;
+//! - `partitionLeaderEpoch` = the Raft term (saturated to `i32::MAX`), so the
+//!   leader-epoch cache and OffsetForLeaderEpoch work on this log as on any;
+//! - the record value = format byte 0 + postcard of the openraft `Entry`
+//!   (log id with term and leader node, and the payload). A normal payload is
+//!   the list of [`MetadataRecord`](crate::records::MetadataRecord)s of one
+//!   write, each in records.rs's own encoding.
+//!
+//! One entry per batch keeps Raft truncation exact: `PartitionLog` truncates
+//! whole batches. An entry's records share its offset, which is also what a
+//! write returns and what `MetadataImage::offset` holds once it is applied.
+//!
+//! # Files, in the log's directory
+//!
+//! - the `PartitionLog` files (`*.log`, indexes, `leader-epoch-checkpoint`);
+//! - `quorum-state`: the vote, the committed log id and the last purged log
+//!   id, rewritten atomically (tmp + fsync + rename + directory fsync);
+//! - `quorum-snapshot`: the latest snapshot, in record-batch form (a batch
+//!   with the snapshot metadata, then batches of records that rebuild the
+//!   image), also replaced atomically.
+
+mod batches;
+mod log_store;
+mod network;
+mod quorum;
+mod rpc;
+mod snapshot;
+mod state_file;
+mod state_machine;
+
+use std::fmt;
+use std::io::Cursor;
+
+use serde::{Deserialize, Serialize};
+
+pub use quorum::{Quorum, QuorumConfig, QuorumError, QuorumSummary, VoterSummary, MAX_WRITE_BYTES};
+pub use rpc::{RpcHandler, RPC_KEY};
+
+/// Where a voter's controller listener is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    pub host: String,
+    pub port: u16,
+}
+
+impl fmt::Display for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+openraft::declare_raft_types!(
+    /// openraft types of the metadata quorum: node ids are Kafka `node.id`s,
+    /// a normal entry carries encoded metadata records, and applying one
+    /// answers with its offset.
+    pub TypeConfig:
+        D = Vec<Vec<u8>>,
+        R = i64,
+        NodeId = u64,
+        Node = Node,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+type LogId = openraft::LogId<u64>;
+type StorageError = openraft::StorageError<u64>;
+type Entry = openraft::Entry<TypeConfig>;
+
+/// The Kafka offset of a log index.
+fn offset_of(index: u64) -> i64 {
+    index as i64
+}
+
+/// The leader epoch stored for a term: terms never get near `i32::MAX` in
+/// practice, and the entry itself keeps the exact term anyway.
+fn epoch_of(term: u64) -> i32 {
+    i32::try_from(term).unwrap_or(i32::MAX)
+}
+
+/// Runs blocking disk work (writes, fsyncs) off the async workers.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}

@@ -1,0 +1,296 @@
+//! [`Quorum`]: one controller's membership in the metadata quorum.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{Config, Raft, SnapshotPolicy};
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::info;
+
+use super::batches::now_ms;
+use super::log_store::LogStore;
+use super::network::{Contacts, Network};
+use super::rpc::{serve, RpcHandler};
+use super::state_machine::{ImageSender, StateMachine};
+use super::{offset_of, Node, TypeConfig};
+use crate::image::MetadataImage;
+use crate::records::MetadataRecord;
+
+/// Largest write, in encoded record bytes. KRaft caps a metadata batch at
+/// 8 MiB as well; it keeps every entry well inside one RPC frame.
+pub const MAX_WRITE_BYTES: usize = 8 << 20;
+
+#[derive(Debug, Clone)]
+pub struct QuorumConfig {
+    /// How often the leader sends heartbeats; also the AppendEntries RPC timeout.
+    pub heartbeat: Duration,
+    /// A follower that hears nothing for a random time in this range starts
+    /// an election.
+    pub election_timeout: (Duration, Duration),
+    /// A snapshot is taken every this many applied entries.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind the latest snapshot, so briefly
+    /// lagging voters catch up from the log rather than by snapshot.
+    pub logs_kept_after_snapshot: u64,
+    /// How long `write` waits for its entry to be committed and applied.
+    pub write_timeout: Duration,
+    /// Segment size of the metadata log.
+    pub segment_bytes: u64,
+}
+
+impl Default for QuorumConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat: Duration::from_millis(100),
+            election_timeout: (Duration::from_millis(1000), Duration::from_millis(2000)),
+            snapshot_every: 1000,
+            logs_kept_after_snapshot: 1000,
+            write_timeout: Duration::from_secs(5),
+            segment_bytes: 16 << 20,
+        }
+    }
+}
+
+impl QuorumConfig {
+    fn raft_config(&self) -> Result<Config, QuorumError> {
+        let ms = |d: Duration| d.as_millis() as u64;
+        Config {
+            cluster_name: "ottla-metadata".into(),
+            heartbeat_interval: ms(self.heartbeat),
+            election_timeout_min: ms(self.election_timeout.0),
+            election_timeout_max: ms(self.election_timeout.1),
+            // Per snapshot chunk; generous for slow disks.
+            install_snapshot_timeout: ms(self.election_timeout.0),
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
+            max_in_snapshot_log_to_keep: self.logs_kept_after_snapshot,
+            snapshot_max_chunk_size: 1 << 20,
+            ..Config::default()
+        }
+        .validate()
+        .map_err(|e| QuorumError::Config(e.to_string()))
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum QuorumError {
+    /// Writes go to the leader; `leader` is None during an election.
+    #[error("not the metadata quorum leader (leader: {leader:?})")]
+    NotLeader { leader: Option<u64> },
+    #[error("metadata write of {size} bytes exceeds {MAX_WRITE_BYTES}")]
+    TooLarge { size: usize },
+    /// The write may still commit later, as with Kafka's REQUEST_TIMED_OUT.
+    #[error("metadata write not committed within the timeout")]
+    Timeout,
+    #[error("metadata quorum is stopped: {0}")]
+    Stopped(String),
+    #[error("invalid metadata quorum configuration: {0}")]
+    Config(String),
+    #[error("metadata quorum storage: {0}")]
+    Storage(#[from] ottla_storage::StorageError),
+}
+
+/// Per-voter state for DescribeQuorum, as the leader sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VoterSummary {
+    pub id: u64,
+    /// The offset after the voter's last replicated entry, -1 if unknown.
+    pub log_end_offset: i64,
+    /// When the voter last answered the leader (wall-clock ms), if ever.
+    pub last_fetch_ms: Option<i64>,
+}
+
+/// What DescribeQuorum reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumSummary {
+    pub leader: Option<u64>,
+    /// The Raft term, Kafka's leader epoch.
+    pub epoch: u64,
+    /// The offset after the last committed entry.
+    pub high_watermark: i64,
+    pub voters: Vec<VoterSummary>,
+}
+
+/// A running member of the metadata quorum.
+pub struct Quorum {
+    id: u64,
+    raft: Raft<TypeConfig>,
+    image: ImageSender,
+    contacts: Contacts,
+    server: Option<JoinHandle<()>>,
+    write_timeout: Duration,
+}
+
+impl Quorum {
+    /// Opens (or creates) this voter's state in `dir`, starts Raft and
+    /// serves quorum RPCs on `listener`.
+    ///
+    /// A new quorum is bootstrapped by the lowest-id voter alone, with the
+    /// full voter set, and only while its log and vote are empty. That is
+    /// safe: exactly one node can ever propose the initial membership, it
+    /// does so once (afterwards its log holds it), and every node starts
+    /// from the same configuration anyway. The other voters stay empty
+    /// until that node, elected, replicates the membership to them. A
+    /// voter whose directory is wiped must not rejoin under its old id.
+    pub async fn start(
+        node_id: u64,
+        dir: &Path,
+        voters: BTreeMap<u64, Node>,
+        listener: TcpListener,
+        config: QuorumConfig,
+    ) -> Result<Self, QuorumError> {
+        if !voters.contains_key(&node_id) {
+            return Err(QuorumError::Config(format!(
+                "node {node_id} is not a voter"
+            )));
+        }
+        let mut addresses = BTreeSet::new();
+        if let Some(node) = voters
+            .values()
+            .find(|n| !addresses.insert((&n.host, n.port)))
+        {
+            // Two ids on one address would have a node send RPCs to itself.
+            return Err(QuorumError::Config(format!(
+                "two voters share the address {node}"
+            )));
+        }
+        let raft_config = Arc::new(config.raft_config()?);
+        let log = LogStore::open(dir, config.segment_bytes)?;
+        let (state_machine, image) = StateMachine::open(dir)?;
+        let contacts = Contacts::default();
+        let network = Network::new(node_id, contacts.clone());
+        let raft = Raft::new(node_id, raft_config, network, log, state_machine)
+            .await
+            .map_err(stopped)?;
+        let server = tokio::spawn(serve(listener, RpcHandler::new(node_id, raft.clone())));
+        let quorum = Self {
+            id: node_id,
+            raft,
+            image,
+            contacts,
+            server: Some(server),
+            write_timeout: config.write_timeout,
+        };
+        let lowest = voters.keys().next() == Some(&node_id);
+        if lowest && !quorum.raft.is_initialized().await.map_err(stopped)? {
+            info!(node = node_id, voters = ?voters.keys(), "bootstrapping the metadata quorum");
+            quorum.raft.initialize(voters).await.map_err(stopped)?;
+        }
+        Ok(quorum)
+    }
+
+    pub fn node_id(&self) -> u64 {
+        self.id
+    }
+
+    /// Commits `records` as one entry and waits until this node applied it.
+    /// Returns the entry's offset.
+    pub async fn write(&self, records: Vec<MetadataRecord>) -> Result<i64, QuorumError> {
+        let payload: Vec<Vec<u8>> = records.iter().map(MetadataRecord::encode).collect();
+        let size = payload.iter().map(Vec::len).sum();
+        if size > MAX_WRITE_BYTES {
+            return Err(QuorumError::TooLarge { size });
+        }
+        let written = tokio::time::timeout(self.write_timeout, self.raft.client_write(payload))
+            .await
+            .map_err(|_| QuorumError::Timeout)?;
+        match written {
+            Ok(response) => Ok(response.data),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(QuorumError::NotLeader {
+                    leader: f.leader_id,
+                })
+            }
+            Err(e) => Err(stopped(e)),
+        }
+    }
+
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.borrow().clone()
+    }
+
+    /// Metadata listeners; like `Controller::subscribe`.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataImage>> {
+        self.image.subscribe()
+    }
+
+    /// The current leader, as far as this node knows.
+    pub fn leader(&self) -> Option<u64> {
+        // Cloned out at once: holding the metrics borrow can stall RaftCore.
+        self.raft.metrics().borrow().current_leader
+    }
+
+    /// The quorum's state for DescribeQuorum. Per-voter progress is only
+    /// known on the leader; elsewhere it is reported for this node alone.
+    pub async fn summary(&self) -> Result<QuorumSummary, QuorumError> {
+        let metrics = self.raft.metrics().borrow().clone();
+        let committed = self
+            .raft
+            .with_raft_state(|st| st.committed)
+            .await
+            .map_err(stopped)?;
+        let contacts = self.contacts.lock().clone();
+        let end_of = |index: Option<u64>| index.map_or(0, |i| offset_of(i) + 1);
+        let voters = metrics
+            .membership_config
+            .membership()
+            .voter_ids()
+            .map(|id| {
+                if id == self.id {
+                    return VoterSummary {
+                        id,
+                        log_end_offset: end_of(metrics.last_log_index),
+                        last_fetch_ms: Some(now_ms()),
+                    };
+                }
+                let matched = metrics.replication.as_ref().and_then(|r| r.get(&id));
+                VoterSummary {
+                    id,
+                    log_end_offset: matched.map_or(-1, |m| end_of(m.map(|l| l.index))),
+                    last_fetch_ms: matched.and(contacts.get(&id).copied()),
+                }
+            })
+            .collect();
+        Ok(QuorumSummary {
+            leader: metrics.current_leader,
+            epoch: metrics.current_term,
+            high_watermark: end_of(committed.map(|c| c.index)),
+            voters,
+        })
+    }
+
+    /// The RPC handler, for serving quorum connections accepted elsewhere
+    /// (the broker's controller listener).
+    pub fn rpc_handler(&self) -> RpcHandler {
+        RpcHandler::new(self.id, self.raft.clone())
+    }
+
+    /// Stops serving (the listener is closed on return) and stops Raft,
+    /// waiting for it to finish. Dropping a Quorum stops it too, without
+    /// waiting.
+    pub async fn shutdown(mut self) {
+        if let Some(server) = self.server.take() {
+            server.abort();
+            let _ = server.await;
+        }
+        let _ = self.raft.shutdown().await;
+    }
+}
+
+impl Drop for Quorum {
+    fn drop(&mut self) {
+        // Raft stops once its last handle (ours, and the server's) is gone.
+        if let Some(server) = &self.server {
+            server.abort();
+        }
+    }
+}
+
+fn stopped(e: impl std::fmt::Display) -> QuorumError {
+    QuorumError::Stopped(e.to_string())
+}

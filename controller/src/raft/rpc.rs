@@ -1,0 +1,197 @@
+//! The quorum's private RPC: AppendEntries, Vote and InstallSnapshot
+//! between controllers.
+//!
+//! Framing, big-endian, one request then one response at a time per
+//! connection:
+//! ```text
+//! request  := length u32, key i16 (= RPC_KEY), version i16, postcard(Request)
+//! response := length u32, postcard(Response)
+//! ```
+//! `RPC_KEY` is far outside Kafka's API keys, so the broker can tell these
+//! connections from Kafka clients by the first frame once it mounts the
+//! quorum on the controller listener.
+
+use std::io;
+
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::Raft;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tracing::{debug, warn};
+
+use super::TypeConfig;
+
+/// The API key that marks a quorum RPC frame.
+pub const RPC_KEY: i16 = 30_000;
+const VERSION: i16 = 0;
+/// Largest frame either side accepts. Writes are capped well below it, and
+/// AppendEntries batches above it are split (see `network`).
+pub(crate) const MAX_FRAME: usize = 16 << 20;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Request {
+    Append(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<u64>),
+    Snapshot(InstallSnapshotRequest<TypeConfig>),
+}
+
+/// Errors travel as openraft's own, so the sender reacts to them as it
+/// would locally (a snapshot mismatch restarts the transfer, for one).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Response {
+    Append(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+}
+
+impl Request {
+    /// The node that sent the request (the leader or the candidate).
+    fn sender(&self) -> Option<u64> {
+        let vote = match self {
+            Self::Append(r) => &r.vote,
+            Self::Vote(r) => &r.vote,
+            Self::Snapshot(r) => &r.vote,
+        };
+        vote.leader_id.voted_for()
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        out.extend_from_slice(&RPC_KEY.to_be_bytes());
+        out.extend_from_slice(&VERSION.to_be_bytes());
+        postcard::to_extend(self, out).expect("in-memory serialization cannot fail")
+    }
+
+    fn decode(body: &[u8]) -> io::Result<Self> {
+        match body {
+            [k0, k1, v0, v1, rest @ ..]
+                if i16::from_be_bytes([*k0, *k1]) == RPC_KEY
+                    && i16::from_be_bytes([*v0, *v1]) == VERSION =>
+            {
+                postcard::from_bytes(rest).map_err(invalid)
+            }
+            _ => Err(invalid("not a quorum RPC request")),
+        }
+    }
+}
+
+impl Response {
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("in-memory serialization cannot fail")
+    }
+
+    pub fn decode(body: &[u8]) -> io::Result<Self> {
+        postcard::from_bytes(body).map_err(invalid)
+    }
+}
+
+fn invalid(e: impl ToString) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e.to_string())
+}
+
+pub(crate) async fn write_frame(w: &mut (impl AsyncWrite + Unpin), body: &[u8]) -> io::Result<()> {
+    if body.len() > MAX_FRAME {
+        return Err(invalid(format!(
+            "frame of {} bytes is too large",
+            body.len()
+        )));
+    }
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(body);
+    w.write_all(&frame).await?;
+    w.flush().await
+}
+
+/// The next frame's body, or None when the peer closed the connection
+/// between frames.
+pub(crate) async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> io::Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(invalid(format!("frame of {len} bytes is too large")));
+    }
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).await?;
+    Ok(Some(body))
+}
+
+/// Answers quorum RPCs for one node.
+#[derive(Clone)]
+pub struct RpcHandler {
+    id: u64,
+    raft: Raft<TypeConfig>,
+}
+
+impl RpcHandler {
+    pub(crate) fn new(id: u64, raft: Raft<TypeConfig>) -> Self {
+        Self { id, raft }
+    }
+
+    /// Serves requests on one connection until the peer closes it or sends
+    /// something that is not a quorum request.
+    pub async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(self, mut stream: S) {
+        if let Err(e) = self.serve_frames(&mut stream).await {
+            debug!(error = %e, "quorum RPC connection closed");
+        }
+    }
+
+    async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        stream: &mut S,
+    ) -> io::Result<()> {
+        while let Some(body) = read_frame(stream).await? {
+            let request = Request::decode(&body)?;
+            if request.sender() == Some(self.id) {
+                // Another process claims our id, or a voter's address points
+                // at us: answering would corrupt openraft's state.
+                warn!(
+                    node = self.id,
+                    "refusing a quorum RPC sent under this node's own id"
+                );
+                return Err(invalid("request from our own node id"));
+            }
+            let response = match request {
+                Request::Append(r) => Response::Append(self.raft.append_entries(r).await),
+                Request::Vote(r) => Response::Vote(self.raft.vote(r).await),
+                Request::Snapshot(r) => Response::Snapshot(self.raft.install_snapshot(r).await),
+            };
+            write_frame(stream, &response.encode()).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Accepts connections on `listener` and serves each on its own task.
+/// Dropping (aborting) the returned future closes them all.
+pub(crate) async fn serve(listener: TcpListener, handler: RpcHandler) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    debug!(%peer, "quorum RPC connection");
+                    let _ = stream.set_nodelay(true);
+                    connections.spawn(handler.clone().serve_connection(stream));
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: back off a little.
+                    warn!(error = %e, "accepting a quorum RPC connection failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            },
+            Some(_) = connections.join_next() => {}
+        }
+    }
+}
