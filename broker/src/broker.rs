@@ -20,6 +20,7 @@ use crate::group::GroupCoordinator;
 use crate::log_config::TopicConfigResolver;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::{now_ms, ReplicaManager};
+use crate::txn::{Services, TxnCoordinator};
 
 /// The settings the broker's request handling needs, taken from the broker
 /// configuration at start-up.
@@ -53,6 +54,7 @@ pub struct Broker {
     pub fetch_sessions: FetchSessionCache,
     pub producer_ids: ProducerIdManager,
     pub groups: GroupCoordinator,
+    pub txns: TxnCoordinator,
 }
 
 impl Broker {
@@ -101,12 +103,25 @@ impl Broker {
             controller.clone(),
             replicas.clone(),
         );
+        let producer_ids = ProducerIdManager::new(controller.clone(), settings.node_id);
+        let txns = TxnCoordinator::open(
+            settings.node_id,
+            &settings.static_configs,
+            controller.clone(),
+            replicas.clone(),
+            &Services {
+                replicas: &replicas,
+                groups: &groups,
+                producer_ids: &producer_ids,
+            },
+        );
         let broker = Arc::new(Self {
             fetch_sessions: FetchSessionCache::new(
                 settings.fetch_session_slots,
                 Duration::from_secs(120),
             ),
-            producer_ids: ProducerIdManager::new(controller.clone(), settings.node_id),
+            producer_ids,
+            txns,
             settings,
             cluster_id,
             controller,
@@ -133,6 +148,7 @@ impl Broker {
         let mut checkpoint = tokio::time::interval(self.settings.checkpoint_interval);
         let mut cleaner = tokio::time::interval(self.settings.cleaner_backoff);
         let mut group_timers = tokio::time::interval(GroupCoordinator::TICK_INTERVAL);
+        let mut txn_timers = tokio::time::interval(self.txns.tick_interval());
         loop {
             tokio::select! {
                 _ = shutdown.changed() => break,
@@ -147,6 +163,7 @@ impl Broker {
                 _ = flush.tick() => self.blocking(|b| b.replicas.logs().run_time_flush(now_ms())).await,
                 _ = cleaner.tick() => self.blocking(|b| b.replicas.logs().run_compaction(now_ms())).await,
                 _ = group_timers.tick() => self.blocking(|b| b.groups.tick(now_ms())).await,
+                _ = txn_timers.tick() => self.blocking(|b| b.txns.tick(&crate::txn::services(b), now_ms())).await,
                 _ = checkpoint.tick() => self.blocking(|b| {
                     if let Err(e) = b.replicas.logs().checkpoint() {
                         error!(error = %e, "writing the log checkpoints failed");

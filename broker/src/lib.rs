@@ -9,6 +9,8 @@ pub mod group;
 pub mod handlers;
 pub mod log_config;
 pub mod meta_properties;
+pub mod metrics;
 pub mod network;
 pub mod producer_ids;
 pub mod replica;
+pub mod txn;

@@ -41,8 +41,12 @@ impl ConfigSource {
 pub struct ResolvedConfig {
     pub key: &'static TopicConfigKey,
     pub value: String,
+    /// Where the value comes from, as Kafka's controller resolves it for
+    /// CreateTopics (KafkaConfigSchema.resolveEffectiveTopicConfigs).
     pub source: ConfigSource,
-    /// (name, value, source) from most to least specific.
+    /// (name, value, source) from most to least specific, as DescribeConfigs
+    /// lists them; its source is the first one's (Default when empty), which
+    /// may differ from `source` (see `broker_synonyms`).
     pub synonyms: Vec<(String, String, ConfigSource)>,
 }
 
@@ -87,34 +91,29 @@ impl TopicConfigResolver {
         TOPIC_CONFIG_KEYS
             .iter()
             .map(|key| {
+                let topic_value = overrides.and_then(|o| o.get(key.name));
+                let broker_value = key.broker_synonym.and_then(|syn| {
+                    let dynamic = |level: Option<&BTreeMap<String, String>>, source| {
+                        level.and_then(|l| l.get(syn)).map(|v| (v.clone(), source))
+                    };
+                    dynamic(dynamic_node, ConfigSource::DynamicBroker)
+                        .or_else(|| dynamic(dynamic_defaults, ConfigSource::DynamicBrokerDefault))
+                        .or_else(|| {
+                            self.broker_static_value(syn)
+                                .map(|v| (v, ConfigSource::StaticBroker))
+                        })
+                });
+                let (value, source) = topic_value
+                    .map(|v| (v.clone(), ConfigSource::TopicOverride))
+                    .or(broker_value)
+                    .unwrap_or_else(|| (key.default.to_string(), ConfigSource::Default));
                 let mut synonyms = Vec::new();
-                if let Some(v) = overrides.and_then(|o| o.get(key.name)) {
+                if let Some(v) = topic_value {
                     synonyms.push((key.name.to_string(), v.clone(), ConfigSource::TopicOverride));
                 }
                 if let Some(syn) = key.broker_synonym {
-                    if let Some(v) = dynamic_node.and_then(|d| d.get(syn)) {
-                        synonyms.push((syn.to_string(), v.clone(), ConfigSource::DynamicBroker));
-                    }
-                    if let Some(v) = dynamic_defaults.and_then(|d| d.get(syn)) {
-                        synonyms.push((
-                            syn.to_string(),
-                            v.clone(),
-                            ConfigSource::DynamicBrokerDefault,
-                        ));
-                    }
-                    if let Some(v) = self.broker_static_value(syn) {
-                        synonyms.push((syn.to_string(), v, ConfigSource::StaticBroker));
-                    }
-                    synonyms.push((
-                        syn.to_string(),
-                        key.default.to_string(),
-                        ConfigSource::Default,
-                    ));
+                    synonyms.extend(self.broker_synonyms(syn, dynamic_node, dynamic_defaults));
                 }
-                let (value, source) = synonyms
-                    .first()
-                    .map(|(_, v, s)| (v.clone(), *s))
-                    .unwrap_or_else(|| (key.default.to_string(), ConfigSource::Default));
                 ResolvedConfig {
                     key,
                     value,
@@ -123,6 +122,52 @@ impl TopicConfigResolver {
                 }
             })
             .collect()
+    }
+
+    /// The broker-level synonyms Kafka lists for a topic key whose broker
+    /// synonym is `syn` (ConfigHelper.configSynonyms): the values of every key
+    /// in `syn`'s group, all dynamic per-node ones first, then the dynamic
+    /// cluster defaults, the static values and the defaults that are not null,
+    /// kept from the first one set under `syn` itself. A group set only under
+    /// another name (`log.retention.hours`, or `log.roll.hours`' default)
+    /// therefore lists nothing, and DescribeConfigs then reports the default
+    /// source although the value comes from the broker.
+    fn broker_synonyms(
+        &self,
+        syn: &'static str,
+        dynamic_node: Option<&BTreeMap<String, String>>,
+        dynamic_defaults: Option<&BTreeMap<String, String>>,
+    ) -> Vec<(String, String, ConfigSource)> {
+        let group = crate::config::synonym_group(syn).unwrap_or(std::slice::from_ref(&syn));
+        let mut found = Vec::new();
+        let levels = [
+            (dynamic_node, ConfigSource::DynamicBroker),
+            (dynamic_defaults, ConfigSource::DynamicBrokerDefault),
+            (Some(&self.static_broker), ConfigSource::StaticBroker),
+        ];
+        for (level, source) in levels {
+            for name in group {
+                if let Some(v) = level.and_then(|l| l.get(*name)) {
+                    found.push((name.to_string(), v.clone(), source));
+                }
+            }
+        }
+        for name in group {
+            let default = match crate::config::default_of(name) {
+                Some(default) => default,
+                // Broker keys Ottla does not have (tiered storage): the topic
+                // key's default stands in for Kafka's.
+                None => topic_config_key_for_synonym(name).map(|k| k.default),
+            };
+            if let Some(d) = default {
+                found.push((name.to_string(), d.to_string(), ConfigSource::Default));
+            }
+        }
+        let first = found
+            .iter()
+            .position(|(name, _, _)| name == syn)
+            .unwrap_or(found.len());
+        found.split_off(first)
     }
 
     /// Broker-level value for a `log.*` key, honouring Kafka's unit
@@ -142,7 +187,9 @@ impl TopicConfigResolver {
             "log.roll.jitter.ms" => {
                 get("log.roll.jitter.ms").or_else(|| scaled("log.roll.jitter.hours", 3_600_000))
             }
-            "log.flush.interval.ms" => get("log.flush.interval.ms"),
+            "log.flush.interval.ms" => {
+                get("log.flush.interval.ms").or_else(|| get("log.flush.scheduler.interval.ms"))
+            }
             other => get(other),
         }
     }
@@ -153,10 +200,19 @@ impl TopicConfigResolver {
             .into_iter()
             .map(|r| (r.key.name.to_string(), r.value))
             .collect();
-        // Values were validated when set; fall back to defaults rather than
-        // refusing to open a log.
-        LogConfig::from_values(&values).unwrap_or_default()
+        let (config, rejected) = LogConfig::from_values(&values);
+        for key in rejected {
+            tracing::warn!(topic, key, "stored config value is no longer valid; using the default for this key");
+        }
+        config
     }
+}
+
+/// The topic key whose broker synonym is `name`.
+fn topic_config_key_for_synonym(name: &str) -> Option<&'static TopicConfigKey> {
+    TOPIC_CONFIG_KEYS
+        .iter()
+        .find(|k| k.broker_synonym == Some(name))
 }
 
 impl LogConfigSource for TopicConfigResolver {
@@ -203,6 +259,55 @@ mod tests {
             .into_iter()
             .find(|c| c.key.name == "retention.ms")
             .unwrap();
+        assert_eq!(ret.value, "7200000");
         assert_eq!(ret.source, ConfigSource::StaticBroker);
+        // Kafka lists no synonym set under another name than log.retention.ms.
+        assert!(ret.synonyms.is_empty(), "{:?}", ret.synonyms);
+    }
+
+    #[test]
+    fn synonyms_follow_kafka() {
+        let mut broker = BTreeMap::new();
+        broker.insert("log.retention.ms".to_string(), "5000".to_string());
+        broker.insert("log.retention.hours".to_string(), "2".to_string());
+        let r = TopicConfigResolver::new(1, broker, Arc::new(MetadataImage::empty()));
+        let all = r.describe("t");
+        let get = |name: &str| all.iter().find(|c| c.key.name == name).unwrap();
+        let ret = get("retention.ms");
+        assert_eq!(
+            (ret.value.as_str(), ret.source),
+            ("5000", ConfigSource::StaticBroker)
+        );
+        let names: Vec<(&str, &str, ConfigSource)> = ret
+            .synonyms
+            .iter()
+            .map(|(n, v, s)| (n.as_str(), v.as_str(), *s))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("log.retention.ms", "5000", ConfigSource::StaticBroker),
+                ("log.retention.hours", "2", ConfigSource::StaticBroker),
+                ("log.retention.hours", "168", ConfigSource::Default),
+            ]
+        );
+        // log.roll.ms has a null default: nothing under its name, nothing listed.
+        assert!(get("segment.ms").synonyms.is_empty());
+        assert_eq!(get("segment.ms").source, ConfigSource::Default);
+        let seg = get("segment.bytes");
+        assert_eq!(
+            seg.synonyms,
+            [(
+                "log.segment.bytes".to_string(),
+                "1073741824".to_string(),
+                ConfigSource::Default
+            )]
+        );
+        // No server synonym at all.
+        assert!(get("leader.replication.throttled.replicas")
+            .synonyms
+            .is_empty());
+        // A broker key Ottla does not have still lists the topic default.
+        assert_eq!(get("local.retention.ms").synonyms.len(), 1);
     }
 }

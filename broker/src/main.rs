@@ -14,6 +14,7 @@ use ottla_broker::broker::{Broker, BrokerSettings};
 use ottla_broker::config::{keys, BrokerConfig, Listener};
 use ottla_broker::handlers::broker_apis::BrokerSlot;
 use ottla_broker::handlers::{broker_registry, controller_registry, HandlerRegistry};
+use ottla_broker::metrics::{self, MetricsServer};
 use ottla_broker::network::{bind_address, ListenerSpec, Server, ServerSettings};
 use ottla_controller::records::Endpoint;
 use std::time::Duration;
@@ -117,6 +118,15 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         specs.extend(listener_specs(config.controller_listeners(), controller_registry()).await?);
     }
     let server = Server::bind(ServerSettings::from_config(&config), specs).await?;
+    let metrics_server = match &config.metrics_listener {
+        Some(endpoint) => {
+            let addr = bind_address(&endpoint.host, endpoint.port)
+                .await
+                .with_context(|| format!("cannot resolve metrics.listener {endpoint}"))?;
+            Some(MetricsServer::bind(addr).await?)
+        }
+        None => None,
+    };
     for (name, addr) in server.local_addrs() {
         config.set_bound_port(&name, addr.port());
     }
@@ -132,6 +142,10 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     let background = tokio::spawn(broker.clone().run_background(background_stopped));
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
+    if let Some(metrics_server) = metrics_server {
+        let registry = Arc::new(metrics::registry(broker.clone()));
+        tokio::spawn(metrics_server.serve(registry, shutdown.clone()));
+    }
     server.run(shutdown).await;
     let _ = stop_background.send(true);
     let _ = background.await;

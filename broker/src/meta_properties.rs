@@ -64,10 +64,7 @@ pub fn ensure(log_dirs: &[PathBuf], metadata_dir: &Path, node_id: i32) -> anyhow
             "#\n#Written by ottla\nnode.id={node_id}\nversion=1\ncluster.id={cluster_id}\ndirectory.id={}\n",
             base64_topic_id(&Uuid::new_v4())
         );
-        let tmp = dir.join("meta.properties.tmp");
-        std::fs::write(&tmp, body)?;
-        std::fs::File::open(&tmp)?.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
+        ottla_storage::checkpoint::write_atomically(&path, body.as_bytes())?;
     }
     Ok(cluster_id)
 }

@@ -24,6 +24,7 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use crate::log_config::TopicConfigResolver;
+use crate::metrics::PartitionStats;
 
 /// Leadership state of a hosted partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +40,8 @@ pub struct Partition {
     pub topic_id: Uuid,
     pub log: SharedLog,
     state: RwLock<PartitionState>,
+    /// This partition's share of its topic's traffic metrics.
+    pub stats: PartitionStats,
 }
 
 impl Partition {
@@ -195,6 +198,7 @@ impl ReplicaManager {
                         topic_id,
                         log,
                         state: RwLock::new(state),
+                        stats: PartitionStats::default(),
                     }),
                 );
             }
@@ -236,10 +240,12 @@ impl ReplicaManager {
         };
         let state = partition.state();
         if state.leader != self.node_id {
+            partition.stats.produce_failed();
             return fail(ResponseError::NotLeaderOrFollower, None);
         }
         let min_isr = partition.log.read().config().min_insync_replicas;
         if required_acks == -1 && (state.isr.len() as i32) < min_isr {
+            partition.stats.produce_failed();
             return fail(
                 ResponseError::NotEnoughReplicas,
                 Some(format!("The size of the current ISR {} is insufficient to satisfy the min.isr requirement of {min_isr}", state.isr.len())),
@@ -258,6 +264,7 @@ impl ReplicaManager {
         };
         match result {
             Ok(info) => {
+                partition.stats.produced(records.len(), info.record_count);
                 self.appends.send_modify(|n| *n += 1);
                 ProduceOutcome {
                     error: ResponseError::Unknown(0),
@@ -268,6 +275,7 @@ impl ReplicaManager {
                 }
             }
             Err(e) => {
+                partition.stats.produce_failed();
                 let (code, message) = storage_error_code(&e);
                 fail(code, Some(message))
             }
@@ -366,6 +374,15 @@ impl ReplicaManager {
             log.high_watermark(),
             log.last_stable_offset(),
         ))
+    }
+
+    /// Counts a consumer fetch's answer for one partition in its topic's
+    /// traffic metrics.
+    pub fn record_fetch(&self, tp: &TopicPartition, outcome: &FetchOutcome) {
+        if let Some(p) = self.partition(tp) {
+            let bytes = outcome.records.as_ref().map_or(0, |r| r.len());
+            p.stats.fetched(bytes, outcome.error.is_some());
+        }
     }
 
     /// Records the outcome of an append done by another path (coordinators).

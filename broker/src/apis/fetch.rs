@@ -175,6 +175,9 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
             next,
             has_data || o.error.is_some(),
         );
+        if !is_follower {
+            broker.replicas.record_fetch(tp, &o);
+        }
         if session.incremental && !include {
             continue;
         }
@@ -293,4 +296,76 @@ fn last_next_offset(records: &[u8]) -> Option<i64> {
         .filter_map(Result::ok)
         .last()
         .map(|b| b.next_offset())
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use ottla_storage::txn_index::AbortedTxn;
+
+    use super::*;
+
+    fn outcome(error: Option<ResponseError>) -> FetchOutcome {
+        FetchOutcome {
+            error,
+            records: None,
+            high_watermark: 3,
+            last_stable_offset: 3,
+            log_start_offset: 1,
+            aborted: Some(vec![AbortedTxn {
+                producer_id: 7,
+                first_offset: 1,
+                last_offset: 2,
+                last_stable_offset: 3,
+            }]),
+        }
+    }
+
+    #[test]
+    fn partitions_are_shaped_as_kafka_answers_them() {
+        let read_uncommitted = FetchIsolation::HighWatermark;
+        let ok = partition_data(16, 0, outcome(None), read_uncommitted, true);
+        assert_eq!(
+            (
+                ok.high_watermark,
+                ok.last_stable_offset,
+                ok.log_start_offset
+            ),
+            (3, 3, 1)
+        );
+        assert_eq!(ok.records, Some(Bytes::new()), "records are never null");
+        assert_eq!(ok.aborted_transactions, None);
+
+        let committed = partition_data(16, 0, outcome(None), FetchIsolation::TxnCommitted, true);
+        let aborted = committed.aborted_transactions.unwrap();
+        assert_eq!((aborted[0].producer_id.0, aborted[0].first_offset), (7, 1));
+
+        let failed = partition_data(
+            16,
+            0,
+            outcome(Some(ResponseError::OffsetOutOfRange)),
+            FetchIsolation::TxnCommitted,
+            true,
+        );
+        assert_eq!(
+            (
+                failed.high_watermark,
+                failed.last_stable_offset,
+                failed.log_start_offset
+            ),
+            (-1, -1, -1)
+        );
+        assert_eq!(failed.aborted_transactions, None);
+        assert_eq!(failed.records, Some(Bytes::new()));
+
+        let unknown = partition_data(
+            16,
+            9,
+            unknown(ResponseError::UnknownTopicOrPartition),
+            read_uncommitted,
+            false,
+        );
+        assert_eq!(unknown.aborted_transactions, Some(Vec::new()));
+        assert_eq!(unknown.high_watermark, -1);
+    }
 }

@@ -41,7 +41,7 @@ use crate::broker::Broker;
 use crate::group::{
     CommitRequest, CoordinatorNode, FetchedOffset, JoinRequest, JoinResult, LeavingMember,
     PartitionCodes, PartitionCommit, Protocol, Reply, Shard, SyncRequest, SyncResult,
-    CLASSIC_GROUP_TYPE, DEAD,
+    CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE, DEAD,
 };
 use crate::replica::now_ms;
 
@@ -66,7 +66,7 @@ const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 /// Every group ACL operation (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
 /// ALTER_CONFIGS) as a bit set; no ACLs are enforced yet.
-const ALL_GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
+pub(crate) const ALL_GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
 
 fn text(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -106,8 +106,7 @@ pub async fn find_coordinator(
     };
     let locate = |key: &str| match key_type {
         KEY_TYPE_GROUP => broker.groups.find(key, listener),
-        // Until the transaction coordinator exists.
-        KEY_TYPE_TRANSACTION => Err(ResponseError::CoordinatorNotAvailable),
+        KEY_TYPE_TRANSACTION => broker.txns.find(key, listener),
         // Share groups (2) are not supported; Kafka answers the same then.
         _ => Err(ResponseError::InvalidRequest),
     };
@@ -398,7 +397,7 @@ pub async fn leave_group(
 
 /// OffsetCommit and OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION for
 /// partitions that do not exist, before asking the coordinator (as Kafka).
-fn partition_exists(image: &MetadataImage, topic: &str, partition: i32) -> bool {
+pub(crate) fn partition_exists(image: &MetadataImage, topic: &str, partition: i32) -> bool {
     image
         .topic_by_name(topic)
         .is_some_and(|t| t.partitions.contains_key(&partition))
@@ -406,7 +405,7 @@ fn partition_exists(image: &MetadataImage, topic: &str, partition: i32) -> bool 
 
 /// Fills the codes of existing partitions, in request order, from what the
 /// coordinator answered for them.
-fn merge_codes(codes: &mut PartitionCodes, image: &MetadataImage, answered: PartitionCodes) {
+pub(crate) fn merge_codes(codes: &mut PartitionCodes, image: &MetadataImage, answered: PartitionCodes) {
     let mut answered = answered
         .into_iter()
         .flat_map(|(_, ps)| ps.into_iter().map(|(_, c)| c));
@@ -526,10 +525,11 @@ fn fetch_group(
     broker: &Broker,
     group_id: GroupId,
     topics: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> GroupOffsets {
     match broker.groups.shard(&group_id) {
         Ok(shard) => GroupOffsets {
-            topics: shard.fetch_offsets(&group_id, topics.as_deref()),
+            topics: shard.fetch_offsets(&group_id, topics.as_deref(), require_stable),
             group_id,
             error: 0,
         },
@@ -548,6 +548,7 @@ fn fetch_group(
                             offset: -1,
                             leader_epoch: -1,
                             metadata: String::new(),
+                            error: 0,
                         })
                         .collect();
                     (t, failed)
@@ -572,8 +573,15 @@ pub async fn offset_fetch(
                         .map(|t| (t.name.to_string(), t.partition_indexes))
                         .collect()
                 });
-                let fetched = fetch_group(broker, g.group_id, topics);
-                let error = fetched.error;
+                // v9: consumer-protocol members name themselves (KIP-848).
+                let member_check = broker.groups.shard(&g.group_id).and_then(|s| {
+                    s.validate_offset_fetch(&g.group_id, g.member_id.as_deref(), g.member_epoch)
+                });
+                let fetched = fetch_group(broker, g.group_id, topics, req.require_stable);
+                let error = match member_check {
+                    Err(e) if fetched.error == 0 => e.code(),
+                    _ => fetched.error,
+                };
                 let topics = if error != 0 {
                     Vec::new()
                 } else {
@@ -596,6 +604,7 @@ pub async fn offset_fetch(
                                                     .with_committed_offset(o.offset)
                                                     .with_committed_leader_epoch(o.leader_epoch)
                                                     .with_metadata(Some(text(o.metadata)))
+                                                    .with_error_code(o.error)
                                             })
                                             .collect(),
                                     )
@@ -612,7 +621,8 @@ pub async fn offset_fetch(
             .map(|t| (t.name.to_string(), t.partition_indexes))
             .collect()
     });
-    let fetched = fetch_group(broker, req.group_id, topics);
+    // v7 adds require_stable (KIP-447).
+    let fetched = fetch_group(broker, req.group_id, topics, version >= 7 && req.require_stable);
     let error = fetched.error;
     // Before v2 there is no top-level error: every partition carries it.
     let topics = if error != 0 && version >= 2 {
@@ -630,7 +640,7 @@ pub async fn offset_fetch(
                         .with_partition_index(o.partition)
                         .with_committed_offset(o.offset)
                         .with_metadata(Some(text(o.metadata)))
-                        .with_error_code(error);
+                        .with_error_code(if error != 0 { error } else { o.error });
                     if version >= 5 {
                         p = p.with_committed_leader_epoch(o.leader_epoch);
                     }
@@ -664,24 +674,35 @@ pub async fn list_groups(
     } else {
         Vec::new()
     };
-    let mut listed: Vec<_> = broker
-        .groups
-        .shards()
-        .iter()
-        .flat_map(|s| s.list(&states, &types))
-        .collect();
-    listed.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    // Consumer-protocol groups are listed as type "consumer" (KIP-848).
+    let with_consumer_groups = types.is_empty()
+        || types
+            .iter()
+            .any(|t| t.trim().eq_ignore_ascii_case(CONSUMER_GROUP_TYPE));
+    let lower_states: Vec<String> = states.iter().map(|s| s.trim().to_lowercase()).collect();
+    let mut listed: Vec<(String, String, &str, &str)> = Vec::new();
+    for s in broker.groups.shards() {
+        listed.extend(s.list(&states, &types).into_iter().map(|g| {
+            (g.group_id, g.protocol_type, g.state.name(), CLASSIC_GROUP_TYPE)
+        }));
+        if with_consumer_groups {
+            listed.extend(s.list_consumer_groups(&lower_states).into_iter().map(
+                |(id, state)| (id, CONSUMER_GROUP_TYPE.to_string(), state.name(), CONSUMER_GROUP_TYPE),
+            ));
+        }
+    }
+    listed.sort();
     let groups = listed
         .into_iter()
-        .map(|g| {
+        .map(|(id, protocol_type, state, group_type)| {
             let mut l = ListedGroup::default()
-                .with_group_id(GroupId(text(g.group_id)))
-                .with_protocol_type(text(g.protocol_type));
+                .with_group_id(GroupId(text(id)))
+                .with_protocol_type(text(protocol_type));
             if version >= 4 {
-                l = l.with_group_state(text(g.state.name()));
+                l = l.with_group_state(text(state));
             }
             if version >= 5 {
-                l = l.with_group_type(text(CLASSIC_GROUP_TYPE));
+                l = l.with_group_type(text(group_type));
             }
             l
         })
@@ -719,14 +740,17 @@ fn describe_group(broker: &Broker, version: i16, group_id: GroupId) -> Described
     };
     let Some(g) = shard.describe(&group_id) else {
         // KIP-1043: from v6 a missing group is an error, before it is "Dead".
+        // So is a consumer-protocol group, which only ConsumerGroupDescribe describes.
         let mut d = DescribedGroup::default().with_group_state(text(DEAD));
         if version >= 6 {
+            let message = if shard.is_consumer_group(&group_id) {
+                format!("Group {} is not a classic group.", group_id.as_str())
+            } else {
+                format!("Group {} not found.", group_id.as_str())
+            };
             d = d
                 .with_error_code(ResponseError::GroupIdNotFound.code())
-                .with_error_message(Some(text(format!(
-                    "Group {} not found.",
-                    group_id.as_str()
-                ))));
+                .with_error_message(Some(text(message)));
         }
         return d.with_group_id(group_id);
     };

@@ -1,6 +1,5 @@
-//! InitProducerId (v0-5) for idempotent producers. Transactional ids need
-//! the transaction coordinator, which does not exist yet: they are answered
-//! COORDINATOR_NOT_AVAILABLE.
+//! InitProducerId (v0-5): a fresh producer id for idempotent producers;
+//! transactional ids are served by the transaction coordinator.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
@@ -9,18 +8,21 @@ use kafka_protocol::messages::ProducerId;
 use tracing::warn;
 
 use crate::broker::Broker;
+use crate::replica::now_ms;
+use crate::txn::services;
 
 const NO_PRODUCER_ID: i64 = -1;
 const NO_PRODUCER_EPOCH: i16 = -1;
 
-pub fn handle(
-    broker: &Broker,
-    _version: i16,
-    req: InitProducerIdRequest,
-) -> InitProducerIdResponse {
+pub fn handle(broker: &Broker, version: i16, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let r = InitProducerIdResponse::default();
     match init(broker, &req) {
-        Ok(id) => r.with_producer_id(ProducerId(id)).with_producer_epoch(0),
+        Ok((id, epoch)) => r.with_producer_id(ProducerId(id)).with_producer_epoch(epoch),
+        // KIP-588: clients before v4 know INVALID_PRODUCER_EPOCH only.
+        Err(ResponseError::ProducerFenced) if version < 4 => r
+            .with_error_code(ResponseError::InvalidProducerEpoch.code())
+            .with_producer_id(ProducerId(NO_PRODUCER_ID))
+            .with_producer_epoch(NO_PRODUCER_EPOCH),
         Err(e) => r
             .with_error_code(e.code())
             .with_producer_id(ProducerId(NO_PRODUCER_ID))
@@ -28,7 +30,7 @@ pub fn handle(
     }
 }
 
-fn init(broker: &Broker, req: &InitProducerIdRequest) -> Result<i64, ResponseError> {
+fn init(broker: &Broker, req: &InitProducerIdRequest) -> Result<(i64, i16), ResponseError> {
     // v3+ may name the producer's current id and epoch (KIP-360): both or neither.
     if (req.producer_id.0 == NO_PRODUCER_ID) != (req.producer_epoch == NO_PRODUCER_EPOCH) {
         return Err(ResponseError::InvalidRequest);
@@ -36,13 +38,23 @@ fn init(broker: &Broker, req: &InitProducerIdRequest) -> Result<i64, ResponseErr
     match req.transactional_id.as_deref().map(|t| t.as_str()) {
         // As in Kafka, an idempotent producer always gets a fresh id at
         // epoch 0, also when it asks to bump the epoch of its current one.
-        None => broker.producer_ids.next().map_err(|e| {
-            warn!(error = %e, "could not allocate producer ids");
-            // Retriable for producers, as Kafka's answer while no id block is ready.
-            ResponseError::CoordinatorLoadInProgress
-        }),
+        None => broker
+            .producer_ids
+            .next()
+            .map(|id| (id, 0))
+            .map_err(|e| {
+                warn!(error = %e, "could not allocate producer ids");
+                // Retriable for producers, as Kafka's answer while no id block is ready.
+                ResponseError::CoordinatorLoadInProgress
+            }),
         Some("") => Err(ResponseError::InvalidRequest),
-        Some(_) => Err(ResponseError::CoordinatorNotAvailable),
+        Some(id) => broker.txns.init_producer_id(
+            &services(broker),
+            id,
+            req.transaction_timeout_ms,
+            (req.producer_id.0 != NO_PRODUCER_ID).then_some((req.producer_id.0, req.producer_epoch)),
+            now_ms(),
+        ),
     }
 }
 
@@ -114,8 +126,9 @@ mod tests {
         assert_eq!(init(&broker, 3, None, 5, -1), invalid);
         assert_eq!(init(&broker, 3, None, -1, 0), invalid);
         assert_eq!(init(&broker, 0, Some(""), -1, -1), invalid);
-        let unavailable = (ResponseError::CoordinatorNotAvailable.code(), -1, -1);
-        assert_eq!(init(&broker, 0, Some("tx"), -1, -1), unavailable);
-        assert_eq!(init(&broker, 5, Some("tx"), -1, -1), unavailable);
+        // Before FindCoordinator created the transaction log, no broker
+        // coordinates the id.
+        let not_coordinator = (ResponseError::NotCoordinator.code(), -1, -1);
+        assert_eq!(init(&broker, 5, Some("tx"), -1, -1), not_coordinator);
     }
 }

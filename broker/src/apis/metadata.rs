@@ -15,10 +15,17 @@ use crate::broker::Broker;
 
 /// Kafka's "not requested" value for authorized-operations fields.
 pub const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
-/// Every topic operation allowed (no ACLs are enforced yet): bits 3..=12.
-pub const ALL_TOPIC_OPERATIONS: i32 = 0b1_1111_1111_1000;
-/// Every cluster operation allowed.
-pub const ALL_CLUSTER_OPERATIONS: i32 = 0b1_1111_1111_1000;
+/// Every operation a topic supports, as Kafka reports it without an
+/// authorizer (AclEntry.supportedOperations(TOPIC)): READ (3), WRITE (4),
+/// CREATE (5), DELETE (6), ALTER (7), DESCRIBE (8), DESCRIBE_CONFIGS (10)
+/// and ALTER_CONFIGS (11). No ACLs are enforced yet.
+pub const ALL_TOPIC_OPERATIONS: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+/// Every operation the cluster supports (AclEntry.supportedOperations(CLUSTER)):
+/// CREATE (5), ALTER (7), DESCRIBE (8), CLUSTER_ACTION (9),
+/// DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11) and IDEMPOTENT_WRITE (12).
+pub const ALL_CLUSTER_OPERATIONS: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
 pub fn handle(
     broker: &Broker,
@@ -174,4 +181,16 @@ pub fn is_internal_topic(name: &str) -> bool {
         name,
         "__consumer_offsets" | "__transaction_state" | "__mirror_state" | "__share_group_state"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authorized_operations_are_kafkas_supported_ones() {
+        // AclEntry.supportedOperations(TOPIC / CLUSTER) as 32-bit fields.
+        assert_eq!(ALL_TOPIC_OPERATIONS, 3576);
+        assert_eq!(ALL_CLUSTER_OPERATIONS, 8096);
+    }
 }

@@ -2,6 +2,7 @@
 //! takes the decoded request and its version and returns the response.
 
 pub mod configs;
+pub mod consumer_group;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
@@ -19,3 +20,4 @@ pub mod partition_access;
 pub mod produce;
 #[cfg(test)]
 pub mod test_support;
+pub mod txn;

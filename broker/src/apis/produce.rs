@@ -1,4 +1,5 @@
-//! Produce: leader appends, acks 0/1/all.
+//! Produce: leader appends, acks 0/1/all. Transactional batches go through
+//! the transaction check in `crate::apis::txn`.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::ProduceRequest;
@@ -6,15 +7,18 @@ use kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use ottla_protocol::batch::BatchIter;
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
 
+use crate::apis::txn;
 use crate::broker::Broker;
 
 /// Returns None for acks=0 (no response is sent).
 pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Option<ProduceResponse> {
     let image = broker.controller.image();
     let acks = req.acks;
+    let transactional_id = req.transactional_id.as_deref().map(|t| t.to_string());
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
         // Produce v13 names topics by id.
@@ -47,9 +51,20 @@ pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Option<Prod
                     ),
                     Some(records) => {
                         let tp = TopicPartition::new(n.clone(), part.index);
-                        let o = broker
-                            .replicas
-                            .append(&tp, records, acks, AppendOrigin::Client);
+                        let o = match transactional_producer(records) {
+                            Some(producer) => txn::append_transactional(
+                                broker,
+                                version,
+                                transactional_id.as_deref(),
+                                producer,
+                                &tp,
+                                records,
+                                acks,
+                            ),
+                            None => broker
+                                .replicas
+                                .append(&tp, records, acks, AppendOrigin::Client),
+                        };
                         (
                             o.error,
                             o.message,
@@ -80,4 +95,13 @@ pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Option<Prod
         responses.push(t);
     }
     (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+/// The producer id and epoch of the request's transactional batch, if any
+/// (clients send one batch per partition; a producer's batches share them).
+fn transactional_producer(records: &[u8]) -> Option<(i64, i16)> {
+    BatchIter::new(records)
+        .map_while(Result::ok)
+        .find(|b| b.is_transactional())
+        .map(|b| (b.producer_id(), b.producer_epoch()))
 }

@@ -142,7 +142,7 @@ configs! {
     MAX_CONNECTIONS: i32 = "max.connections", Int, Some("2147483647"), Valid::AtLeast(0);
     /// Maximum connections from one IP address.
     MAX_CONNECTIONS_PER_IP: i32 = "max.connections.per.ip", Int, Some("2147483647"), Valid::AtLeast(0);
-    /// Ottla's Prometheus endpoint as host:port; unset disables it.
+    /// Ottla's Prometheus endpoint, `[http://]host:port` (serving /metrics); unset disables it.
     METRICS_LISTENER: Option<String> = "metrics.listener", String, None, Valid::Any;
 
     // ---- logs ----

@@ -25,6 +25,18 @@ pub use listeners::{Endpoint, Listener, QuorumVoter, SecurityProtocol};
 pub use properties::SyntaxError;
 pub use value::{ConfigType, FromValue, Key, Value};
 
+/// Kafka's synonym group of broker key `name`, in precedence order
+/// (`log.retention.ms`, `.minutes`, `.hours`), if it belongs to one.
+pub fn synonym_group(name: &str) -> Option<&'static [&'static str]> {
+    defs::SYNONYMS.iter().copied().find(|g| g.contains(&name))
+}
+
+/// The default of broker key `name`: `None` when Ottla does not know the key,
+/// `Some(None)` when its default is null (`log.retention.ms`).
+pub fn default_of(name: &str) -> Option<Option<&'static str>> {
+    defs::def(name).map(|d| d.default)
+}
+
 /// Where a setting came from, for error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
@@ -378,9 +390,10 @@ impl BrokerConfig {
             }
             self.resolve_inter_broker_listener()?;
         }
+        // The scheme is optional: `http://0.0.0.0:9308` or `0.0.0.0:9308`.
         self.metrics_listener = self
             .get(keys::METRICS_LISTENER)
-            .map(|s| listeners::parse_endpoint(&s))
+            .map(|s| listeners::parse_endpoint(s.strip_prefix("http://").unwrap_or(&s)))
             .transpose()
             .map_err(|e| invalid("metrics.listener", e))?;
         Ok(())

@@ -263,6 +263,14 @@ fn cross_key_validation() {
         error(&[("metrics.listener", "nope")]),
         "invalid metrics.listener: 'nope' is not host:port"
     );
+    let metrics = |v| {
+        with(&[("metrics.listener", v)])
+            .unwrap()
+            .metrics_listener
+            .unwrap()
+    };
+    assert_eq!(metrics("http://0.0.0.0:9308").to_string(), "0.0.0.0:9308");
+    assert_eq!(metrics("127.0.0.1:0").port, 0);
 }
 
 #[test]

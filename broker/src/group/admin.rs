@@ -12,7 +12,7 @@ use super::offsets::OffsetStore;
 use super::records::CoordinatorRecord;
 use super::writer::Ctx;
 
-/// Every group here uses the classic protocol (ListGroups v5 group type).
+/// ListGroups v5's type of the (classic protocol) groups here.
 pub const CLASSIC_GROUP_TYPE: &str = "classic";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,6 +140,8 @@ pub fn delete(
             CoordinatorRecord::GroupMetadata { group, .. } => {
                 groups.remove(&group);
             }
+            // Consumer groups are deleted by `Shard::delete_groups`.
+            CoordinatorRecord::Consumer(_) => {}
         }
     }
     if !deleted.is_empty() {

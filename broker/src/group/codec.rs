@@ -125,6 +125,14 @@ impl<'a> Reader<'a> {
         Ok(i64::from_be_bytes(self.array()?))
     }
 
+    pub fn i8(&mut self) -> DecodeResult<i8> {
+        Ok(i8::from_be_bytes(self.array()?))
+    }
+
+    pub fn uuid(&mut self) -> DecodeResult<uuid::Uuid> {
+        Ok(uuid::Uuid::from_bytes(self.array()?))
+    }
+
     fn uvarint(&mut self) -> DecodeResult<u32> {
         let mut value: u32 = 0;
         for shift in (0..35).step_by(7) {
@@ -176,6 +184,18 @@ impl<'a> Reader<'a> {
     pub fn array_len(&mut self) -> DecodeResult<usize> {
         self.length(Self::i32)?
             .ok_or(DecodeError("null in a non-nullable array"))
+    }
+
+    /// A flexible struct's tagged fields as `(tag, value bytes)` pairs.
+    pub fn tagged_fields(&mut self) -> DecodeResult<Vec<(u32, &'a [u8])>> {
+        let count = self.uvarint()?;
+        let mut fields = Vec::with_capacity(count.min(16) as usize);
+        for _ in 0..count {
+            let tag = self.uvarint()?;
+            let size = self.uvarint()? as usize;
+            fields.push((tag, self.take(size)?));
+        }
+        Ok(fields)
     }
 
     /// Skips a flexible struct's tagged fields (none are defined that Ottla

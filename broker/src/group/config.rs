@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use tracing::warn;
 
+use super::consumer_config::ConsumerGroupConfig;
+
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 /// Kafka's fixed timeout for a new member's first JoinGroup to complete.
@@ -21,6 +23,7 @@ pub struct GroupConfig {
     pub initial_rebalance_delay_ms: i32,
     pub max_group_size: usize,
     pub offset_metadata_max_bytes: usize,
+    pub consumer: ConsumerGroupConfig,
 }
 
 impl Default for GroupConfig {
@@ -34,6 +37,7 @@ impl Default for GroupConfig {
             initial_rebalance_delay_ms: 3000,
             max_group_size: i32::MAX as usize,
             offset_metadata_max_bytes: 4096,
+            consumer: ConsumerGroupConfig::default(),
         }
     }
 }
@@ -81,13 +85,14 @@ impl GroupConfig {
                 "offset.metadata.max.bytes",
                 d.offset_metadata_max_bytes,
             ),
+            consumer: ConsumerGroupConfig::from_static(configs),
         }
     }
 }
 
 /// The key's value, or the default when unset or unparsable (the config
 /// layer validates values; this only refuses to crash on a bad one).
-fn get<T: FromStr + Copy + std::fmt::Display>(
+pub(super) fn get<T: FromStr + Copy + std::fmt::Display>(
     configs: &BTreeMap<String, String>,
     key: &str,
     default: T,

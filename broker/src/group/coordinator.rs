@@ -99,22 +99,7 @@ impl GroupCoordinator {
             .get(&p)
             .map(|part| part.leader)
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let broker = image
-            .live_brokers()
-            .find(|b| b.id == leader)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        // As Metadata does: the listener's endpoint, else the first one.
-        let endpoint = broker
-            .endpoints
-            .iter()
-            .find(|e| e.listener == listener)
-            .or_else(|| broker.endpoints.first())
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        Ok(CoordinatorNode {
-            node_id: leader,
-            host: endpoint.host.clone(),
-            port: i32::from(endpoint.port),
-        })
+        coordinator_node(&image, leader, listener)
     }
 
     fn create_offsets_topic(&self, image: &MetadataImage) {
@@ -154,8 +139,13 @@ impl GroupCoordinator {
     /// the group's partition, COORDINATOR_LOAD_IN_PROGRESS while the
     /// partition's log is not open here yet.
     pub fn shard(&self, group_id: &str) -> Result<Arc<Shard>, ResponseError> {
+        self.shard_at(self.partition_for(group_id))
+    }
+
+    /// The shard of offsets partition `p` (transaction markers name the
+    /// partition, not a group).
+    pub fn shard_at(&self, p: i32) -> Result<Arc<Shard>, ResponseError> {
         let image = self.controller.image();
-        let p = partition_for(group_id, self.partition_count(&image));
         if let Some(shard) = self.shards.read().get(&p) {
             return Ok(shard.clone());
         }
@@ -202,10 +192,35 @@ impl GroupCoordinator {
 
     /// Fires due group timers; the broker calls this periodically.
     pub fn tick(&self, now: i64) {
+        let image = self.controller.image();
         for shard in self.shards() {
-            shard.tick(now);
+            shard.tick(now, &image);
         }
     }
+}
+
+/// Where `leader` is reachable on `listener` (as Metadata does: that
+/// listener's endpoint, else the first one).
+pub fn coordinator_node(
+    image: &MetadataImage,
+    leader: i32,
+    listener: &str,
+) -> Result<CoordinatorNode, ResponseError> {
+    let broker = image
+        .live_brokers()
+        .find(|b| b.id == leader)
+        .ok_or(ResponseError::CoordinatorNotAvailable)?;
+    let endpoint = broker
+        .endpoints
+        .iter()
+        .find(|e| e.listener == listener)
+        .or_else(|| broker.endpoints.first())
+        .ok_or(ResponseError::CoordinatorNotAvailable)?;
+    Ok(CoordinatorNode {
+        node_id: leader,
+        host: endpoint.host.clone(),
+        port: i32::from(endpoint.port),
+    })
 }
 
 /// The replica manager does not host the partition (yet).

@@ -1,5 +1,6 @@
 //! The group coordinator for the classic consumer group protocol (JoinGroup,
-//! SyncGroup, Heartbeat, LeaveGroup) and committed offsets, stored in
+//! SyncGroup, Heartbeat, LeaveGroup), the consumer protocol (KIP-848,
+//! ConsumerGroupHeartbeat) and committed offsets, stored in
 //! `__consumer_offsets` with Kafka's record formats.
 //!
 //! - `coordinator`: the shards, one per offsets partition led here;
@@ -7,8 +8,14 @@
 //! - `membership`, `rebalance`: the classic protocol's requests and state machine;
 //! - `classic`, `member`: group and member data;
 //! - `offsets`, `admin`: offset commits/fetches/deletes; describe/list/delete groups;
+//! - `txn_offsets`: transactional offset commits, applied or dropped by markers;
 //! - `records`, `codec`, `subscription`: the stored and embedded formats;
-//! - `partitioner`, `config`, `writer`: group → partition, settings, log appends.
+//! - `partitioner`, `config`, `writer`: group → partition, settings, log appends;
+//! - `consumer_*`: consumer-protocol groups: `consumer_heartbeat` (the
+//!   protocol), `consumer_reconcile` (member reconciliation),
+//!   `consumer_assignor` (uniform, range), `consumer_group(s)`,
+//!   `consumer_member` (state), `consumer_records`/`consumer_codec` (formats),
+//!   `consumer_shard` (shard operations), `consumer_config`.
 //!
 //! The request handlers are in `crate::apis::group`.
 
@@ -16,6 +23,16 @@ mod admin;
 mod classic;
 mod codec;
 mod config;
+mod consumer_assignor;
+mod consumer_codec;
+mod consumer_config;
+mod consumer_group;
+mod consumer_groups;
+mod consumer_heartbeat;
+mod consumer_member;
+mod consumer_reconcile;
+mod consumer_records;
+mod consumer_shard;
 mod coordinator;
 mod member;
 mod membership;
@@ -25,16 +42,26 @@ mod rebalance;
 mod records;
 mod shard;
 mod subscription;
+mod txn_offsets;
 mod writer;
 
+#[cfg(test)]
+mod consumer_tests;
 #[cfg(test)]
 mod tests;
 
 pub use admin::{GroupDescription, ListedGroup, MemberDescription, CLASSIC_GROUP_TYPE};
 pub use classic::{GroupState, DEAD};
 pub use config::{GroupConfig, OFFSETS_TOPIC};
-pub use coordinator::{CoordinatorNode, GroupCoordinator};
+pub use consumer_config::ConsumerGroupConfig;
+pub use consumer_group::{ConsumerGroupState, CONSUMER_GROUP_TYPE};
+pub use consumer_groups::DescribedConsumerGroup;
+pub use consumer_heartbeat::{validate as validate_consumer_heartbeat, HeartbeatAnswer, HeartbeatError, HeartbeatRequest};
+pub use consumer_member::{Assignment, ConsumerMember};
+pub use coordinator::{coordinator_node, CoordinatorNode, GroupCoordinator};
 pub use member::{JoinResult, JoinedMember, Protocol, SyncResult};
 pub use membership::{JoinRequest, LeavingMember, Reply, SyncRequest};
 pub use offsets::{CommitRequest, FetchedOffset, PartitionCodes, PartitionCommit};
+pub use partitioner::partition_for;
 pub use shard::Shard;
+pub use txn_offsets::TxnCommitRequest;

@@ -1,7 +1,7 @@
 //! Committed offsets (Kafka's OffsetMetadataManager, non-transactional
 //! part): OffsetCommit, OffsetFetch and OffsetDelete against one shard.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use kafka_protocol::error::ResponseError;
 
@@ -120,6 +120,16 @@ pub struct CommitRequest {
 /// Per topic, per partition: the error code (0 on success).
 pub type PartitionCodes = Vec<(String, Vec<(i32, i16)>)>;
 
+impl CommitRequest {
+    /// `code` for every partition of the request.
+    pub fn codes(&self, code: i16) -> PartitionCodes {
+        self.topics
+            .iter()
+            .map(|(t, ps)| (t.clone(), ps.iter().map(|p| (p.partition, code)).collect()))
+            .collect()
+    }
+}
+
 /// Validates and stores a commit; the answer is given only once the
 /// records are in the log.
 pub fn commit(
@@ -128,18 +138,22 @@ pub fn commit(
     req: CommitRequest,
     ctx: &Ctx<'_>,
 ) -> PartitionCodes {
-    let all = |code: i16| -> PartitionCodes {
-        req.topics
-            .iter()
-            .map(|(t, ps)| (t.clone(), ps.iter().map(|p| (p.partition, code)).collect()))
-            .collect()
-    };
     if let Err(e) = validate_commit(groups, &req, ctx.now) {
-        return all(e.code());
+        return req.codes(e.code());
     }
+    store_commit(groups, store, &req, ctx)
+}
+
+/// Stores a commit the group has validated.
+pub fn store_commit(
+    groups: &mut HashMap<String, ClassicGroup>,
+    store: &mut OffsetStore,
+    req: &CommitRequest,
+    ctx: &Ctx<'_>,
+) -> PartitionCodes {
+    let mut codes = req.codes(0);
     let expire_timestamp = (req.retention_time_ms != -1).then(|| ctx.now + req.retention_time_ms);
     let mut records = Vec::new();
-    let mut codes = all(0);
     for ((topic, partitions), (_, topic_codes)) in req.topics.iter().zip(codes.iter_mut()) {
         for (p, (_, code)) in partitions.iter().zip(topic_codes.iter_mut()) {
             let metadata = p.metadata.clone().unwrap_or_default();
@@ -222,6 +236,9 @@ pub struct FetchedOffset {
     pub offset: i64,
     pub leader_epoch: i32,
     pub metadata: String,
+    /// UNSTABLE_OFFSET_COMMIT while a transaction holds an offset for the
+    /// partition and the fetch asked for stable offsets; else 0.
+    pub error: i16,
 }
 
 impl FetchedOffset {
@@ -232,21 +249,22 @@ impl FetchedOffset {
                 offset: v.offset,
                 leader_epoch: v.leader_epoch,
                 metadata: v.metadata.clone(),
+                error: 0,
             },
             None => Self {
                 partition,
                 offset: -1,
                 leader_epoch: -1,
                 metadata: String::new(),
+                error: 0,
             },
         }
     }
 }
 
 /// The committed offsets of the requested partitions (-1 when none), or of
-/// every partition with an offset when `topics` is None. Ottla has no
-/// transactional offset commits yet, so every offset is stable and
-/// `require_stable` needs no special handling.
+/// every partition with an offset when `topics` is None. Offsets of open
+/// transactions are not in `store` (see `txn_offsets`).
 pub fn fetch(
     store: &OffsetStore,
     group_id: &str,
@@ -291,11 +309,29 @@ pub fn delete(
     if !group.is_empty() && !group.uses_consumer_protocol() {
         return Err(ResponseError::NonEmptyGroup);
     }
+    let subscribed: HashSet<&str> = topics
+        .iter()
+        .map(|(t, _)| t.as_str())
+        .filter(|t| group.is_subscribed_to_topic(t))
+        .collect();
+    delete_unsubscribed(groups, store, group_id, topics, &subscribed, ctx)
+}
+
+/// Deletes the offsets of `topics`, except those of `subscribed` topics
+/// (GROUP_SUBSCRIBED_TO_TOPIC), in one batch of tombstones.
+pub fn delete_unsubscribed(
+    groups: &mut HashMap<String, ClassicGroup>,
+    store: &mut OffsetStore,
+    group_id: &str,
+    topics: &[(String, Vec<i32>)],
+    subscribed: &HashSet<&str>,
+    ctx: &Ctx<'_>,
+) -> Result<PartitionCodes, ResponseError> {
     let mut records = Vec::new();
     let codes = topics
         .iter()
         .map(|(topic, partitions)| {
-            let subscribed = group.is_subscribed_to_topic(topic);
+            let subscribed = subscribed.contains(topic.as_str());
             let codes = partitions
                 .iter()
                 .map(|&p| {

@@ -51,6 +51,7 @@ impl ClassicGroup {
             });
         }
         self.transition(GroupState::PreparingRebalance, ctx.now);
+        crate::metrics::rebalance_started();
         info!(group = %self.id, generation = self.generation_id, reason, "preparing to rebalance");
         if !initial {
             self.maybe_complete_join_else_schedule(ctx);

@@ -7,12 +7,16 @@
 //! - key version 2: GroupMetadataKey `group`; value versions 0-4 (Kafka writes 3);
 //! - a null value is a tombstone.
 //!
-//! Other key versions belong to the consumer/share/streams group protocols and
-//! are skipped on load.
+//! - key versions 3-8 and 16: the consumer protocol's records (KIP-848), in
+//!   `consumer_records`.
+//!
+//! Other key versions belong to the share/streams group protocols and are
+//! skipped on load.
 
 use bytes::Bytes;
 
 use super::codec::{DecodeError, DecodeResult, FieldTooLong, Reader, Writer};
+use super::consumer_records::ConsumerRecord;
 
 const OFFSET_COMMIT_KEY_VERSION: i16 = 1;
 const GROUP_METADATA_KEY_VERSION: i16 = 2;
@@ -69,6 +73,7 @@ pub enum CoordinatorRecord {
         group: String,
         value: Option<GroupMetadataValue>,
     },
+    Consumer(ConsumerRecord),
 }
 
 impl CoordinatorRecord {
@@ -98,6 +103,7 @@ impl CoordinatorRecord {
                     value.as_ref().map(encode_group_metadata).transpose()?,
                 ))
             }
+            Self::Consumer(r) => r.encode(),
         }
     }
 
@@ -122,6 +128,9 @@ impl CoordinatorRecord {
                 let group = k.string()?;
                 let value = value.map(decode_group_metadata).transpose()?;
                 Ok(Some(Self::GroupMetadata { group, value }))
+            }
+            t if ConsumerRecord::is_consumer_type(t) => {
+                Ok(ConsumerRecord::decode(t, &mut k, value)?.map(Self::Consumer))
             }
             _ => Ok(None),
         }
@@ -361,9 +370,9 @@ mod tests {
 
     #[test]
     fn skips_other_record_types() {
-        // Key version 3 is ConsumerGroupMetadataKey (KIP-848).
+        // Key version 9 is ShareGroupPartitionMetadataKey (KIP-932).
         assert_eq!(
-            CoordinatorRecord::decode(&[0, 3, 0, 1, b'g'], Some(&[0, 0])).unwrap(),
+            CoordinatorRecord::decode(&[0, 9, 0, 1, b'g'], Some(&[0, 0])).unwrap(),
             None
         );
     }

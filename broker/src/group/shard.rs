@@ -17,27 +17,36 @@ use tracing::info;
 use super::admin::{self, GroupDescription, ListedGroup};
 use super::classic::ClassicGroup;
 use super::config::GroupConfig;
+use super::consumer_groups::ConsumerGroups;
 use super::member::{JoinResult, SyncResult};
 use super::membership::{self, JoinRequest, LeavingMember, Reply, SyncRequest};
 use super::offsets::{self, CommitRequest, FetchedOffset, OffsetStore, PartitionCodes};
 use super::records::CoordinatorRecord;
+use super::txn_offsets::{self, PendingTxnOffsets, TxnCommitRequest};
 use super::writer::{Ctx, LogWriter};
 use crate::replica::{Partition, ReplicaManager};
 use kafka_protocol::error::ResponseError;
+use ottla_controller::MetadataImage;
 
 /// How much of the log one load step reads.
 const LOAD_READ_BYTES: usize = 1 << 20;
 
 #[derive(Default)]
-struct ShardState {
-    groups: HashMap<String, ClassicGroup>,
-    offsets: OffsetStore,
+pub(super) struct ShardState {
+    pub(super) groups: HashMap<String, ClassicGroup>,
+    pub(super) offsets: OffsetStore,
+    txn_offsets: PendingTxnOffsets,
+    /// Consumer-protocol groups (`consumer_shard`); a group id is in at most
+    /// one of `groups` and `consumer`.
+    pub(super) consumer: ConsumerGroups,
 }
 
 impl ShardState {
     /// Replays a stored record: the latest record of a key wins, and a
     /// tombstone deletes.
-    fn replay(&mut self, record: CoordinatorRecord, now: i64) {
+    pub(super) fn replay(&mut self, record: CoordinatorRecord, now: i64) {
+        // The offsets of a consumer group create no classic group.
+        let mut no_classic = HashMap::new();
         match record {
             CoordinatorRecord::OffsetCommit {
                 group,
@@ -45,7 +54,11 @@ impl ShardState {
                 partition,
                 value,
             } => offsets::apply(
-                &mut self.groups,
+                if self.consumer.contains(&group) {
+                    &mut no_classic
+                } else {
+                    &mut self.groups
+                },
                 &mut self.offsets,
                 &group,
                 &topic,
@@ -63,6 +76,7 @@ impl ShardState {
             CoordinatorRecord::GroupMetadata { group, value: None } => {
                 self.groups.remove(&group);
             }
+            CoordinatorRecord::Consumer(r) => self.consumer.replay(r, &mut self.groups),
         }
     }
 }
@@ -70,7 +84,7 @@ impl ShardState {
 pub struct Shard {
     writer: LogWriter,
     config: Arc<GroupConfig>,
-    state: Mutex<ShardState>,
+    pub(super) state: Mutex<ShardState>,
 }
 
 impl Shard {
@@ -106,10 +120,18 @@ impl Shard {
             for batch in BatchIter::new(&bytes) {
                 let batch = batch.with_context(|| format!("a batch of {}", partition.tp))?;
                 offset = offset.max(batch.next_offset());
-                // Transaction markers carry no group data.
                 if batch.is_control() {
+                    txn_offsets::replay_marker(
+                        &mut state.groups,
+                        &mut state.offsets,
+                        &mut state.txn_offsets,
+                        &batch,
+                        now,
+                    );
                     continue;
                 }
+                // Offsets of a transaction wait for its marker.
+                let txn_producer = batch.is_transactional().then(|| batch.producer_id());
                 let section = records_section(&batch)?;
                 let mut failure = None;
                 walk_records(&section, |r| {
@@ -121,7 +143,13 @@ impl Shard {
                     };
                     match CoordinatorRecord::decode(key, r.value) {
                         Ok(Some(record)) => {
-                            state.replay(record, now);
+                            let record = match txn_producer {
+                                Some(producer) => state.txn_offsets.stage(producer, record),
+                                None => Some(record),
+                            };
+                            if let Some(record) = record {
+                                state.replay(record, now);
+                            }
                             records += 1;
                         }
                         Ok(None) => {}
@@ -138,6 +166,7 @@ impl Shard {
                 break;
             }
         }
+        state.consumer.on_loaded(now, &config.consumer);
         info!(partition = %partition.tp, records, groups = state.groups.len(), "group coordinator loaded");
         let shard = Self {
             writer: LogWriter {
@@ -159,7 +188,11 @@ impl Shard {
         Ok(shard)
     }
 
-    fn with_state<T>(&self, now: i64, f: impl FnOnce(&mut ShardState, &Ctx<'_>) -> T) -> T {
+    pub(super) fn with_state<T>(
+        &self,
+        now: i64,
+        f: impl FnOnce(&mut ShardState, &Ctx<'_>) -> T,
+    ) -> T {
         let ctx = Ctx {
             now,
             config: &self.config,
@@ -169,7 +202,12 @@ impl Shard {
     }
 
     pub fn join(&self, req: JoinRequest, now: i64) -> Reply<JoinResult> {
-        self.with_state(now, |st, ctx| membership::join(&mut st.groups, req, ctx))
+        self.with_state(now, |st, ctx| {
+            if let Err(e) = st.make_way_for_classic(&req.group_id, ctx) {
+                return Reply::Ready(JoinResult::error(&req.member_id, e));
+            }
+            membership::join(&mut st.groups, req, ctx)
+        })
     }
 
     pub fn sync(&self, req: SyncRequest, now: i64) -> Reply<SyncResult> {
@@ -204,16 +242,47 @@ impl Shard {
 
     pub fn commit_offsets(&self, req: CommitRequest, now: i64) -> PartitionCodes {
         self.with_state(now, |st, ctx| {
+            if let Some(codes) = st.commit_consumer_offsets(&req, ctx) {
+                return codes;
+            }
             offsets::commit(&mut st.groups, &mut st.offsets, req, ctx)
         })
     }
 
+    pub fn commit_txn_offsets(&self, req: TxnCommitRequest, now: i64) -> PartitionCodes {
+        self.with_state(now, |st, ctx| {
+            txn_offsets::commit(&st.groups, &mut st.txn_offsets, req, ctx)
+        })
+    }
+
+    /// Writes a transaction marker (from the transaction coordinator) and
+    /// applies or drops the producer's pending offsets.
+    pub fn write_txn_marker(&self, marker: Vec<u8>, now: i64) -> Result<(), ResponseError> {
+        self.with_state(now, |st, ctx| {
+            txn_offsets::write_marker(
+                &mut st.groups,
+                &mut st.offsets,
+                &mut st.txn_offsets,
+                marker,
+                ctx,
+            )
+        })
+    }
+
+    /// With `require_stable`, partitions an open transaction holds an
+    /// offset for answer UNSTABLE_OFFSET_COMMIT (KIP-447).
     pub fn fetch_offsets(
         &self,
         group_id: &str,
         topics: Option<&[(String, Vec<i32>)]>,
+        require_stable: bool,
     ) -> Vec<(String, Vec<FetchedOffset>)> {
-        offsets::fetch(&self.state.lock().offsets, group_id, topics)
+        let st = self.state.lock();
+        let mut fetched = offsets::fetch(&st.offsets, group_id, topics);
+        if require_stable {
+            txn_offsets::mark_unstable(&st.txn_offsets, group_id, &mut fetched);
+        }
+        fetched
     }
 
     pub fn delete_offsets(
@@ -223,6 +292,9 @@ impl Shard {
         now: i64,
     ) -> Result<PartitionCodes, ResponseError> {
         self.with_state(now, |st, ctx| {
+            if let Some(result) = st.delete_consumer_offsets(group_id, topics, ctx) {
+                return result;
+            }
             offsets::delete(&mut st.groups, &mut st.offsets, group_id, topics, ctx)
         })
     }
@@ -236,17 +308,17 @@ impl Shard {
     }
 
     pub fn delete_groups(&self, ids: &[String], now: i64) -> Vec<i16> {
-        self.with_state(now, |st, ctx| {
-            admin::delete(&mut st.groups, &mut st.offsets, ids, ctx)
-        })
+        self.with_state(now, |st, ctx| st.delete_groups(ids, ctx))
     }
 
-    /// Fires due timers: session expiries, rebalance and sync timeouts.
-    pub fn tick(&self, now: i64) {
+    /// Fires due timers: session expiries, rebalance and sync timeouts;
+    /// fenced consumer members leave with `image`'s view of their topics.
+    pub fn tick(&self, now: i64, image: &MetadataImage) {
         self.with_state(now, |st, ctx| {
             for g in st.groups.values_mut() {
                 g.on_tick(ctx);
             }
+            st.expire_consumer_members(image, ctx);
         });
     }
 }

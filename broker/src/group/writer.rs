@@ -31,12 +31,19 @@ impl LogWriter {
     /// leader. Callers hold the shard's lock, so the log order is the order
     /// in which state changes were decided.
     pub fn append(&self, records: &[CoordinatorRecord], now: i64) -> Result<(), ResponseError> {
+        self.append_with(&BatchBuilder::default(), records, now)
+    }
+
+    /// As [`LogWriter::append`], in a batch from `builder` (transactional
+    /// offset commits carry the producer's id and epoch).
+    pub fn append_with(
+        &self,
+        builder: &BatchBuilder,
+        records: &[CoordinatorRecord],
+        now: i64,
+    ) -> Result<(), ResponseError> {
         if records.is_empty() {
             return Ok(());
-        }
-        let state = self.partition.state();
-        if state.leader != self.node_id {
-            return Err(ResponseError::NotCoordinator);
         }
         let records = records
             .iter()
@@ -52,7 +59,16 @@ impl LogWriter {
             .collect::<Result<Vec<_>, FieldTooLong>>()
             // As Kafka, where serializing such a record throws.
             .map_err(|_| ResponseError::UnknownServerError)?;
-        let mut batch = BatchBuilder::default().build(&records);
+        self.append_batch(builder.build(&records), now)
+    }
+
+    /// Appends a batch built elsewhere (transaction markers) as the
+    /// partition leader.
+    pub fn append_batch(&self, mut batch: Vec<u8>, now: i64) -> Result<(), ResponseError> {
+        let state = self.partition.state();
+        if state.leader != self.node_id {
+            return Err(ResponseError::NotCoordinator);
+        }
         let result = {
             let mut log = self.partition.log.write();
             let r = log.append_as_leader(

@@ -11,9 +11,9 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind}
 use ottla_protocol::api_versions::{ApiTableError, VersionRange};
 
 use crate::apis::{
-    configs, create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
+    configs, consumer_group, create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
     describe_log_dirs, describe_topic_partitions, fetch, group, init_producer_id, list_offsets,
-    metadata, offset_for_leader_epoch, produce,
+    metadata, offset_for_leader_epoch, produce, txn,
 };
 use crate::broker::Broker;
 use crate::handlers::HandlerRegistry;
@@ -49,6 +49,16 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::AddPartitionsToTxn, 0, 5),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
+    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::TxnOffsetCommit, 0, 5),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
 ];
 
 /// The broker the APIs serve, filled in once it is open. Listeners are
@@ -150,6 +160,43 @@ impl RequestHandler for BrokerApis {
                         describe_topic_partitions::handle(b, v, &listener, r)
                     })
                     .await?,
+                ),
+                RequestKind::AddPartitionsToTxn(r) => ResponseKind::AddPartitionsToTxn(
+                    blocking(b, move |b| txn::add_partitions_to_txn(b, v, r)).await?,
+                ),
+                RequestKind::AddOffsetsToTxn(r) => ResponseKind::AddOffsetsToTxn(
+                    blocking(b, move |b| txn::add_offsets_to_txn(b, v, r)).await?,
+                ),
+                RequestKind::EndTxn(r) => {
+                    ResponseKind::EndTxn(blocking(b, move |b| txn::end_txn(b, v, r)).await?)
+                }
+                RequestKind::WriteTxnMarkers(r) => ResponseKind::WriteTxnMarkers(
+                    blocking(b, move |b| txn::write_txn_markers(b, v, r)).await?,
+                ),
+                RequestKind::TxnOffsetCommit(r) => ResponseKind::TxnOffsetCommit(
+                    blocking(b, move |b| txn::txn_offset_commit(b, v, r)).await?,
+                ),
+                RequestKind::DescribeProducers(r) => ResponseKind::DescribeProducers(
+                    blocking(b, move |b| txn::describe_producers(b, v, r)).await?,
+                ),
+                RequestKind::DescribeTransactions(r) => ResponseKind::DescribeTransactions(
+                    blocking(b, move |b| txn::describe_transactions(b, v, r)).await?,
+                ),
+                RequestKind::ListTransactions(r) => ResponseKind::ListTransactions(
+                    blocking(b, move |b| txn::list_transactions(b, v, r)).await?,
+                ),
+                RequestKind::ConsumerGroupHeartbeat(r) => {
+                    let client_id = header.client_id.as_deref().unwrap_or_default().to_string();
+                    let peer = ctx.peer.ip();
+                    ResponseKind::ConsumerGroupHeartbeat(
+                        blocking(b, move |b| {
+                            consumer_group::heartbeat(b, v, &client_id, peer, r)
+                        })
+                        .await?,
+                    )
+                }
+                RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
+                    blocking(b, move |b| consumer_group::describe(b, v, r)).await?,
                 ),
                 RequestKind::FindCoordinator(r) => {
                     ResponseKind::FindCoordinator(group::find_coordinator(b, v, &listener, r).await)

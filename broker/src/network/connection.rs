@@ -12,8 +12,10 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{Buf, Bytes};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use ottla_protocol::api_versions::ApiVersionsTable;
 use ottla_protocol::frame::FrameReader;
@@ -29,12 +31,14 @@ use tracing::{debug, info, warn};
 
 use super::handler::{RequestContext, RequestHandler, Response};
 use super::server::ServerSettings;
+use crate::metrics::{network, ConnectionCounters};
 
 /// What a listener serves: its name, its ApiVersions table and its handler.
 pub(super) struct Service {
     pub name: Arc<str>,
     pub api_versions: Arc<ApiVersionsTable>,
     pub handler: Arc<dyn RequestHandler>,
+    pub connections: Arc<ConnectionCounters>,
 }
 
 /// A response frame: size prefix and header (plus body, when encoded by the
@@ -54,6 +58,14 @@ enum Outcome {
 enum Pending {
     Ready(OutFrame),
     Task(JoinHandle<Result<Outcome, String>>),
+}
+
+/// A queued response with what its request metrics need.
+struct Queued {
+    pending: Pending,
+    api: ApiKey,
+    /// When the request's frame was about to be decoded.
+    started: Instant,
 }
 
 pub(super) struct Connection {
@@ -79,7 +91,7 @@ impl Connection {
     async fn read_requests(
         &self,
         read: OwnedReadHalf,
-        queue: mpsc::Sender<Pending>,
+        queue: mpsc::Sender<Queued>,
         closing: &CancellationToken,
     ) {
         let mut frames = FrameReader::new(read, self.settings.max_request_size);
@@ -127,7 +139,14 @@ impl Connection {
     fn dispatch(
         &self,
         frame: Bytes,
-    ) -> Result<(Pending, Option<oneshot::Receiver<()>>), DispatchError> {
+    ) -> Result<(Queued, Option<oneshot::Receiver<()>>), DispatchError> {
+        let started = Instant::now();
+        let metrics = network();
+        let queued = |pending, api| Queued {
+            pending,
+            api,
+            started,
+        };
         let table = &self.service.api_versions;
         match decode_request(frame, |key, version| table.accepts(key, version)) {
             Ok(Request {
@@ -136,27 +155,35 @@ impl Connection {
                 body: RequestKind::ApiVersions(body),
             }) => {
                 let version = header.request_api_version;
+                metrics.received(ApiKey::ApiVersions, version);
                 let response = ResponseKind::ApiVersions(table.response(&body, version));
+                metrics.response_errors(ApiKey::ApiVersions, &response);
                 let head = encode_response(
                     ApiKey::ApiVersions,
                     version,
                     header.correlation_id,
                     &response,
                 )?;
-                Ok((Pending::Ready(OutFrame::whole(head)), None))
+                let frame = Pending::Ready(OutFrame::whole(head));
+                Ok((queued(frame, ApiKey::ApiVersions), None))
             }
             Ok(request) => {
+                let api = request.api_key;
+                metrics.received(api, request.header.request_api_version);
                 let (task, release) = self.spawn_handler(request);
-                Ok((Pending::Task(task), Some(release)))
+                Ok((queued(Pending::Task(task), api), Some(release)))
             }
             // KIP-511: answer in v0 so the client can retry with our version.
             Err(e) if e.is_unsupported_api_versions() => {
                 let prefix = e.prefix().expect("a version error has a prefix");
                 debug!("{e}: answering with ApiVersions v0");
+                metrics.received(ApiKey::ApiVersions, prefix.api_version);
                 let response = ResponseKind::ApiVersions(table.unsupported_version_response());
+                metrics.response_errors(ApiKey::ApiVersions, &response);
                 let head =
                     encode_response(ApiKey::ApiVersions, 0, prefix.correlation_id, &response)?;
-                Ok((Pending::Ready(OutFrame::whole(head)), None))
+                let frame = Pending::Ready(OutFrame::whole(head));
+                Ok((queued(frame, ApiKey::ApiVersions), None))
             }
             Err(e) => Err(e.into()),
         }
@@ -186,6 +213,9 @@ impl Connection {
                 .await
                 .map_err(|e| format!("{api_key:?} handler failed: {e:#}"))?;
             drop(ctx); // releases the connection before encoding
+            if let Response::Message(body) = &response {
+                network().response_errors(api_key, body);
+            }
             outcome(response, api_key, version, correlation_id).map_err(|e| e.to_string())
         });
         (task, release)
@@ -234,10 +264,16 @@ fn outcome(
 
 async fn write_responses(
     mut write: OwnedWriteHalf,
-    mut queue: mpsc::Receiver<Pending>,
+    mut queue: mpsc::Receiver<Queued>,
     closing: &CancellationToken,
 ) {
-    while let Some(pending) = queue.recv().await {
+    let metrics = network();
+    while let Some(Queued {
+        pending,
+        api,
+        started,
+    }) = queue.recv().await
+    {
         let outcome = match pending {
             Pending::Ready(frame) => Ok(Outcome::Send(frame)),
             Pending::Task(task) => task
@@ -252,13 +288,16 @@ async fn write_responses(
                     debug!("write failed: {e}");
                     break;
                 }
+                metrics.completed(api, started);
             }
-            Ok(Outcome::Silent) => {}
+            Ok(Outcome::Silent) => metrics.completed(api, started),
             Ok(Outcome::Close) => {
                 debug!("handler closed the connection");
                 break;
             }
             Err(reason) => {
+                // Kafka would have answered UNKNOWN_SERVER_ERROR.
+                metrics.error(api, ResponseError::UnknownServerError.code());
                 warn!("closing connection: {reason}");
                 break;
             }

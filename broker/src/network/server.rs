@@ -18,6 +18,7 @@ use super::connection::{Connection, Service};
 use super::handler::RequestHandler;
 use super::limits::ConnectionLimits;
 use crate::config::{keys, BrokerConfig};
+use crate::metrics::network;
 
 /// How long accepting pauses after an accept error (e.g. out of file
 /// descriptors), so the loop does not spin.
@@ -105,6 +106,7 @@ impl Server {
                 )
             })?;
             let service = Service {
+                connections: network().listener(&spec.name),
                 name: spec.name.into(),
                 api_versions: spec.api_versions,
                 handler: spec.handler,
@@ -209,6 +211,8 @@ impl Acceptor {
                 debug!("cannot set TCP_NODELAY for {peer}: {e}");
             }
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let connections = Arc::clone(&service.connections);
+            connections.opened();
             let connection = Connection {
                 id,
                 peer,
@@ -225,6 +229,7 @@ impl Acceptor {
                         _ = connection.serve(stream, shutdown) => {}
                         _ = hard_stop.cancelled() => {}
                     }
+                    connections.closed();
                     drop(slot);
                     debug!("closed");
                 }

@@ -20,10 +20,13 @@ use super::dynamic::{broken_static_config, is_dynamic};
 use super::{invalid_request, static_config, unsupported_type, RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::broker::Broker;
 use crate::config::ConfigEntry;
+use crate::log_config::ConfigSource;
 
 /// Kafka's DescribeConfigs source codes for dynamic broker values.
 const SOURCE_DYNAMIC_BROKER: i8 = 2;
 const SOURCE_DYNAMIC_DEFAULT: i8 = 3;
+/// Kafka's DescribeConfigs type code for a key it cannot type.
+const CONFIG_TYPE_UNKNOWN: i8 = 0;
 
 /// One config entry, before it is shaped for the request's version.
 struct Entry {
@@ -52,13 +55,16 @@ pub fn handle(
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
             match describe(broker, &image, resource) {
-                Ok(entries) => result.with_error_message(None).with_configs(
-                    entries
-                        .into_iter()
-                        .filter(|e| wanted(resource, &e.name))
-                        .map(|e| render(version, &req, e))
-                        .collect(),
-                ),
+                // Kafka leaves the message at its default, "", on success.
+                Ok(entries) => result
+                    .with_error_message(Some(StrBytes::from_static_str("")))
+                    .with_configs(
+                        entries
+                            .into_iter()
+                            .filter(|e| wanted(resource, &e.name))
+                            .map(|e| render(version, &req, e))
+                            .collect(),
+                    ),
                 Err(e) => result
                     .with_error_code(e.code)
                     .with_error_message(Some(StrBytes::from_string(e.message))),
@@ -123,9 +129,12 @@ fn render(version: i16, req: &DescribeConfigsRequest, e: Entry) -> DescribeConfi
         .with_is_sensitive(e.sensitive)
         .with_synonyms(synonyms);
     if version >= 3 {
+        // Keys without documentation (unknown ones) have none, not "".
         r = r.with_config_type(e.config_type).with_documentation(
             req.include_documentation
-                .then(|| StrBytes::from_static_str(e.doc)),
+                .then_some(e.doc)
+                .filter(|d| !d.is_empty())
+                .map(StrBytes::from_static_str),
         );
     }
     r
@@ -151,7 +160,13 @@ fn topic_entries(
             name: c.key.name.to_string(),
             value: Some(c.value),
             read_only: false,
-            source: c.source.code(),
+            // Kafka's DescribeConfigs takes the source from the synonyms it
+            // lists (ConfigHelper.createTopicConfigEntry).
+            source: c
+                .synonyms
+                .first()
+                .map_or(ConfigSource::Default, |s| s.2)
+                .code(),
             sensitive: false,
             synonyms: c
                 .synonyms
@@ -190,6 +205,13 @@ fn broker_entries(broker: &Broker, image: &MetadataImage) -> Result<Vec<Entry>, 
             }
             entry
         })
+        .chain(unknown_entries(
+            &config,
+            &[
+                (node, SOURCE_DYNAMIC_BROKER),
+                (defaults, SOURCE_DYNAMIC_DEFAULT),
+            ],
+        ))
         .collect())
 }
 
@@ -204,6 +226,7 @@ fn broker_default_entries(
     let Some(defaults) = image.configs_of(RESOURCE_BROKER, "") else {
         return Ok(Vec::new());
     };
+    let unknown = unknown_entries(&config, &[(Some(defaults), SOURCE_DYNAMIC_DEFAULT)]);
     Ok(defaults
         .iter()
         .filter_map(|(name, value)| {
@@ -218,7 +241,42 @@ fn broker_default_entries(
             entry.source = SOURCE_DYNAMIC_DEFAULT;
             Some(entry)
         })
+        .chain(unknown)
         .collect())
+}
+
+/// Dynamic keys the broker does not know (stored unchecked), as Kafka lists
+/// them: without a type, so treated as sensitive (no value), read-only, from
+/// the most specific of `levels` that holds them.
+fn unknown_entries(
+    config: &crate::config::BrokerConfig,
+    levels: &[(Option<&BTreeMap<String, String>>, i8)],
+) -> Vec<Entry> {
+    let known: std::collections::HashSet<&str> = config.describe().iter().map(|c| c.name).collect();
+    let mut names: BTreeMap<&str, Vec<i8>> = BTreeMap::new();
+    for &(level, source) in levels {
+        for name in level.into_iter().flat_map(|l| l.keys()) {
+            if !known.contains(name.as_str()) {
+                names.entry(name.as_str()).or_default().push(source);
+            }
+        }
+    }
+    names
+        .into_iter()
+        .map(|(name, sources)| Entry {
+            name: name.to_string(),
+            value: None,
+            read_only: true,
+            source: sources[0],
+            sensitive: true,
+            synonyms: sources
+                .iter()
+                .map(|&s| (name.to_string(), None, s))
+                .collect(),
+            config_type: CONFIG_TYPE_UNKNOWN,
+            doc: "",
+        })
+        .collect()
 }
 
 /// A broker key's entry with `dynamic` synonyms ahead of its static ones.

@@ -50,26 +50,17 @@ pub(super) fn validate(
 ) -> Result<(), ControllerError> {
     let config = static_config(broker).map_err(broken_static_config)?;
     let known: HashSet<&str> = config.describe().iter().map(|e| e.name).collect();
-    let unknown: Vec<&str> = next
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !known.contains(k))
-        .collect();
-    if !unknown.is_empty() {
-        return Err(invalid_request(format!(
-            "Unknown broker configs: {}",
-            scala_set(unknown)
-        )));
-    }
+    // Keys the broker does not know (a plugin's, say) are stored unchecked,
+    // as Kafka's DynamicBrokerConfig.validateConfigs does.
     let fixed: Vec<&str> = next
         .keys()
         .map(String::as_str)
-        .filter(|k| !is_dynamic(k))
+        .filter(|k| known.contains(k) && !is_dynamic(k))
         .collect();
     if !fixed.is_empty() {
         return Err(invalid_request(format!(
             "Cannot update these configs dynamically: {}",
-            scala_set(fixed)
+            java_set(fixed)
         )));
     }
     // Values are type-checked as the configuration they would produce:
@@ -92,6 +83,7 @@ pub(super) fn validate(
     } else {
         next.clone()
     });
+    layered.retain(|k, _| known.contains(k.as_str()));
     with_overrides(broker, &layered)
         .map(|_| ())
         .map_err(|e| match e {
@@ -111,10 +103,10 @@ pub(super) fn broken_static_config(e: ConfigError) -> ControllerError {
     )
 }
 
-/// Renders names as Kafka's messages do (a Scala `Set`).
-fn scala_set(mut names: Vec<&str>) -> String {
+/// Renders names as Kafka 4.x's messages do (a Java `Set`).
+fn java_set(mut names: Vec<&str>) -> String {
     names.sort_unstable();
-    format!("Set({})", names.join(", "))
+    format!("[{}]", names.join(", "))
 }
 
 #[cfg(test)]

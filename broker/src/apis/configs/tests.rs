@@ -136,11 +136,9 @@ fn topic_configs_describe_alter_and_describe_again() {
         .as_deref()
         .is_some_and(|d| !d.is_empty()));
     assert!(!retention.read_only && !retention.is_sensitive);
-    assert_eq!(
-        retention.synonyms.len(),
-        1,
-        "log.retention.ms at its default"
-    );
+    // log.retention.ms has a null default and log.retention.hours is not
+    // listed under another name's entry: Kafka shows no synonym at all.
+    assert!(retention.synonyms.is_empty(), "{:?}", retention.synonyms);
 
     let (code, _) = incremental(
         &broker,
@@ -157,7 +155,7 @@ fn topic_configs_describe_alter_and_describe_again() {
         (Some("1000"), 1)
     );
     let names: Vec<&str> = retention.synonyms.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["retention.ms", "log.retention.ms"]);
+    assert_eq!(names, ["retention.ms"]);
 
     // APPEND starts from the default when the topic has no override.
     incremental(
@@ -458,7 +456,7 @@ fn broker_refusals_follow_kafka() {
     assert_eq!(code, ResponseError::InvalidRequest.code());
     assert_eq!(
         message,
-        "Cannot update these configs dynamically: Set(num.partitions)"
+        "Cannot update these configs dynamically: [num.partitions]"
     );
     let (code, message) = refusal("1", vec![op("log.retention.ms", SET, Some("soon"))]);
     assert_eq!(code, ResponseError::InvalidRequest.code());
@@ -466,9 +464,17 @@ fn broker_refusals_follow_kafka() {
         message.starts_with("Invalid value soon for configuration log.retention.ms"),
         "{message}"
     );
+    // Kafka stores broker keys it does not know (a plugin's) unchecked.
     assert_eq!(
-        refusal("", vec![op("no.such.key", SET, Some("1"))]).0,
-        ResponseError::InvalidRequest.code()
+        incremental(
+            &broker,
+            RESOURCE_BROKER,
+            "",
+            vec![op("no.such.key", SET, Some("1"))],
+            true
+        )
+        .0,
+        0
     );
     let (code, message) = refusal("2", vec![op("log.retention.ms", SET, Some("1"))]);
     assert_eq!(code, ResponseError::InvalidRequest.code());
@@ -499,4 +505,48 @@ fn broker_refusals_follow_kafka() {
             .as_deref(),
         Some("delete,compact")
     );
+}
+
+#[test]
+fn unknown_broker_keys_are_stored_and_described_as_kafka_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    let set = |name: &str| {
+        incremental(
+            &broker,
+            RESOURCE_BROKER,
+            name,
+            vec![op("plugin.custom.key", SET, Some("42"))],
+            false,
+        )
+    };
+    assert_eq!(set("").0, 0);
+    assert_eq!(set("1").0, 0);
+    // A known key is still type-checked next to the stored unknown one.
+    let (code, _) = incremental(
+        &broker,
+        RESOURCE_BROKER,
+        "",
+        vec![op("log.retention.ms", SET, Some("soon"))],
+        true,
+    );
+    assert_eq!(code, ResponseError::InvalidRequest.code());
+    for (name, sources) in [("", vec![3]), ("1", vec![2, 3])] {
+        let described = describe_one(&broker, 4, RESOURCE_BROKER, name, None);
+        assert_eq!(described.error_code, 0);
+        assert_eq!(described.error_message.as_deref(), Some(""));
+        let e = entry(&described, "plugin.custom.key");
+        // No type: sensitive, so no value; not a dynamic key Kafka knows.
+        assert_eq!(e.value, None);
+        assert!(e.is_sensitive && e.read_only);
+        assert_eq!((e.config_source, e.config_type), (sources[0], 0));
+        assert_eq!(e.documentation, None);
+        let synonyms: Vec<(Option<&str>, i8)> = e
+            .synonyms
+            .iter()
+            .map(|s| (s.value.as_deref(), s.source))
+            .collect();
+        let expected: Vec<(Option<&str>, i8)> = sources.iter().map(|&s| (None, s)).collect();
+        assert_eq!(synonyms, expected);
+    }
 }

@@ -1,0 +1,701 @@
+//! ConsumerGroupHeartbeat (KIP-848), Kafka's GroupMetadataManager consumer
+//! paths. A heartbeat is decided on the current state without changing it:
+//! the decision is a list of records plus the answer, and the shard appends
+//! the records and replays them. The steps:
+//!
+//! 1. find or create the member (static members by instance id) and check
+//!    its epoch; update its subscription; resolve regexes and hash the
+//!    subscribed topics' metadata; bump the group epoch on any change;
+//! 2. when the group epoch is ahead of the target assignment, run the
+//!    group's assignor for a new target;
+//! 3. reconcile the member towards its target (`consumer_reconcile`).
+//!
+//! Leaving (epoch -1) or session / revocation expiry fence the member: its
+//! records are deleted and the group epoch bumps so the others rebalance.
+//! A static member may leave temporarily (epoch -2) and come back under a
+//! new member id with its assignment.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use kafka_protocol::error::ResponseError;
+use ottla_controller::MetadataImage;
+use regex::Regex;
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use super::classic::ClassicGroup;
+use super::consumer_assignor::{assign, MemberSpec};
+use super::consumer_config::ConsumerGroupConfig;
+use super::consumer_group::{metadata_hash, topic_ids, topics_of, ConsumerGroup, MemberTimers};
+use super::consumer_groups::ConsumerGroups;
+use super::consumer_member::{
+    is_subset, Assignment, ConsumerMember, MemberState, MemberSubscription, LEAVE_STATIC_EPOCH,
+};
+use super::consumer_reconcile::{reconcile, Target};
+use super::consumer_records::{ConsumerRecord, ResolvedRegex};
+use super::records::CoordinatorRecord;
+use super::writer::Ctx;
+
+/// The request, version-independent. `None` fields did not change since the
+/// member's last heartbeat.
+#[derive(Debug, Clone, Default)]
+pub struct HeartbeatRequest {
+    pub group_id: String,
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    /// -1 when unchanged.
+    pub rebalance_timeout_ms: i32,
+    pub topic_names: Option<Vec<String>>,
+    pub topic_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    pub owned: Option<Assignment>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatAnswer {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub heartbeat_interval_ms: i32,
+    /// Set on full requests and when the assignment changed.
+    pub assignment: Option<Assignment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatError {
+    pub error: ResponseError,
+    pub message: Option<String>,
+}
+
+impl From<ResponseError> for HeartbeatError {
+    fn from(error: ResponseError) -> Self {
+        Self {
+            error,
+            message: None,
+        }
+    }
+}
+
+fn fail(error: ResponseError, message: String) -> HeartbeatError {
+    HeartbeatError {
+        error,
+        message: Some(message),
+    }
+}
+
+/// What a heartbeat decided.
+#[derive(Debug)]
+pub struct Decision {
+    pub records: Vec<CoordinatorRecord>,
+    pub answer: HeartbeatAnswer,
+    /// The member's timers once the records are applied (None: unchanged).
+    pub timers: Option<MemberTimers>,
+    /// The metadata image offset the decision checked the group against.
+    pub image_checked: Option<i64>,
+}
+
+/// The checks Kafka makes before a heartbeat reaches the coordinator.
+pub fn validate(
+    req: &HeartbeatRequest,
+    version: i16,
+    config: &ConsumerGroupConfig,
+) -> Result<(), HeartbeatError> {
+    let invalid = |m: &str| Err(fail(ResponseError::InvalidRequest, m.to_string()));
+    let blank = |s: &Option<String>| s.as_deref().is_some_and(|s| s.trim().is_empty());
+    // From v1 (KIP-1082) the client generates its member id.
+    if (version >= 1 || req.member_epoch > 0 || req.member_epoch == -1)
+        && req.member_id.trim().is_empty()
+    {
+        return invalid("MemberId can't be empty.");
+    }
+    if req.group_id.trim().is_empty() {
+        return invalid("GroupId can't be empty.");
+    }
+    if blank(&req.instance_id) {
+        return invalid("InstanceId can't be empty.");
+    }
+    if blank(&req.rack_id) {
+        return invalid("RackId can't be empty.");
+    }
+    match req.member_epoch {
+        0 => {
+            if req.rebalance_timeout_ms == -1 {
+                return invalid("RebalanceTimeoutMs must be provided in first request.");
+            }
+            if req.owned.as_ref().is_none_or(|o| !o.is_empty()) {
+                return invalid("TopicPartitions must be empty when (re-)joining.");
+            }
+            if req.topic_names.is_none() && req.topic_regex.is_none() {
+                return invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+                );
+            }
+        }
+        LEAVE_STATIC_EPOCH if req.instance_id.is_none() => {
+            return invalid("InstanceId can't be null.")
+        }
+        e if e < LEAVE_STATIC_EPOCH => return invalid("MemberEpoch is invalid."),
+        _ => {}
+    }
+    if let Some(assignor) = req.server_assignor.as_deref() {
+        if !config.supports_assignor(assignor) {
+            return Err(fail(
+                ResponseError::UnsupportedAssignor,
+                format!(
+                    "ServerAssignor {assignor} is not supported. Supported assignors: {}.",
+                    config.assignors.join(", ")
+                ),
+            ));
+        }
+    }
+    if let Some(regex) = req.topic_regex.as_deref().filter(|r| !r.is_empty()) {
+        if let Err(e) = compile(regex) {
+            return Err(fail(
+                ResponseError::InvalidRegularExpression,
+                format!("SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}."),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Kafka matches a subscription regex (RE2/J syntax) against whole topic
+/// names.
+fn compile(regex: &str) -> Result<Regex, regex::Error> {
+    Regex::new(&format!("^(?:{regex})$"))
+}
+
+fn resolve(regex: &str, image: &MetadataImage) -> BTreeSet<String> {
+    match compile(regex) {
+        Ok(re) => image
+            .topic_ids
+            .keys()
+            .filter(|t| re.is_match(t))
+            .cloned()
+            .collect(),
+        Err(e) => {
+            warn!(regex, error = %e, "ignoring a stored regex that does not compile");
+            BTreeSet::new()
+        }
+    }
+}
+
+fn consumer(r: ConsumerRecord) -> CoordinatorRecord {
+    CoordinatorRecord::Consumer(r)
+}
+
+/// A heartbeat, or a leave for epochs -1 and -2.
+pub fn heartbeat(
+    groups: &ConsumerGroups,
+    classic: &HashMap<String, ClassicGroup>,
+    req: &HeartbeatRequest,
+    image: &MetadataImage,
+    ctx: &Ctx<'_>,
+) -> Result<Decision, HeartbeatError> {
+    if req.member_epoch < 0 {
+        return leave(groups, req, image);
+    }
+    let config = &ctx.config.consumer;
+    let id = &req.group_id;
+    let mut records = Vec::new();
+    let fresh;
+    let group = match groups.get(id) {
+        Some(g) => g,
+        None if req.member_epoch != 0 => {
+            return Err(fail(
+                ResponseError::GroupIdNotFound,
+                format!("Consumer group {id} not found."),
+            ))
+        }
+        None => {
+            if let Some(c) = classic.get(id) {
+                if !c.is_empty() {
+                    return Err(fail(
+                        ResponseError::GroupIdNotFound,
+                        format!("Group {id} is not a consumer group."),
+                    ));
+                }
+                // An empty classic group becomes a consumer group; committed
+                // offsets belong to the group id and stay.
+                records.push(CoordinatorRecord::GroupMetadata {
+                    group: id.clone(),
+                    value: None,
+                });
+            }
+            fresh = ConsumerGroup::new(id);
+            &fresh
+        }
+    };
+    if group.members.len() >= config.max_size && !group.members.contains_key(&req.member_id) {
+        return Err(fail(
+            ResponseError::GroupMaxSizeReached,
+            format!(
+                "The consumer group has reached its maximum capacity of {} members.",
+                config.max_size
+            ),
+        ));
+    }
+    let (member, replaced) = find_member(group, req)?;
+    if let Some(old) = replaced {
+        records.extend(member_tombstones(id, &old.id).map(consumer));
+        records.push(consumer(ConsumerRecord::MemberMetadata {
+            group: id.clone(),
+            member: member.id.clone(),
+            value: Some(member.sub.clone()),
+        }));
+        records.push(consumer(ConsumerRecord::TargetAssignmentMember {
+            group: id.clone(),
+            member: member.id.clone(),
+            value: Some(group.targets.get(&old.id).cloned().unwrap_or_default()),
+        }));
+        records.push(consumer(ConsumerRecord::CurrentAssignment {
+            group: id.clone(),
+            member: member.id.clone(),
+            value: Some(member.current.clone()),
+        }));
+        info!(group = %id, member = %member.id, replaced = %old.id, "static member rejoined under a new member id");
+    } else if !group.members.contains_key(&member.id) {
+        info!(group = %id, member = %member.id, instance = ?req.instance_id, "member joins the consumer group");
+    }
+
+    // 1. The member's subscription, the group's regexes and metadata hash.
+    let sub = updated_subscription(&member.sub, req);
+    let subscription_changed =
+        sub.topic_names != member.sub.topic_names || sub.topic_regex != member.sub.topic_regex;
+    if sub != member.sub {
+        records.push(consumer(ConsumerRecord::MemberMetadata {
+            group: id.clone(),
+            member: member.id.clone(),
+            value: Some(sub.clone()),
+        }));
+    }
+    let mut subs: BTreeMap<&str, &MemberSubscription> = group
+        .members
+        .iter()
+        .map(|(m, member)| (m.as_str(), &member.sub))
+        .collect();
+    if let Some(old) = replaced {
+        subs.remove(old.id.as_str());
+    }
+    subs.insert(&member.id, &sub);
+    let mut bump = group.epoch == 0 || subscription_changed;
+    let mut regexes = group.regexes.clone();
+    let image_changed = group.image_checked != image.offset;
+    let mut hash = group.metadata_hash;
+    if image_changed || bump || replaced.is_some() {
+        bump |= refresh_regexes(group, &subs, &mut regexes, image, ctx.now, &mut records);
+        let names: BTreeSet<String> = subs
+            .values()
+            .flat_map(|s| topics_of(s, &regexes))
+            .collect();
+        hash = metadata_hash(&names, image);
+        bump |= hash != group.metadata_hash;
+    }
+    let epoch = group.epoch + i32::from(bump);
+    if bump {
+        records.push(consumer(ConsumerRecord::GroupMetadata {
+            group: id.clone(),
+            value: Some((epoch, hash)),
+        }));
+        info!(group = %id, epoch, "bumped the group epoch");
+    }
+
+    // 2. The target assignment.
+    let empty = Assignment::new();
+    let previous_target = |m: &str| -> &Assignment {
+        let key = match replaced {
+            Some(old) if m == member.id => old.id.as_str(),
+            _ => m,
+        };
+        group.targets.get(key).unwrap_or(&empty)
+    };
+    let (target_epoch, target) = if epoch > group.assignment_epoch {
+        let assignor = config.preferred_assignor(subs.values().copied());
+        let specs: Vec<MemberSpec<'_>> = subs
+            .iter()
+            .map(|(m, s)| MemberSpec {
+                id: m,
+                subscribed: topic_ids(&topics_of(s, &regexes), image),
+                current: previous_target(m),
+            })
+            .collect();
+        let topics: BTreeMap<Uuid, i32> = specs
+            .iter()
+            .flat_map(|s| s.subscribed.iter())
+            .filter_map(|t| Some((*t, image.topic_by_id(t)?.partitions.len() as i32)))
+            .collect();
+        let mut targets = assign(assignor, &specs, &topics);
+        for (m, a) in &targets {
+            if a != previous_target(m) {
+                records.push(consumer(ConsumerRecord::TargetAssignmentMember {
+                    group: id.clone(),
+                    member: m.clone(),
+                    value: Some(a.clone()),
+                }));
+            }
+        }
+        records.push(consumer(ConsumerRecord::TargetAssignmentMetadata {
+            group: id.clone(),
+            value: Some(epoch),
+        }));
+        info!(group = %id, epoch, assignor, members = specs.len(), "computed a new target assignment");
+        (epoch, targets.remove(&member.id).unwrap_or_default())
+    } else {
+        (group.assignment_epoch, previous_target(&member.id).clone())
+    };
+
+    // 3. Reconciliation.
+    let current = if member.current.is_reconciled_to(target_epoch) {
+        member.current.clone()
+    } else {
+        let subscribed = topic_ids(&topics_of(&sub, &regexes), image);
+        let owner = |t: &Uuid, p: i32| group.owner_epoch(t, p);
+        reconcile(
+            &member.current,
+            &Target {
+                epoch: target_epoch,
+                partitions: &target,
+                subscribed: &subscribed,
+                owned: req.owned.as_ref(),
+                owner_epoch: &owner,
+            },
+        )
+        .map_err(|e| {
+            fail(
+                e,
+                "The consumer group member is in a unknown state. The member must abandon all its partitions and rejoin.".to_string(),
+            )
+        })?
+    };
+    let changed = current != member.current;
+    if changed {
+        records.push(consumer(ConsumerRecord::CurrentAssignment {
+            group: id.clone(),
+            member: member.id.clone(),
+            value: Some(current.clone()),
+        }));
+    }
+    let revocation_deadline = match current.state {
+        MemberState::UnrevokedPartitions if changed => Some((
+            ctx.now + i64::from(sub.rebalance_timeout_ms.max(0)),
+            current.epoch,
+        )),
+        MemberState::UnrevokedPartitions => group
+            .timers
+            .get(&member.id)
+            .and_then(|t| t.revocation_deadline),
+        _ => None,
+    };
+    // A full request (joining, or resending everything after an error) gets
+    // the assignment whether it changed or not.
+    let full = req.member_epoch == 0
+        || (req.rebalance_timeout_ms != -1
+            && (req.topic_names.is_some() || req.topic_regex.is_some())
+            && req.owned.is_some());
+    let assignment = (full || current.assigned != member.current.assigned)
+        .then(|| current.assigned.clone());
+    Ok(Decision {
+        records,
+        answer: HeartbeatAnswer {
+            member_id: member.id.clone(),
+            member_epoch: current.epoch,
+            heartbeat_interval_ms: config.heartbeat_interval_ms,
+            assignment,
+        },
+        timers: Some(MemberTimers {
+            session_deadline: ctx.now + i64::from(config.session_timeout_ms),
+            revocation_deadline,
+        }),
+        image_checked: Some(image.offset),
+    })
+}
+
+/// The member the request is for, and the static member it replaces.
+fn find_member<'g>(
+    group: &'g ConsumerGroup,
+    req: &HeartbeatRequest,
+) -> Result<(ConsumerMember, Option<&'g ConsumerMember>), HeartbeatError> {
+    let joining = req.member_epoch == 0;
+    let known = group.members.get(&req.member_id);
+    let Some(instance) = req.instance_id.as_deref() else {
+        let member = match known {
+            Some(m) => m.clone(),
+            None if joining => ConsumerMember::new(&req.member_id),
+            None => return Err(unknown_member(group, &req.member_id)),
+        };
+        check_epoch(&member, req)?;
+        return Ok((member, None));
+    };
+    match group.static_member(instance) {
+        None if joining => Ok((
+            known
+                .cloned()
+                .unwrap_or_else(|| ConsumerMember::new(&req.member_id)),
+            None,
+        )),
+        None => Err(fail(
+            ResponseError::UnknownMemberId,
+            format!("Instance id {instance} is unknown."),
+        )),
+        Some(existing) if joining => {
+            // Only a static member that left temporarily can be replaced.
+            if existing.current.epoch != LEAVE_STATIC_EPOCH {
+                return Err(fail(
+                    ResponseError::UnreleasedInstanceId,
+                    format!(
+                        "Static member {} with instance id {instance} cannot join the group because the instance id is owned by {} member.",
+                        req.member_id, existing.id
+                    ),
+                ));
+            }
+            let mut member = existing.clone();
+            member.id.clone_from(&req.member_id);
+            member.current.epoch = 0;
+            member.current.previous_epoch = 0;
+            Ok((member, Some(existing)))
+        }
+        Some(existing) => {
+            if existing.id != req.member_id {
+                return Err(fenced_instance(req, instance, existing));
+            }
+            check_epoch(existing, req)?;
+            Ok((existing.clone(), None))
+        }
+    }
+}
+
+fn unknown_member(group: &ConsumerGroup, member: &str) -> HeartbeatError {
+    fail(
+        ResponseError::UnknownMemberId,
+        format!("Member {member} is not a member of group {}.", group.id),
+    )
+}
+
+fn fenced_instance(
+    req: &HeartbeatRequest,
+    instance: &str,
+    existing: &ConsumerMember,
+) -> HeartbeatError {
+    fail(
+        ResponseError::FencedInstanceId,
+        format!(
+            "Static member {} with instance id {instance} was fenced by member {}.",
+            req.member_id, existing.id
+        ),
+    )
+}
+
+/// FENCED_MEMBER_EPOCH unless the epoch is the member's, or its previous one
+/// with no partitions beyond its assignment (the answer that bumped it may
+/// have been lost).
+fn check_epoch(member: &ConsumerMember, req: &HeartbeatRequest) -> Result<(), HeartbeatError> {
+    let known = member.current.epoch;
+    let received = req.member_epoch;
+    let fenced = |which: &str| {
+        Err(fail(
+            ResponseError::FencedMemberEpoch,
+            format!(
+                "The consumer group member has a {which} member epoch ({received}) than the one known by the group coordinator ({known}). The member must abandon all its partitions and rejoin."
+            ),
+        ))
+    };
+    if received > known {
+        return fenced("greater");
+    }
+    if received < known
+        && (received != member.current.previous_epoch
+            || !is_subset(req.owned.as_ref(), &member.current.assigned))
+    {
+        return fenced("smaller");
+    }
+    Ok(())
+}
+
+fn updated_subscription(old: &MemberSubscription, req: &HeartbeatRequest) -> MemberSubscription {
+    let mut sub = old.clone();
+    if req.instance_id.is_some() {
+        sub.instance_id.clone_from(&req.instance_id);
+    }
+    if req.rack_id.is_some() {
+        sub.rack_id.clone_from(&req.rack_id);
+    }
+    if req.rebalance_timeout_ms != -1 {
+        sub.rebalance_timeout_ms = req.rebalance_timeout_ms;
+    }
+    if req.server_assignor.is_some() {
+        sub.server_assignor.clone_from(&req.server_assignor);
+    }
+    if let Some(names) = &req.topic_names {
+        sub.topic_names = names.iter().cloned().collect();
+    }
+    if req.topic_regex.is_some() {
+        sub.topic_regex.clone_from(&req.topic_regex);
+    }
+    sub.client_id.clone_from(&req.client_id);
+    sub.client_host.clone_from(&req.client_host);
+    sub
+}
+
+/// Resolves the regexes `subs` use against `image` (on a new image or a new
+/// regex) and drops unused ones, adding their records; true when some
+/// regex now matches other topics.
+fn refresh_regexes(
+    group: &ConsumerGroup,
+    subs: &BTreeMap<&str, &MemberSubscription>,
+    regexes: &mut BTreeMap<String, ResolvedRegex>,
+    image: &MetadataImage,
+    now: i64,
+    records: &mut Vec<CoordinatorRecord>,
+) -> bool {
+    let in_use: BTreeSet<&str> = subs.values().filter_map(|s| s.regex()).collect();
+    regexes.retain(|regex, _| {
+        let used = in_use.contains(regex.as_str());
+        if !used {
+            records.push(consumer(ConsumerRecord::RegularExpression {
+                group: group.id.clone(),
+                regex: regex.clone(),
+                value: None,
+            }));
+        }
+        used
+    });
+    let mut changed = false;
+    for regex in in_use {
+        let known = regexes.get(regex);
+        if known.is_some_and(|r| r.version == image.offset) {
+            continue;
+        }
+        let topics = resolve(regex, image);
+        let differs = known.is_none_or(|r| r.topics != topics);
+        changed |= known.map_or(!topics.is_empty(), |r| r.topics != topics);
+        if differs {
+            let resolved = ResolvedRegex {
+                topics,
+                version: image.offset,
+                timestamp: now,
+            };
+            records.push(consumer(ConsumerRecord::RegularExpression {
+                group: group.id.clone(),
+                regex: regex.to_string(),
+                value: Some(resolved.clone()),
+            }));
+            regexes.insert(regex.to_string(), resolved);
+        }
+    }
+    changed
+}
+
+fn member_tombstones(group: &str, member: &str) -> impl Iterator<Item = ConsumerRecord> {
+    let (g, m) = (group.to_string(), member.to_string());
+    [
+        ConsumerRecord::CurrentAssignment {
+            group: g.clone(),
+            member: m.clone(),
+            value: None,
+        },
+        ConsumerRecord::TargetAssignmentMember {
+            group: g.clone(),
+            member: m.clone(),
+            value: None,
+        },
+        ConsumerRecord::MemberMetadata {
+            group: g,
+            member: m,
+            value: None,
+        },
+    ]
+    .into_iter()
+}
+
+/// Leaving: epoch -1 fences the member; -2 (static members) keeps its
+/// assignment for its instance id until its session expires.
+fn leave(
+    groups: &ConsumerGroups,
+    req: &HeartbeatRequest,
+    image: &MetadataImage,
+) -> Result<Decision, HeartbeatError> {
+    let id = &req.group_id;
+    let group = groups.get(id).ok_or_else(|| {
+        fail(
+            ResponseError::GroupIdNotFound,
+            format!("Group {id} not found."),
+        )
+    })?;
+    let member = match req.instance_id.as_deref() {
+        None => group
+            .members
+            .get(&req.member_id)
+            .ok_or_else(|| unknown_member(group, &req.member_id))?,
+        Some(instance) => {
+            let m = group.static_member(instance).ok_or_else(|| {
+                fail(
+                    ResponseError::UnknownMemberId,
+                    format!("Instance id {instance} is unknown."),
+                )
+            })?;
+            if m.id != req.member_id {
+                return Err(fenced_instance(req, instance, m));
+            }
+            m
+        }
+    };
+    let records = if req.instance_id.is_some() && req.member_epoch == LEAVE_STATIC_EPOCH {
+        info!(group = %id, member = %member.id, "static member temporarily left the consumer group");
+        let mut current = member.current.clone();
+        current.epoch = LEAVE_STATIC_EPOCH;
+        current.pending_revocation.clear();
+        vec![consumer(ConsumerRecord::CurrentAssignment {
+            group: id.clone(),
+            member: member.id.clone(),
+            value: Some(current),
+        })]
+    } else {
+        info!(group = %id, member = %member.id, "member left the consumer group");
+        fence(group, &member.id, image)
+    };
+    Ok(Decision {
+        records,
+        answer: HeartbeatAnswer {
+            member_id: req.member_id.clone(),
+            member_epoch: req.member_epoch,
+            heartbeat_interval_ms: 0,
+            assignment: None,
+        },
+        timers: None,
+        image_checked: None,
+    })
+}
+
+/// The records that remove `member` and bump the group epoch, with the
+/// metadata hash of what the others subscribe to.
+pub fn fence(group: &ConsumerGroup, member: &str, image: &MetadataImage) -> Vec<CoordinatorRecord> {
+    let mut records: Vec<CoordinatorRecord> = member_tombstones(&group.id, member)
+        .map(consumer)
+        .collect();
+    let others: Vec<&MemberSubscription> = group
+        .members
+        .values()
+        .filter(|m| m.id != member)
+        .map(|m| &m.sub)
+        .collect();
+    let in_use: BTreeSet<&str> = others.iter().filter_map(|s| s.regex()).collect();
+    for regex in group.regexes.keys().filter(|r| !in_use.contains(r.as_str())) {
+        records.push(consumer(ConsumerRecord::RegularExpression {
+            group: group.id.clone(),
+            regex: regex.clone(),
+            value: None,
+        }));
+    }
+    let names: BTreeSet<String> = others
+        .iter()
+        .flat_map(|s| topics_of(s, &group.regexes))
+        .collect();
+    records.push(consumer(ConsumerRecord::GroupMetadata {
+        group: group.id.clone(),
+        value: Some((group.epoch + 1, metadata_hash(&names, image))),
+    }));
+    records
+}

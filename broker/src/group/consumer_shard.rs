@@ -1,0 +1,207 @@
+//! The consumer-protocol side of a shard: ConsumerGroupHeartbeat, the
+//! timers that fence members, ConsumerGroupDescribe and the consumer-group
+//! cases of offset commits, offset and group deletion, and classic joins.
+//! Every change is a list of records, appended and then replayed.
+
+use std::collections::{HashMap, HashSet};
+
+use kafka_protocol::error::ResponseError;
+use ottla_controller::MetadataImage;
+use tracing::{info, warn};
+
+use super::admin;
+use super::consumer_config::ConsumerGroupConfig;
+use super::consumer_group::ConsumerGroupState;
+use super::consumer_groups::DescribedConsumerGroup;
+use super::consumer_heartbeat::{self, HeartbeatAnswer, HeartbeatError, HeartbeatRequest};
+use super::offsets::{self, CommitRequest, PartitionCodes};
+use super::records::CoordinatorRecord;
+use super::shard::{Shard, ShardState};
+use super::writer::Ctx;
+
+impl ShardState {
+    /// Appends `records` as one batch, then applies them.
+    fn write(&mut self, records: Vec<CoordinatorRecord>, ctx: &Ctx<'_>) -> Result<(), ResponseError> {
+        ctx.writer.append(&records, ctx.now)?;
+        for r in records {
+            self.replay(r, ctx.now);
+        }
+        Ok(())
+    }
+
+    fn consumer_heartbeat(
+        &mut self,
+        req: &HeartbeatRequest,
+        image: &MetadataImage,
+        ctx: &Ctx<'_>,
+    ) -> Result<HeartbeatAnswer, HeartbeatError> {
+        let decision = consumer_heartbeat::heartbeat(&self.consumer, &self.groups, req, image, ctx)?;
+        self.write(decision.records, ctx)?;
+        if let Some(timers) = decision.timers {
+            self.consumer
+                .set_timers(&req.group_id, &decision.answer.member_id, timers);
+        }
+        if let Some(offset) = decision.image_checked {
+            self.consumer.set_image_checked(&req.group_id, offset);
+        }
+        Ok(decision.answer)
+    }
+
+    /// Before a classic JoinGroup: an empty consumer group gives way (its
+    /// records are deleted, its offsets kept, as Kafka converts it); one with
+    /// members refuses classic members.
+    pub(super) fn make_way_for_classic(
+        &mut self,
+        group_id: &str,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), ResponseError> {
+        let Some(group) = self.consumer.get(group_id) else {
+            return Ok(());
+        };
+        let records = group
+            .deletion_records()
+            .map_err(|_| ResponseError::InconsistentGroupProtocol)?;
+        self.write(records.into_iter().map(CoordinatorRecord::Consumer).collect(), ctx)
+    }
+
+    /// OffsetCommit to a consumer group (None for other groups): members
+    /// commit with their member epoch (STALE_MEMBER_EPOCH otherwise).
+    pub(super) fn commit_consumer_offsets(
+        &mut self,
+        req: &CommitRequest,
+        ctx: &Ctx<'_>,
+    ) -> Option<PartitionCodes> {
+        let group = self.consumer.get(&req.group_id)?;
+        if let Err(e) = group.validate_offset_commit(&req.member_id, req.generation_id, req.api_version)
+        {
+            return Some(req.codes(e.code()));
+        }
+        // The offsets of a consumer group create no classic group.
+        Some(offsets::store_commit(&mut HashMap::new(), &mut self.offsets, req, ctx))
+    }
+
+    /// OffsetDelete on a consumer group (None for other groups): allowed
+    /// with members, except for topics they subscribe to.
+    pub(super) fn delete_consumer_offsets(
+        &mut self,
+        group_id: &str,
+        topics: &[(String, Vec<i32>)],
+        ctx: &Ctx<'_>,
+    ) -> Option<Result<PartitionCodes, ResponseError>> {
+        let group = self.consumer.get(group_id)?;
+        let subscribed: HashSet<&str> = topics
+            .iter()
+            .map(|(t, _)| t.as_str())
+            .filter(|t| group.is_subscribed_to(t))
+            .collect();
+        Some(offsets::delete_unsubscribed(
+            &mut HashMap::new(),
+            &mut self.offsets,
+            group_id,
+            topics,
+            &subscribed,
+            ctx,
+        ))
+    }
+
+    /// DeleteGroups: consumer groups (empty ones only) with their offsets
+    /// in one batch, classic groups by `admin::delete`. One code per id.
+    pub(super) fn delete_groups(&mut self, ids: &[String], ctx: &Ctx<'_>) -> Vec<i16> {
+        let mut codes: Vec<Option<i16>> = vec![None; ids.len()];
+        let mut records = Vec::new();
+        let mut deleted = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            let Some(group) = self.consumer.get(id) else {
+                continue;
+            };
+            match group.deletion_records() {
+                Ok(tombstones) => {
+                    records.extend(self.offsets.tombstones(id));
+                    records.extend(tombstones.into_iter().map(CoordinatorRecord::Consumer));
+                    deleted.push(i);
+                    codes[i] = Some(0);
+                }
+                Err(e) => codes[i] = Some(e.code()),
+            }
+        }
+        if let Err(e) = self.write(records, ctx) {
+            for &i in &deleted {
+                codes[i] = Some(e.code());
+            }
+        } else if !deleted.is_empty() {
+            info!(groups = ?deleted.iter().map(|&i| &ids[i]).collect::<Vec<_>>(), "deleted consumer groups");
+        }
+        let classic: Vec<String> = ids
+            .iter()
+            .zip(&codes)
+            .filter(|(_, c)| c.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut classic_codes =
+            admin::delete(&mut self.groups, &mut self.offsets, &classic, ctx).into_iter();
+        codes
+            .into_iter()
+            .map(|c| c.or_else(|| classic_codes.next()).unwrap_or(0))
+            .collect()
+    }
+
+    /// Fences members whose session or revocation deadline passed.
+    pub(super) fn expire_consumer_members(&mut self, image: &MetadataImage, ctx: &Ctx<'_>) {
+        for (group_id, member, why) in self.consumer.expired(ctx.now) {
+            let Some(group) = self.consumer.get(&group_id) else {
+                continue;
+            };
+            if !group.members.contains_key(&member) {
+                continue;
+            }
+            info!(group = %group_id, member = %member, reason = why.reason(), "fencing a consumer group member");
+            let records = consumer_heartbeat::fence(group, &member, image);
+            if let Err(e) = self.write(records, ctx) {
+                warn!(group = %group_id, member = %member, error = %e, "could not fence the member; will retry");
+            }
+        }
+    }
+}
+
+impl Shard {
+    /// ConsumerGroupHeartbeat (joins, heartbeats and leaves).
+    pub fn consumer_heartbeat(
+        &self,
+        req: &HeartbeatRequest,
+        image: &MetadataImage,
+        now: i64,
+    ) -> Result<HeartbeatAnswer, HeartbeatError> {
+        self.with_state(now, |st, ctx| st.consumer_heartbeat(req, image, ctx))
+    }
+
+    pub fn is_consumer_group(&self, group_id: &str) -> bool {
+        self.state.lock().consumer.contains(group_id)
+    }
+
+    pub fn describe_consumer_group(
+        &self,
+        group_id: &str,
+        config: &ConsumerGroupConfig,
+    ) -> Option<DescribedConsumerGroup> {
+        self.state.lock().consumer.describe(group_id, config)
+    }
+
+    /// Consumer groups matching the (lower-case) state filter.
+    pub fn list_consumer_groups(&self, states: &[String]) -> Vec<(String, ConsumerGroupState)> {
+        self.state.lock().consumer.list(states)
+    }
+
+    /// OffsetFetch v9's member check for consumer groups (other groups
+    /// accept any fetch).
+    pub fn validate_offset_fetch(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        match self.state.lock().consumer.get(group_id) {
+            Some(g) => g.validate_offset_fetch(member_id, member_epoch),
+            None => Ok(()),
+        }
+    }
+}

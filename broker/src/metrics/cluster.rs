@@ -1,0 +1,255 @@
+//! Broker state read at scrape time: per-topic traffic, partition logs, the
+//! replica manager's partition counts, the controller's view of the cluster
+//! and the group coordinator. Nothing here is maintained on the request
+//! path except the rebalance counter; each partition's log lock is held
+//! only long enough to copy a few numbers.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+
+use super::topic::{Traffic, COUNTERS};
+use super::{counter, gauge, Field, NO_LABELS};
+use crate::broker::Broker;
+use crate::group::GroupState;
+
+static REBALANCES: AtomicU64 = AtomicU64::new(0);
+
+/// A classic group entered PreparingRebalance.
+pub fn rebalance_started() {
+    REBALANCES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// One hosted partition, copied out of its locks.
+struct PartitionRow {
+    topic: String,
+    partition: i32,
+    size_bytes: u64,
+    segments: usize,
+    start_offset: i64,
+    end_offset: i64,
+    offline: bool,
+    leader: bool,
+    under_replicated: bool,
+    under_min_isr: bool,
+}
+
+pub struct BrokerCollector(pub Arc<Broker>);
+
+impl fmt::Debug for BrokerCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BrokerCollector").finish_non_exhaustive()
+    }
+}
+
+impl BrokerCollector {
+    fn partitions(&self) -> (Vec<PartitionRow>, BTreeMap<String, Traffic>) {
+        let node = self.0.node_id();
+        let mut rows = Vec::new();
+        let mut traffic: BTreeMap<String, Traffic> = BTreeMap::new();
+        for p in self.0.replicas.hosted() {
+            *traffic.entry(p.tp.topic.clone()).or_default() += p.stats.traffic();
+            let state = p.state();
+            let log = p.log.read();
+            let leader = state.leader == node;
+            let isr = state.isr.len();
+            rows.push(PartitionRow {
+                topic: p.tp.topic.clone(),
+                partition: p.tp.partition,
+                size_bytes: log.size_bytes(),
+                segments: log.segment_count(),
+                start_offset: log.log_start_offset(),
+                end_offset: log.log_end_offset(),
+                offline: log.is_offline(),
+                leader,
+                // As Kafka, only the leader reports these.
+                under_replicated: leader && isr < state.replicas.len(),
+                under_min_isr: leader && (isr as i64) < i64::from(log.config().min_insync_replicas),
+            });
+        }
+        rows.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        (rows, traffic)
+    }
+
+    fn encode_partitions(&self, e: &mut DescriptorEncoder) -> fmt::Result {
+        let (rows, traffic) = self.partitions();
+        for (name, help, value) in COUNTERS {
+            counter(
+                e,
+                name,
+                help,
+                traffic
+                    .iter()
+                    .map(|(t, x)| ([("topic", t.as_str())], value(x))),
+            )?;
+        }
+        let labels = |r: &PartitionRow| {
+            [
+                ("topic", r.topic.clone()),
+                ("partition", r.partition.to_string()),
+            ]
+        };
+        let per_partition: [Field<PartitionRow, i64>; 4] = [
+            (
+                "kafka_log_size_bytes",
+                "Bytes in the partition's log segments (Kafka Log Size).",
+                |r| r.size_bytes as i64,
+            ),
+            (
+                "kafka_log_segments",
+                "Segments in the partition's log (Kafka Log NumLogSegments).",
+                |r| r.segments as i64,
+            ),
+            (
+                "kafka_log_start_offset",
+                "First offset in the partition's log (Kafka Log LogStartOffset).",
+                |r| r.start_offset,
+            ),
+            (
+                "kafka_log_end_offset",
+                "Offset of the next record appended (Kafka Log LogEndOffset).",
+                |r| r.end_offset,
+            ),
+        ];
+        for (name, help, value) in per_partition {
+            gauge(e, name, help, rows.iter().map(|r| (labels(r), value(r))))?;
+        }
+        let count = |f: fn(&PartitionRow) -> bool| {
+            [(NO_LABELS, rows.iter().filter(|r| f(r)).count() as u64)]
+        };
+        gauge(
+            e,
+            "kafka_server_replicamanager_partitions",
+            "Partitions hosted here (Kafka ReplicaManager PartitionCount).",
+            count(|_| true),
+        )?;
+        gauge(
+            e,
+            "kafka_server_replicamanager_leader_count",
+            "Partitions led here (Kafka ReplicaManager LeaderCount).",
+            count(|r| r.leader),
+        )?;
+        gauge(
+            e,
+            "kafka_server_replicamanager_under_replicated_partitions",
+            "Partitions led here whose ISR is smaller than their replica set (Kafka ReplicaManager UnderReplicatedPartitions).",
+            count(|r| r.under_replicated),
+        )?;
+        gauge(
+            e,
+            "kafka_server_replicamanager_under_min_isr_partitions",
+            "Partitions led here whose ISR is below min.insync.replicas (Kafka ReplicaManager UnderMinIsrPartitionCount).",
+            count(|r| r.under_min_isr),
+        )?;
+        gauge(
+            e,
+            "kafka_server_replicamanager_offline_replicas",
+            "Hosted partitions whose log went offline after an I/O error (Kafka ReplicaManager OfflineReplicaCount).",
+            count(|r| r.offline),
+        )?;
+        gauge(
+            e,
+            "kafka_log_offline_log_directories",
+            "Log dirs taken offline (Kafka LogManager OfflineLogDirectoryCount).",
+            [(
+                NO_LABELS,
+                self.0.replicas.logs().offline_dirs().len() as u64,
+            )],
+        )
+    }
+
+    fn encode_controller(&self, e: &mut DescriptorEncoder) -> fmt::Result {
+        let image = self.0.controller.image();
+        let partitions = || image.topics.values().flat_map(|t| t.partitions.values());
+        let fenced = image.brokers.values().filter(|b| b.fenced).count();
+        // The metadata log is committed by this process's controller, so it
+        // is the active one.
+        gauge(
+            e,
+            "kafka_controller_active_controller_count",
+            "1 on the active controller (Kafka KafkaController ActiveControllerCount).",
+            [(NO_LABELS, 1u64)],
+        )?;
+        gauge(
+            e,
+            "kafka_controller_last_applied_record_offset",
+            "Offset of the last metadata record in the image (Kafka KafkaController LastAppliedRecordOffset).",
+            [(NO_LABELS, image.offset)],
+        )?;
+        gauge(
+            e,
+            "kafka_controller_global_topic_count",
+            "Topics in the cluster (Kafka KafkaController GlobalTopicCount).",
+            [(NO_LABELS, image.topics.len() as u64)],
+        )?;
+        gauge(
+            e,
+            "kafka_controller_global_partition_count",
+            "Partitions in the cluster (Kafka KafkaController GlobalPartitionCount).",
+            [(NO_LABELS, partitions().count() as u64)],
+        )?;
+        gauge(
+            e,
+            "kafka_controller_offline_partitions_count",
+            "Partitions without a leader (Kafka KafkaController OfflinePartitionsCount).",
+            [(
+                NO_LABELS,
+                partitions().filter(|p| p.leader < 0).count() as u64,
+            )],
+        )?;
+        gauge(
+            e,
+            "kafka_controller_active_broker_count",
+            "Registered, unfenced brokers (Kafka KafkaController ActiveBrokerCount).",
+            [(NO_LABELS, (image.brokers.len() - fenced) as u64)],
+        )?;
+        gauge(
+            e,
+            "kafka_controller_fenced_broker_count",
+            "Fenced brokers (Kafka KafkaController FencedBrokerCount).",
+            [(NO_LABELS, fenced as u64)],
+        )
+    }
+
+    fn encode_groups(&self, e: &mut DescriptorEncoder) -> fmt::Result {
+        // Every state appears, zero or not, so dashboards keep their series.
+        let mut by_state: BTreeMap<&str, u64> = [
+            GroupState::Empty,
+            GroupState::PreparingRebalance,
+            GroupState::CompletingRebalance,
+            GroupState::Stable,
+        ]
+        .into_iter()
+        .map(|s| (s.name(), 0))
+        .collect();
+        for shard in self.0.groups.shards() {
+            for g in shard.list(&[], &[]) {
+                *by_state.entry(g.state.name()).or_default() += 1;
+            }
+        }
+        gauge(
+            e,
+            "kafka_server_group_coordinator_groups",
+            "Classic groups coordinated here, by state (Kafka group-coordinator-metrics classic-group-count).",
+            by_state.into_iter().map(|(s, n)| ([("state", s)], n)),
+        )?;
+        counter(
+            e,
+            "kafka_server_group_coordinator_rebalances",
+            "Rebalances started by classic groups (Kafka group-coordinator-metrics classic-group-rebalance-count).",
+            [(NO_LABELS, REBALANCES.load(Ordering::Relaxed))],
+        )
+    }
+}
+
+impl Collector for BrokerCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        self.encode_partitions(&mut encoder)?;
+        self.encode_controller(&mut encoder)?;
+        self.encode_groups(&mut encoder)
+    }
+}

@@ -1,0 +1,197 @@
+//! The error codes a response carries, as Kafka's `AbstractResponse.errorCounts`
+//! gathers them for `RequestMetrics.ErrorsPerSec`: every top-level, topic and
+//! partition code, once per occurrence. NONE is skipped (the request counters
+//! already count every response). APIs not listed report no codes.
+
+use kafka_protocol::messages::ResponseKind;
+
+/// Calls `f` with every non-zero error code in `response`.
+pub fn for_each_error(response: &ResponseKind, mut f: impl FnMut(i16)) {
+    let mut each = |code: i16| {
+        if code != 0 {
+            f(code);
+        }
+    };
+    match response {
+        ResponseKind::Produce(r) => r
+            .responses
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .for_each(|p| each(p.error_code)),
+        ResponseKind::Fetch(r) => {
+            each(r.error_code);
+            r.responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| each(p.error_code));
+        }
+        ResponseKind::ListOffsets(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| each(p.error_code)),
+        ResponseKind::Metadata(r) => {
+            each(r.error_code);
+            for t in &r.topics {
+                each(t.error_code);
+                t.partitions.iter().for_each(|p| each(p.error_code));
+            }
+        }
+        ResponseKind::OffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| each(p.error_code)),
+        ResponseKind::OffsetFetch(r) => {
+            each(r.error_code);
+            r.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| each(p.error_code));
+            for g in &r.groups {
+                each(g.error_code);
+                g.topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .for_each(|p| each(p.error_code));
+            }
+        }
+        ResponseKind::FindCoordinator(r) => {
+            each(r.error_code);
+            r.coordinators.iter().for_each(|c| each(c.error_code));
+        }
+        ResponseKind::JoinGroup(r) => each(r.error_code),
+        ResponseKind::Heartbeat(r) => each(r.error_code),
+        ResponseKind::LeaveGroup(r) => {
+            each(r.error_code);
+            r.members.iter().for_each(|m| each(m.error_code));
+        }
+        ResponseKind::SyncGroup(r) => each(r.error_code),
+        ResponseKind::DescribeGroups(r) => r.groups.iter().for_each(|g| each(g.error_code)),
+        ResponseKind::ListGroups(r) => each(r.error_code),
+        ResponseKind::ApiVersions(r) => each(r.error_code),
+        ResponseKind::CreateTopics(r) => r.topics.iter().for_each(|t| each(t.error_code)),
+        ResponseKind::DeleteTopics(r) => r.responses.iter().for_each(|t| each(t.error_code)),
+        ResponseKind::DeleteRecords(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| each(p.error_code)),
+        ResponseKind::InitProducerId(r) => each(r.error_code),
+        ResponseKind::OffsetForLeaderEpoch(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| each(p.error_code)),
+        ResponseKind::AddPartitionsToTxn(r) => {
+            each(r.error_code);
+            r.results_by_topic_v3_and_below
+                .iter()
+                .chain(
+                    r.results_by_transaction
+                        .iter()
+                        .flat_map(|x| &x.topic_results),
+                )
+                .flat_map(|t| &t.results_by_partition)
+                .for_each(|p| each(p.partition_error_code));
+        }
+        ResponseKind::AddOffsetsToTxn(r) => each(r.error_code),
+        ResponseKind::EndTxn(r) => each(r.error_code),
+        ResponseKind::WriteTxnMarkers(r) => r
+            .markers
+            .iter()
+            .flat_map(|m| &m.topics)
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| each(p.error_code)),
+        ResponseKind::TxnOffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| each(p.error_code)),
+        ResponseKind::DescribeConfigs(r) => r.results.iter().for_each(|x| each(x.error_code)),
+        ResponseKind::AlterConfigs(r) => r.responses.iter().for_each(|x| each(x.error_code)),
+        ResponseKind::IncrementalAlterConfigs(r) => {
+            r.responses.iter().for_each(|x| each(x.error_code))
+        }
+        ResponseKind::DescribeLogDirs(r) => {
+            each(r.error_code);
+            r.results.iter().for_each(|x| each(x.error_code));
+        }
+        ResponseKind::CreatePartitions(r) => r.results.iter().for_each(|x| each(x.error_code)),
+        ResponseKind::DeleteGroups(r) => r.results.iter().for_each(|x| each(x.error_code)),
+        ResponseKind::OffsetDelete(r) => {
+            each(r.error_code);
+            r.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| each(p.error_code));
+        }
+        ResponseKind::DescribeCluster(r) => each(r.error_code),
+        ResponseKind::DescribeTopicPartitions(r) => {
+            for t in &r.topics {
+                each(t.error_code);
+                t.partitions.iter().for_each(|p| each(p.error_code));
+            }
+        }
+        ResponseKind::DescribeTransactions(r) => {
+            r.transaction_states.iter().for_each(|s| each(s.error_code))
+        }
+        ResponseKind::ListTransactions(r) => each(r.error_code),
+        ResponseKind::ConsumerGroupHeartbeat(r) => each(r.error_code),
+        ResponseKind::ConsumerGroupDescribe(r) => r.groups.iter().for_each(|g| each(g.error_code)),
+        _ => {}
+    }
+}
+
+/// Kafka's name for an error code (`Errors.name()`), e.g. `NOT_LEADER_OR_FOLLOWER`.
+pub fn error_name(code: i16) -> String {
+    use kafka_protocol::error::ResponseError;
+    let Some(error) = ResponseError::try_from_code(code) else {
+        return "NONE".to_string();
+    };
+    if let ResponseError::Unknown(code) = error {
+        return format!("UNKNOWN_{code}");
+    }
+    // The variants are Kafka's names in CamelCase.
+    let camel = format!("{error:?}");
+    let mut name = String::with_capacity(camel.len() + 8);
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.push(c.to_ascii_uppercase());
+    }
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::produce_response::{
+        PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+    };
+
+    use super::*;
+
+    #[test]
+    fn produce_partition_codes_are_reported_except_none() {
+        let partitions = [0, 6, 6, 3]
+            .into_iter()
+            .map(|code| PartitionProduceResponse::default().with_error_code(code))
+            .collect();
+        let response = ResponseKind::Produce(ProduceResponse::default().with_responses(vec![
+            TopicProduceResponse::default().with_partition_responses(partitions),
+        ]));
+        let mut codes = Vec::new();
+        for_each_error(&response, |c| codes.push(c));
+        assert_eq!(codes, [6, 6, 3]);
+    }
+
+    #[test]
+    fn names_follow_kafka() {
+        assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
+        assert_eq!(error_name(0), "NONE");
+        assert_eq!(error_name(6), "NOT_LEADER_OR_FOLLOWER");
+        assert_eq!(error_name(35), "UNSUPPORTED_VERSION");
+        assert_eq!(error_name(999), "UNKNOWN_999");
+    }
+}

@@ -1,0 +1,85 @@
+//! Transaction coordinator settings, read from the broker's static configs by
+//! their Kafka names; unset keys take the defaults of the broker key table.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use crate::config::{default_of, keys, Key};
+
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnConfig {
+    pub topic_partitions: i32,
+    pub topic_replication_factor: i16,
+    pub topic_min_isr: i32,
+    pub topic_segment_bytes: i32,
+    pub max_timeout_ms: i32,
+    pub id_expiration_ms: i64,
+    pub abort_timed_out_interval_ms: i64,
+    pub remove_expired_interval_ms: i64,
+    pub partition_verification: bool,
+}
+
+impl TxnConfig {
+    pub fn from_static(configs: &BTreeMap<String, String>) -> Self {
+        Self {
+            topic_partitions: get(configs, keys::TRANSACTION_STATE_LOG_NUM_PARTITIONS).max(1),
+            topic_replication_factor: get(configs, keys::TRANSACTION_STATE_LOG_REPLICATION_FACTOR)
+                .max(1),
+            topic_min_isr: get(configs, keys::TRANSACTION_STATE_LOG_MIN_ISR),
+            topic_segment_bytes: get(configs, keys::TRANSACTION_STATE_LOG_SEGMENT_BYTES),
+            max_timeout_ms: get(configs, keys::TRANSACTION_MAX_TIMEOUT_MS),
+            id_expiration_ms: get::<i32>(configs, keys::TRANSACTIONAL_ID_EXPIRATION_MS).into(),
+            abort_timed_out_interval_ms: get::<i32>(
+                configs,
+                keys::TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS,
+            )
+            .into(),
+            remove_expired_interval_ms: get::<i32>(
+                configs,
+                keys::TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS,
+            )
+            .into(),
+            partition_verification: get(configs, keys::TRANSACTION_PARTITION_VERIFICATION_ENABLE),
+        }
+    }
+}
+
+/// The key's static value, else its default. The config layer has validated
+/// both, so a parse failure can only be a table bug: it falls back to the
+/// type's default rather than crashing the broker.
+fn get<T: FromStr + Default>(configs: &BTreeMap<String, String>, key: Key<T>) -> T {
+    configs
+        .get(key.name)
+        .map(String::as_str)
+        .or_else(|| default_of(key.name).flatten())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let d = TxnConfig::from_static(&BTreeMap::new());
+        assert_eq!(d.topic_partitions, 50);
+        assert_eq!(d.max_timeout_ms, 900_000);
+        assert_eq!(d.abort_timed_out_interval_ms, 10_000);
+        assert!(d.partition_verification);
+        let c = TxnConfig::from_static(&BTreeMap::from([
+            (
+                "transaction.state.log.num.partitions".to_string(),
+                "3".to_string(),
+            ),
+            (
+                "transaction.partition.verification.enable".to_string(),
+                "false".to_string(),
+            ),
+        ]));
+        assert_eq!(c.topic_partitions, 3);
+        assert!(!c.partition_verification);
+    }
+}

@@ -1,0 +1,208 @@
+//! One `__transaction_state` partition's coordinator: the transactional ids
+//! it owns, loaded from the partition's log, and the appends of their new
+//! states. Each id's metadata has its own lock (Kafka's `inLock`); every
+//! decision is written to the log before it takes effect, under that lock,
+//! so the log order of one id's records is the order of its decisions.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::Context;
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use ottla_protocol::batch::{BatchBuilder, BatchIter, SimpleRecord};
+use ottla_protocol::records::{records_section, walk_records};
+use ottla_storage::log::FetchIsolation;
+use ottla_storage::producer_state::AppendOrigin;
+use parking_lot::{Mutex, RwLock};
+use tracing::{info, warn};
+
+use super::records::{decode_key, decode_value, encode_key, encode_value};
+use super::state::TxnMetadata;
+use crate::replica::{Partition, ReplicaManager};
+
+/// How much of the log one load step reads.
+const LOAD_READ_BYTES: usize = 1 << 20;
+
+pub type SharedTxn = Arc<Mutex<TxnMetadata>>;
+
+pub struct TxnShard {
+    partition: Arc<Partition>,
+    replicas: Arc<ReplicaManager>,
+    /// The partition's leader epoch when it was loaded: the coordinator
+    /// epoch every marker of this shard carries.
+    coordinator_epoch: i32,
+    txns: RwLock<HashMap<String, SharedTxn>>,
+}
+
+impl TxnShard {
+    /// Reads the partition's log from its start to its end: the latest
+    /// record of an id wins, a tombstone forgets it. Blocking I/O.
+    pub fn load(partition: Arc<Partition>, replicas: Arc<ReplicaManager>) -> anyhow::Result<Self> {
+        let mut txns: HashMap<String, TxnMetadata> = HashMap::new();
+        let (mut offset, end) = {
+            let log = partition.log.read();
+            (log.log_start_offset(), log.log_end_offset())
+        };
+        while offset < end {
+            let slice = partition
+                .log
+                .read()
+                .read(offset, LOAD_READ_BYTES, FetchIsolation::LogEnd, true)
+                .with_context(|| format!("reading {} at offset {offset}", partition.tp))?
+                .slice;
+            let Some(slice) = slice else { break };
+            let bytes = slice
+                .read()
+                .with_context(|| format!("reading {}", partition.tp))?;
+            let before = offset;
+            for batch in BatchIter::new(&bytes) {
+                let batch = batch.with_context(|| format!("a batch of {}", partition.tp))?;
+                offset = offset.max(batch.next_offset());
+                if batch.is_control() {
+                    continue;
+                }
+                let section = records_section(&batch)?;
+                let mut failure = None;
+                walk_records(&section, |r| {
+                    if failure.is_some() {
+                        return;
+                    }
+                    let Some(key) = r.key else { return };
+                    let replayed = decode_key(key).and_then(|id| {
+                        let Some(id) = id else { return Ok(()) };
+                        match r.value {
+                            None => {
+                                txns.remove(&id);
+                            }
+                            Some(v) => {
+                                let meta = TxnMetadata::from_log(id.clone(), decode_value(v)?);
+                                txns.insert(id, meta);
+                            }
+                        }
+                        Ok(())
+                    });
+                    if let Err(e) = replayed {
+                        failure = Some(e);
+                    }
+                })?;
+                if let Some(e) = failure {
+                    return Err(e).with_context(|| {
+                        format!("{} near offset {}", partition.tp, batch.base_offset())
+                    });
+                }
+            }
+            if offset == before {
+                break;
+            }
+        }
+        let coordinator_epoch = partition.state().leader_epoch;
+        info!(partition = %partition.tp, transactional_ids = txns.len(), coordinator_epoch, "transaction coordinator loaded");
+        Ok(Self {
+            partition,
+            replicas,
+            coordinator_epoch,
+            txns: RwLock::new(
+                txns.into_iter()
+                    .map(|(id, m)| (id, Arc::new(Mutex::new(m))))
+                    .collect(),
+            ),
+        })
+    }
+
+    pub fn coordinator_epoch(&self) -> i32 {
+        self.coordinator_epoch
+    }
+
+    pub fn get(&self, transactional_id: &str) -> Option<SharedTxn> {
+        self.txns.read().get(transactional_id).cloned()
+    }
+
+    /// The id's metadata, created by `make` (in memory only, as Kafka) when
+    /// the id is new.
+    pub fn get_or_insert(
+        &self,
+        transactional_id: &str,
+        make: impl FnOnce() -> Result<TxnMetadata, ResponseError>,
+    ) -> Result<SharedTxn, ResponseError> {
+        if let Some(t) = self.get(transactional_id) {
+            return Ok(t);
+        }
+        let created = make()?;
+        Ok(self
+            .txns
+            .write()
+            .entry(transactional_id.to_string())
+            .or_insert_with(|| Arc::new(Mutex::new(created)))
+            .clone())
+    }
+
+    pub fn all(&self) -> Vec<SharedTxn> {
+        self.txns.read().values().cloned().collect()
+    }
+
+    pub fn remove(&self, transactional_id: &str) {
+        self.txns.write().remove(transactional_id);
+    }
+
+    /// Writes `next` and makes it the id's state. The caller holds the id's lock.
+    pub fn persist(
+        &self,
+        meta: &mut TxnMetadata,
+        next: TxnMetadata,
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        let value = encode_value(&next.to_log()).ok_or(ResponseError::UnknownServerError)?;
+        self.append(&next.transactional_id, Some(value), now)?;
+        *meta = next;
+        Ok(())
+    }
+
+    /// Writes a tombstone for an expired id.
+    pub fn write_tombstone(&self, transactional_id: &str, now: i64) -> Result<(), ResponseError> {
+        self.append(transactional_id, None, now)
+    }
+
+    fn append(
+        &self,
+        transactional_id: &str,
+        value: Option<Vec<u8>>,
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        let key = encode_key(transactional_id).ok_or(ResponseError::UnknownServerError)?;
+        let batch = BatchBuilder::default().build(&[SimpleRecord {
+            timestamp: now,
+            key: Some(key),
+            value,
+            headers: Vec::new(),
+        }]);
+        let o = self.replicas.append(
+            &self.partition.tp,
+            &Bytes::from(batch),
+            -1,
+            AppendOrigin::Coordinator,
+        );
+        match o.error.code() {
+            0 => Ok(()),
+            _ => {
+                warn!(partition = %self.partition.tp, error = ?o.error, message = ?o.message, "transaction log append failed");
+                Err(coordinator_error(o.error))
+            }
+        }
+    }
+}
+
+/// Kafka's mapping of transaction log append errors to what producers
+/// understand (TransactionStateManager.appendTransactionToLog).
+fn coordinator_error(e: ResponseError) -> ResponseError {
+    match e {
+        ResponseError::UnknownTopicOrPartition
+        | ResponseError::NotEnoughReplicas
+        | ResponseError::NotEnoughReplicasAfterAppend
+        | ResponseError::RequestTimedOut => ResponseError::CoordinatorNotAvailable,
+        ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => {
+            ResponseError::NotCoordinator
+        }
+        _ => ResponseError::UnknownServerError,
+    }
+}
