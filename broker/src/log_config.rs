@@ -202,7 +202,11 @@ impl TopicConfigResolver {
             .collect();
         let (config, rejected) = LogConfig::from_values(&values);
         for key in rejected {
-            tracing::warn!(topic, key, "stored config value is no longer valid; using the default for this key");
+            tracing::warn!(
+                topic,
+                key,
+                "stored config value is no longer valid; using the default for this key"
+            );
         }
         config
     }

@@ -18,13 +18,14 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::MetadataImage;
+use uuid::Uuid;
 
 use super::group::{client_host, ALL_GROUP_OPERATIONS};
 use crate::broker::Broker;
 use crate::group::{
     validate_consumer_heartbeat, Assignment, ConsumerMember, HeartbeatError, HeartbeatRequest,
 };
-use crate::replica::now_ms;
+use crate::replica::{base64_topic_id, now_ms};
 
 /// ConsumerGroupDescribe's member type of consumer-protocol members (0 is
 /// classic, which Ottla does not mix into consumer groups).
@@ -41,7 +42,7 @@ pub fn heartbeat(
     client_addr: IpAddr,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
-    let request = HeartbeatRequest {
+    let mut request = HeartbeatRequest {
         group_id: req.group_id.to_string(),
         member_id: req.member_id.to_string(),
         member_epoch: req.member_epoch,
@@ -66,6 +67,11 @@ pub fn heartbeat(
     };
     let answer = validate_consumer_heartbeat(&request, version, &broker.groups.config().consumer)
         .and_then(|()| {
+            // v0 joins without an id and gets one; from v1 (KIP-1082) the
+            // client names itself. Kafka's ids are its Uuid strings.
+            if request.member_id.is_empty() {
+                request.member_id = base64_topic_id(&Uuid::new_v4());
+            }
             let shard = broker.groups.shard(&request.group_id)?;
             shard.consumer_heartbeat(&request, &broker.controller.image(), now_ms())
         });

@@ -405,7 +405,11 @@ pub(crate) fn partition_exists(image: &MetadataImage, topic: &str, partition: i3
 
 /// Fills the codes of existing partitions, in request order, from what the
 /// coordinator answered for them.
-pub(crate) fn merge_codes(codes: &mut PartitionCodes, image: &MetadataImage, answered: PartitionCodes) {
+pub(crate) fn merge_codes(
+    codes: &mut PartitionCodes,
+    image: &MetadataImage,
+    answered: PartitionCodes,
+) {
     let mut answered = answered
         .into_iter()
         .flat_map(|(_, ps)| ps.into_iter().map(|(_, c)| c));
@@ -622,7 +626,12 @@ pub async fn offset_fetch(
             .collect()
     });
     // v7 adds require_stable (KIP-447).
-    let fetched = fetch_group(broker, req.group_id, topics, version >= 7 && req.require_stable);
+    let fetched = fetch_group(
+        broker,
+        req.group_id,
+        topics,
+        version >= 7 && req.require_stable,
+    );
     let error = fetched.error;
     // Before v2 there is no top-level error: every partition carries it.
     let topics = if error != 0 && version >= 2 {
@@ -683,12 +692,26 @@ pub async fn list_groups(
     let mut listed: Vec<(String, String, &str, &str)> = Vec::new();
     for s in broker.groups.shards() {
         listed.extend(s.list(&states, &types).into_iter().map(|g| {
-            (g.group_id, g.protocol_type, g.state.name(), CLASSIC_GROUP_TYPE)
+            (
+                g.group_id,
+                g.protocol_type,
+                g.state.name(),
+                CLASSIC_GROUP_TYPE,
+            )
         }));
         if with_consumer_groups {
-            listed.extend(s.list_consumer_groups(&lower_states).into_iter().map(
-                |(id, state)| (id, CONSUMER_GROUP_TYPE.to_string(), state.name(), CONSUMER_GROUP_TYPE),
-            ));
+            listed.extend(
+                s.list_consumer_groups(&lower_states)
+                    .into_iter()
+                    .map(|(id, state)| {
+                        (
+                            id,
+                            CONSUMER_GROUP_TYPE.to_string(),
+                            state.name(),
+                            CONSUMER_GROUP_TYPE,
+                        )
+                    }),
+            );
         }
     }
     listed.sort();

@@ -17,7 +17,9 @@ const NO_PRODUCER_EPOCH: i16 = -1;
 pub fn handle(broker: &Broker, version: i16, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let r = InitProducerIdResponse::default();
     match init(broker, &req) {
-        Ok((id, epoch)) => r.with_producer_id(ProducerId(id)).with_producer_epoch(epoch),
+        Ok((id, epoch)) => r
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(epoch),
         // KIP-588: clients before v4 know INVALID_PRODUCER_EPOCH only.
         Err(ResponseError::ProducerFenced) if version < 4 => r
             .with_error_code(ResponseError::InvalidProducerEpoch.code())
@@ -38,21 +40,18 @@ fn init(broker: &Broker, req: &InitProducerIdRequest) -> Result<(i64, i16), Resp
     match req.transactional_id.as_deref().map(|t| t.as_str()) {
         // As in Kafka, an idempotent producer always gets a fresh id at
         // epoch 0, also when it asks to bump the epoch of its current one.
-        None => broker
-            .producer_ids
-            .next()
-            .map(|id| (id, 0))
-            .map_err(|e| {
-                warn!(error = %e, "could not allocate producer ids");
-                // Retriable for producers, as Kafka's answer while no id block is ready.
-                ResponseError::CoordinatorLoadInProgress
-            }),
+        None => broker.producer_ids.next().map(|id| (id, 0)).map_err(|e| {
+            warn!(error = %e, "could not allocate producer ids");
+            // Retriable for producers, as Kafka's answer while no id block is ready.
+            ResponseError::CoordinatorLoadInProgress
+        }),
         Some("") => Err(ResponseError::InvalidRequest),
         Some(id) => broker.txns.init_producer_id(
             &services(broker),
             id,
             req.transaction_timeout_ms,
-            (req.producer_id.0 != NO_PRODUCER_ID).then_some((req.producer_id.0, req.producer_epoch)),
+            (req.producer_id.0 != NO_PRODUCER_ID)
+                .then_some((req.producer_id.0, req.producer_epoch)),
             now_ms(),
         ),
     }

@@ -61,9 +61,11 @@ pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Option<Prod
                                 records,
                                 acks,
                             ),
-                            None => broker
-                                .replicas
-                                .append(&tp, records, acks, AppendOrigin::Client),
+                            None => {
+                                broker
+                                    .replicas
+                                    .append(&tp, records, acks, AppendOrigin::Client)
+                            }
                         };
                         (
                             o.error,

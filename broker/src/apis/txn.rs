@@ -37,6 +37,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
+use regex::Regex;
 
 use crate::apis::group::{merge_codes, partition_exists};
 use crate::broker::Broker;
@@ -74,7 +75,10 @@ pub fn add_partitions_to_txn(
             broker,
             version,
             &req.v3_and_below_transactional_id,
-            (req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch),
+            (
+                req.v3_and_below_producer_id.0,
+                req.v3_and_below_producer_epoch,
+            ),
             false,
             &req.v3_and_below_topics,
         );
@@ -150,13 +154,22 @@ fn add_partitions_for(
         // v4+ adds come from brokers serving KIP-890 part 2 producers.
         let r = broker
             .txns
-            .add_partitions(transactional_id, producer, &partitions, version >= 4, now_ms())
+            .add_partitions(
+                transactional_id,
+                producer,
+                &partitions,
+                version >= 4,
+                now_ms(),
+            )
             .map_err(|e| fenced_for(version, 2, e));
         vec![code(r); requested.len()]
     };
     let mut topic_results: Vec<AddPartitionsToTxnTopicResult> = Vec::new();
     for (tp, code) in requested.iter().zip(codes) {
-        if topic_results.last().is_none_or(|t| t.name.as_str() != tp.topic) {
+        if topic_results
+            .last()
+            .is_none_or(|t| t.name.as_str() != tp.topic)
+        {
             topic_results.push(
                 AddPartitionsToTxnTopicResult::default()
                     .with_name(TopicName(text(tp.topic.clone()))),
@@ -222,7 +235,8 @@ pub fn end_txn(broker: &Broker, version: i16, req: EndTxnRequest) -> EndTxnRespo
         Err(e) => {
             let resp = resp.with_error_code(fenced_for(version, 2, e).code());
             if version >= 5 {
-                resp.with_producer_id(ProducerId(-1)).with_producer_epoch(-1)
+                resp.with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1)
             } else {
                 resp
             }
@@ -273,7 +287,8 @@ pub fn txn_offset_commit(
         .collect();
     if !topics.is_empty() {
         let all = |e: ResponseError| -> PartitionCodes {
-            let code = |ps: &[PartitionCommit]| ps.iter().map(|p| (p.partition, e.code())).collect();
+            let code =
+                |ps: &[PartitionCommit]| ps.iter().map(|p| (p.partition, e.code())).collect();
             topics.iter().map(|(t, ps)| (t.clone(), code(ps))).collect()
         };
         let request = TxnCommitRequest {
@@ -528,13 +543,24 @@ pub fn describe_transactions(
     DescribeTransactionsResponse::default().with_transaction_states(states)
 }
 
-/// ListTransactions with its state and producer id filters (v0), and the
-/// minimum running time filter (v1).
+/// ListTransactions with its state and producer id filters (v0), the
+/// minimum running time filter (v1) and the transactional id pattern (v2,
+/// KIP-1152: a regular expression the whole id must match).
 pub fn list_transactions(
     broker: &Broker,
     version: i16,
     req: ListTransactionsRequest,
 ) -> ListTransactionsResponse {
+    let pattern = match req.transactional_id_pattern.as_deref() {
+        Some(p) if version >= 2 && !p.is_empty() => match Regex::new(&format!("^(?:{p})$")) {
+            Ok(re) => Some(re),
+            Err(_) => {
+                return ListTransactionsResponse::default()
+                    .with_error_code(ResponseError::InvalidRegularExpression.code())
+            }
+        },
+        _ => None,
+    };
     let mut unknown_states = Vec::new();
     let mut states = HashSet::new();
     for name in &req.state_filters {
@@ -559,6 +585,11 @@ pub fn list_transactions(
         .filter(|m| req.state_filters.is_empty() || states.contains(&m.state))
         .filter(|m| producers.is_empty() || producers.contains(&m.producer_id))
         .filter(|m| min_duration < 0 || now - m.start_timestamp > min_duration)
+        .filter(|m| {
+            pattern
+                .as_ref()
+                .is_none_or(|re| re.is_match(&m.transactional_id))
+        })
         .collect();
     listed.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
     let transactions = listed

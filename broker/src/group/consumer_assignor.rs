@@ -79,8 +79,9 @@ fn range(members: &[MemberSpec<'_>], topics: &BTreeMap<Uuid, i32>) -> Owned {
 }
 
 fn uniform(members: &[MemberSpec<'_>], topics: &BTreeMap<Uuid, i32>) -> Owned {
-    let eligible =
-        |m: usize, topic: &Uuid| topics.contains_key(topic) && members[m].subscribed.contains(topic);
+    let eligible = |m: usize, topic: &Uuid| {
+        topics.contains_key(topic) && members[m].subscribed.contains(topic)
+    };
     let mut owned: Owned = vec![BTreeSet::new(); members.len()];
     let mut taken: HashMap<(Uuid, i32), usize> = HashMap::new();
     // 1. Stickiness.
@@ -201,7 +202,11 @@ mod tests {
         assert!(first["m1"][&A].is_subset(&second["m1"][&A]));
         assert!(first["m2"][&A].is_subset(&second["m2"][&A]));
         // A new member takes from the others without anything else moving.
-        let third = assign(UNIFORM, &specs(&[&second["m1"], &second["m2"], &empty]), &topics);
+        let third = assign(
+            UNIFORM,
+            &specs(&[&second["m1"], &second["m2"], &empty]),
+            &topics,
+        );
         assert_eq!(counts(&third), [2, 2, 2]);
         assert!(third["m1"][&A].is_subset(&second["m1"][&A]));
         assert!(third["m2"][&A].is_subset(&second["m2"][&A]));

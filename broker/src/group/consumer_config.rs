@@ -33,14 +33,15 @@ impl Default for ConsumerGroupConfig {
 impl ConsumerGroupConfig {
     pub fn from_static(configs: &BTreeMap<String, String>) -> Self {
         let d = Self::default();
-        let bounded = |key: &str, default: i32, min_key: &str, min: i32, max_key: &str, max: i32| {
-            let (lo, hi) = (get(configs, min_key, min), get(configs, max_key, max));
-            let v = get(configs, key, default);
-            if v < lo || v > hi {
-                warn!(key, value = v, min = lo, max = hi, "out of bounds; clamped");
-            }
-            v.clamp(lo, hi.max(lo))
-        };
+        let bounded =
+            |key: &str, default: i32, min_key: &str, min: i32, max_key: &str, max: i32| {
+                let (lo, hi) = (get(configs, min_key, min), get(configs, max_key, max));
+                let v = get(configs, key, default);
+                if v < lo || v > hi {
+                    warn!(key, value = v, min = lo, max = hi, "out of bounds; clamped");
+                }
+                v.clamp(lo, hi.max(lo))
+            };
         Self {
             session_timeout_ms: bounded(
                 "group.consumer.session.timeout.ms",
@@ -125,9 +126,18 @@ mod tests {
     #[test]
     fn reads_bounds_assignors_and_votes() {
         let configs = BTreeMap::from([
-            ("group.consumer.session.timeout.ms".to_string(), "6000".to_string()),
-            ("group.consumer.min.session.timeout.ms".to_string(), "1000".to_string()),
-            ("group.consumer.heartbeat.interval.ms".to_string(), "100".to_string()),
+            (
+                "group.consumer.session.timeout.ms".to_string(),
+                "6000".to_string(),
+            ),
+            (
+                "group.consumer.min.session.timeout.ms".to_string(),
+                "1000".to_string(),
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms".to_string(),
+                "100".to_string(),
+            ),
             (
                 "group.consumer.assignors".to_string(),
                 "org.apache.kafka.coordinator.group.assignor.RangeAssignor, uniform".to_string(),
@@ -139,8 +149,16 @@ mod tests {
         assert_eq!(c.heartbeat_interval_ms, 5000);
         assert_eq!(c.assignors, ["range", "uniform"]);
         assert_eq!(c.preferred_assignor([].into_iter()), "range");
-        let subs = [sub(Some("uniform")), sub(None), sub(Some("uniform")), sub(Some("range"))];
+        let subs = [
+            sub(Some("uniform")),
+            sub(None),
+            sub(Some("uniform")),
+            sub(Some("range")),
+        ];
         assert_eq!(c.preferred_assignor(subs.iter()), "uniform");
-        assert_eq!(ConsumerGroupConfig::default().preferred_assignor([].into_iter()), "uniform");
+        assert_eq!(
+            ConsumerGroupConfig::default().preferred_assignor([].into_iter()),
+            "uniform"
+        );
     }
 }

@@ -291,7 +291,9 @@ impl ConsumerGroup {
     }
 
     fn claim(&mut self, member: &str, current: &CurrentAssignment) {
-        for (topic, p) in partitions(&current.assigned).chain(partitions(&current.pending_revocation)) {
+        for (topic, p) in
+            partitions(&current.assigned).chain(partitions(&current.pending_revocation))
+        {
             if let Some(other) = self.owners.insert((topic, p), current.epoch) {
                 warn!(group = %self.id, member, %topic, partition = p, other_epoch = other, "partition claimed while owned");
             }

@@ -28,7 +28,9 @@ impl Expiry {
     pub fn reason(self) -> &'static str {
         match self {
             Self::Session => "the member session expired",
-            Self::Revocation => "the member failed to revoke its partitions within the rebalance timeout",
+            Self::Revocation => {
+                "the member failed to revoke its partitions within the rebalance timeout"
+            }
         }
     }
 }
@@ -51,6 +53,10 @@ impl ConsumerGroups {
 
     pub fn contains(&self, id: &str) -> bool {
         self.groups.contains_key(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.groups.len()
     }
 
     /// Applies a stored record. A group record creates the group, replacing
@@ -104,14 +110,13 @@ impl ConsumerGroups {
                 .members
                 .values()
                 .map(|m| {
-                    let revocation = (m.current.state == MemberState::UnrevokedPartitions).then(
-                        || {
+                    let revocation =
+                        (m.current.state == MemberState::UnrevokedPartitions).then(|| {
                             (
                                 now + i64::from(m.sub.rebalance_timeout_ms.max(0)),
                                 m.current.epoch,
                             )
-                        },
-                    );
+                        });
                     (
                         m.id.clone(),
                         MemberTimers {
@@ -171,7 +176,11 @@ impl ConsumerGroups {
             .collect()
     }
 
-    pub fn describe(&self, id: &str, config: &ConsumerGroupConfig) -> Option<DescribedConsumerGroup> {
+    pub fn describe(
+        &self,
+        id: &str,
+        config: &ConsumerGroupConfig,
+    ) -> Option<DescribedConsumerGroup> {
         let g = self.groups.get(id)?;
         Some(DescribedConsumerGroup {
             state: g.state(),

@@ -287,10 +287,7 @@ pub fn heartbeat(
     let mut hash = group.metadata_hash;
     if image_changed || bump || replaced.is_some() {
         bump |= refresh_regexes(group, &subs, &mut regexes, image, ctx.now, &mut records);
-        let names: BTreeSet<String> = subs
-            .values()
-            .flat_map(|s| topics_of(s, &regexes))
-            .collect();
+        let names: BTreeSet<String> = subs.values().flat_map(|s| topics_of(s, &regexes)).collect();
         hash = metadata_hash(&names, image);
         bump |= hash != group.metadata_hash;
     }
@@ -395,8 +392,8 @@ pub fn heartbeat(
         || (req.rebalance_timeout_ms != -1
             && (req.topic_names.is_some() || req.topic_regex.is_some())
             && req.owned.is_some());
-    let assignment = (full || current.assigned != member.current.assigned)
-        .then(|| current.assigned.clone());
+    let assignment =
+        (full || current.assigned != member.current.assigned).then(|| current.assigned.clone());
     Ok(Decision {
         records,
         answer: HeartbeatAnswer {
@@ -672,9 +669,8 @@ fn leave(
 /// The records that remove `member` and bump the group epoch, with the
 /// metadata hash of what the others subscribe to.
 pub fn fence(group: &ConsumerGroup, member: &str, image: &MetadataImage) -> Vec<CoordinatorRecord> {
-    let mut records: Vec<CoordinatorRecord> = member_tombstones(&group.id, member)
-        .map(consumer)
-        .collect();
+    let mut records: Vec<CoordinatorRecord> =
+        member_tombstones(&group.id, member).map(consumer).collect();
     let others: Vec<&MemberSubscription> = group
         .members
         .values()
@@ -682,7 +678,11 @@ pub fn fence(group: &ConsumerGroup, member: &str, image: &MetadataImage) -> Vec<
         .map(|m| &m.sub)
         .collect();
     let in_use: BTreeSet<&str> = others.iter().filter_map(|s| s.regex()).collect();
-    for regex in group.regexes.keys().filter(|r| !in_use.contains(r.as_str())) {
+    for regex in group
+        .regexes
+        .keys()
+        .filter(|r| !in_use.contains(r.as_str()))
+    {
         records.push(consumer(ConsumerRecord::RegularExpression {
             group: group.id.clone(),
             regex: regex.clone(),

@@ -137,7 +137,12 @@ mod tests {
         Assignment::from([(T, ps.iter().copied().collect())])
     }
 
-    fn member(epoch: i32, state: MemberState, assigned: &[i32], pending: &[i32]) -> CurrentAssignment {
+    fn member(
+        epoch: i32,
+        state: MemberState,
+        assigned: &[i32],
+        pending: &[i32],
+    ) -> CurrentAssignment {
         CurrentAssignment {
             epoch,
             previous_epoch: epoch - 1,

@@ -136,7 +136,9 @@ impl ConsumerRecord {
                 member,
                 value,
             } => {
-                key.i16(TARGET_ASSIGNMENT_MEMBER).string(group).string(member);
+                key.i16(TARGET_ASSIGNMENT_MEMBER)
+                    .string(group)
+                    .string(member);
                 value.as_ref().map(|a| {
                     let mut w = FlexWriter::new(VALUE_VERSION);
                     write_partitions(&mut w, a);
@@ -238,7 +240,10 @@ impl ConsumerRecord {
 
     /// Whether `key_type` is one of the consumer group record types.
     pub fn is_consumer_type(key_type: i16) -> bool {
-        matches!(key_type, GROUP_METADATA..=CURRENT_ASSIGNMENT | REGULAR_EXPRESSION)
+        matches!(
+            key_type,
+            GROUP_METADATA..=CURRENT_ASSIGNMENT | REGULAR_EXPRESSION
+        )
     }
 }
 
@@ -473,6 +478,8 @@ mod tests {
             None
         );
         let mut k = Reader::new(&[0, 1, b'g']);
-        assert!(ConsumerRecord::decode(GROUP_METADATA, &mut k, Some(&[0, 1, 0, 0, 0, 1, 0])).is_err());
+        assert!(
+            ConsumerRecord::decode(GROUP_METADATA, &mut k, Some(&[0, 1, 0, 0, 0, 1, 0])).is_err()
+        );
     }
 }

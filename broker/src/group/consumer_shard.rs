@@ -21,7 +21,11 @@ use super::writer::Ctx;
 
 impl ShardState {
     /// Appends `records` as one batch, then applies them.
-    fn write(&mut self, records: Vec<CoordinatorRecord>, ctx: &Ctx<'_>) -> Result<(), ResponseError> {
+    fn write(
+        &mut self,
+        records: Vec<CoordinatorRecord>,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), ResponseError> {
         ctx.writer.append(&records, ctx.now)?;
         for r in records {
             self.replay(r, ctx.now);
@@ -35,7 +39,8 @@ impl ShardState {
         image: &MetadataImage,
         ctx: &Ctx<'_>,
     ) -> Result<HeartbeatAnswer, HeartbeatError> {
-        let decision = consumer_heartbeat::heartbeat(&self.consumer, &self.groups, req, image, ctx)?;
+        let decision =
+            consumer_heartbeat::heartbeat(&self.consumer, &self.groups, req, image, ctx)?;
         self.write(decision.records, ctx)?;
         if let Some(timers) = decision.timers {
             self.consumer
@@ -61,7 +66,13 @@ impl ShardState {
         let records = group
             .deletion_records()
             .map_err(|_| ResponseError::InconsistentGroupProtocol)?;
-        self.write(records.into_iter().map(CoordinatorRecord::Consumer).collect(), ctx)
+        self.write(
+            records
+                .into_iter()
+                .map(CoordinatorRecord::Consumer)
+                .collect(),
+            ctx,
+        )
     }
 
     /// OffsetCommit to a consumer group (None for other groups): members
@@ -72,12 +83,18 @@ impl ShardState {
         ctx: &Ctx<'_>,
     ) -> Option<PartitionCodes> {
         let group = self.consumer.get(&req.group_id)?;
-        if let Err(e) = group.validate_offset_commit(&req.member_id, req.generation_id, req.api_version)
+        if let Err(e) =
+            group.validate_offset_commit(&req.member_id, req.generation_id, req.api_version)
         {
             return Some(req.codes(e.code()));
         }
         // The offsets of a consumer group create no classic group.
-        Some(offsets::store_commit(&mut HashMap::new(), &mut self.offsets, req, ctx))
+        Some(offsets::store_commit(
+            &mut HashMap::new(),
+            &mut self.offsets,
+            req,
+            ctx,
+        ))
     }
 
     /// OffsetDelete on a consumer group (None for other groups): allowed

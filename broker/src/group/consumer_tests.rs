@@ -65,7 +65,10 @@ fn open(dir: &Path, topics: &[(&str, i32)], groups: &[&str]) -> Arc<Broker> {
     }
     broker.replicas.apply_image(&broker.controller.image());
     for g in groups {
-        assert!(broker.groups.shard(g).is_ok(), "coordinator of {g} not ready");
+        assert!(
+            broker.groups.shard(g).is_ok(),
+            "coordinator of {g} not ready"
+        );
     }
     broker
 }
@@ -175,7 +178,13 @@ fn send(
     version: i16,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
-    let r = heartbeat(broker, version, "client", IpAddr::V4(Ipv4Addr::LOCALHOST), req);
+    let r = heartbeat(
+        broker,
+        version,
+        "client",
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        req,
+    );
     assert_encodes(&r, version);
     r
 }
@@ -184,7 +193,8 @@ fn send(
 /// step that no partition has two owners.
 fn settle(broker: &Broker, members: &mut [&mut Member]) {
     for _ in 0..20 {
-        for m in members.iter_mut() {
+        for i in 0..members.len() {
+            let m = &mut members[i];
             assert_eq!(m.beat(broker), NONE, "member {}", m.id);
             let mut seen = BTreeSet::new();
             for o in members.iter() {
@@ -250,7 +260,12 @@ fn members_share_partitions_revoking_before_reassigning() {
     let d = describe_one(&broker, 0, "g");
     assert_eq!(d.members.len(), 1);
     assert_eq!(d.members[0].member_epoch, 3);
-    assert_eq!(d.members[0].assignment.topic_partitions[0].topic_name.as_str(), "t");
+    assert_eq!(
+        d.members[0].assignment.topic_partitions[0]
+            .topic_name
+            .as_str(),
+        "t"
+    );
     assert_eq!(d.members[0].member_type, -1, "v0 has no member type");
     assert_eq!(describe_one(&broker, 1, "g").members[0].member_type, 1);
 }
@@ -263,15 +278,29 @@ fn epochs_and_member_ids_are_checked() {
     assert_eq!(a.join(&broker, &["t"], None), NONE);
     let ahead = send(&broker, 1, a.request().with_member_epoch(a.epoch + 1));
     assert_eq!(ahead.error_code, ResponseError::FencedMemberEpoch.code());
-    assert!(ahead.error_message.unwrap().contains("greater member epoch"));
-    let stranger = send(&broker, 1, Member::new("g", "nobody").request().with_member_epoch(1));
+    assert!(ahead
+        .error_message
+        .unwrap()
+        .contains("greater member epoch"));
+    let stranger = send(
+        &broker,
+        1,
+        Member::new("g", "nobody").request().with_member_epoch(1),
+    );
     assert_eq!(stranger.error_code, ResponseError::UnknownMemberId.code());
-    let lost = send(&broker, 1, Member::new("lost", "x").request().with_member_epoch(3));
+    let lost = send(
+        &broker,
+        1,
+        Member::new("lost", "x").request().with_member_epoch(3),
+    );
     assert_eq!(lost.error_code, ResponseError::GroupIdNotFound.code());
     // Request validation.
     let no_id = send(&broker, 1, Member::new("g", "").request());
     assert_eq!(no_id.error_code, ResponseError::InvalidRequest.code());
-    assert_eq!(no_id.error_message.as_deref(), Some("MemberId can't be empty."));
+    assert_eq!(
+        no_id.error_message.as_deref(),
+        Some("MemberId can't be empty.")
+    );
     let bad_assignor = Member::new("g", "c")
         .request()
         .with_rebalance_timeout_ms(1000)
@@ -300,11 +329,23 @@ fn epochs_and_member_ids_are_checked() {
     a.beat(&broker);
     assert_eq!(a.epoch, 2);
     let previous = a.request().with_member_epoch(1);
-    let r = send(&broker, 1, previous.clone().with_topic_partitions(Some(owned_list(&a.owned))));
+    let r = send(
+        &broker,
+        1,
+        previous
+            .clone()
+            .with_topic_partitions(Some(owned_list(&a.owned))),
+    );
     assert_eq!((r.error_code, r.member_epoch), (NONE, 2));
     let mut more = a.owned.clone();
-    more.entry(topic_id(&broker, "t")).or_default().extend([0, 1]);
-    let r = send(&broker, 1, previous.with_topic_partitions(Some(owned_list(&more))));
+    more.entry(topic_id(&broker, "t"))
+        .or_default()
+        .extend([0, 1]);
+    let r = send(
+        &broker,
+        1,
+        previous.with_topic_partitions(Some(owned_list(&more))),
+    );
     assert_eq!(r.error_code, ResponseError::FencedMemberEpoch.code());
 }
 
@@ -390,7 +431,10 @@ fn regex_subscriptions_follow_new_topics_and_partitions() {
     settle(&broker, &mut [&mut a]);
     assert_eq!(a.count(), 5);
     let d = describe_one(&broker, 1, "g");
-    assert_eq!(d.members[0].subscribed_topic_regex.as_deref(), Some("orders-.*"));
+    assert_eq!(
+        d.members[0].subscribed_topic_regex.as_deref(),
+        Some("orders-.*")
+    );
     // New partitions of a subscribed topic.
     broker
         .controller
@@ -399,12 +443,23 @@ fn regex_subscriptions_follow_new_topics_and_partitions() {
     broker.replicas.apply_image(&broker.controller.image());
     settle(&broker, &mut [&mut a]);
     assert_eq!(a.count(), 7);
-    // v0 has no regex field.
+    // v0 has no regex field, and names members that join without an id.
+    let v0 = Member::new("g", "")
+        .request()
+        .with_rebalance_timeout_ms(1000)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("other"))]))
+        .with_topic_partitions(Some(vec![]));
+    let r = send(&broker, 0, v0);
+    assert_eq!(r.error_code, NONE);
+    assert_eq!(r.member_id.unwrap().len(), 22);
     let v0 = Member::new("g", "b")
         .request()
         .with_rebalance_timeout_ms(1000)
         .with_topic_partitions(Some(vec![]));
-    assert_eq!(send(&broker, 0, v0).error_code, ResponseError::InvalidRequest.code());
+    assert_eq!(
+        send(&broker, 0, v0).error_code,
+        ResponseError::InvalidRequest.code()
+    );
 }
 
 #[test]
@@ -417,7 +472,10 @@ fn range_assignor_on_request() {
     a.join(&broker, &["x", "y"], Some("range"));
     b.join(&broker, &["x", "y"], Some("range"));
     settle(&broker, &mut [&mut a, &mut b]);
-    assert_eq!(describe_one(&broker, 1, "g").assignor_name.as_str(), "range");
+    assert_eq!(
+        describe_one(&broker, 1, "g").assignor_name.as_str(),
+        "range"
+    );
     assert_eq!(a.owned[&x], BTreeSet::from([0, 1]));
     assert_eq!(a.owned[&y], BTreeSet::from([0, 1]));
     assert_eq!(b.owned[&x], BTreeSet::from([2]));
@@ -472,10 +530,19 @@ fn offsets_use_member_epochs_and_everything_survives_a_restart() {
         commit(&broker, 9, "g", "a", a.epoch - 1),
         ResponseError::StaleMemberEpoch.code()
     );
-    assert_eq!(commit(&broker, 8, "g", "a", a.epoch), ResponseError::UnsupportedVersion.code());
-    assert_eq!(commit(&broker, 9, "g", "x", 1), ResponseError::UnknownMemberId.code());
+    assert_eq!(
+        commit(&broker, 8, "g", "a", a.epoch),
+        ResponseError::UnsupportedVersion.code()
+    );
+    assert_eq!(
+        commit(&broker, 9, "g", "x", 1),
+        ResponseError::UnknownMemberId.code()
+    );
     // Admin commits (no member) need an empty group.
-    assert_eq!(commit(&broker, 9, "g", "", -1), ResponseError::UnknownMemberId.code());
+    assert_eq!(
+        commit(&broker, 9, "g", "", -1),
+        ResponseError::UnknownMemberId.code()
+    );
     assert_eq!(fetch(&broker, "g", Some("a"), a.epoch), (NONE, Some(42)));
     assert_eq!(fetch(&broker, "g", None, -1), (NONE, Some(42)));
     assert_eq!(
@@ -496,7 +563,10 @@ fn offsets_use_member_epochs_and_everything_survives_a_restart() {
     let owned = a.owned.clone();
     assert_eq!(a.beat(&broker), NONE);
     assert_eq!(a.owned, owned);
-    assert_eq!(describe_one(&broker, 1, "g").group_epoch, before.group_epoch);
+    assert_eq!(
+        describe_one(&broker, 1, "g").group_epoch,
+        before.group_epoch
+    );
 }
 
 #[test]
@@ -512,11 +582,18 @@ fn admin_apis_see_consumer_groups() {
     assert_encodes(&listed, 5);
     let g = &listed.groups[0];
     assert_eq!(
-        (g.group_id.as_str(), g.protocol_type.as_str(), g.group_state.as_str(), g.group_type.as_str()),
+        (
+            g.group_id.as_str(),
+            g.protocol_type.as_str(),
+            g.group_state.as_str(),
+            g.group_type.as_str()
+        ),
         ("g", "consumer", "Stable", "consumer")
     );
     let classic_only = ListGroupsRequest::default().with_types_filter(vec![s("classic")]);
-    assert!(tokio_run(list_groups(&broker, 5, classic_only)).groups.is_empty());
+    assert!(tokio_run(list_groups(&broker, 5, classic_only))
+        .groups
+        .is_empty());
 
     let d = tokio_run(describe_groups(
         &broker,
@@ -525,7 +602,10 @@ fn admin_apis_see_consumer_groups() {
     ));
     let dg = &d.groups[0];
     assert_eq!(dg.error_code, ResponseError::GroupIdNotFound.code());
-    assert_eq!(dg.error_message.as_deref(), Some("Group g is not a classic group."));
+    assert_eq!(
+        dg.error_message.as_deref(),
+        Some("Group g is not a classic group.")
+    );
     let d5 = tokio_run(describe_groups(
         &broker,
         5,
@@ -539,20 +619,36 @@ fn admin_apis_see_consumer_groups() {
         .with_session_timeout_ms(10_000)
         .with_rebalance_timeout_ms(10_000)
         .with_protocol_type(s("consumer"))
-        .with_protocols(vec![JoinGroupRequestProtocol::default().with_name(s("range"))]);
-    let j = tokio_run(join_group(&broker, 9, "c", IpAddr::V4(Ipv4Addr::LOCALHOST), join));
-    assert_eq!(j.error_code, ResponseError::InconsistentGroupProtocol.code());
+        .with_protocols(vec![
+            JoinGroupRequestProtocol::default().with_name(s("range"))
+        ]);
+    let j = tokio_run(join_group(
+        &broker,
+        9,
+        "c",
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        join,
+    ));
+    assert_eq!(
+        j.error_code,
+        ResponseError::InconsistentGroupProtocol.code()
+    );
 
     let delete_offsets = |topic: &str| {
         let req = OffsetDeleteRequest::default()
             .with_group_id(gid("g"))
             .with_topics(vec![OffsetDeleteRequestTopic::default()
                 .with_name(TopicName(s(topic)))
-                .with_partitions(vec![OffsetDeleteRequestPartition::default().with_partition_index(0)])]);
+                .with_partitions(vec![
+                    OffsetDeleteRequestPartition::default().with_partition_index(0)
+                ])]);
         let r = tokio_run(offset_delete(&broker, 0, req));
         (r.error_code, r.topics[0].partitions[0].error_code)
     };
-    assert_eq!(delete_offsets("t"), (NONE, ResponseError::GroupSubscribedToTopic.code()));
+    assert_eq!(
+        delete_offsets("t"),
+        (NONE, ResponseError::GroupSubscribedToTopic.code())
+    );
     assert_eq!(delete_offsets("u"), (NONE, NONE));
 
     let delete = || {
@@ -577,9 +673,11 @@ fn admin_apis_see_consumer_groups() {
     // The group id is free for either protocol again, and stays deleted
     // after a restart.
     let broker = reopen(broker, dir.path(), &["g"]);
-    assert!(tokio_run(list_groups(&broker, 5, ListGroupsRequest::default()))
-        .groups
-        .is_empty());
+    assert!(
+        tokio_run(list_groups(&broker, 5, ListGroupsRequest::default()))
+            .groups
+            .is_empty()
+    );
 }
 
 #[test]

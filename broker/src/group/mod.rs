@@ -56,7 +56,9 @@ pub use config::{GroupConfig, OFFSETS_TOPIC};
 pub use consumer_config::ConsumerGroupConfig;
 pub use consumer_group::{ConsumerGroupState, CONSUMER_GROUP_TYPE};
 pub use consumer_groups::DescribedConsumerGroup;
-pub use consumer_heartbeat::{validate as validate_consumer_heartbeat, HeartbeatAnswer, HeartbeatError, HeartbeatRequest};
+pub use consumer_heartbeat::{
+    validate as validate_consumer_heartbeat, HeartbeatAnswer, HeartbeatError, HeartbeatRequest,
+};
 pub use consumer_member::{Assignment, ConsumerMember};
 pub use coordinator::{coordinator_node, CoordinatorNode, GroupCoordinator};
 pub use member::{JoinResult, JoinedMember, Protocol, SyncResult};

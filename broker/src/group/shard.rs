@@ -167,7 +167,7 @@ impl Shard {
             }
         }
         state.consumer.on_loaded(now, &config.consumer);
-        info!(partition = %partition.tp, records, groups = state.groups.len(), "group coordinator loaded");
+        info!(partition = %partition.tp, records, groups = state.groups.len(), consumer_groups = state.consumer.len(), "group coordinator loaded");
         let shard = Self {
             writer: LogWriter {
                 partition,

@@ -11,9 +11,9 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind}
 use ottla_protocol::api_versions::{ApiTableError, VersionRange};
 
 use crate::apis::{
-    configs, consumer_group, create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
-    describe_log_dirs, describe_topic_partitions, fetch, group, init_producer_id, list_offsets,
-    metadata, offset_for_leader_epoch, produce, txn,
+    configs, consumer_group, create_partitions, create_topics, delete_records, delete_topics,
+    describe_cluster, describe_log_dirs, describe_topic_partitions, fetch, group, init_producer_id,
+    list_offsets, metadata, offset_for_leader_epoch, produce, txn,
 };
 use crate::broker::Broker;
 use crate::handlers::HandlerRegistry;
@@ -58,7 +58,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
-    (ApiKey::ListTransactions, 0, 1),
+    (ApiKey::ListTransactions, 0, 2),
 ];
 
 /// The broker the APIs serve, filled in once it is open. Listeners are

@@ -156,7 +156,9 @@ impl TxnCoordinator {
                     "created the transaction state topic"
                 ),
                 Err(e) if e.code == ResponseError::TopicAlreadyExists.code() => {}
-                Err(e) => warn!(topic = name, error = %e, "could not create the transaction state topic"),
+                Err(e) => {
+                    warn!(topic = name, error = %e, "could not create the transaction state topic")
+                }
             }
         }
     }
@@ -567,9 +569,8 @@ fn end_decision_v2(
     commit: bool,
 ) -> Result<Option<TxnState>, ResponseError> {
     let retry_on_bump = i32::from(meta.producer_epoch) == i32::from(epoch) + 1;
-    let retry_on_overflow = meta.previous_producer_id == id
-        && epoch == i16::MAX - 1
-        && meta.producer_epoch == 0;
+    let retry_on_overflow =
+        meta.previous_producer_id == id && epoch == i16::MAX - 1 && meta.producer_epoch == 0;
     if meta.producer_id != id && !retry_on_overflow {
         return Err(ResponseError::InvalidProducerIdMapping);
     }
@@ -694,9 +695,6 @@ mod tests {
             previous_producer_id: 7,
             ..meta(TxnState::CompleteCommit, 0)
         };
-        assert_eq!(
-            end_decision_v2(&rotated, (7, i16::MAX - 1), true),
-            Ok(None)
-        );
+        assert_eq!(end_decision_v2(&rotated, (7, i16::MAX - 1), true), Ok(None));
     }
 }

@@ -232,15 +232,21 @@ impl<'a> Reader<'a> {
     }
 
     fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(i16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")))
+        Ok(i16::from_be_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
     }
 
     fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(i32::from_be_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
 
     fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(i64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
 
     fn uvarint(&mut self) -> Result<u32, DecodeError> {

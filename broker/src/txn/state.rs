@@ -42,7 +42,10 @@ impl TxnState {
     }
 
     pub fn from_id(id: i8) -> Option<Self> {
-        usize::try_from(id).ok().and_then(|i| Self::ALL.get(i)).copied()
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| Self::ALL.get(i))
+            .copied()
     }
 
     pub fn name(self) -> &'static str {

@@ -32,7 +32,7 @@ use ottla_storage::producer_state::AppendOrigin;
 use super::records::{encode_key, encode_value};
 use super::{services, TxnMetadata, TxnState, TRANSACTION_STATE_TOPIC};
 use crate::apis::group::{find_coordinator, offset_fetch};
-use crate::apis::test_support::{assert_encodes, create_topic, test_settings};
+use crate::apis::test_support::{assert_encodes, change_leader, create_topic, test_settings};
 use crate::apis::{init_producer_id, produce, txn};
 use crate::broker::Broker;
 use crate::replica::{now_ms, ReadSpec};
@@ -92,7 +92,13 @@ async fn coordinator_ready(broker: &Broker, key_type: i8, key: &str) {
     panic!("no coordinator for {key}");
 }
 
-fn init(broker: &Broker, version: i16, id: &str, timeout_ms: i32, current: (i64, i16)) -> (i16, i64, i16) {
+fn init(
+    broker: &Broker,
+    version: i16,
+    id: &str,
+    timeout_ms: i32,
+    current: (i64, i16),
+) -> (i16, i64, i16) {
     let req = InitProducerIdRequest::default()
         .with_transactional_id(Some(tid(id)))
         .with_transaction_timeout_ms(timeout_ms)
@@ -111,7 +117,13 @@ fn new_producer(broker: &Broker, id: &str) -> (i64, i16) {
 }
 
 /// AddPartitionsToTxn v3 (as librdkafka sends it): the partitions' codes.
-fn add(broker: &Broker, version: i16, id: &str, producer: (i64, i16), partitions: &[(&str, i32)]) -> Vec<i16> {
+fn add(
+    broker: &Broker,
+    version: i16,
+    id: &str,
+    producer: (i64, i16),
+    partitions: &[(&str, i32)],
+) -> Vec<i16> {
     let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
     for &(t, p) in partitions {
         match topics.iter_mut().find(|x| x.name.as_str() == t) {
@@ -132,7 +144,11 @@ fn add(broker: &Broker, version: i16, id: &str, producer: (i64, i16), partitions
     assert_encodes(&r, version);
     r.results_by_topic_v3_and_below
         .iter()
-        .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code))
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(|p| p.partition_error_code)
+        })
         .collect()
 }
 
@@ -176,7 +192,13 @@ fn produce(
     r.responses[0].partition_responses[0].error_code
 }
 
-fn end(broker: &Broker, version: i16, id: &str, producer: (i64, i16), commit: bool) -> EndTxnResponse {
+fn end(
+    broker: &Broker,
+    version: i16,
+    id: &str,
+    producer: (i64, i16),
+    commit: bool,
+) -> EndTxnResponse {
     let req = EndTxnRequest::default()
         .with_transactional_id(tid(id))
         .with_producer_id(ProducerId(producer.0))
@@ -272,10 +294,19 @@ async fn init_bumps_the_epoch_and_fences_older_producers() {
     // The old producer is fenced, in each version's words (KIP-588).
     let fenced = ResponseError::ProducerFenced.code();
     let invalid_epoch = ResponseError::InvalidProducerEpoch.code();
-    assert_eq!(add(&broker, 3, "tx-fence", old, &[(TOPIC, 0)]), vec![fenced]);
-    assert_eq!(add(&broker, 1, "tx-fence", old, &[(TOPIC, 0)]), vec![invalid_epoch]);
+    assert_eq!(
+        add(&broker, 3, "tx-fence", old, &[(TOPIC, 0)]),
+        vec![fenced]
+    );
+    assert_eq!(
+        add(&broker, 1, "tx-fence", old, &[(TOPIC, 0)]),
+        vec![invalid_epoch]
+    );
     assert_eq!(end(&broker, 3, "tx-fence", old, true).error_code, fenced);
-    assert_eq!(end(&broker, 1, "tx-fence", old, true).error_code, invalid_epoch);
+    assert_eq!(
+        end(&broker, 1, "tx-fence", old, true).error_code,
+        invalid_epoch
+    );
     // KIP-360: naming an epoch that is neither the current nor the previous one.
     assert_eq!(init(&broker, 4, "tx-fence", 60_000, old).0, fenced);
     assert_eq!(init(&broker, 3, "tx-fence", 60_000, old).0, invalid_epoch);
@@ -288,13 +319,19 @@ async fn init_bumps_the_epoch_and_fences_older_producers() {
     // A new producer while a transaction is open: the transaction is
     // aborted, the client told to retry, and the retry bumps again.
     assert_eq!(add(&broker, 3, "tx-fence", new, &[(TOPIC, 0)]), vec![NONE]);
-    assert_eq!(produce(&broker, 9, Some("tx-fence"), new, 0, 0, &["doomed"]), NONE);
+    assert_eq!(
+        produce(&broker, 9, Some("tx-fence"), new, 0, 0, &["doomed"]),
+        NONE
+    );
     assert_eq!(
         init(&broker, 4, "tx-fence", 60_000, (-1, -1)).0,
         ResponseError::ConcurrentTransactions.code()
     );
     let d = describe(&broker, "tx-fence");
-    assert_eq!((d.transaction_state.as_str(), d.producer_epoch), ("CompleteAbort", 2));
+    assert_eq!(
+        (d.transaction_state.as_str(), d.producer_epoch),
+        ("CompleteAbort", 2)
+    );
     let third = new_producer(&broker, "tx-fence");
     assert_eq!(third, (old.0, 3));
     let c = read_committed(&broker, 0);
@@ -302,7 +339,10 @@ async fn init_bumps_the_epoch_and_fences_older_producers() {
     assert_eq!(c.lso, c.log_end);
     assert_eq!(c.aborted, vec![(old.0, 0)]);
     // The fenced producer's late data is refused by the check and the log.
-    assert_eq!(produce(&broker, 9, Some("tx-fence"), new, 1, 0, &["late"]), invalid_epoch);
+    assert_eq!(
+        produce(&broker, 9, Some("tx-fence"), new, 1, 0, &["late"]),
+        invalid_epoch
+    );
 }
 
 #[tokio::test]
@@ -334,17 +374,29 @@ async fn transactional_produce_needs_an_added_partition() {
             ResponseError::UnknownTopicOrPartition.code()
         ]
     );
-    assert_eq!(describe(&broker, "tx-add").transaction_state.as_str(), "Empty");
+    assert_eq!(
+        describe(&broker, "tx-add").transaction_state.as_str(),
+        "Empty"
+    );
 
-    assert_eq!(add(&broker, 3, "tx-add", producer, &[(TOPIC, 0)]), vec![NONE]);
-    assert_eq!(produce(&broker, 9, Some("tx-add"), producer, 0, 0, &["a"]), NONE);
+    assert_eq!(
+        add(&broker, 3, "tx-add", producer, &[(TOPIC, 0)]),
+        vec![NONE]
+    );
+    assert_eq!(
+        produce(&broker, 9, Some("tx-add"), producer, 0, 0, &["a"]),
+        NONE
+    );
     // Still not partition 1.
     assert_eq!(
         produce(&broker, 9, Some("tx-add"), producer, 0, 1, &["b"]),
         ResponseError::InvalidTxnState.code()
     );
     // Produce v12 (KIP-890 part 2) adds the partition itself.
-    assert_eq!(produce(&broker, 12, Some("tx-add"), producer, 0, 1, &["b"]), NONE);
+    assert_eq!(
+        produce(&broker, 12, Some("tx-add"), producer, 0, 1, &["b"]),
+        NONE
+    );
     let d = describe(&broker, "tx-add");
     assert_eq!(d.transaction_state.as_str(), "Ongoing");
     assert_eq!(d.topics.len(), 1);
@@ -386,13 +438,28 @@ async fn commit_makes_data_visible_and_abort_hides_it() {
     coordinator_ready(&broker, 1, "tx-commit").await;
     let producer = new_producer(&broker, "tx-commit");
 
-    assert_eq!(add(&broker, 3, "tx-commit", producer, &[(TOPIC, 0), (TOPIC, 1)]), vec![NONE, NONE]);
-    assert_eq!(produce(&broker, 9, Some("tx-commit"), producer, 0, 0, &["c1", "c2"]), NONE);
-    assert_eq!(produce(&broker, 9, Some("tx-commit"), producer, 0, 1, &["c3"]), NONE);
+    assert_eq!(
+        add(&broker, 3, "tx-commit", producer, &[(TOPIC, 0), (TOPIC, 1)]),
+        vec![NONE, NONE]
+    );
+    assert_eq!(
+        produce(&broker, 9, Some("tx-commit"), producer, 0, 0, &["c1", "c2"]),
+        NONE
+    );
+    assert_eq!(
+        produce(&broker, 9, Some("tx-commit"), producer, 0, 1, &["c3"]),
+        NONE
+    );
     assert_eq!(read_committed(&broker, 0).lso, 0);
     // Committing twice: the retry of a completed commit succeeds.
-    assert_eq!(end(&broker, 3, "tx-commit", producer, true).error_code, NONE);
-    assert_eq!(end(&broker, 3, "tx-commit", producer, true).error_code, NONE);
+    assert_eq!(
+        end(&broker, 3, "tx-commit", producer, true).error_code,
+        NONE
+    );
+    assert_eq!(
+        end(&broker, 3, "tx-commit", producer, true).error_code,
+        NONE
+    );
     assert_eq!(
         end(&broker, 3, "tx-commit", producer, false).error_code,
         ResponseError::InvalidTxnState.code()
@@ -407,14 +474,26 @@ async fn commit_makes_data_visible_and_abort_hides_it() {
     assert!(d.topics.is_empty());
 
     // The next transaction is aborted.
-    assert_eq!(add(&broker, 3, "tx-commit", producer, &[(TOPIC, 0)]), vec![NONE]);
-    assert_eq!(produce(&broker, 9, Some("tx-commit"), producer, 2, 0, &["a1"]), NONE);
-    assert_eq!(end(&broker, 3, "tx-commit", producer, false).error_code, NONE);
+    assert_eq!(
+        add(&broker, 3, "tx-commit", producer, &[(TOPIC, 0)]),
+        vec![NONE]
+    );
+    assert_eq!(
+        produce(&broker, 9, Some("tx-commit"), producer, 2, 0, &["a1"]),
+        NONE
+    );
+    assert_eq!(
+        end(&broker, 3, "tx-commit", producer, false).error_code,
+        NONE
+    );
     let c = read_committed(&broker, 0);
     assert_eq!(c.values, vec!["c1", "c2"]);
     assert_eq!((c.lso, c.log_end), (5, 5));
     assert_eq!(c.aborted, vec![(producer.0, 3)]);
-    assert_eq!(describe(&broker, "tx-commit").transaction_state.as_str(), "CompleteAbort");
+    assert_eq!(
+        describe(&broker, "tx-commit").transaction_state.as_str(),
+        "CompleteAbort"
+    );
     // An EndTxn without a transaction.
     let (_, pid, epoch) = init(&broker, 4, "tx-commit", 60_000, (-1, -1));
     assert_eq!(
@@ -431,12 +510,28 @@ async fn commit_makes_data_visible_and_abort_hides_it() {
         assert_encodes(&r, 1);
         r
     };
+    let by_pattern = |pattern: &str| {
+        let req =
+            ListTransactionsRequest::default().with_transactional_id_pattern(Some(s(pattern)));
+        let r = txn::list_transactions(&broker, 2, req);
+        assert_encodes(&r, 2);
+        (r.error_code, r.transaction_states.len())
+    };
+    assert_eq!(by_pattern("tx-.*"), (NONE, 1));
+    assert_eq!(by_pattern("tx"), (NONE, 0), "the whole id must match");
+    assert_eq!(
+        by_pattern("("),
+        (ResponseError::InvalidRegularExpression.code(), 0)
+    );
     let r = list(&[], &[]);
     assert_eq!(r.transaction_states.len(), 1);
     assert_eq!(r.transaction_states[0].transaction_state.as_str(), "Empty");
     assert_eq!(list(&["Ongoing"], &[]).transaction_states.len(), 0);
     assert_eq!(list(&[], &[pid + 1]).transaction_states.len(), 0);
-    assert_eq!(list(&["Bogus"], &[]).unknown_state_filters, vec![s("Bogus")]);
+    assert_eq!(
+        list(&["Bogus"], &[]).unknown_state_filters,
+        vec![s("Bogus")]
+    );
     let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
         .with_name(TopicName(s(TOPIC)))
         .with_partition_indexes(vec![0, 9])]);
@@ -445,9 +540,15 @@ async fn commit_makes_data_visible_and_abort_hides_it() {
     let partitions = &r.topics[0].partitions;
     assert_eq!(partitions[0].error_code, NONE);
     let p = &partitions[0].active_producers[0];
-    assert_eq!((p.producer_id.0, p.producer_epoch, p.last_sequence), (producer.0, 0, 2));
+    assert_eq!(
+        (p.producer_id.0, p.producer_epoch, p.last_sequence),
+        (producer.0, 0, 2)
+    );
     assert_eq!(p.current_txn_start_offset, -1);
-    assert_eq!(partitions[1].error_code, ResponseError::UnknownTopicOrPartition.code());
+    assert_eq!(
+        partitions[1].error_code,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
 }
 
 #[tokio::test]
@@ -523,13 +624,19 @@ async fn transactional_offsets_are_visible_only_after_commit() {
         fetch(true).await,
         (-1, ResponseError::UnstableOffsetCommit.code())
     );
-    assert_eq!(end(&broker, 3, "tx-offsets", producer, true).error_code, NONE);
+    assert_eq!(
+        end(&broker, 3, "tx-offsets", producer, true).error_code,
+        NONE
+    );
     assert_eq!(fetch(true).await, (10, NONE));
 
     // Aborted offsets are dropped.
     assert_eq!(add_offsets(3), NONE);
     assert_eq!(commit_offset(3, 20), vec![NONE, unknown]);
-    assert_eq!(end(&broker, 3, "tx-offsets", producer, false).error_code, NONE);
+    assert_eq!(
+        end(&broker, 3, "tx-offsets", producer, false).error_code,
+        NONE
+    );
     assert_eq!(fetch(true).await, (10, NONE));
 
     // A pending commit survives a restart and is applied by its marker.
@@ -546,10 +653,13 @@ async fn transactional_offsets_are_visible_only_after_commit() {
     let r = offset_fetch(&broker, 8, req).await;
     let p = &r.groups[0].topics[0].partitions[0];
     assert_eq!(p.error_code, ResponseError::UnstableOffsetCommit.code());
-    assert_eq!(end(&broker, 3, "tx-offsets", producer, true).error_code, NONE);
-    let req = OffsetFetchRequest::default().with_groups(vec![
-        OffsetFetchRequestGroup::default().with_group_id(GroupId(s("g")))
-    ]);
+    assert_eq!(
+        end(&broker, 3, "tx-offsets", producer, true).error_code,
+        NONE
+    );
+    let req = OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+        .with_group_id(GroupId(s("g")))
+        .with_topics(None)]);
     let r = offset_fetch(&broker, 8, req).await;
     assert_eq!(r.groups[0].topics[0].partitions[0].committed_offset, 30);
 }
@@ -593,6 +703,49 @@ async fn a_prepared_commit_is_completed_after_a_restart() {
     assert_eq!((d.producer_id.0, d.producer_epoch), producer);
 }
 
+/// A marker that cannot be written (the partition has no leader) leaves the
+/// transaction completing: the commit is decided, the producer is told to
+/// wait, and the tick finishes once the partition is back.
+#[tokio::test]
+async fn a_transaction_completes_once_its_markers_can_be_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    let id = "tx-stuck";
+    coordinator_ready(&broker, 1, id).await;
+    let producer = new_producer(&broker, id);
+    assert_eq!(add(&broker, 3, id, producer, &[(TOPIC, 0)]), vec![NONE]);
+    assert_eq!(produce(&broker, 9, Some(id), producer, 0, 0, &["s"]), NONE);
+
+    change_leader(&broker, &tp(0), -1);
+    assert_eq!(end(&broker, 3, id, producer, true).error_code, NONE);
+    assert_eq!(
+        describe(&broker, id).transaction_state.as_str(),
+        "PrepareCommit"
+    );
+    let concurrent = ResponseError::ConcurrentTransactions.code();
+    assert_eq!(init(&broker, 4, id, 60_000, (-1, -1)).0, concurrent);
+    assert_eq!(
+        add(&broker, 3, id, producer, &[(TOPIC, 1)]),
+        vec![concurrent]
+    );
+    assert_eq!(end(&broker, 3, id, producer, true).error_code, concurrent);
+    broker.txns.tick(&services(&broker), now_ms());
+    assert_eq!(
+        describe(&broker, id).transaction_state.as_str(),
+        "PrepareCommit"
+    );
+
+    change_leader(&broker, &tp(0), 1);
+    broker.txns.tick(&services(&broker), now_ms());
+    assert_eq!(
+        describe(&broker, id).transaction_state.as_str(),
+        "CompleteCommit"
+    );
+    let c = read_committed(&broker, 0);
+    assert_eq!(c.values, vec!["s"]);
+    assert_eq!(c.lso, c.log_end);
+}
+
 #[tokio::test]
 async fn timed_out_transactions_are_aborted_and_their_producer_fenced() {
     let dir = tempfile::tempdir().unwrap();
@@ -602,14 +755,20 @@ async fn timed_out_transactions_are_aborted_and_their_producer_fenced() {
     let (error, pid, epoch) = init(&broker, 4, id, 1000, (-1, -1));
     assert_eq!(error, NONE);
     assert_eq!(add(&broker, 3, id, (pid, epoch), &[(TOPIC, 1)]), vec![NONE]);
-    assert_eq!(produce(&broker, 9, Some(id), (pid, epoch), 0, 1, &["x"]), NONE);
+    assert_eq!(
+        produce(&broker, 9, Some(id), (pid, epoch), 0, 1, &["x"]),
+        NONE
+    );
 
     // Not yet due.
     broker.txns.tick(&services(&broker), now_ms());
     assert_eq!(describe(&broker, id).transaction_state.as_str(), "Ongoing");
     broker.txns.tick(&services(&broker), now_ms() + 2000);
     let d = describe(&broker, id);
-    assert_eq!((d.transaction_state.as_str(), d.producer_epoch), ("CompleteAbort", epoch + 1));
+    assert_eq!(
+        (d.transaction_state.as_str(), d.producer_epoch),
+        ("CompleteAbort", epoch + 1)
+    );
     let c = read_committed(&broker, 1);
     assert!(c.values.is_empty());
     assert_eq!(c.aborted, vec![(pid, 0)]);
@@ -637,13 +796,19 @@ async fn end_txn_v5_bumps_the_epoch() {
     assert_eq!(produce(&broker, 12, Some(id), producer, 0, 0, &["v"]), NONE);
     let r = end(&broker, 5, id, producer, true);
     assert_eq!(r.error_code, NONE);
-    assert_eq!((r.producer_id.0, r.producer_epoch), (producer.0, producer.1 + 1));
+    assert_eq!(
+        (r.producer_id.0, r.producer_epoch),
+        (producer.0, producer.1 + 1)
+    );
     // The marker carries the bumped epoch.
     let c = read_committed(&broker, 0);
     assert_eq!((c.values.len(), c.lso, c.log_end), (1, 2, 2));
     // A retry with the old epoch gets the same answer.
     let retry = end(&broker, 5, id, producer, true);
-    assert_eq!((retry.error_code, retry.producer_epoch), (NONE, producer.1 + 1));
+    assert_eq!(
+        (retry.error_code, retry.producer_epoch),
+        (NONE, producer.1 + 1)
+    );
     // An abort without partitions only bumps.
     let bumped = (r.producer_id.0, r.producer_epoch);
     let r = end(&broker, 5, id, bumped, false);
@@ -691,6 +856,9 @@ async fn write_txn_markers_writes_markers_locally() {
         .iter()
         .map(|p| p.error_code)
         .collect();
-    assert_eq!(codes, vec![NONE, ResponseError::UnknownTopicOrPartition.code()]);
+    assert_eq!(
+        codes,
+        vec![NONE, ResponseError::UnknownTopicOrPartition.code()]
+    );
     assert_eq!(read_committed(&broker, 0).values, vec!["m"]);
 }
