@@ -142,6 +142,19 @@ impl ConsumerGroup {
         Ok(())
     }
 
+    /// TxnOffsetCommit: as OffsetCommit without the version check; a stale
+    /// epoch is ILLEGAL_GENERATION, which that API knows (as Kafka).
+    pub fn validate_txn_offset_commit(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        match self.validate_offset_commit(member_id, member_epoch, 9) {
+            Err(ResponseError::StaleMemberEpoch) => Err(ResponseError::IllegalGeneration),
+            other => other,
+        }
+    }
+
     /// OffsetFetch v9 may name the member and its epoch; without them (admin
     /// tools) any fetch is allowed.
     pub fn validate_offset_fetch(

@@ -59,47 +59,49 @@ impl ConsumerGroups {
         self.groups.len()
     }
 
+    pub fn ids(&self) -> impl Iterator<Item = &String> {
+        self.groups.keys()
+    }
+
     /// Applies a stored record. A group record creates the group, replacing
     /// a classic group of the same id: Kafka only allows that for the empty
     /// ("simple") group an offset commit creates, which no record backs.
     pub fn replay(&mut self, record: ConsumerRecord, classic: &mut HashMap<String, ClassicGroup>) {
         let id = record.group().to_string();
-        let is_tombstone = matches!(
-            &record,
-            ConsumerRecord::GroupMetadata { value: None, .. }
-                | ConsumerRecord::PartitionMetadataTombstone { .. }
-                | ConsumerRecord::MemberMetadata { value: None, .. }
-                | ConsumerRecord::TargetAssignmentMetadata { value: None, .. }
-                | ConsumerRecord::TargetAssignmentMember { value: None, .. }
-                | ConsumerRecord::CurrentAssignment { value: None, .. }
-                | ConsumerRecord::RegularExpression { value: None, .. }
-        );
-        if let ConsumerRecord::GroupMetadata { value: None, .. } = record {
-            self.groups.remove(&id);
-            return;
-        }
-        if !self.groups.contains_key(&id) {
-            if is_tombstone {
-                return;
+        match record {
+            ConsumerRecord::GroupMetadata { value: None, .. } => {
+                self.groups.remove(&id);
             }
-            if let Some(old) = classic.remove(&id) {
+            ConsumerRecord::GroupMetadata {
+                value: Some((epoch, hash)),
+                ..
+            } => {
+                let group = self.get_or_create(&id, classic);
+                group.epoch = epoch;
+                group.metadata_hash = hash;
+            }
+            r if r.is_tombstone() => {
+                if let Some(group) = self.groups.get_mut(&id) {
+                    group.replay(r);
+                }
+            }
+            r => self.get_or_create(&id, classic).replay(r),
+        }
+    }
+
+    fn get_or_create(
+        &mut self,
+        id: &str,
+        classic: &mut HashMap<String, ClassicGroup>,
+    ) -> &mut ConsumerGroup {
+        self.groups.entry(id.to_string()).or_insert_with(|| {
+            if let Some(old) = classic.remove(id) {
                 if !old.is_empty() || old.protocol_type().is_some() {
                     warn!(group = %id, "a consumer group record replaces a classic group");
                 }
             }
-            self.groups.insert(id.clone(), ConsumerGroup::new(&id));
-        }
-        let group = self.groups.get_mut(&id).expect("present or just created");
-        if let ConsumerRecord::GroupMetadata {
-            value: Some((epoch, hash)),
-            ..
-        } = record
-        {
-            group.epoch = epoch;
-            group.metadata_hash = hash;
-        } else {
-            group.replay(record);
-        }
+            ConsumerGroup::new(id)
+        })
     }
 
     /// After loading: every member gets a full session to heartbeat again,

@@ -10,17 +10,15 @@
 //!    group's assignor for a new target;
 //! 3. reconcile the member towards its target (`consumer_reconcile`).
 //!
-//! Leaving (epoch -1) or session / revocation expiry fence the member: its
-//! records are deleted and the group epoch bumps so the others rebalance.
-//! A static member may leave temporarily (epoch -2) and come back under a
-//! new member id with its assignment.
+//! Leaving and fencing are in `consumer_leave`; a static member that left
+//! temporarily (epoch -2) comes back under a new member id with its
+//! assignment. Topic regexes are in `consumer_regex`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
-use regex::Regex;
-use tracing::{info, warn};
+use tracing::info;
 use uuid::Uuid;
 
 use super::classic::ClassicGroup;
@@ -28,11 +26,13 @@ use super::consumer_assignor::{assign, MemberSpec};
 use super::consumer_config::ConsumerGroupConfig;
 use super::consumer_group::{metadata_hash, topic_ids, topics_of, ConsumerGroup, MemberTimers};
 use super::consumer_groups::ConsumerGroups;
+use super::consumer_leave;
 use super::consumer_member::{
     is_subset, Assignment, ConsumerMember, MemberState, MemberSubscription, LEAVE_STATIC_EPOCH,
 };
 use super::consumer_reconcile::{reconcile, Target};
-use super::consumer_records::{ConsumerRecord, ResolvedRegex};
+use super::consumer_records::ConsumerRecord;
+use super::consumer_regex;
 use super::records::CoordinatorRecord;
 use super::writer::Ctx;
 
@@ -79,7 +79,7 @@ impl From<ResponseError> for HeartbeatError {
     }
 }
 
-fn fail(error: ResponseError, message: String) -> HeartbeatError {
+pub(super) fn fail(error: ResponseError, message: String) -> HeartbeatError {
     HeartbeatError {
         error,
         message: Some(message),
@@ -152,7 +152,7 @@ pub fn validate(
         }
     }
     if let Some(regex) = req.topic_regex.as_deref().filter(|r| !r.is_empty()) {
-        if let Err(e) = compile(regex) {
+        if let Err(e) = consumer_regex::compile(regex) {
             return Err(fail(
                 ResponseError::InvalidRegularExpression,
                 format!("SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}."),
@@ -162,28 +162,7 @@ pub fn validate(
     Ok(())
 }
 
-/// Kafka matches a subscription regex (RE2/J syntax) against whole topic
-/// names.
-fn compile(regex: &str) -> Result<Regex, regex::Error> {
-    Regex::new(&format!("^(?:{regex})$"))
-}
-
-fn resolve(regex: &str, image: &MetadataImage) -> BTreeSet<String> {
-    match compile(regex) {
-        Ok(re) => image
-            .topic_ids
-            .keys()
-            .filter(|t| re.is_match(t))
-            .cloned()
-            .collect(),
-        Err(e) => {
-            warn!(regex, error = %e, "ignoring a stored regex that does not compile");
-            BTreeSet::new()
-        }
-    }
-}
-
-fn consumer(r: ConsumerRecord) -> CoordinatorRecord {
+pub(super) fn consumer(r: ConsumerRecord) -> CoordinatorRecord {
     CoordinatorRecord::Consumer(r)
 }
 
@@ -196,7 +175,7 @@ pub fn heartbeat(
     ctx: &Ctx<'_>,
 ) -> Result<Decision, HeartbeatError> {
     if req.member_epoch < 0 {
-        return leave(groups, req, image);
+        return consumer_leave::leave(groups, req, image);
     }
     let config = &ctx.config.consumer;
     let id = &req.group_id;
@@ -240,7 +219,7 @@ pub fn heartbeat(
     }
     let (member, replaced) = find_member(group, req)?;
     if let Some(old) = replaced {
-        records.extend(member_tombstones(id, &old.id).map(consumer));
+        records.extend(consumer_leave::member_tombstones(id, &old.id).map(consumer));
         records.push(consumer(ConsumerRecord::MemberMetadata {
             group: id.clone(),
             member: member.id.clone(),
@@ -286,7 +265,7 @@ pub fn heartbeat(
     let image_changed = group.image_checked != image.offset;
     let mut hash = group.metadata_hash;
     if image_changed || bump || replaced.is_some() {
-        bump |= refresh_regexes(group, &subs, &mut regexes, image, ctx.now, &mut records);
+        bump |= consumer_regex::refresh(group, &subs, &mut regexes, image, ctx.now, &mut records);
         let names: BTreeSet<String> = subs.values().flat_map(|s| topics_of(s, &regexes)).collect();
         hash = metadata_hash(&names, image);
         bump |= hash != group.metadata_hash;
@@ -464,14 +443,14 @@ fn find_member<'g>(
     }
 }
 
-fn unknown_member(group: &ConsumerGroup, member: &str) -> HeartbeatError {
+pub(super) fn unknown_member(group: &ConsumerGroup, member: &str) -> HeartbeatError {
     fail(
         ResponseError::UnknownMemberId,
         format!("Member {member} is not a member of group {}.", group.id),
     )
 }
 
-fn fenced_instance(
+pub(super) fn fenced_instance(
     req: &HeartbeatRequest,
     instance: &str,
     existing: &ConsumerMember,
@@ -534,168 +513,4 @@ fn updated_subscription(old: &MemberSubscription, req: &HeartbeatRequest) -> Mem
     sub.client_id.clone_from(&req.client_id);
     sub.client_host.clone_from(&req.client_host);
     sub
-}
-
-/// Resolves the regexes `subs` use against `image` (on a new image or a new
-/// regex) and drops unused ones, adding their records; true when some
-/// regex now matches other topics.
-fn refresh_regexes(
-    group: &ConsumerGroup,
-    subs: &BTreeMap<&str, &MemberSubscription>,
-    regexes: &mut BTreeMap<String, ResolvedRegex>,
-    image: &MetadataImage,
-    now: i64,
-    records: &mut Vec<CoordinatorRecord>,
-) -> bool {
-    let in_use: BTreeSet<&str> = subs.values().filter_map(|s| s.regex()).collect();
-    regexes.retain(|regex, _| {
-        let used = in_use.contains(regex.as_str());
-        if !used {
-            records.push(consumer(ConsumerRecord::RegularExpression {
-                group: group.id.clone(),
-                regex: regex.clone(),
-                value: None,
-            }));
-        }
-        used
-    });
-    let mut changed = false;
-    for regex in in_use {
-        let known = regexes.get(regex);
-        if known.is_some_and(|r| r.version == image.offset) {
-            continue;
-        }
-        let topics = resolve(regex, image);
-        let differs = known.is_none_or(|r| r.topics != topics);
-        changed |= known.map_or(!topics.is_empty(), |r| r.topics != topics);
-        if differs {
-            let resolved = ResolvedRegex {
-                topics,
-                version: image.offset,
-                timestamp: now,
-            };
-            records.push(consumer(ConsumerRecord::RegularExpression {
-                group: group.id.clone(),
-                regex: regex.to_string(),
-                value: Some(resolved.clone()),
-            }));
-            regexes.insert(regex.to_string(), resolved);
-        }
-    }
-    changed
-}
-
-fn member_tombstones(group: &str, member: &str) -> impl Iterator<Item = ConsumerRecord> {
-    let (g, m) = (group.to_string(), member.to_string());
-    [
-        ConsumerRecord::CurrentAssignment {
-            group: g.clone(),
-            member: m.clone(),
-            value: None,
-        },
-        ConsumerRecord::TargetAssignmentMember {
-            group: g.clone(),
-            member: m.clone(),
-            value: None,
-        },
-        ConsumerRecord::MemberMetadata {
-            group: g,
-            member: m,
-            value: None,
-        },
-    ]
-    .into_iter()
-}
-
-/// Leaving: epoch -1 fences the member; -2 (static members) keeps its
-/// assignment for its instance id until its session expires.
-fn leave(
-    groups: &ConsumerGroups,
-    req: &HeartbeatRequest,
-    image: &MetadataImage,
-) -> Result<Decision, HeartbeatError> {
-    let id = &req.group_id;
-    let group = groups.get(id).ok_or_else(|| {
-        fail(
-            ResponseError::GroupIdNotFound,
-            format!("Group {id} not found."),
-        )
-    })?;
-    let member = match req.instance_id.as_deref() {
-        None => group
-            .members
-            .get(&req.member_id)
-            .ok_or_else(|| unknown_member(group, &req.member_id))?,
-        Some(instance) => {
-            let m = group.static_member(instance).ok_or_else(|| {
-                fail(
-                    ResponseError::UnknownMemberId,
-                    format!("Instance id {instance} is unknown."),
-                )
-            })?;
-            if m.id != req.member_id {
-                return Err(fenced_instance(req, instance, m));
-            }
-            m
-        }
-    };
-    let records = if req.instance_id.is_some() && req.member_epoch == LEAVE_STATIC_EPOCH {
-        info!(group = %id, member = %member.id, "static member temporarily left the consumer group");
-        let mut current = member.current.clone();
-        current.epoch = LEAVE_STATIC_EPOCH;
-        current.pending_revocation.clear();
-        vec![consumer(ConsumerRecord::CurrentAssignment {
-            group: id.clone(),
-            member: member.id.clone(),
-            value: Some(current),
-        })]
-    } else {
-        info!(group = %id, member = %member.id, "member left the consumer group");
-        fence(group, &member.id, image)
-    };
-    Ok(Decision {
-        records,
-        answer: HeartbeatAnswer {
-            member_id: req.member_id.clone(),
-            member_epoch: req.member_epoch,
-            heartbeat_interval_ms: 0,
-            assignment: None,
-        },
-        timers: None,
-        image_checked: None,
-    })
-}
-
-/// The records that remove `member` and bump the group epoch, with the
-/// metadata hash of what the others subscribe to.
-pub fn fence(group: &ConsumerGroup, member: &str, image: &MetadataImage) -> Vec<CoordinatorRecord> {
-    let mut records: Vec<CoordinatorRecord> =
-        member_tombstones(&group.id, member).map(consumer).collect();
-    let others: Vec<&MemberSubscription> = group
-        .members
-        .values()
-        .filter(|m| m.id != member)
-        .map(|m| &m.sub)
-        .collect();
-    let in_use: BTreeSet<&str> = others.iter().filter_map(|s| s.regex()).collect();
-    for regex in group
-        .regexes
-        .keys()
-        .filter(|r| !in_use.contains(r.as_str()))
-    {
-        records.push(consumer(ConsumerRecord::RegularExpression {
-            group: group.id.clone(),
-            regex: regex.clone(),
-            value: None,
-        }));
-    }
-    let names: BTreeSet<String> = others
-        .iter()
-        .flat_map(|s| topics_of(s, &group.regexes))
-        .collect();
-    records.push(consumer(ConsumerRecord::GroupMetadata {
-        group: group.id.clone(),
-        value: Some((group.epoch + 1, metadata_hash(&names, image))),
-    }));
-    records
 }

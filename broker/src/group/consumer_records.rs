@@ -95,6 +95,19 @@ impl ConsumerRecord {
         }
     }
 
+    pub fn is_tombstone(&self) -> bool {
+        matches!(
+            self,
+            Self::GroupMetadata { value: None, .. }
+                | Self::PartitionMetadataTombstone { .. }
+                | Self::MemberMetadata { value: None, .. }
+                | Self::TargetAssignmentMetadata { value: None, .. }
+                | Self::TargetAssignmentMember { value: None, .. }
+                | Self::CurrentAssignment { value: None, .. }
+                | Self::RegularExpression { value: None, .. }
+        )
+    }
+
     pub fn encode(&self) -> Result<Encoded, FieldTooLong> {
         let mut key = Writer::default();
         let value = match self {

@@ -14,6 +14,7 @@ use super::consumer_config::ConsumerGroupConfig;
 use super::consumer_group::ConsumerGroupState;
 use super::consumer_groups::DescribedConsumerGroup;
 use super::consumer_heartbeat::{self, HeartbeatAnswer, HeartbeatError, HeartbeatRequest};
+use super::consumer_leave;
 use super::offsets::{self, CommitRequest, PartitionCodes};
 use super::records::CoordinatorRecord;
 use super::shard::{Shard, ShardState};
@@ -97,6 +98,14 @@ impl ShardState {
         ))
     }
 
+    /// Committed transactional offsets may create a "simple" classic group
+    /// for their group id; a consumer group of that id owns its offsets.
+    pub(super) fn drop_shadowed_classic_groups(&mut self) {
+        for id in self.consumer.ids() {
+            self.groups.remove(id);
+        }
+    }
+
     /// OffsetDelete on a consumer group (None for other groups): allowed
     /// with members, except for topics they subscribe to.
     pub(super) fn delete_consumer_offsets(
@@ -172,7 +181,7 @@ impl ShardState {
                 continue;
             }
             info!(group = %group_id, member = %member, reason = why.reason(), "fencing a consumer group member");
-            let records = consumer_heartbeat::fence(group, &member, image);
+            let records = consumer_leave::fence(group, &member, image);
             if let Err(e) = self.write(records, ctx) {
                 warn!(group = %group_id, member = %member, error = %e, "could not fence the member; will retry");
             }

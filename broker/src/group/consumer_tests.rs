@@ -698,3 +698,60 @@ fn an_empty_classic_group_becomes_a_consumer_group() {
     assert_eq!(listed.groups.len(), 1);
     assert_eq!(listed.groups[0].group_type.as_str(), "consumer");
 }
+
+#[test]
+fn transactional_commits_check_member_epochs() {
+    use ottla_protocol::batch::{txn_marker_value, BatchBuilder, ControlType};
+
+    use crate::group::{PartitionCommit, TxnCommitRequest};
+
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path(), &[("t", 1)], &["g"]);
+    let mut a = Member::new("g", "a");
+    a.join(&broker, &["t"], None);
+    let shard = broker.groups.shard("g").unwrap();
+    let txn_commit = |member: &str, epoch: i32| {
+        let req = TxnCommitRequest {
+            group_id: "g".into(),
+            producer_id: 7,
+            producer_epoch: 0,
+            generation_id: epoch,
+            member_id: member.into(),
+            group_instance_id: None,
+            topics: vec![(
+                "t".into(),
+                vec![PartitionCommit {
+                    partition: 0,
+                    offset: 5,
+                    leader_epoch: -1,
+                    metadata: None,
+                }],
+            )],
+        };
+        shard.commit_txn_offsets(req, now_ms())[0].1[0].1
+    };
+    // A stale epoch is ILLEGAL_GENERATION in this API.
+    assert_eq!(
+        txn_commit("a", a.epoch + 1),
+        ResponseError::IllegalGeneration.code()
+    );
+    assert_eq!(txn_commit("", -1), ResponseError::UnknownMemberId.code());
+    assert_eq!(txn_commit("a", a.epoch), NONE);
+    let marker = BatchBuilder {
+        producer_id: 7,
+        producer_epoch: 0,
+        transactional: true,
+        ..BatchBuilder::default()
+    }
+    .build_control(ControlType::Commit, now_ms(), txn_marker_value(0));
+    shard.write_txn_marker(marker, now_ms()).unwrap();
+    assert_eq!(fetch(&broker, "g", Some("a"), a.epoch), (NONE, Some(5)));
+    // The committed offsets made no classic group of the same id.
+    let listed = tokio_run(list_groups(&broker, 5, ListGroupsRequest::default()));
+    assert_eq!(listed.groups.len(), 1);
+    assert_eq!(listed.groups[0].group_type.as_str(), "consumer");
+    let broker = reopen(broker, dir.path(), &["g"]);
+    let listed = tokio_run(list_groups(&broker, 5, ListGroupsRequest::default()));
+    assert_eq!(listed.groups.len(), 1);
+    assert_eq!(fetch(&broker, "g", None, -1), (NONE, Some(5)));
+}

@@ -12,12 +12,14 @@
 //! - `records`, `codec`, `subscription`: the stored and embedded formats;
 //! - `partitioner`, `config`, `writer`: group → partition, settings, log appends;
 //! - `consumer_*`: consumer-protocol groups: `consumer_heartbeat` (the
-//!   protocol), `consumer_reconcile` (member reconciliation),
-//!   `consumer_assignor` (uniform, range), `consumer_group(s)`,
-//!   `consumer_member` (state), `consumer_records`/`consumer_codec` (formats),
-//!   `consumer_shard` (shard operations), `consumer_config`.
+//!   protocol), `consumer_leave`, `consumer_regex`, `consumer_reconcile`
+//!   (member reconciliation), `consumer_assignor` (uniform, range),
+//!   `consumer_group(s)`, `consumer_member` (state), `consumer_records` and
+//!   `consumer_codec` (formats), `consumer_shard` (shard operations),
+//!   `consumer_config`.
 //!
-//! The request handlers are in `crate::apis::group`.
+//! The request handlers are in `crate::apis::group` and
+//! `crate::apis::consumer_group`.
 
 mod admin;
 mod classic;
@@ -29,9 +31,11 @@ mod consumer_config;
 mod consumer_group;
 mod consumer_groups;
 mod consumer_heartbeat;
+mod consumer_leave;
 mod consumer_member;
 mod consumer_reconcile;
 mod consumer_records;
+mod consumer_regex;
 mod consumer_shard;
 mod coordinator;
 mod member;

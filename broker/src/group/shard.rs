@@ -128,6 +128,7 @@ impl Shard {
                         &batch,
                         now,
                     );
+                    state.drop_shadowed_classic_groups();
                     continue;
                 }
                 // Offsets of a transaction wait for its marker.
@@ -250,8 +251,12 @@ impl Shard {
     }
 
     pub fn commit_txn_offsets(&self, req: TxnCommitRequest, now: i64) -> PartitionCodes {
-        self.with_state(now, |st, ctx| {
-            txn_offsets::commit(&st.groups, &mut st.txn_offsets, req, ctx)
+        self.with_state(now, |st, ctx| match st.consumer.get(&req.group_id) {
+            Some(group) => {
+                let validated = group.validate_txn_offset_commit(&req.member_id, req.generation_id);
+                txn_offsets::stage(&mut st.txn_offsets, &req, validated, ctx)
+            }
+            None => txn_offsets::commit(&st.groups, &mut st.txn_offsets, req, ctx),
         })
     }
 
@@ -259,13 +264,15 @@ impl Shard {
     /// applies or drops the producer's pending offsets.
     pub fn write_txn_marker(&self, marker: Vec<u8>, now: i64) -> Result<(), ResponseError> {
         self.with_state(now, |st, ctx| {
-            txn_offsets::write_marker(
+            let written = txn_offsets::write_marker(
                 &mut st.groups,
                 &mut st.offsets,
                 &mut st.txn_offsets,
                 marker,
                 ctx,
-            )
+            );
+            st.drop_shadowed_classic_groups();
+            written
         })
     }
 

@@ -132,6 +132,18 @@ pub fn commit(
     req: TxnCommitRequest,
     ctx: &Ctx<'_>,
 ) -> PartitionCodes {
+    let validated = validate(groups, &req);
+    stage(pending, &req, validated, ctx)
+}
+
+/// Writes a transactional commit the group has `validated` (every
+/// partition fails with its error otherwise).
+pub fn stage(
+    pending: &mut PendingTxnOffsets,
+    req: &TxnCommitRequest,
+    validated: Result<(), ResponseError>,
+    ctx: &Ctx<'_>,
+) -> PartitionCodes {
     let mut codes: PartitionCodes = req
         .topics
         .iter()
@@ -144,7 +156,7 @@ pub fn commit(
             }
         }
     };
-    if let Err(e) = validate(groups, &req) {
+    if let Err(e) = validated {
         fail_all(&mut codes, e);
         return codes;
     }
