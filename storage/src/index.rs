@@ -163,35 +163,31 @@ impl<E: IndexEntry> SparseIndex<E> {
         (n > 0).then(|| self.entry(n - 1))
     }
 
-    /// The last entry whose key is <= `key`.
-    pub fn floor(&self, key: i64) -> Option<E> {
-        let n = self.len();
-        // partition point: first index whose key > key
-        let (mut lo, mut hi) = (0usize, n);
+    /// Index of the first entry for which `before` is false (entries are
+    /// sorted, so `before` holds for a prefix).
+    fn partition_point(&self, before: impl Fn(i64) -> bool) -> usize {
+        let (mut lo, mut hi) = (0usize, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.entry(mid).key() <= key {
+            if before(self.entry(mid).key()) {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        (lo > 0).then(|| self.entry(lo - 1))
+        lo
+    }
+
+    /// The last entry whose key is <= `key`.
+    pub fn floor(&self, key: i64) -> Option<E> {
+        let i = self.partition_point(|k| k <= key);
+        (i > 0).then(|| self.entry(i - 1))
     }
 
     /// The first entry whose key is >= `key`.
     pub fn ceiling(&self, key: i64) -> Option<E> {
-        let n = self.len();
-        let (mut lo, mut hi) = (0usize, n);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.entry(mid).key() < key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        (lo < n).then(|| self.entry(lo))
+        let i = self.partition_point(|k| k < key);
+        (i < self.len()).then(|| self.entry(i))
     }
 
     /// Appends an entry; keys must not decrease. Ignored when full (the segment
@@ -225,19 +221,7 @@ impl<E: IndexEntry> SparseIndex<E> {
 
     /// Removes entries whose key is >= `key`.
     pub fn truncate_from_key(&mut self, key: i64) -> Result<()> {
-        let keep = {
-            let n = self.len();
-            let (mut lo, mut hi) = (0usize, n);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if self.entry(mid).key() < key {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            lo
-        };
+        let keep = self.partition_point(|k| k < key);
         self.truncate_entries(keep)
     }
 

@@ -124,14 +124,29 @@ impl LogSegment {
             .write(true)
             .truncate(true)
             .open(&log_path)?;
-        for suffix in [".index", ".timeindex", ".txnindex"] {
+        remove_if_exists(&segment_file_name(dir, base_offset, ".txnindex"))?;
+        Self::with_fresh_indexes(dir, base_offset, log, index_bytes, index_interval, now_ms)
+    }
+
+    /// A segment over `log` with new, empty indexes (a new segment, or one
+    /// whose indexes [`LogSegment::recover`] is about to rebuild).
+    fn with_fresh_indexes(
+        dir: &Path,
+        base_offset: i64,
+        log: File,
+        index_bytes: usize,
+        index_interval: usize,
+        created_ms: i64,
+    ) -> Result<Self> {
+        for suffix in [".index", ".timeindex"] {
             remove_if_exists(&segment_file_name(dir, base_offset, suffix))?;
         }
+        let size = log.metadata()?.len();
         Ok(Self {
             dir: dir.to_path_buf(),
             base_offset,
             log: Arc::new(log),
-            size: 0,
+            size,
             offset_index: OffsetIndex::open_active(
                 &segment_file_name(dir, base_offset, ".index"),
                 index_bytes,
@@ -145,7 +160,7 @@ impl LogSegment {
             max_timestamp: -1,
             offset_of_max_timestamp: base_offset,
             next_offset: base_offset,
-            created_ms: now_ms,
+            created_ms,
             index_interval_bytes: index_interval,
         })
     }
@@ -213,33 +228,16 @@ impl LogSegment {
         index_bytes: usize,
         index_interval: usize,
     ) -> Result<Self> {
-        for suffix in [".index", ".timeindex"] {
-            remove_if_exists(&segment_file_name(dir, base_offset, suffix))?;
-        }
         let log_path = segment_file_name(dir, base_offset, ".log");
         let log = OpenOptions::new().read(true).write(true).open(&log_path)?;
-        let size = log.metadata()?.len();
-        Ok(Self {
-            dir: dir.to_path_buf(),
+        Self::with_fresh_indexes(
+            dir,
             base_offset,
-            log: Arc::new(log),
-            size,
-            offset_index: OffsetIndex::open_active(
-                &segment_file_name(dir, base_offset, ".index"),
-                index_bytes,
-            )?,
-            time_index: TimeIndex::open_active(
-                &segment_file_name(dir, base_offset, ".timeindex"),
-                index_bytes,
-            )?,
-            txn_index: TransactionIndex::open(&segment_file_name(dir, base_offset, ".txnindex"))?,
-            bytes_since_index_entry: 0,
-            max_timestamp: -1,
-            offset_of_max_timestamp: base_offset,
-            next_offset: base_offset,
-            created_ms: now_wall_ms(),
-            index_interval_bytes: index_interval,
-        })
+            log,
+            index_bytes,
+            index_interval,
+            now_wall_ms(),
+        )
     }
 
     /// Makes the indexes appendable again (the segment became the active one
