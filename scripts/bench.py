@@ -154,18 +154,18 @@ def run_broker(broker, bin_dir, cases, records, rounds):
     work = Path(tempfile.mkdtemp(prefix="bench-work-"))
     broker.start()
     try:
-        for parts in sorted({c[2] for c in cases}):
-            sh([str(bin_dir / "kafka-topics.sh"), "--bootstrap-server", broker.bootstrap(), "--create",
-                "--topic", f"bench-{parts}", "--partitions", str(parts), "--replication-factor", "1"])
         for size, acks, parts in cases:
-            topic = f"bench-{parts}"
+            # One topic per case, so each consume run reads that case's records.
+            topic = f"bench-{size}-{acks}-{parts}"
+            sh([str(bin_dir / "kafka-topics.sh"), "--bootstrap-server", broker.bootstrap(), "--create",
+                "--topic", topic, "--partitions", str(parts), "--replication-factor", "1"])
             for r in range(rounds):
                 p = produce(bin_dir, broker, topic, records, size, acks, work)
                 results.setdefault(("produce", size, acks, parts), []).append(p)
                 print(f"  {broker.name} produce {size}B acks={acks} p={parts} round {r + 1}: {p}", file=sys.stderr)
-            c = consume(bin_dir, broker, topic, records)
+            c = consume(bin_dir, broker, topic, records * rounds)
             results.setdefault(("consume", size, acks, parts), []).append(c)
-            print(f"  {broker.name} consume {size}B p={parts}: {c}", file=sys.stderr)
+            print(f"  {broker.name} consume {size}B acks={acks} p={parts}: {c}", file=sys.stderr)
         results["peak RSS MiB"] = peak_rss_mib(broker.pid)
         results["start ms"] = broker.ready_ms
     finally:
@@ -198,7 +198,7 @@ def main():
     print(f"{'case':<34}{'metric':<10}{'kafka':>12}{'ottla':>12}{'ratio':>9}")
     for key in sorted(k for k in kafka if isinstance(k, tuple)):
         kind, size, acks, parts = key
-        name = f"{kind} {size}B acks={acks} p={parts}" if kind == "produce" else f"{kind} {size}B p={parts}"
+        name = f"{kind} {size}B acks={acks} p={parts}"
         for metric in kafka[key][0]:
             k, o = best(kafka[key], metric), best(ottla[key], metric)
             ratio = o / k if k else float("nan")
