@@ -56,7 +56,6 @@ pub struct FetchSessionCache {
     sessions: Mutex<HashMap<i32, Session>>,
     max_sessions: usize,
     idle_timeout: Duration,
-    next_id: Mutex<i32>,
 }
 
 impl FetchSessionCache {
@@ -65,7 +64,6 @@ impl FetchSessionCache {
             sessions: Mutex::new(HashMap::new()),
             max_sessions,
             idle_timeout,
-            next_id: Mutex::new(1),
         }
     }
 
@@ -186,12 +184,14 @@ impl FetchSessionCache {
         self.len() == 0
     }
 
+    /// A random unused positive id, as Kafka draws them: sequential ids
+    /// would be handed out again after a restart, and a client still holding
+    /// an old session with a matching epoch would then fetch through another
+    /// client's session and move its offsets.
     fn allocate_id(&self, sessions: &HashMap<i32, Session>) -> i32 {
-        let mut next = self.next_id.lock();
         loop {
-            let id = *next;
-            *next = if id == i32::MAX { 1 } else { id + 1 };
-            if !sessions.contains_key(&id) {
+            let id = (uuid::Uuid::new_v4().as_u128() as i32) & i32::MAX;
+            if id != 0 && !sessions.contains_key(&id) {
                 return id;
             }
         }
