@@ -592,20 +592,21 @@ proptest! {
         drop(log);
         let path = dir.path().join(format!("{last_base:020}.log"));
         let mut data = std::fs::read(&path).unwrap();
-        // Base offsets sit outside the CRC (as in Kafka), so a flip there
-        // that keeps offsets increasing cannot be detected by anyone; flips
-        // land everywhere else.
-        let mut base_offset_bytes = Vec::new();
+        // baseOffset and partitionLeaderEpoch sit outside the CRC (as in
+        // Kafka), so a flip there that keeps them plausible cannot be
+        // detected by anyone; flips land everywhere else.
+        let mut unprotected = Vec::new();
         let mut pos = 0;
         for b in BatchIter::new(&data) {
             let b = b.unwrap();
-            base_offset_bytes.push(pos..pos + 8);
+            unprotected.push(pos..pos + 8);
+            unprotected.push(pos + 12..pos + 16);
             pos += b.size();
         }
         if let Some((at, bit)) = flip {
             if !data.is_empty() {
                 let at = at % data.len();
-                if !base_offset_bytes.iter().any(|r| r.contains(&at)) {
+                if !unprotected.iter().any(|r| r.contains(&at)) {
                     data[at] ^= 1 << bit;
                 }
             }
