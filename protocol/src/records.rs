@@ -25,25 +25,48 @@ pub struct RecordRef<'a> {
 /// real data: this stops a decompression bomb that slipped in.
 const MAX_DECOMPRESSED: usize = 256 << 20;
 
-/// The records section of `view`, decompressed when needed.
+/// The records section of `view`, decompressed when needed. gzip, lz4 and
+/// zstd are inflated as streams that stop at [`MAX_DECOMPRESSED`], so a
+/// decompression bomb stored by a client never costs more memory than that;
+/// snappy's format bounds its own ratio, so kafka-protocol's codec (which
+/// also understands Java's xerial framing) is used for it.
 pub fn records_section(view: &BatchView<'_>) -> Result<Bytes, BatchError> {
     let payload = view.records_payload();
     let codec = view
         .compression()
         .ok_or(BatchError::Invalid("unknown compression codec"))?;
-    let mut input = Bytes::copy_from_slice(payload);
-    let take = |b: &mut Bytes| -> anyhow::Result<Bytes> {
-        anyhow::ensure!(b.len() <= MAX_DECOMPRESSED, "decompressed batch too large");
-        Ok(std::mem::take(b))
+    let inflated = match codec {
+        Compression::None => return Ok(Bytes::copy_from_slice(payload)),
+        Compression::Gzip => read_capped(flate2::read::GzDecoder::new(payload)),
+        Compression::Lz4 => lz4::Decoder::new(payload).and_then(read_capped),
+        Compression::Zstd => zstd::stream::read::Decoder::new(payload).and_then(read_capped),
+        Compression::Snappy => {
+            let mut input = Bytes::copy_from_slice(payload);
+            return Snappy::decompress(&mut input, |b: &mut Bytes| -> anyhow::Result<Bytes> {
+                anyhow::ensure!(b.len() <= MAX_DECOMPRESSED, "decompressed batch too large");
+                Ok(std::mem::take(b))
+            })
+            .map_err(|_| BatchError::Invalid("records cannot be decompressed"));
+        }
     };
-    let out = match codec {
-        Compression::None => return Ok(input),
-        Compression::Gzip => Gzip::decompress(&mut input, take),
-        Compression::Snappy => Snappy::decompress(&mut input, take),
-        Compression::Lz4 => Lz4::decompress(&mut input, take),
-        Compression::Zstd => Zstd::decompress(&mut input, take),
-    };
-    out.map_err(|_| BatchError::Invalid("records cannot be decompressed"))
+    match inflated {
+        Ok(Some(bytes)) => Ok(Bytes::from(bytes)),
+        Ok(None) => Err(BatchError::Invalid(
+            "decompressed batch exceeds the size limit",
+        )),
+        Err(_) => Err(BatchError::Invalid("records cannot be decompressed")),
+    }
+}
+
+/// Reads `reader` to the end, or returns None once it yields more than
+/// [`MAX_DECOMPRESSED`] bytes.
+fn read_capped(reader: impl std::io::Read) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    reader
+        .take(MAX_DECOMPRESSED as u64 + 1)
+        .read_to_end(&mut out)?;
+    Ok((out.len() <= MAX_DECOMPRESSED).then_some(out))
 }
 
 /// Compresses a records section with `codec` (compaction rewrites).
@@ -245,6 +268,31 @@ mod tests {
             .unwrap();
             assert_eq!(&back[..], &section[..], "{codec:?}");
         }
+    }
+
+    #[test]
+    fn decompression_bombs_stop_at_the_limit() {
+        use std::io::Write;
+        // ~300 MiB of zeros in a few hundred KiB of gzip, wrapped in a batch
+        // header claiming one record.
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..300 {
+            gz.write_all(&zeros).unwrap();
+        }
+        let payload = gz.finish().unwrap();
+        let mut b = batch(&[(1, "x")]);
+        b.truncate(crate::batch::BATCH_HEADER_LEN);
+        b.extend_from_slice(&payload);
+        let len = (b.len() - crate::batch::LOG_OVERHEAD) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        b[22] |= 1; // attributes: gzip
+        crate::batch::BatchViewMut::new(&mut b).update_crc();
+        let v = BatchView::parse(&b).unwrap();
+        assert_eq!(
+            records_section(&v).unwrap_err(),
+            BatchError::Invalid("decompressed batch exceeds the size limit")
+        );
     }
 
     #[test]
