@@ -9,26 +9,22 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_controller::{AlterOp, ControllerError};
 
 use super::{
-    broker_resource, check_no_nulls, check_topic_name, check_unique_keys, invalid_request,
-    repeated, unsupported_type, RESOURCE_BROKER, RESOURCE_TOPIC,
+    alter_each, broker_resource, check_no_nulls, check_topic_name, check_unique_keys,
+    unsupported_type, RESOURCE_BROKER, RESOURCE_TOPIC,
 };
 use crate::broker::Broker;
 
 pub fn handle(broker: &Broker, _version: i16, req: AlterConfigsRequest) -> AlterConfigsResponse {
-    let repeated = repeated(
-        req.resources
-            .iter()
-            .map(|r| (r.resource_type, r.resource_name.as_str())),
+    let outcomes = alter_each(
+        &req.resources,
+        |r| (r.resource_type, r.resource_name.as_str()),
+        |r| replace(broker, r, req.validate_only),
     );
     let responses = req
         .resources
         .iter()
-        .map(|r| {
-            let outcome = if repeated.contains_key(&(r.resource_type, r.resource_name.as_str())) {
-                Err(invalid_request("Each resource must appear at most once."))
-            } else {
-                replace(broker, r, req.validate_only)
-            };
+        .zip(outcomes)
+        .map(|(r, outcome)| {
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());

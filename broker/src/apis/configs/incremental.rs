@@ -14,8 +14,8 @@ use ottla_controller::{AlterOp, ControllerError};
 use ottla_storage::config::{topic_config_key, ConfigType};
 
 use super::{
-    apply_list_op, broker_resource, check_no_nulls, check_topic_name, check_unique_keys,
-    invalid_request, repeated, unsupported_type, RESOURCE_BROKER, RESOURCE_TOPIC,
+    alter_each, apply_list_op, broker_resource, check_no_nulls, check_topic_name,
+    check_unique_keys, invalid_request, unsupported_type, RESOURCE_BROKER, RESOURCE_TOPIC,
 };
 use crate::broker::Broker;
 
@@ -24,20 +24,16 @@ pub fn handle(
     _version: i16,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let repeated = repeated(
-        req.resources
-            .iter()
-            .map(|r| (r.resource_type, r.resource_name.as_str())),
+    let outcomes = alter_each(
+        &req.resources,
+        |r| (r.resource_type, r.resource_name.as_str()),
+        |r| alter(broker, r, req.validate_only),
     );
     let responses = req
         .resources
         .iter()
-        .map(|r| {
-            let outcome = if repeated.contains_key(&(r.resource_type, r.resource_name.as_str())) {
-                Err(invalid_request("Each resource must appear at most once."))
-            } else {
-                alter(broker, r, req.validate_only)
-            };
+        .zip(outcomes)
+        .map(|(r, outcome)| {
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());

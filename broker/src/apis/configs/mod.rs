@@ -78,6 +78,27 @@ fn repeated<'a>(resources: impl Iterator<Item = (i8, &'a str)>) -> HashMap<(i8, 
     counts
 }
 
+/// Applies `alter` to each resource in order, refusing every copy of a
+/// resource that appears more than once in the request, as Kafka does.
+/// Shared by AlterConfigs and IncrementalAlterConfigs.
+fn alter_each<R>(
+    resources: &[R],
+    key: fn(&R) -> (i8, &str),
+    alter: impl Fn(&R) -> Result<(), ControllerError>,
+) -> Vec<Result<(), ControllerError>> {
+    let repeated = repeated(resources.iter().map(key));
+    resources
+        .iter()
+        .map(|r| {
+            if repeated.contains_key(&key(r)) {
+                Err(invalid_request("Each resource must appear at most once."))
+            } else {
+                alter(r)
+            }
+        })
+        .collect()
+}
+
 /// Kafka's checks on the name of a topic resource being altered.
 fn check_topic_name(name: &str) -> Result<(), ControllerError> {
     if name.is_empty() {
