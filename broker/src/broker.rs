@@ -4,22 +4,26 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use ottla_controller::records::Endpoint;
-use ottla_controller::{Controller, MetadataRecord, TopicDefaults};
+use ottla_controller::service::Heartbeat;
+use ottla_controller::{Controller, MetadataRecord};
 use ottla_storage::manager::LogManager;
-use tokio::sync::watch;
-use tracing::{error, info};
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
 use crate::log_config::TopicConfigResolver;
 use crate::producer_ids::ProducerIdManager;
-use crate::replica::{now_ms, ReplicaManager};
+use crate::replica::{now_ms, IsrChange, ReplicaManager};
+use crate::replication::fetcher::{FetchSettings, ReplicaFetchers};
 use crate::txn::{Services, TxnCoordinator};
 
 /// The settings the broker's request handling needs, taken from the broker
@@ -43,10 +47,23 @@ pub struct BrokerSettings {
     pub cleaner_backoff: Duration,
     /// Every key set in server.properties / --override, by Kafka name.
     pub static_configs: BTreeMap<String, String>,
+    /// `broker.heartbeat.interval.ms`.
+    pub heartbeat_interval: Duration,
+    /// `replica.lag.time.max.ms`.
+    pub replica_lag_max: Duration,
+    pub replica_fetch: FetchSettings,
+    /// How long SIGTERM waits for leadership to move away.
+    pub controlled_shutdown_timeout: Duration,
 }
 
 pub struct Broker {
     pub settings: BrokerSettings,
+    /// This process's registration with the controller.
+    pub incarnation: Uuid,
+    /// Set once a controlled shutdown began: heartbeats then ask to stay fenced.
+    shutting_down: AtomicBool,
+    pub fetchers: Arc<ReplicaFetchers>,
+    isr_changes: Mutex<Option<mpsc::UnboundedReceiver<IsrChange>>>,
     pub cluster_id: String,
     pub controller: Arc<Controller>,
     pub replicas: Arc<ReplicaManager>,
@@ -58,25 +75,18 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Opens storage and metadata and registers this node. Blocking I/O:
-    /// call before serving requests.
-    pub fn open(settings: BrokerSettings) -> anyhow::Result<Arc<Self>> {
+    /// Opens storage, registers this node with the controller and waits
+    /// until it is unfenced. Blocking: call before serving client requests
+    /// (the controller listener must already serve the quorum).
+    pub fn open(
+        settings: BrokerSettings,
+        controller: Arc<Controller>,
+    ) -> anyhow::Result<Arc<Self>> {
         let cluster_id = crate::meta_properties::ensure(
             &settings.log_dirs,
             &settings.metadata_dir,
             settings.node_id,
         )?;
-        let controller = Arc::new(
-            Controller::open(
-                &settings.metadata_dir.join("__cluster_metadata-0"),
-                settings.node_id,
-                TopicDefaults {
-                    num_partitions: settings.num_partitions,
-                    replication_factor: settings.default_replication_factor,
-                },
-            )
-            .context("opening the metadata log")?,
-        );
         let configs = Arc::new(TopicConfigResolver::new(
             settings.node_id,
             settings.static_configs.clone(),
@@ -86,16 +96,15 @@ impl Broker {
             LogManager::open(settings.log_dirs.clone(), configs.as_ref())
                 .context("opening the log dirs")?,
         );
-        let replicas = Arc::new(ReplicaManager::new(settings.node_id, logs, configs.clone()));
-        let registration = MetadataRecord::RegisterBroker {
-            broker_id: settings.node_id,
-            incarnation_id: Uuid::new_v4(),
-            endpoints: settings.advertised.clone(),
-            rack: settings.rack.clone(),
-        };
-        controller
-            .register_broker(registration)
-            .map_err(|e| anyhow::anyhow!("registering the broker: {e}"))?;
+        let (replicas, isr_changes) = ReplicaManager::new(
+            settings.node_id,
+            logs,
+            configs.clone(),
+            settings.replica_lag_max,
+        );
+        let replicas = Arc::new(replicas);
+        let incarnation = Uuid::new_v4();
+        register(&controller, &settings, incarnation)?;
         replicas.apply_image(&controller.image());
         let groups = GroupCoordinator::open(
             settings.node_id,
@@ -120,6 +129,10 @@ impl Broker {
                 settings.fetch_session_slots,
                 Duration::from_secs(120),
             ),
+            fetchers: ReplicaFetchers::new(settings.replica_fetch.clone(), replicas.clone()),
+            incarnation,
+            shutting_down: AtomicBool::new(false),
+            isr_changes: Mutex::new(Some(isr_changes)),
             producer_ids,
             txns,
             settings,
@@ -140,6 +153,11 @@ impl Broker {
     /// Follows metadata changes and runs the periodic log work until
     /// `shutdown` flips to true.
     pub async fn run_background(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        tokio::spawn(self.clone().send_heartbeats(shutdown.clone()));
+        if let Some(changes) = self.isr_changes.lock().take() {
+            tokio::spawn(self.clone().send_isr_changes(changes));
+        }
+        let mut isr_check = tokio::time::interval(self.settings.replica_lag_max / 2);
         let mut image_rx = self.controller.subscribe();
         // Changes committed between `open` and this first poll still count.
         image_rx.mark_changed();
@@ -156,9 +174,12 @@ impl Broker {
                     if changed.is_err() { break; }
                     let image = image_rx.borrow_and_update().clone();
                     let replicas = self.replicas.clone();
+                    let applied = image.clone();
                     // Creating and deleting logs is file I/O.
-                    let _ = tokio::task::spawn_blocking(move || replicas.apply_image(&image)).await;
+                    let _ = tokio::task::spawn_blocking(move || replicas.apply_image(&applied)).await;
+                    self.fetchers.sync(image);
                 }
+                _ = isr_check.tick() => self.replicas.shrink_lagging_isrs(),
                 _ = retention.tick() => self.blocking(|b| { b.replicas.logs().run_retention(now_ms()); }).await,
                 _ = flush.tick() => self.blocking(|b| b.replicas.logs().run_time_flush(now_ms())).await,
                 _ = cleaner.tick() => self.blocking(|b| b.replicas.logs().run_compaction(now_ms())).await,
@@ -173,6 +194,85 @@ impl Broker {
         }
     }
 
+    /// Heartbeats to the active controller; re-registers when it no
+    /// longer knows this incarnation (its session expired).
+    async fn send_heartbeats(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(self.settings.heartbeat_interval);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tick.tick() => {}
+            }
+            match self.controller.heartbeat(self.heartbeat()).await {
+                Ok(reply) if reply.unknown => {
+                    warn!("the controller no longer knows this broker; registering again");
+                    let me = self.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        register(&me.controller, &me.settings, me.incarnation)
+                    })
+                    .await;
+                }
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "broker heartbeat failed"),
+            }
+        }
+    }
+
+    fn heartbeat(&self) -> Heartbeat {
+        Heartbeat {
+            broker_id: self.settings.node_id,
+            incarnation: self.incarnation.as_u128(),
+            want_shutdown: self.shutting_down.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sends the ISR changes this broker's leaders ask for to the controller.
+    async fn send_isr_changes(self: Arc<Self>, mut changes: mpsc::UnboundedReceiver<IsrChange>) {
+        while let Some(change) = changes.recv().await {
+            let me = self.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                let result = me.controller.alter_isr(
+                    change.topic_id,
+                    change.tp.partition,
+                    me.settings.node_id,
+                    change.leader_epoch,
+                    &change.isr,
+                );
+                if let Err(e) = result {
+                    info!(partition = %change.tp, error = %e, "ISR change refused");
+                    me.replicas.isr_change_failed(&change.tp);
+                }
+            })
+            .await;
+        }
+    }
+
+    /// Controlled shutdown: asks the controller to move every leadership of
+    /// this broker to other ISR members and waits until it has (or the
+    /// timeout passes), so clients move on before this node stops.
+    pub async fn controlled_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + self.settings.controlled_shutdown_timeout;
+        loop {
+            match self.controller.heartbeat(self.heartbeat()).await {
+                Ok(reply) if reply.leaderships == 0 => {
+                    info!("controlled shutdown: no partition led here any more");
+                    return;
+                }
+                Ok(reply) => debug!(
+                    leaderships = reply.leaderships,
+                    "controlled shutdown in progress"
+                ),
+                Err(e) => warn!(error = %e, "controlled shutdown heartbeat failed"),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                warn!("controlled shutdown timed out; stopping anyway");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     async fn blocking(self: &Arc<Self>, f: impl FnOnce(&Broker) + Send + 'static) {
         let me = self.clone();
         let _ = tokio::task::spawn_blocking(move || f(&me)).await;
@@ -181,14 +281,46 @@ impl Broker {
     /// Flushes every log, writes the checkpoints and the clean-shutdown
     /// marker, and closes the metadata log.
     pub fn shutdown(&self) -> anyhow::Result<()> {
+        self.fetchers.stop();
         self.replicas
             .logs()
             .shutdown()
             .context("closing the logs")?;
-        self.controller
-            .close()
-            .context("closing the metadata log")?;
         info!("broker shut down cleanly");
         Ok(())
+    }
+}
+
+/// Registers this broker (fenced) and heartbeats until the controller
+/// unfences it. Waits for a quorum leader as long as it takes, as Kafka does.
+fn register(
+    controller: &Controller,
+    settings: &BrokerSettings,
+    incarnation: Uuid,
+) -> anyhow::Result<()> {
+    let registration = MetadataRecord::RegisterBroker {
+        broker_id: settings.node_id,
+        incarnation_id: incarnation,
+        endpoints: settings.advertised.clone(),
+        rack: settings.rack.clone(),
+    };
+    let mut waited = 0;
+    while let Err(e) = controller.register_broker(registration.clone()) {
+        waited += 1;
+        warn!(error = %e, attempt = waited, "registering with the controller failed; retrying");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let heartbeat = Heartbeat {
+        broker_id: settings.node_id,
+        incarnation: incarnation.as_u128(),
+        want_shutdown: false,
+    };
+    loop {
+        match controller.heartbeat_blocking(heartbeat) {
+            Ok(reply) if !reply.fenced && !reply.unknown => return Ok(()),
+            Ok(reply) => debug!(?reply, "waiting to be unfenced"),
+            Err(e) => warn!(error = %e, "first heartbeat failed; retrying"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }

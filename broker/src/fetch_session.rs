@@ -24,6 +24,8 @@ pub struct PartitionFetch {
     pub log_start_offset: i64,
     pub max_bytes: i32,
     pub current_leader_epoch: i32,
+    /// Replica fetches (v12+): the epoch of the follower's last batch.
+    pub last_fetched_epoch: i32,
 }
 
 /// What the broker last told the client about a partition; a partition is
@@ -216,6 +218,7 @@ mod tests {
 
     fn fetch(offset: i64) -> PartitionFetch {
         PartitionFetch {
+            last_fetched_epoch: -1,
             topic_id: Uuid::nil(),
             fetch_offset: offset,
             log_start_offset: -1,

@@ -13,4 +13,5 @@ pub mod metrics;
 pub mod network;
 pub mod producer_ids;
 pub mod replica;
+pub mod replication;
 pub mod txn;

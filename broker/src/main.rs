@@ -15,8 +15,10 @@ use ottla_broker::config::{keys, BrokerConfig, Listener};
 use ottla_broker::handlers::broker_apis::BrokerSlot;
 use ottla_broker::handlers::{broker_registry, controller_registry, HandlerRegistry};
 use ottla_broker::metrics::{self, MetricsServer};
-use ottla_broker::network::{bind_address, ListenerSpec, Server, ServerSettings};
+use ottla_broker::network::{bind_address, ListenerSpec, QuorumSlot, Server, ServerSettings};
+use ottla_broker::replication::fetcher::FetchSettings;
 use ottla_controller::records::Endpoint;
+use ottla_controller::{Controller, ControllerSettings, Node, QuorumConfig, TopicDefaults};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -108,16 +110,32 @@ fn init_logging(format: LogFormat) {
 }
 
 async fn serve(mut config: BrokerConfig) -> Result<()> {
-    let mut specs = Vec::new();
+    if !config.roles.controller {
+        anyhow::bail!("process.roles=broker (a broker-only node) is not supported yet: run nodes with process.roles=broker,controller");
+    }
+    if config.quorum_voters.is_empty() {
+        anyhow::bail!("controller.quorum.bootstrap.servers (a dynamic quorum) is not supported yet: list the voters in controller.quorum.voters");
+    }
     let slot: BrokerSlot = Arc::default();
-    if config.roles.broker {
+    let quorum_slot = QuorumSlot::default();
+    let server_settings = ServerSettings::from_config(&config);
+    let controller_server = Server::bind(
+        server_settings.clone(),
+        listener_specs(
+            config.controller_listeners(),
+            controller_registry(),
+            Some(&quorum_slot),
+        )
+        .await?,
+    )
+    .await?;
+    let broker_server = if config.roles.broker {
         let registry = broker_registry(slot.clone()).context("building the API table")?;
-        specs.extend(listener_specs(config.broker_listeners(), registry).await?);
-    }
-    if config.roles.controller {
-        specs.extend(listener_specs(config.controller_listeners(), controller_registry()).await?);
-    }
-    let server = Server::bind(ServerSettings::from_config(&config), specs).await?;
+        let specs = listener_specs(config.broker_listeners(), registry, None).await?;
+        Some(Server::bind(server_settings, specs).await?)
+    } else {
+        None
+    };
     let metrics_server = match &config.metrics_listener {
         Some(endpoint) => {
             let addr = bind_address(&endpoint.host, endpoint.port)
@@ -127,7 +145,11 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         }
         None => None,
     };
-    for (name, addr) in server.local_addrs() {
+    let bound = controller_server
+        .local_addrs()
+        .into_iter()
+        .chain(broker_server.iter().flat_map(Server::local_addrs));
+    for (name, addr) in bound {
         config.set_bound_port(&name, addr.port());
     }
     info!(
@@ -135,23 +157,82 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         advertised = ?config.advertised_listeners.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "ottla started"
     );
-    let settings = broker_settings(&config);
-    let broker = tokio::task::spawn_blocking(move || Broker::open(settings)).await??;
-    let _ = slot.set(broker.clone());
-    let (stop_background, background_stopped) = watch::channel(false);
-    let background = tokio::spawn(broker.clone().run_background(background_stopped));
-    let shutdown = CancellationToken::new();
-    tokio::spawn(cancel_on_signal(shutdown.clone()));
-    if let Some(metrics_server) = metrics_server {
-        let registry = Arc::new(metrics::registry(broker.clone()));
-        tokio::spawn(metrics_server.serve(registry, shutdown.clone()));
+    let controller_settings = controller_settings(&config);
+    let controller =
+        tokio::task::spawn_blocking(move || Controller::start(controller_settings)).await??;
+    let _ = quorum_slot.set(controller.rpc_handler());
+    let stop_controller_listener = CancellationToken::new();
+    let controller_listener = tokio::spawn(controller_server.run(stop_controller_listener.clone()));
+    let signalled = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(signalled.clone()));
+    if let Some(broker_server) = broker_server {
+        let settings = broker_settings(&config);
+        let for_open = controller.clone();
+        let broker =
+            tokio::task::spawn_blocking(move || Broker::open(settings, for_open)).await??;
+        let _ = slot.set(broker.clone());
+        let (stop_background, background_stopped) = watch::channel(false);
+        let background = tokio::spawn(broker.clone().run_background(background_stopped));
+        let stop_broker_listeners = CancellationToken::new();
+        if let Some(metrics_server) = metrics_server {
+            let registry = Arc::new(metrics::registry(broker.clone()));
+            tokio::spawn(metrics_server.serve(registry, stop_broker_listeners.clone()));
+        }
+        let serving = tokio::spawn(broker_server.run(stop_broker_listeners.clone()));
+        signalled.cancelled().await;
+        broker.controlled_shutdown().await;
+        stop_broker_listeners.cancel();
+        let _ = serving.await;
+        let _ = stop_background.send(true);
+        let _ = background.await;
+        tokio::task::spawn_blocking(move || broker.shutdown()).await??;
+    } else {
+        signalled.cancelled().await;
     }
-    server.run(shutdown).await;
-    let _ = stop_background.send(true);
-    let _ = background.await;
-    tokio::task::spawn_blocking(move || broker.shutdown()).await??;
+    stop_controller_listener.cancel();
+    let _ = controller_listener.await;
+    tokio::task::spawn_blocking(move || controller.close()).await?;
     info!("ottla stopped");
     Ok(())
+}
+
+/// What the controller needs from the configuration.
+fn controller_settings(config: &BrokerConfig) -> ControllerSettings {
+    let ms = |v: i64| Duration::from_millis(v.clamp(1, i64::from(u32::MAX)) as u64);
+    let election = ms(i64::from(
+        config.get(keys::CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS),
+    ));
+    ControllerSettings {
+        node_id: config.node_id,
+        dir: config.metadata_log_dir.join("__cluster_metadata-0"),
+        voters: config
+            .quorum_voters
+            .iter()
+            .map(|v| {
+                (
+                    v.id as u64,
+                    Node {
+                        host: v.endpoint.host.clone(),
+                        port: v.endpoint.port,
+                    },
+                )
+            })
+            .collect(),
+        quorum: QuorumConfig {
+            election_timeout: (election, election * 2),
+            write_timeout: ms(i64::from(
+                config.get(keys::CONTROLLER_QUORUM_REQUEST_TIMEOUT_MS),
+            ))
+            .max(Duration::from_secs(5)),
+            ..QuorumConfig::default()
+        },
+        defaults: TopicDefaults {
+            num_partitions: config.get(keys::NUM_PARTITIONS),
+            replication_factor: i16::try_from(config.get(keys::DEFAULT_REPLICATION_FACTOR))
+                .unwrap_or(1),
+        },
+        session_timeout: ms(i64::from(config.get(keys::BROKER_SESSION_TIMEOUT_MS))),
+    }
 }
 
 /// What the broker core needs from the configuration.
@@ -188,6 +269,21 @@ fn broker_settings(config: &BrokerConfig) -> BrokerSettings {
         )),
         cleaner_backoff: ms(config.get(keys::LOG_CLEANER_BACKOFF_MS)),
         static_configs: config.static_values(),
+        heartbeat_interval: ms(i64::from(config.get(keys::BROKER_HEARTBEAT_INTERVAL_MS))),
+        replica_lag_max: ms(config.get(keys::REPLICA_LAG_TIME_MAX_MS)),
+        replica_fetch: FetchSettings {
+            max_wait: ms(i64::from(config.get(keys::REPLICA_FETCH_WAIT_MAX_MS))),
+            min_bytes: config.get(keys::REPLICA_FETCH_MIN_BYTES),
+            max_bytes: config.get(keys::REPLICA_FETCH_MAX_BYTES),
+            response_max_bytes: config.get(keys::REPLICA_FETCH_RESPONSE_MAX_BYTES),
+            backoff: ms(i64::from(config.get(keys::REPLICA_FETCH_BACKOFF_MS))),
+            socket_timeout: ms(i64::from(config.get(keys::REPLICA_SOCKET_TIMEOUT_MS))),
+            listener: config
+                .inter_broker_listener_name
+                .clone()
+                .unwrap_or_else(|| "PLAINTEXT".to_string()),
+        },
+        controlled_shutdown_timeout: Duration::from_secs(30),
     }
 }
 
@@ -195,6 +291,7 @@ fn broker_settings(config: &BrokerConfig) -> BrokerSettings {
 async fn listener_specs<'a>(
     listeners: impl Iterator<Item = &'a Listener>,
     registry: HandlerRegistry,
+    quorum: Option<&QuorumSlot>,
 ) -> Result<Vec<ListenerSpec>> {
     let api_versions = Arc::new(registry.api_versions().clone());
     let handler = Arc::new(registry);
@@ -208,6 +305,7 @@ async fn listener_specs<'a>(
             addr,
             api_versions: Arc::clone(&api_versions),
             handler: handler.clone(),
+            quorum: quorum.cloned(),
         });
     }
     Ok(specs)

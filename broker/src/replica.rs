@@ -7,9 +7,9 @@
 //! ISR; while the ISR is this broker alone (a single node), that is the log
 //! end itself.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -18,13 +18,14 @@ use ottla_storage::log::{AppendInfo, FetchIsolation, ReadInfo};
 use ottla_storage::manager::{LogManager, SharedLog, TopicPartition};
 use ottla_storage::producer_state::AppendOrigin;
 use ottla_storage::StorageError;
-use parking_lot::RwLock;
-use tokio::sync::watch;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 use uuid::Uuid;
 
 use crate::log_config::TopicConfigResolver;
 use crate::metrics::PartitionStats;
+use crate::replication::progress::Followers;
 
 /// Leadership state of a hosted partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +43,10 @@ pub struct Partition {
     state: RwLock<PartitionState>,
     /// This partition's share of its topic's traffic metrics.
     pub stats: PartitionStats,
+    /// While leading: what each follower fetched.
+    followers: Mutex<Followers>,
+    /// An ISR change asked of the controller and not yet in the metadata.
+    isr_pending: Mutex<Option<Vec<i32>>>,
 }
 
 impl Partition {
@@ -58,6 +63,9 @@ pub struct ProduceOutcome {
     pub base_offset: i64,
     pub log_append_time: i64,
     pub log_start_offset: i64,
+    /// The offset after the appended batch (-1 on failure): acks=all waits
+    /// for the high watermark to reach it.
+    pub end_offset: i64,
 }
 
 /// What one partition read asks for.
@@ -83,6 +91,9 @@ pub struct FetchOutcome {
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub aborted: Option<Vec<ottla_storage::txn_index::AbortedTxn>>,
+    /// For a follower whose log diverged: the epoch and end offset to
+    /// truncate to (no records are returned then).
+    pub diverging_epoch: Option<(i32, i64)>,
 }
 
 impl FetchOutcome {
@@ -94,8 +105,19 @@ impl FetchOutcome {
             last_stable_offset: -1,
             log_start_offset: -1,
             aborted: None,
+            diverging_epoch: None,
         }
     }
+}
+
+/// An ISR change a partition leader asks of the controller (Kafka's
+/// AlterPartition).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrChange {
+    pub tp: TopicPartition,
+    pub topic_id: Uuid,
+    pub leader_epoch: i32,
+    pub isr: Vec<i32>,
 }
 
 pub struct ReplicaManager {
@@ -103,19 +125,38 @@ pub struct ReplicaManager {
     logs: Arc<LogManager>,
     configs: Arc<TopicConfigResolver>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
-    /// Bumped on every append, to wake long-polling fetches.
+    /// Bumped on every append and high-watermark move, to wake
+    /// long-polling fetches and acks=all produces.
     appends: watch::Sender<u64>,
+    /// `replica.lag.time.max.ms`.
+    replica_lag_max: Duration,
+    isr_changes: mpsc::UnboundedSender<IsrChange>,
 }
 
 impl ReplicaManager {
-    pub fn new(node_id: i32, logs: Arc<LogManager>, configs: Arc<TopicConfigResolver>) -> Self {
-        Self {
+    /// Also returns the stream of ISR changes this broker's leaders ask for,
+    /// for the broker to send to the controller.
+    pub fn new(
+        node_id: i32,
+        logs: Arc<LogManager>,
+        configs: Arc<TopicConfigResolver>,
+        replica_lag_max: Duration,
+    ) -> (Self, mpsc::UnboundedReceiver<IsrChange>) {
+        let (isr_changes, requests) = mpsc::unbounded_channel();
+        let manager = Self {
             node_id,
             logs,
             configs,
             partitions: RwLock::new(HashMap::new()),
             appends: watch::channel(0).0,
-        }
+            replica_lag_max,
+            isr_changes,
+        };
+        (manager, requests)
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.node_id
     }
 
     pub fn logs(&self) -> &Arc<LogManager> {
@@ -173,11 +214,11 @@ impl ReplicaManager {
             match existing {
                 Some(p) if p.topic_id == topic_id => {
                     let config = self.configs.resolve(&tp.topic);
-                    let mut log = p.log.write();
-                    log.set_config(config);
-                    self.note_leadership(&tp, &mut log, &state);
-                    drop(log);
-                    *p.state.write() = state;
+                    p.log.write().set_config(config);
+                    let previous = p.state();
+                    if previous != state {
+                        self.change_state(&p, &previous, state);
+                    }
                 }
                 _ => self.host(tp, topic_id, state),
             }
@@ -190,33 +231,243 @@ impl ReplicaManager {
         match self.logs.get_or_create(&tp, &id, config) {
             Ok(log) => {
                 info!(partition = %tp, leader = state.leader, epoch = state.leader_epoch, "hosting partition");
-                self.note_leadership(&tp, &mut log.write(), &state);
-                self.partitions.write().insert(
-                    tp.clone(),
-                    Arc::new(Partition {
-                        tp,
-                        topic_id,
-                        log,
-                        state: RwLock::new(state),
-                        stats: PartitionStats::default(),
+                let partition = Arc::new(Partition {
+                    tp: tp.clone(),
+                    topic_id,
+                    log,
+                    state: RwLock::new(PartitionState {
+                        leader: -1,
+                        leader_epoch: -1,
+                        isr: Vec::new(),
+                        replicas: Vec::new(),
                     }),
-                );
+                    stats: PartitionStats::default(),
+                    followers: Mutex::default(),
+                    isr_pending: Mutex::default(),
+                });
+                let previous = partition.state();
+                self.change_state(&partition, &previous, state);
+                self.partitions.write().insert(tp, partition);
             }
             Err(e) => warn!(partition = %tp, error = %e, "could not open the partition's log"),
         }
     }
 
-    fn note_leadership(
+    /// Applies a new leader/ISR state from the metadata. A leader of a new
+    /// epoch records it in the log's epoch cache and starts tracking its
+    /// followers afresh; the high watermark is then re-evaluated, since an
+    /// ISR change can move it.
+    fn change_state(&self, p: &Partition, previous: &PartitionState, state: PartitionState) {
+        let leads = state.leader == self.node_id;
+        if leads && (previous.leader != self.node_id || previous.leader_epoch != state.leader_epoch)
+        {
+            if let Err(e) = p.log.write().assign_leader_epoch(state.leader_epoch) {
+                warn!(partition = %p.tp, error = %e, "could not record the new leader epoch");
+            }
+            p.followers
+                .lock()
+                .reset(&state.replicas, self.node_id, Instant::now());
+            info!(partition = %p.tp, epoch = state.leader_epoch, isr = ?state.isr, "leading partition");
+        } else if !leads && previous.leader != state.leader && state.leader >= 0 {
+            info!(partition = %p.tp, leader = state.leader, epoch = state.leader_epoch, "following partition");
+        }
+        let mut pending = p.isr_pending.lock();
+        if pending.as_ref() == Some(&state.isr)
+            || !leads
+            || previous.leader_epoch != state.leader_epoch
+        {
+            *pending = None;
+        }
+        drop(pending);
+        *p.state.write() = state;
+        if leads {
+            self.maybe_advance_high_watermark(p);
+        }
+    }
+
+    /// Moves the high watermark up to what every ISR member has.
+    fn maybe_advance_high_watermark(&self, p: &Partition) {
+        let state = p.state();
+        let advanced = {
+            let mut log = p.log.write();
+            let leader_end = log.log_end_offset();
+            let hw = p
+                .followers
+                .lock()
+                .isr_log_end(&state.isr, self.node_id, leader_end)
+                .min(leader_end);
+            let moved = hw > log.high_watermark();
+            if moved {
+                log.set_high_watermark(hw);
+            }
+            moved
+        };
+        if advanced {
+            self.appends.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// A follower fetched `fetch_offset` having last fetched data of
+    /// `last_fetched_epoch` (-1: unknown). Returns the diverging epoch and
+    /// its end offset when the follower's log has gone past where this
+    /// leader's history of that epoch ends (it must truncate there first);
+    /// otherwise records its progress, moving the high watermark and
+    /// asking for its return to the ISR as it catches up.
+    pub fn follower_fetched(
         &self,
         tp: &TopicPartition,
-        log: &mut ottla_storage::log::PartitionLog,
-        state: &PartitionState,
-    ) {
-        if state.leader == self.node_id {
-            if let Err(e) = log.assign_leader_epoch(state.leader_epoch) {
-                warn!(partition = %tp, error = %e, "could not record the new leader epoch");
+        replica: i32,
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+    ) -> Option<(i32, i64)> {
+        let p = self.partition(tp)?;
+        let state = p.state();
+        if state.leader != self.node_id || !state.replicas.contains(&replica) {
+            return None;
+        }
+        let leader_end = {
+            let log = p.log.read();
+            if last_fetched_epoch >= 0 {
+                let (epoch, end) = log.end_offset_for_epoch(last_fetched_epoch);
+                if end < fetch_offset || epoch < last_fetched_epoch {
+                    return Some((epoch, end));
+                }
+            }
+            log.log_end_offset()
+        };
+        p.followers
+            .lock()
+            .fetched(replica, fetch_offset, leader_end, Instant::now());
+        self.maybe_advance_high_watermark(&p);
+        if !state.isr.contains(&replica) {
+            let hw = p.log.read().high_watermark();
+            let epoch_start = p
+                .log
+                .read()
+                .epoch_cache()
+                .entries()
+                .iter()
+                .find(|e| e.epoch == state.leader_epoch)
+                .map(|e| e.start_offset);
+            if fetch_offset >= hw && epoch_start.is_none_or(|start| fetch_offset >= start) {
+                let mut isr = state.isr.clone();
+                isr.push(replica);
+                self.ask_isr_change(&p, &state, isr);
             }
         }
+        None
+    }
+
+    /// The answer to a follower whose log diverged at `epoch_end`.
+    pub fn diverged(&self, tp: &TopicPartition, epoch_end: (i32, i64)) -> FetchOutcome {
+        let Some(p) = self.partition(tp) else {
+            return FetchOutcome::error(ResponseError::UnknownTopicOrPartition);
+        };
+        let log = p.log.read();
+        FetchOutcome {
+            error: None,
+            records: None,
+            high_watermark: log.high_watermark(),
+            last_stable_offset: log.last_stable_offset(),
+            log_start_offset: log.log_start_offset(),
+            aborted: None,
+            diverging_epoch: Some(epoch_end),
+        }
+    }
+
+    /// Removes followers that stopped catching up from the ISR of every
+    /// partition this broker leads.
+    pub fn shrink_lagging_isrs(&self) {
+        let now = Instant::now();
+        for p in self.hosted() {
+            let state = p.state();
+            if state.leader != self.node_id || state.isr.len() <= 1 {
+                continue;
+            }
+            let lagging =
+                p.followers
+                    .lock()
+                    .lagging(&state.isr, self.node_id, self.replica_lag_max, now);
+            if !lagging.is_empty() {
+                info!(partition = %p.tp, lagging = ?lagging, "shrinking the ISR");
+                let isr = state
+                    .isr
+                    .iter()
+                    .copied()
+                    .filter(|r| !lagging.contains(r))
+                    .collect();
+                self.ask_isr_change(&p, &state, isr);
+            }
+        }
+    }
+
+    fn ask_isr_change(&self, p: &Partition, state: &PartitionState, isr: Vec<i32>) {
+        let mut pending = p.isr_pending.lock();
+        if pending.is_some() {
+            return;
+        }
+        *pending = Some(isr.clone());
+        let _ = self.isr_changes.send(IsrChange {
+            tp: p.tp.clone(),
+            topic_id: p.topic_id,
+            leader_epoch: state.leader_epoch,
+            isr,
+        });
+    }
+
+    /// The controller refused or lost an ISR change: allow asking again.
+    pub fn isr_change_failed(&self, tp: &TopicPartition) {
+        if let Some(p) = self.partition(tp) {
+            *p.isr_pending.lock() = None;
+        }
+    }
+
+    /// Partitions this broker follows from `leader`.
+    pub fn followed_from(&self, leader: i32) -> Vec<Arc<Partition>> {
+        self.partitions
+            .read()
+            .values()
+            .filter(|p| {
+                let st = p.state.read();
+                st.leader == leader && leader != self.node_id
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The brokers this broker fetches from.
+    pub fn leaders_followed(&self) -> BTreeSet<i32> {
+        self.partitions
+            .read()
+            .values()
+            .map(|p| p.state.read().leader)
+            .filter(|l| *l >= 0 && *l != self.node_id)
+            .collect()
+    }
+
+    /// Appends batches fetched from the leader as they are, then takes the
+    /// leader's high watermark (bounded by what this log has) and log start.
+    pub fn append_replicated(
+        &self,
+        p: &Partition,
+        records: &[u8],
+        leader_high_watermark: i64,
+        leader_log_start: i64,
+    ) -> Result<(), StorageError> {
+        let mut log = p.log.write();
+        if !records.is_empty() {
+            log.append_verbatim(records, now_ms())?;
+        }
+        if leader_log_start > log.log_start_offset() && leader_log_start <= log.log_end_offset() {
+            log.delete_records_before(leader_log_start)?;
+        }
+        let hw = leader_high_watermark.min(log.log_end_offset());
+        if hw > log.high_watermark() {
+            log.set_high_watermark(hw);
+        }
+        drop(log);
+        self.appends.send_modify(|n| *n += 1);
+        Ok(())
     }
 
     /// Leader append of client batches. `records` is copied once so the
@@ -234,6 +485,7 @@ impl ReplicaManager {
             base_offset: -1,
             log_append_time: -1,
             log_start_offset: -1,
+            end_offset: -1,
         };
         let Some(partition) = self.partition(tp) else {
             return fail(ResponseError::UnknownTopicOrPartition, None);
@@ -255,15 +507,11 @@ impl ReplicaManager {
         let now = now_ms();
         let result = {
             let mut log = partition.log.write();
-            let r = log.append_as_leader(&mut buf, state.leader_epoch, origin, now);
-            if r.is_ok() && state.isr == [self.node_id] {
-                let end = log.log_end_offset();
-                log.set_high_watermark(end);
-            }
-            r
+            log.append_as_leader(&mut buf, state.leader_epoch, origin, now)
         };
         match result {
             Ok(info) => {
+                self.maybe_advance_high_watermark(&partition);
                 partition.stats.produced(records.len(), info.record_count);
                 self.appends.send_modify(|n| *n += 1);
                 ProduceOutcome {
@@ -272,6 +520,7 @@ impl ReplicaManager {
                     base_offset: info.first_offset,
                     log_append_time: info.log_append_time,
                     log_start_offset: info.log_start_offset,
+                    end_offset: info.last_offset + 1,
                 }
             }
             Err(e) => {
@@ -333,6 +582,7 @@ impl ReplicaManager {
                     last_stable_offset,
                     log_start_offset,
                     aborted,
+                    diverging_epoch: None,
                 }
             }
             Err(StorageError::OffsetOutOfRange { .. }) => FetchOutcome {
@@ -342,6 +592,7 @@ impl ReplicaManager {
                 last_stable_offset: log.last_stable_offset(),
                 log_start_offset: log.log_start_offset(),
                 aborted: None,
+                diverging_epoch: None,
             },
             Err(e) => {
                 warn!(partition = %tp, error = %e, "read failed");
@@ -357,6 +608,41 @@ impl ReplicaManager {
             return;
         }
         let _ = tokio::time::timeout(timeout, rx.changed()).await;
+    }
+
+    /// Waits until the high watermark of `tp` reaches `end_offset` (every
+    /// ISR member has the batch), for up to `timeout`. The error is what
+    /// the producer is told when that does not happen.
+    pub async fn wait_replicated(
+        &self,
+        tp: &TopicPartition,
+        end_offset: i64,
+        timeout: Duration,
+    ) -> Result<(), ResponseError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let seen = self.append_counter();
+            let p = self
+                .partition(tp)
+                .ok_or(ResponseError::NotLeaderOrFollower)?;
+            let state = p.state();
+            if state.leader != self.node_id {
+                return Err(ResponseError::NotLeaderOrFollower);
+            }
+            if p.log.read().high_watermark() >= end_offset {
+                let min_isr = p.log.read().config().min_insync_replicas;
+                return if (state.isr.len() as i32) < min_isr {
+                    Err(ResponseError::NotEnoughReplicasAfterAppend)
+                } else {
+                    Ok(())
+                };
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(ResponseError::RequestTimedOut);
+            }
+            self.wait_for_appends(seen, deadline - now).await;
+        }
     }
 
     /// Current append counter (taken before a read, passed to `wait_for_appends`).

@@ -114,6 +114,7 @@ async fn start_with(settings: ServerSettings) -> Running {
         .register(ApiKey::Metadata, VersionRange { min: 0, max: 12 }, handler)
         .unwrap();
     let spec = ListenerSpec {
+        quorum: None,
         name: "PLAINTEXT".into(),
         addr: "127.0.0.1:0".parse().unwrap(),
         api_versions: Arc::new(registry.api_versions().clone()),

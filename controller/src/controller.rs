@@ -1,34 +1,37 @@
 //! The controller: validates metadata changes, turns them into records,
 //! commits them to the metadata log and publishes the new image.
 //!
-//! The metadata log is a Kafka-format partition log (`__cluster_metadata-0`)
-//! from the storage crate, as KRaft keeps its own; each commit is one record
-//! batch, fsynced before the change is acknowledged. This single-voter
-//! controller is the seam where the openraft quorum plugs in: `commit` is the
-//! only place records are made durable.
+//! Every node with the controller role is a voter of the metadata quorum
+//! (`crate::raft`); a single node is a quorum of one. Any controller plans a
+//! change against its own image; the active controller commits it only if
+//! that image was current (see `crate::service`), so requests can land on
+//! any node.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use ottla_protocol::batch::{BatchBuilder, BatchIter, SimpleRecord};
-use ottla_protocol::records::{records_section, walk_records};
-use ottla_storage::config::{validate_topic_config, LogConfig};
-use ottla_storage::log::{FetchIsolation, LogOpenOptions, PartitionLog};
-use ottla_storage::producer_state::AppendOrigin;
-use parking_lot::Mutex;
+use ottla_storage::config::validate_topic_config;
+use tokio::runtime::Runtime;
 use tokio::sync::watch;
 use tracing::info;
 use uuid::Uuid;
 
+use crate::active::{ActiveService, CommitError, Liveness, LivenessLoop};
+use crate::elections::{align_partitions, usable_in};
 use crate::image::MetadataImage;
+use crate::raft::{Node, Quorum, QuorumConfig, QuorumError, QuorumSummary, RpcHandler};
 use crate::records::{MetadataRecord, CONFIG_RESOURCE_TOPIC};
 
 /// Producer ids handed to a broker per ProducerIds record.
 pub const PRODUCER_ID_BLOCK: i64 = 1000;
 /// Kafka's limit on topic name length.
 pub const MAX_TOPIC_NAME_LEN: usize = 249;
+/// How often a change is planned again because the image moved on.
+const MAX_PLAN_ATTEMPTS: usize = 20;
 
 /// A refused metadata change: the Kafka error code and a message for the operator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,13 +58,6 @@ impl std::fmt::Display for ControllerError {
 impl std::error::Error for ControllerError {}
 
 pub type ControllerResult<T> = Result<T, ControllerError>;
-
-fn storage_error(e: ottla_storage::StorageError) -> ControllerError {
-    ControllerError::new(
-        ResponseError::KafkaStorageError,
-        format!("metadata log write failed: {e}"),
-    )
-}
 
 /// A topic to create.
 #[derive(Debug, Clone, Default)]
@@ -102,42 +98,80 @@ pub enum AlterOp {
     Subtract,
 }
 
+/// What a controller node needs to start.
+#[derive(Debug, Clone)]
+pub struct ControllerSettings {
+    pub node_id: i32,
+    /// The metadata log's directory (`__cluster_metadata-0`).
+    pub dir: PathBuf,
+    /// `controller.quorum.voters`: id -> controller listener address.
+    pub voters: BTreeMap<u64, Node>,
+    pub quorum: QuorumConfig,
+    pub defaults: TopicDefaults,
+    /// `broker.session.timeout.ms`: brokers silent this long are fenced.
+    pub session_timeout: Duration,
+}
+
 pub struct Controller {
-    node_id: i32,
-    log: Mutex<PartitionLog>,
-    image: watch::Sender<Arc<MetadataImage>>,
+    pub(crate) node_id: i32,
+    pub(crate) quorum: Quorum,
     defaults: TopicDefaults,
-    /// Serializes read-validate-commit operations so each one validates
-    /// against the image the previous one produced.
-    serial: Mutex<()>,
+    /// Serializes check-and-write on the active controller, so each write
+    /// is validated against the image the previous one produced.
+    pub(crate) leader_serial: tokio::sync::Mutex<()>,
+    pub(crate) liveness: Liveness,
+    /// The quorum's own runtime: metadata work never waits behind client
+    /// traffic, and synchronous callers can wait on it from any thread.
+    runtime: Option<Runtime>,
+    pub(crate) me: Weak<Controller>,
 }
 
 impl Controller {
-    /// Opens the metadata log in `dir` and replays it into an image.
-    pub fn open(dir: &Path, node_id: i32, defaults: TopicDefaults) -> ottla_storage::Result<Self> {
-        let config = LogConfig {
-            segment_bytes: 64 << 20,
-            retention_ms: -1,
-            flush_messages: 1,
-            message_timestamp_after_max_ms: i64::MAX,
-            ..LogConfig::default()
-        };
-        let log = PartitionLog::open(dir, config, LogOpenOptions::default())?;
-        let mut image = MetadataImage::empty();
-        replay(&log, &mut image)?;
+    /// Opens the metadata log, joins the quorum and starts the liveness
+    /// checks. Blocks until the quorum has started (not until it has a
+    /// leader). Quorum RPCs are served through [`Controller::rpc_handler`].
+    pub fn start(settings: ControllerSettings) -> Result<Arc<Self>, QuorumError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("ottla-controller")
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                QuorumError::Config(format!("cannot start the controller runtime: {e}"))
+            })?;
+        let ControllerSettings {
+            node_id,
+            dir,
+            voters,
+            quorum,
+            defaults,
+            session_timeout,
+        } = settings;
+        let id = u64::try_from(node_id)
+            .map_err(|_| QuorumError::Config(format!("node.id {node_id} is negative")))?;
+        let quorum = wait_on(runtime.handle(), async move {
+            Quorum::start(id, &dir, voters, None, quorum).await
+        })?;
+        let image = quorum.image();
         info!(
             records_offset = image.offset,
             topics = image.topics.len(),
             "metadata image loaded"
         );
-        let (tx, _) = watch::channel(Arc::new(image));
-        Ok(Self {
+        let controller = Arc::new_cyclic(|me| Self {
             node_id,
-            log: Mutex::new(log),
-            image: tx,
+            quorum,
             defaults,
-            serial: Mutex::new(()),
-        })
+            leader_serial: tokio::sync::Mutex::new(()),
+            liveness: Liveness::new(session_timeout),
+            runtime: Some(runtime),
+            me: me.clone(),
+        });
+        controller
+            .quorum
+            .set_service(Arc::new(ActiveService(Arc::downgrade(&controller))));
+        controller.spawn(Arc::downgrade(&controller).run_liveness_checks());
+        Ok(controller)
     }
 
     pub fn node_id(&self) -> i32 {
@@ -145,50 +179,106 @@ impl Controller {
     }
 
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.image.borrow().clone()
+        self.quorum.image()
     }
 
     /// Metadata listeners (replica manager, coordinators, mirror manager).
     pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataImage>> {
-        self.image.subscribe()
+        self.quorum.subscribe()
     }
 
-    /// Makes `records` durable as one batch, applies them and publishes the
-    /// new image. All or nothing.
-    pub fn commit(&self, records: Vec<MetadataRecord>) -> ControllerResult<Arc<MetadataImage>> {
-        if records.is_empty() {
-            return Ok(self.image());
-        }
-        let mut log = self.log.lock();
-        let now = now_ms();
-        let encoded: Vec<SimpleRecord> = records
-            .iter()
-            .map(|r| SimpleRecord {
-                timestamp: now,
-                key: None,
-                value: Some(r.encode()),
-                headers: Vec::new(),
-            })
-            .collect();
-        let mut batch = BatchBuilder::default().build(&encoded);
-        let info = log
-            .append_as_leader(&mut batch, 0, AppendOrigin::Coordinator, now)
-            .map_err(storage_error)?;
-        log.flush().map_err(storage_error)?;
-        let end = log.log_end_offset();
-        log.set_high_watermark(end);
-        let mut image = (*self.image()).clone();
-        for (i, r) in records.iter().enumerate() {
-            image.apply(info.first_offset + i as i64, r);
-        }
-        let image = Arc::new(image);
-        self.image.send_replace(image.clone());
-        Ok(image)
+    /// Serves quorum RPC connections accepted by the broker's controller listener.
+    pub fn rpc_handler(&self) -> RpcHandler {
+        self.quorum.rpc_handler()
     }
 
-    /// Registers (or re-registers) a broker and its endpoints.
+    /// The quorum's state, for DescribeQuorum.
+    pub fn quorum_summary(&self) -> Result<QuorumSummary, QuorumError> {
+        let me = self.me.upgrade().expect("controller alive");
+        self.wait(async move { me.quorum.summary().await })
+    }
+
+    /// Runs `future` on the controller's runtime and waits for it from any
+    /// thread, async or not (a metadata call blocks its caller, as a
+    /// forwarded request to Kafka's controller would).
+    pub(crate) fn wait<T: Send + 'static>(
+        &self,
+        future: impl Future<Output = T> + Send + 'static,
+    ) -> T {
+        wait_on(self.runtime.as_ref().expect("running").handle(), future)
+    }
+
+    pub(crate) fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
+        self.runtime.as_ref().expect("running").spawn(future);
+    }
+
+    /// Plans records against the current image and commits them; a plan
+    /// made on an image that moved on meanwhile is made again on the new
+    /// one. Returns the plan's outcome and the commit's error, if any.
+    pub(crate) fn run<T>(
+        &self,
+        mut plan: impl FnMut(&MetadataImage) -> (Vec<MetadataRecord>, T),
+    ) -> (T, Option<ControllerError>) {
+        let mut attempts = 0;
+        loop {
+            let image = self.image();
+            let (records, outcome) = plan(&image);
+            if records.is_empty() {
+                return (outcome, None);
+            }
+            let me = self.me.upgrade().expect("controller alive");
+            let expected = image.offset;
+            match self.wait(async move { me.commit(expected, records).await }) {
+                Ok(_) => return (outcome, None),
+                Err(CommitError::Stale) if attempts < MAX_PLAN_ATTEMPTS => {
+                    attempts += 1;
+                    self.wait_for_newer_image(expected);
+                }
+                Err(CommitError::Stale) => {
+                    return (
+                        outcome,
+                        Some(ControllerError::new(
+                            ResponseError::RequestTimedOut,
+                            "the metadata kept changing while this request was applied; retry",
+                        )),
+                    )
+                }
+                Err(CommitError::Failed(e)) => return (outcome, Some(e)),
+            }
+        }
+    }
+
+    /// Waits briefly for this node's image to pass `offset`.
+    fn wait_for_newer_image(&self, offset: i64) {
+        let mut rx = self.subscribe();
+        self.wait(async move {
+            let _ = tokio::time::timeout(
+                Duration::from_millis(200),
+                rx.wait_for(|image| image.offset > offset),
+            )
+            .await;
+        });
+    }
+
+    /// Registers (or re-registers) a broker and its endpoints. It starts
+    /// fenced; a new incarnation of a known broker first loses whatever it
+    /// led, since its log may have lost an unflushed tail.
     pub fn register_broker(&self, record: MetadataRecord) -> ControllerResult<()> {
-        self.commit(vec![record]).map(|_| ())
+        let MetadataRecord::RegisterBroker { broker_id, .. } = &record else {
+            return Err(ControllerError::new(
+                ResponseError::InvalidRequest,
+                "not a broker registration",
+            ));
+        };
+        let broker_id = *broker_id;
+        let ((), error) = self.run(|image| {
+            let mut records = vec![record.clone()];
+            records.extend(align_partitions(image, |b| {
+                usable_in(image, b, &[(broker_id, false)])
+            }));
+            (records, ())
+        });
+        error.map_or(Ok(()), Err)
     }
 
     /// Validates and creates topics. With `validate_only`, nothing is
@@ -198,31 +288,26 @@ impl Controller {
         topics: Vec<NewTopic>,
         validate_only: bool,
     ) -> Vec<(String, ControllerResult<CreatedTopic>)> {
-        let _serial = self.serial.lock();
-        let image = self.image();
-        let mut results = Vec::new();
-        let mut records = Vec::new();
-        let mut taken: Vec<String> = Vec::new();
-        for topic in topics {
-            let name = topic.name.clone();
-            let r = self
-                .plan_topic(&image, &taken, topic)
-                .map(|(recs, created)| {
-                    taken.push(name.clone());
-                    if !validate_only {
-                        records.extend(recs);
-                    }
-                    created
-                });
-            results.push((name, r));
-        }
-        if let Err(e) = self.commit(records) {
-            for (_, r) in results.iter_mut() {
-                if r.is_ok() {
-                    *r = Err(e.clone());
-                }
+        let (mut results, error) = self.run(|image| {
+            let mut results = Vec::new();
+            let mut records = Vec::new();
+            let mut taken: Vec<String> = Vec::new();
+            for topic in topics.iter().cloned() {
+                let name = topic.name.clone();
+                let r = self
+                    .plan_topic(image, &taken, topic)
+                    .map(|(recs, created)| {
+                        taken.push(name.clone());
+                        if !validate_only {
+                            records.extend(recs);
+                        }
+                        created
+                    });
+                results.push((name, r));
             }
-        }
+            (records, results)
+        });
+        fail_all(&mut results, error);
         results
     }
 
@@ -343,26 +428,28 @@ impl Controller {
 
     /// Deletes topics by name.
     pub fn delete_topics(&self, names: &[String]) -> Vec<(String, ControllerResult<Uuid>)> {
-        let _serial = self.serial.lock();
-        let image = self.image();
-        let mut records = Vec::new();
-        let results: Vec<_> = names
-            .iter()
-            .map(|name| {
-                let r = match image.topic_by_name(name) {
-                    Some(t) => {
-                        records.push(MetadataRecord::RemoveTopic { topic_id: t.id });
-                        Ok(t.id)
-                    }
-                    None => Err(ControllerError::new(
-                        ResponseError::UnknownTopicOrPartition,
-                        format!("Topic '{name}' does not exist."),
-                    )),
-                };
-                (name.clone(), r)
-            })
-            .collect();
-        self.finish(records, results)
+        let (mut results, error) = self.run(|image| {
+            let mut records = Vec::new();
+            let results: Vec<_> = names
+                .iter()
+                .map(|name| {
+                    let r = match image.topic_by_name(name) {
+                        Some(t) => {
+                            records.push(MetadataRecord::RemoveTopic { topic_id: t.id });
+                            Ok(t.id)
+                        }
+                        None => Err(ControllerError::new(
+                            ResponseError::UnknownTopicOrPartition,
+                            format!("Topic '{name}' does not exist."),
+                        )),
+                    };
+                    (name.clone(), r)
+                })
+                .collect();
+            (records, results)
+        });
+        fail_all(&mut results, error);
+        results
     }
 
     /// Adds partitions to a topic (CreatePartitions).
@@ -373,62 +460,61 @@ impl Controller {
         assignments: Option<Vec<Vec<i32>>>,
         validate_only: bool,
     ) -> ControllerResult<()> {
-        let _serial = self.serial.lock();
-        let image = self.image();
-        let t = image.topic_by_name(name).ok_or_else(|| {
-            ControllerError::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("Topic '{name}' does not exist."),
-            )
-        })?;
-        let current = t.partitions.len() as i32;
-        if count <= current {
-            let msg = if count == current {
-                format!("Topic already has {current} partitions.")
-            } else {
-                format!("Topic currently has {current} partitions, which is higher than the requested {count}.")
+        self.run_fallible(|image| {
+    let t = image.topic_by_name(name).ok_or_else(|| {
+                ControllerError::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Topic '{name}' does not exist."),
+                )
+            })?;
+            let current = t.partitions.len() as i32;
+            if count <= current {
+                let msg = if count == current {
+                    format!("Topic already has {current} partitions.")
+                } else {
+                    format!("Topic currently has {current} partitions, which is higher than the requested {count}.")
+                };
+                return Err(ControllerError::new(ResponseError::InvalidPartitions, msg));
+            }
+            let rf = t.partitions.values().next().map_or(1, |p| p.replicas.len());
+            let brokers: Vec<i32> = image.live_brokers().map(|b| b.id).collect();
+            let new: Vec<Vec<i32>> = match assignments.clone() {
+                Some(a) => {
+                    if a.len() as i32 != count - current {
+                        return Err(ControllerError::new(
+                            ResponseError::InvalidReplicaAssignment,
+                            format!("Increasing the number of partitions by {} but {} assignments provided.", count - current, a.len()),
+                        ));
+                    }
+                    for (i, replicas) in a.iter().enumerate() {
+                        validate_assignment(current + i as i32, replicas, image)?;
+                    }
+                    a
+                }
+                None => {
+                    if rf > brokers.len() {
+                        return Err(ControllerError::new(
+                            ResponseError::InvalidReplicationFactor,
+                            "Not enough live brokers for the topic's replication factor.",
+                        ));
+                    }
+                    let placed = place_replicas(&brokers, count, rf, image.topics.len());
+                    placed
+                        .into_iter()
+                        .filter(|(p, _)| *p >= current)
+                        .map(|(_, r)| r)
+                        .collect()
+                }
             };
-            return Err(ControllerError::new(ResponseError::InvalidPartitions, msg));
-        }
-        let rf = t.partitions.values().next().map_or(1, |p| p.replicas.len());
-        let brokers: Vec<i32> = image.live_brokers().map(|b| b.id).collect();
-        let new: Vec<Vec<i32>> = match assignments {
-            Some(a) => {
-                if a.len() as i32 != count - current {
-                    return Err(ControllerError::new(
-                        ResponseError::InvalidReplicaAssignment,
-                        format!("Increasing the number of partitions by {} but {} assignments provided.", count - current, a.len()),
-                    ));
-                }
-                for (i, replicas) in a.iter().enumerate() {
-                    validate_assignment(current + i as i32, replicas, &image)?;
-                }
-                a
+            if validate_only {
+                return Ok(Vec::new());
             }
-            None => {
-                if rf > brokers.len() {
-                    return Err(ControllerError::new(
-                        ResponseError::InvalidReplicationFactor,
-                        "Not enough live brokers for the topic's replication factor.",
-                    ));
-                }
-                let placed = place_replicas(&brokers, count, rf, image.topics.len());
-                placed
-                    .into_iter()
-                    .filter(|(p, _)| *p >= current)
-                    .map(|(_, r)| r)
-                    .collect()
-            }
-        };
-        if validate_only {
-            return Ok(());
-        }
-        let records = new
-            .into_iter()
-            .enumerate()
-            .map(|(i, replicas)| partition_record(t.id, current + i as i32, replicas))
-            .collect();
-        self.commit(records).map(|_| ())
+            Ok(new
+                .into_iter()
+                .enumerate()
+                .map(|(i, replicas)| partition_record(t.id, current + i as i32, replicas))
+                .collect())
+        })
     }
 
     /// Applies config changes to one resource. Topic keys are validated here;
@@ -441,141 +527,241 @@ impl Controller {
         replace_all: bool,
         validate_only: bool,
     ) -> ControllerResult<()> {
-        let _serial = self.serial.lock();
-        let image = self.image();
-        if resource_type == CONFIG_RESOURCE_TOPIC && image.topic_by_name(resource_name).is_none() {
-            return Err(ControllerError::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("Topic '{resource_name}' does not exist."),
-            ));
-        }
-        let current = image
-            .configs_of(resource_type, resource_name)
-            .cloned()
-            .unwrap_or_default();
-        let mut next = if replace_all {
-            BTreeMap::new()
-        } else {
-            current.clone()
-        };
-        for (key, op, value) in changes {
+        self.run_fallible(|image| {
             if resource_type == CONFIG_RESOURCE_TOPIC
-                && ottla_storage::config::topic_config_key(key).is_none()
+                && image.topic_by_name(resource_name).is_none()
             {
                 return Err(ControllerError::new(
-                    ResponseError::InvalidConfig,
-                    format!("Unknown topic config name: {key}"),
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Topic '{resource_name}' does not exist."),
                 ));
             }
-            match op {
-                AlterOp::Set => {
-                    let v = value.clone().ok_or_else(|| {
-                        ControllerError::new(
-                            ResponseError::InvalidConfig,
-                            format!("Null value not supported for '{key}'"),
-                        )
-                    })?;
-                    next.insert(key.clone(), v);
+            let current = image
+                .configs_of(resource_type, resource_name)
+                .cloned()
+                .unwrap_or_default();
+            let mut next = if replace_all {
+                BTreeMap::new()
+            } else {
+                current.clone()
+            };
+            for (key, op, value) in changes {
+                if resource_type == CONFIG_RESOURCE_TOPIC
+                    && ottla_storage::config::topic_config_key(key).is_none()
+                {
+                    return Err(ControllerError::new(
+                        ResponseError::InvalidConfig,
+                        format!("Unknown topic config name: {key}"),
+                    ));
                 }
-                AlterOp::Delete => {
-                    next.remove(key);
-                }
-                AlterOp::Append | AlterOp::Subtract => {
-                    let is_list = ottla_storage::config::topic_config_key(key)
-                        .is_some_and(|k| k.config_type == ottla_storage::config::ConfigType::List);
-                    if resource_type == CONFIG_RESOURCE_TOPIC && !is_list {
-                        return Err(ControllerError::new(
-                            ResponseError::InvalidConfig,
-                            format!("Config value append is not allowed for config key: {key}"),
-                        ));
+                match op {
+                    AlterOp::Set => {
+                        let v = value.clone().ok_or_else(|| {
+                            ControllerError::new(
+                                ResponseError::InvalidConfig,
+                                format!("Null value not supported for '{key}'"),
+                            )
+                        })?;
+                        next.insert(key.clone(), v);
                     }
-                    let existing = next.get(key).cloned().unwrap_or_default();
-                    let mut items: Vec<String> = existing
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(String::from)
-                        .collect();
-                    for item in value
-                        .as_deref()
-                        .unwrap_or("")
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                    {
-                        if *op == AlterOp::Append {
-                            if !items.iter().any(|i| i == item) {
-                                items.push(item.to_string());
-                            }
-                        } else {
-                            items.retain(|i| i != item);
+                    AlterOp::Delete => {
+                        next.remove(key);
+                    }
+                    AlterOp::Append | AlterOp::Subtract => {
+                        let is_list =
+                            ottla_storage::config::topic_config_key(key).is_some_and(|k| {
+                                k.config_type == ottla_storage::config::ConfigType::List
+                            });
+                        if resource_type == CONFIG_RESOURCE_TOPIC && !is_list {
+                            return Err(ControllerError::new(
+                                ResponseError::InvalidConfig,
+                                format!("Config value append is not allowed for config key: {key}"),
+                            ));
                         }
+                        let existing = next.get(key).cloned().unwrap_or_default();
+                        let mut items: Vec<String> = existing
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|s| !s.is_empty())
+                            .map(String::from)
+                            .collect();
+                        for item in value
+                            .as_deref()
+                            .unwrap_or("")
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|s| !s.is_empty())
+                        {
+                            if *op == AlterOp::Append {
+                                if !items.iter().any(|i| i == item) {
+                                    items.push(item.to_string());
+                                }
+                            } else {
+                                items.retain(|i| i != item);
+                            }
+                        }
+                        next.insert(key.clone(), items.join(","));
                     }
-                    next.insert(key.clone(), items.join(","));
                 }
             }
-        }
-        if resource_type == CONFIG_RESOURCE_TOPIC {
-            for (k, v) in &next {
-                validate_topic_config(k, v)
-                    .map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
+            if resource_type == CONFIG_RESOURCE_TOPIC {
+                for (k, v) in &next {
+                    validate_topic_config(k, v)
+                        .map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
+                }
             }
-        }
-        if validate_only {
-            return Ok(());
-        }
-        let mut records = Vec::new();
-        for (k, v) in &next {
-            if current.get(k) != Some(v) {
+            if validate_only {
+                return Ok(Vec::new());
+            }
+            let mut records = Vec::new();
+            for (k, v) in &next {
+                if current.get(k) != Some(v) {
+                    records.push(MetadataRecord::Config {
+                        resource_type,
+                        resource_name: resource_name.to_string(),
+                        name: k.clone(),
+                        value: Some(v.clone()),
+                    });
+                }
+            }
+            for k in current.keys().filter(|k| !next.contains_key(*k)) {
                 records.push(MetadataRecord::Config {
                     resource_type,
                     resource_name: resource_name.to_string(),
                     name: k.clone(),
-                    value: Some(v.clone()),
+                    value: None,
                 });
             }
-        }
-        for k in current.keys().filter(|k| !next.contains_key(*k)) {
-            records.push(MetadataRecord::Config {
-                resource_type,
-                resource_name: resource_name.to_string(),
-                name: k.clone(),
-                value: None,
-            });
-        }
-        self.commit(records).map(|_| ())
+            Ok(records)
+        })
+    }
+
+    /// An ISR change asked by the leader of a partition (Kafka's
+    /// AlterPartition): refused unless it comes from the current leader and
+    /// epoch, keeps the leader in the ISR, and adds only live replicas.
+    pub fn alter_isr(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+        isr: &[i32],
+    ) -> ControllerResult<()> {
+        self.run_fallible(|image| {
+            let p = image
+                .topic_by_id(&topic_id)
+                .and_then(|t| t.partitions.get(&partition))
+                .ok_or_else(|| {
+                    ControllerError::new(
+                        ResponseError::UnknownTopicOrPartition,
+                        format!("partition {partition} of topic {topic_id} does not exist"),
+                    )
+                })?;
+            if p.leader != leader || p.leader_epoch != leader_epoch {
+                return Err(ControllerError::new(
+                    ResponseError::FencedLeaderEpoch,
+                    format!("broker {leader} at epoch {leader_epoch} no longer leads (leader {} epoch {})", p.leader, p.leader_epoch),
+                ));
+            }
+            if !isr.contains(&leader) || isr.iter().any(|r| !p.replicas.contains(r)) {
+                return Err(ControllerError::new(
+                    ResponseError::InvalidRequest,
+                    format!("ISR {isr:?} must hold the leader and replicas of {:?} only", p.replicas),
+                ));
+            }
+            if let Some(r) = isr
+                .iter()
+                .find(|r| !p.isr.contains(r) && !usable_in(image, **r, &[]))
+            {
+                return Err(ControllerError::new(
+                    ResponseError::IneligibleReplica,
+                    format!("replica {r} is fenced or shutting down"),
+                ));
+            }
+            if p.isr == isr {
+                return Ok(Vec::new());
+            }
+            Ok(vec![MetadataRecord::PartitionChange {
+                topic_id,
+                partition,
+                leader: None,
+                isr: Some(isr.to_vec()),
+                replicas: None,
+            }])
+        })
+    }
+
+    /// Commits `records` as they are, unvalidated: for tools and tests
+    /// that set up a state the controller would not produce by itself.
+    pub fn commit_records(&self, records: Vec<MetadataRecord>) -> ControllerResult<()> {
+        let ((), error) = self.run(|_| (records.clone(), ()));
+        error.map_or(Ok(()), Err)
     }
 
     /// Reserves a block of producer ids for `broker_id`; returns its first id.
     pub fn allocate_producer_ids(&self, broker_id: i32) -> ControllerResult<(i64, i64)> {
-        let _serial = self.serial.lock();
-        let start = self.image().next_producer_id;
-        self.commit(vec![MetadataRecord::ProducerIds {
-            broker_id,
-            next_producer_id: start + PRODUCER_ID_BLOCK,
-        }])?;
-        Ok((start, PRODUCER_ID_BLOCK))
+        let (start, error) = self.run(|image| {
+            let start = image.next_producer_id;
+            let record = MetadataRecord::ProducerIds {
+                broker_id,
+                next_producer_id: start + PRODUCER_ID_BLOCK,
+            };
+            (vec![record], start)
+        });
+        error.map_or(Ok((start, PRODUCER_ID_BLOCK)), Err)
     }
 
-    fn finish<T>(
+    /// `run` for plans that either fail before writing anything or write.
+    fn run_fallible(
         &self,
-        records: Vec<MetadataRecord>,
-        mut results: Vec<(String, ControllerResult<T>)>,
-    ) -> Vec<(String, ControllerResult<T>)> {
-        if let Err(e) = self.commit(records) {
-            for (_, r) in results.iter_mut() {
-                if r.is_ok() {
-                    *r = Err(e.clone());
-                }
-            }
-        }
-        results
+        mut plan: impl FnMut(&MetadataImage) -> ControllerResult<Vec<MetadataRecord>>,
+    ) -> ControllerResult<()> {
+        let (planned, error) = self.run(|image| match plan(image) {
+            Ok(records) => (records, Ok(())),
+            Err(e) => (Vec::new(), Err(e)),
+        });
+        planned?;
+        error.map_or(Ok(()), Err)
     }
 
-    /// Flushes the metadata log (clean shutdown).
-    pub fn close(&self) -> ottla_storage::Result<()> {
-        self.log.lock().close()
+    /// Stops the quorum (the metadata log is fsynced on every append, so
+    /// there is nothing to flush).
+    pub fn close(&self) {
+        let me = self.me.upgrade().expect("controller alive");
+        self.wait(async move { me.quorum.stop().await });
     }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks; callers may be async.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Marks every successful result as failed by `error` (the commit failed).
+fn fail_all<T>(results: &mut [(String, ControllerResult<T>)], error: Option<ControllerError>) {
+    if let Some(e) = error {
+        for (_, r) in results.iter_mut().filter(|(_, r)| r.is_ok()) {
+            *r = Err(e.clone());
+        }
+    }
+}
+
+/// Runs `future` on `runtime` and blocks the calling thread until it is
+/// done, without tokio's checks against blocking (the future does not run
+/// on the caller's runtime, so the caller cannot deadlock it).
+fn wait_on<T: Send + 'static>(
+    runtime: &tokio::runtime::Handle,
+    future: impl Future<Output = T> + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    runtime.spawn(async move {
+        let _ = tx.send(future.await);
+    });
+    rx.recv().expect("the controller runtime stopped")
 }
 
 fn partition_record(topic_id: Uuid, partition: i32, replicas: Vec<i32>) -> MetadataRecord {
@@ -667,69 +853,41 @@ pub fn is_internal(name: &str) -> bool {
     name.starts_with("__")
 }
 
-fn replay(log: &PartitionLog, image: &mut MetadataImage) -> ottla_storage::Result<()> {
-    let mut offset = log.log_start_offset();
-    while offset < log.log_end_offset() {
-        let Some(slice) = log
-            .read(offset, 1 << 20, FetchIsolation::LogEnd, true)?
-            .slice
-        else {
-            break;
-        };
-        let bytes = slice.read()?;
-        for batch in BatchIter::new(&bytes) {
-            let batch = batch?;
-            let section = records_section(&batch)?;
-            let mut failure = None;
-            walk_records(&section, |r| {
-                if failure.is_some() {
-                    return;
-                }
-                let at = batch.base_offset() + r.offset_delta as i64;
-                match r.value.map(MetadataRecord::decode) {
-                    Some(Ok(record)) => image.apply(at, &record),
-                    Some(Err(e)) => {
-                        failure = Some(ottla_storage::StorageError::corrupt_file(
-                            log.dir(),
-                            format!("metadata record at offset {at}: {e}"),
-                        ))
-                    }
-                    None => {}
-                }
-            })?;
-            if let Some(e) = failure {
-                return Err(e);
-            }
-            offset = batch.next_offset();
-        }
-    }
-    Ok(())
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
     use crate::records::Endpoint;
+    use crate::service::Heartbeat;
 
-    fn controller(dir: &Path) -> Controller {
-        let c = Controller::open(
-            dir,
-            1,
-            TopicDefaults {
+    fn open(dir: &Path) -> Arc<Controller> {
+        Controller::start(ControllerSettings {
+            node_id: 1,
+            dir: dir.to_path_buf(),
+            voters: BTreeMap::from([(
+                1,
+                Node {
+                    host: "127.0.0.1".into(),
+                    port: 1,
+                },
+            )]),
+            quorum: QuorumConfig::default(),
+            defaults: TopicDefaults {
                 num_partitions: 1,
                 replication_factor: 1,
             },
-        )
-        .unwrap();
+            session_timeout: Duration::from_secs(9),
+        })
+        .unwrap()
+    }
+
+    fn controller(dir: &Path) -> Arc<Controller> {
+        let c = open(dir);
+        let incarnation = Uuid::new_v4();
         c.register_broker(MetadataRecord::RegisterBroker {
             broker_id: 1,
-            incarnation_id: Uuid::new_v4(),
+            incarnation_id: incarnation,
             endpoints: vec![Endpoint {
                 listener: "PLAINTEXT".into(),
                 host: "localhost".into(),
@@ -739,6 +897,18 @@ mod tests {
             rack: None,
         })
         .unwrap();
+        assert!(c.image().brokers[&1].fenced, "brokers register fenced");
+        let heartbeat = Heartbeat {
+            broker_id: 1,
+            incarnation: incarnation.as_u128(),
+            want_shutdown: false,
+        };
+        let me = c.clone();
+        let reply = c
+            .wait(async move { me.heartbeat(heartbeat).await })
+            .unwrap();
+        assert!(!reply.fenced && !reply.unknown);
+        assert!(!c.image().brokers[&1].fenced, "a heartbeat unfences");
         c
     }
 
@@ -810,17 +980,9 @@ mod tests {
         let (first, n) = c.allocate_producer_ids(1).unwrap();
         assert_eq!((first, n), (0, PRODUCER_ID_BLOCK));
         let id = c.image().topic_by_name("orders").unwrap().id;
-        c.close().unwrap();
+        c.close();
         drop(c);
-        let c = Controller::open(
-            dir.path(),
-            1,
-            TopicDefaults {
-                num_partitions: 1,
-                replication_factor: 1,
-            },
-        )
-        .unwrap();
+        let c = open(dir.path());
         let img = c.image();
         let t = img.topic_by_name("orders").unwrap();
         assert_eq!(t.id, id);

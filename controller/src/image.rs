@@ -180,7 +180,9 @@ impl MetadataImage {
                         incarnation_id: *incarnation_id,
                         endpoints: endpoints.clone(),
                         rack: rack.clone(),
-                        fenced: false,
+                        // As in KRaft: a broker registers fenced and is unfenced
+                        // by its first heartbeat.
+                        fenced: true,
                     },
                 );
             }

@@ -2,13 +2,18 @@
 //! image brokers read, and the controller that validates changes and commits
 //! them to the metadata log.
 
+mod active;
 pub mod controller;
+pub mod elections;
 pub mod image;
 pub mod raft;
 pub mod records;
+pub mod service;
 
 pub use controller::{
-    AlterOp, Controller, ControllerError, ControllerResult, CreatedTopic, NewTopic, TopicDefaults,
+    AlterOp, Controller, ControllerError, ControllerResult, ControllerSettings, CreatedTopic,
+    NewTopic, TopicDefaults,
 };
 pub use image::{MetadataImage, PartitionImage, TopicImage};
+pub use raft::{Node, QuorumConfig, QuorumError, QuorumSummary};
 pub use records::MetadataRecord;

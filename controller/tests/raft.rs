@@ -60,7 +60,7 @@ impl Cluster {
             id,
             &self.dirs[&id],
             self.voters.clone(),
-            listener,
+            Some(listener),
             self.config.clone(),
         )
         .await
@@ -318,7 +318,14 @@ async fn misconfigured_voter_sets_are_refused() {
     };
     let start = |voters: BTreeMap<u64, Node>| async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        Quorum::start(1, dir.path(), voters, listener, QuorumConfig::default()).await
+        Quorum::start(
+            1,
+            dir.path(),
+            voters,
+            Some(listener),
+            QuorumConfig::default(),
+        )
+        .await
     };
     let not_a_voter = start(BTreeMap::from([(2, node(1))])).await;
     assert!(matches!(not_a_voter, Err(QuorumError::Config(_))));

@@ -4,6 +4,7 @@
 pub mod alloc;
 pub mod api_versions;
 pub mod batch;
+pub mod client;
 pub mod frame;
 pub mod records;
 pub mod request;

@@ -176,6 +176,72 @@ impl Ottla {
         }
     }
 
+    /// Starts `n` combined broker+controller nodes (ids 1..=n) forming one
+    /// cluster, each with `overrides`, and waits until every node's metadata
+    /// lists all `n` brokers.
+    pub fn cluster(n: usize, overrides: &[(&str, &str)]) -> Vec<Ottla> {
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let voters = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes: Vec<Ottla> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (port, controller_port))| {
+                let tmp = tempfile::tempdir().unwrap();
+                let data_dir = tmp.path().to_path_buf();
+                let mut all: Vec<(String, String)> = overrides
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                all.push(("node.id".into(), (i + 1).to_string()));
+                all.push(("controller.quorum.voters".into(), voters.clone()));
+                Ottla {
+                    child: None,
+                    port: *port,
+                    controller_port: *controller_port,
+                    log_file: data_dir.join("ottla.log"),
+                    data_dir,
+                    overrides: all,
+                    _tmp: Some(tmp),
+                }
+            })
+            .collect();
+        for node in &mut nodes {
+            node.spawn();
+        }
+        for node in &nodes {
+            node.wait_for_brokers(n, Duration::from_secs(60));
+        }
+        nodes
+    }
+
+    /// Waits until this node's metadata lists `n` live brokers.
+    pub fn wait_for_brokers(&self, n: usize, timeout: Duration) {
+        use kafka_protocol::messages::MetadataRequest;
+        let start = Instant::now();
+        loop {
+            let live = std::panic::catch_unwind(|| {
+                let mut client = crate::wire::WireClient::connect(&self.bootstrap());
+                client.send(12, &MetadataRequest::default()).brokers.len()
+            })
+            .unwrap_or(0);
+            if live >= n {
+                return;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "node on port {} sees {live} of {n} brokers after {timeout:?}; log:\n{}",
+                self.port,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Starts the same node again on the same data and ports.
     pub fn restart(&mut self) {
         self.spawn();

@@ -230,7 +230,7 @@ mod tests {
     #[test]
     fn deletes_by_name_and_refuses_unknown_and_duplicate_names() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(test_settings(dir.path())).unwrap();
+        let broker = crate::apis::test_support::open_broker(test_settings(dir.path())).unwrap();
         create_topic(&broker, "a", 1);
         create_topic(&broker, "b", 1);
         create_topic(&broker, "__consumer_offsets", 1);
@@ -266,7 +266,7 @@ mod tests {
     #[test]
     fn v6_deletes_by_id() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = Broker::open(test_settings(dir.path())).unwrap();
+        let broker = crate::apis::test_support::open_broker(test_settings(dir.path())).unwrap();
         let a = created(&broker, "a", 2);
         let b = created(&broker, "b", 1);
         let c = created(&broker, "c", 1);
@@ -316,7 +316,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut settings = test_settings(dir.path());
         settings.delete_topic_enable = false;
-        let broker = Broker::open(settings).unwrap();
+        let broker = crate::apis::test_support::open_broker(settings).unwrap();
         let id = created(&broker, "kept", 1);
         let r = handle(&broker, 2, by_names(&["kept"]));
         assert_encodes(&r, 2);

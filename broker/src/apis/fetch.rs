@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchRequest;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchResponse, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchResponse, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -72,6 +72,11 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
                     } else {
                         -1
                     },
+                    last_fetched_epoch: if version >= 12 {
+                        p.last_fetched_epoch
+                    } else {
+                        -1
+                    },
                 },
             ));
         }
@@ -134,10 +139,23 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
                 max_bytes: limit,
                 isolation,
                 current_leader_epoch: f.current_leader_epoch,
-                leader_only: !is_follower,
+                leader_only: true,
                 min_one_batch: min_one,
             };
-            let o = broker.replicas.read(tp, &spec);
+            let diverging = if is_follower {
+                broker.replicas.follower_fetched(
+                    tp,
+                    replica_id,
+                    f.fetch_offset,
+                    f.last_fetched_epoch,
+                )
+            } else {
+                None
+            };
+            let o = match diverging {
+                Some(epoch_end) => broker.replicas.diverged(tp, epoch_end),
+                None => broker.replicas.read(tp, &spec),
+            };
             let n = o.records.as_ref().map_or(0, |r| r.len());
             total += n;
             budget = budget.saturating_sub(n);
@@ -236,6 +254,7 @@ fn unknown(e: ResponseError) -> FetchOutcome {
         last_stable_offset: -1,
         log_start_offset: -1,
         aborted: None,
+        diverging_epoch: None,
     }
 }
 
@@ -288,6 +307,11 @@ fn partition_data(
     if version >= 5 {
         d = d.with_log_start_offset(log_start_offset);
     }
+    if let Some((epoch, end_offset)) = o.diverging_epoch.filter(|_| version >= 12) {
+        d.diverging_epoch = EpochEndOffset::default()
+            .with_epoch(epoch)
+            .with_end_offset(end_offset);
+    }
     d
 }
 
@@ -318,6 +342,7 @@ mod tests {
                 last_offset: 2,
                 last_stable_offset: 3,
             }]),
+            diverging_epoch: None,
         }
     }
 

@@ -1,6 +1,8 @@
 //! Produce: leader appends, acks 0/1/all. Transactional batches go through
 //! the transaction check in `crate::apis::txn`.
 
+use std::time::Duration;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
@@ -14,10 +16,27 @@ use ottla_storage::producer_state::AppendOrigin;
 use crate::apis::txn;
 use crate::broker::Broker;
 
-/// Returns None for acks=0 (no response is sent).
-pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Option<ProduceResponse> {
+/// A produce whose appends are done, and, under acks=all, the partitions
+/// whose high watermark must still reach the appended batch.
+pub struct Appended {
+    response: Option<ProduceResponse>,
+    waits: Vec<ReplicationWait>,
+    timeout: Duration,
+}
+
+struct ReplicationWait {
+    topic: usize,
+    partition: usize,
+    tp: TopicPartition,
+    end_offset: i64,
+}
+
+/// Appends (blocking I/O); [`finish`] then waits for replication.
+pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Appended {
     let image = broker.controller.image();
     let acks = req.acks;
+    let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
+    let mut waits = Vec::new();
     let transactional_id = req.transactional_id.as_deref().map(|t| t.to_string());
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
@@ -28,7 +47,7 @@ pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Option<Prod
             Some(topic.name.to_string())
         };
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
-        for part in topic.partition_data {
+        for (partition_at, part) in topic.partition_data.into_iter().enumerate() {
             let (error, message, base_offset, append_time, start) = match &name {
                 None => (ResponseError::UnknownTopicId, None, -1, -1, -1),
                 Some(_) if !matches!(acks, -1..=1) => {
@@ -67,6 +86,14 @@ pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Option<Prod
                                     .append(&tp, records, acks, AppendOrigin::Client)
                             }
                         };
+                        if acks == -1 && o.end_offset >= 0 {
+                            waits.push(ReplicationWait {
+                                topic: responses.len(),
+                                partition: partition_at,
+                                tp,
+                                end_offset: o.end_offset,
+                            });
+                        }
                         (
                             o.error,
                             o.message,
@@ -96,7 +123,43 @@ pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Option<Prod
         }
         responses.push(t);
     }
-    (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+    Appended {
+        response: (acks != 0).then(|| ProduceResponse::default().with_responses(responses)),
+        waits,
+        timeout,
+    }
+}
+
+impl Appended {
+    /// The response as appended, without waiting for replication (a single
+    /// node's ISR has every batch at once).
+    #[cfg(test)]
+    pub(crate) fn into_response(self) -> Option<ProduceResponse> {
+        self.response
+    }
+}
+
+/// Waits until every acks=all batch is on the whole ISR (or the request's
+/// timeout passes) and returns the response; None for acks=0.
+pub async fn finish(broker: &Broker, appended: Appended) -> Option<ProduceResponse> {
+    let Appended {
+        mut response,
+        waits,
+        timeout,
+    } = appended;
+    let r = response.as_mut()?;
+    for w in waits {
+        if let Err(e) = broker
+            .replicas
+            .wait_replicated(&w.tp, w.end_offset, timeout)
+            .await
+        {
+            let part = &mut r.responses[w.topic].partition_responses[w.partition];
+            part.error_code = e.code();
+            part.base_offset = -1;
+        }
+    }
+    response
 }
 
 /// The producer id and epoch of the request's transactional batch, if any

@@ -8,12 +8,15 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::Encodable;
 use ottla_controller::records::Endpoint;
-use ottla_controller::{MetadataRecord, NewTopic};
+use ottla_controller::{
+    Controller, ControllerSettings, MetadataRecord, NewTopic, Node, QuorumConfig, TopicDefaults,
+};
 use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
 
 use crate::broker::{Broker, BrokerSettings};
+use crate::replication::fetcher::FetchSettings;
 
 /// Node 1, one log dir under `dir` (which also holds the metadata log),
 /// one partition per topic, replication factor 1.
@@ -40,12 +43,46 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
         checkpoint_interval: Duration::from_secs(5),
         cleaner_backoff: Duration::from_secs(5),
         static_configs: BTreeMap::new(),
+        heartbeat_interval: Duration::from_millis(500),
+        replica_lag_max: Duration::from_secs(30),
+        replica_fetch: FetchSettings {
+            max_wait: Duration::from_millis(500),
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            response_max_bytes: 10 << 20,
+            backoff: Duration::from_secs(1),
+            socket_timeout: Duration::from_secs(30),
+            listener: "PLAINTEXT".to_string(),
+        },
+        controlled_shutdown_timeout: Duration::from_secs(5),
     }
+}
+
+/// Opens a broker on `settings` with a single-voter controller of its own.
+pub fn open_broker(settings: BrokerSettings) -> anyhow::Result<Arc<Broker>> {
+    let controller = Controller::start(ControllerSettings {
+        node_id: settings.node_id,
+        dir: settings.metadata_dir.join("__cluster_metadata-0"),
+        voters: BTreeMap::from([(
+            settings.node_id as u64,
+            Node {
+                host: "127.0.0.1".to_string(),
+                port: 1,
+            },
+        )]),
+        quorum: QuorumConfig::default(),
+        defaults: TopicDefaults {
+            num_partitions: settings.num_partitions,
+            replication_factor: settings.default_replication_factor,
+        },
+        session_timeout: Duration::from_secs(9),
+    })?;
+    Broker::open(settings, controller)
 }
 
 /// A broker opened with [`test_settings`].
 pub fn test_broker(dir: &Path) -> Arc<Broker> {
-    Broker::open(test_settings(dir)).expect("opening the test broker")
+    open_broker(test_settings(dir)).expect("opening the test broker")
 }
 
 /// Creates a topic on this node and hosts its partitions.
@@ -95,7 +132,7 @@ pub fn change_leader(broker: &Broker, tp: &TopicPartition, leader: i32) {
         .id;
     broker
         .controller
-        .commit(vec![MetadataRecord::PartitionChange {
+        .commit_records(vec![MetadataRecord::PartitionChange {
             topic_id,
             partition: tp.partition,
             leader: Some(leader),

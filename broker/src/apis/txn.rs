@@ -443,6 +443,7 @@ fn refused(error: ResponseError, message: String) -> ProduceOutcome {
         base_offset: -1,
         log_append_time: -1,
         log_start_offset: -1,
+        end_offset: -1,
     }
 }
 

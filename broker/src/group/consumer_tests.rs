@@ -55,7 +55,7 @@ fn open(dir: &Path, topics: &[(&str, i32)], groups: &[&str]) -> Arc<Broker> {
     ] {
         settings.static_configs.insert(k.to_string(), v.to_string());
     }
-    let broker = Broker::open(settings).expect("opening the broker");
+    let broker = crate::apis::test_support::open_broker(settings).expect("opening the broker");
     for &(name, partitions) in topics {
         create_topic(&broker, name, partitions);
     }

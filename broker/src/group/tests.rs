@@ -67,7 +67,7 @@ impl Running {
         ] {
             settings.static_configs.insert(k.to_string(), v.to_string());
         }
-        let broker = Broker::open(settings).expect("opening the broker");
+        let broker = crate::apis::test_support::open_broker(settings).expect("opening the broker");
         for &(name, partitions) in topics {
             create_topic(&broker, name, partitions);
         }
@@ -815,7 +815,7 @@ async fn find_coordinator_returns_this_node() {
 #[tokio::test]
 async fn group_partition_matches_java_hash_code() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(test_settings(dir.path())).unwrap();
+    let broker = crate::apis::test_support::open_broker(test_settings(dir.path())).unwrap();
     let group = "console-consumer-1";
     // Java's formula, spelled out: h = 31 * h + c over UTF-16 units.
     let mut h: i32 = 0;

@@ -105,9 +105,9 @@ impl RequestHandler for BrokerApis {
             let listener = ctx.listener.to_string();
             let response = match body {
                 RequestKind::Produce(r) => {
-                    let out = blocking(b, move |b| produce::handle(b, v, r)).await?;
+                    let appended = blocking(b, move |b| produce::handle(b, v, r)).await?;
                     ctx.release_next();
-                    match out {
+                    match produce::finish(b, appended).await {
                         Some(r) => ResponseKind::Produce(r),
                         None => return Ok(Response::NoResponse),
                     }

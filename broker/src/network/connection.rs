@@ -39,6 +39,7 @@ pub(super) struct Service {
     pub api_versions: Arc<ApiVersionsTable>,
     pub handler: Arc<dyn RequestHandler>,
     pub connections: Arc<ConnectionCounters>,
+    pub quorum: Option<super::quorum::QuorumSlot>,
 }
 
 /// A response frame: size prefix and header (plus body, when encoded by the

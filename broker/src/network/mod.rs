@@ -6,7 +6,9 @@
 mod connection;
 mod handler;
 mod limits;
+mod quorum;
 mod server;
 
 pub use handler::{HandlerError, HandlerFuture, RequestContext, RequestHandler, Response};
+pub use quorum::QuorumSlot;
 pub use server::{bind_address, ListenerSpec, Server, ServerSettings};

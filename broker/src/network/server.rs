@@ -17,6 +17,7 @@ use tracing::{debug, info, info_span, warn, Instrument};
 use super::connection::{Connection, Service};
 use super::handler::RequestHandler;
 use super::limits::ConnectionLimits;
+use super::quorum::{quorum_peer, QuorumSlot};
 use crate::config::{keys, BrokerConfig};
 use crate::metrics::network;
 
@@ -86,6 +87,8 @@ pub struct ListenerSpec {
     pub addr: SocketAddr,
     pub api_versions: Arc<ApiVersionsTable>,
     pub handler: Arc<dyn RequestHandler>,
+    /// On controller listeners: where quorum RPC connections go.
+    pub quorum: Option<QuorumSlot>,
 }
 
 /// Bound listeners, ready to [`run`](Server::run).
@@ -110,6 +113,7 @@ impl Server {
                 name: spec.name.into(),
                 api_versions: spec.api_versions,
                 handler: spec.handler,
+                quorum: spec.quorum,
             };
             listeners.push((Arc::new(service), listener));
         }
@@ -222,11 +226,18 @@ impl Acceptor {
             let shutdown = self.shutdown.clone();
             let hard_stop = self.hard_stop.clone();
             let span = info_span!("connection", id, %peer);
+            let quorum = service.quorum.clone();
             self.tracker.spawn(
                 async move {
                     debug!("accepted");
+                    let serve = async {
+                        match quorum_peer(quorum.as_ref(), &stream).await {
+                            Some(rpc) => rpc.serve_connection(stream).await,
+                            None => connection.serve(stream, shutdown).await,
+                        }
+                    };
                     tokio::select! {
-                        _ = connection.serve(stream, shutdown) => {}
+                        _ = serve => {}
                         _ = hard_stop.cancelled() => {}
                     }
                     connections.closed();

@@ -62,7 +62,7 @@ fn open(dir: &Path) -> Arc<Broker> {
     ] {
         settings.static_configs.insert(k.to_string(), v.to_string());
     }
-    let broker = Broker::open(settings).expect("opening the broker");
+    let broker = crate::apis::test_support::open_broker(settings).expect("opening the broker");
     if broker.controller.image().topic_by_name(TOPIC).is_none() {
         create_topic(&broker, TOPIC, 2);
     }
@@ -187,7 +187,9 @@ fn produce(
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
                 .with_records(Some(Bytes::from(batch)))])]);
-    let r = produce::handle(broker, version, req).expect("acks=all answers");
+    let r = produce::handle(broker, version, req)
+        .into_response()
+        .expect("acks=all answers");
     assert_encodes(&r, version);
     r.responses[0].partition_responses[0].error_code
 }

@@ -34,6 +34,8 @@
 //!   image), also replaced atomically.
 
 mod batches;
+mod channel;
+mod forward;
 mod log_store;
 mod network;
 mod quorum;

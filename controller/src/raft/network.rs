@@ -18,10 +18,10 @@ use openraft::raft::{
 };
 use openraft::RPCTypes;
 use parking_lot::Mutex;
-use tokio::net::TcpStream;
 
 use super::batches::now_ms;
-use super::rpc::{read_frame, write_frame, Request, Response, MAX_FRAME};
+use super::channel::{CallError, Channel};
+use super::rpc::{Request, Response, MAX_FRAME};
 use super::{Node, TypeConfig};
 
 /// When each peer last answered an AppendEntries or InstallSnapshot (wall
@@ -46,8 +46,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Peer {
             id: self.id,
             target,
-            node: node.clone(),
-            conn: None,
+            channel: Channel::new(node.clone()),
             contacts: self.contacts.clone(),
         }
     }
@@ -56,48 +55,16 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 pub(crate) struct Peer {
     id: u64,
     target: u64,
-    node: Node,
-    conn: Option<TcpStream>,
+    channel: Channel,
     contacts: Contacts,
-}
-
-enum CallError {
-    Connect(io::Error),
-    Io(io::Error),
-    Timeout,
 }
 
 type RpcResult<T, E = openraft::error::Infallible> =
     Result<T, RPCError<u64, Node, RaftError<u64, E>>>;
 
 impl Peer {
-    /// One request/response exchange within `ttl`. The connection is taken
-    /// out for the exchange, so a call abandoned half way (timeout, or
-    /// openraft dropping the future) never leaves a response in the pipe.
     async fn call(&mut self, body: Vec<u8>, ttl: Duration) -> Result<Response, CallError> {
-        let exchange = async {
-            let mut conn = match self.conn.take() {
-                Some(conn) => conn,
-                None => {
-                    let conn = TcpStream::connect((self.node.host.as_str(), self.node.port))
-                        .await
-                        .map_err(CallError::Connect)?;
-                    let _ = conn.set_nodelay(true);
-                    conn
-                }
-            };
-            write_frame(&mut conn, &body).await.map_err(CallError::Io)?;
-            let reply = read_frame(&mut conn)
-                .await
-                .and_then(|r| r.ok_or_else(|| io::ErrorKind::UnexpectedEof.into()))
-                .and_then(|body| Response::decode(&body))
-                .map_err(CallError::Io)?;
-            self.conn = Some(conn);
-            Ok(reply)
-        };
-        tokio::time::timeout(ttl, exchange)
-            .await
-            .unwrap_or(Err(CallError::Timeout))
+        self.channel.call(body, ttl).await
     }
 
     fn failure<E: std::error::Error>(

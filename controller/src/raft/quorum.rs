@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::{Config, Raft, SnapshotPolicy};
 use thiserror::Error;
 use tokio::net::TcpListener;
@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use tracing::info;
 
 use super::batches::now_ms;
+use super::forward::Forwarder;
 use super::log_store::LogStore;
 use super::network::{Contacts, Network};
 use super::rpc::{serve, RpcHandler};
@@ -21,6 +22,7 @@ use super::state_machine::{ImageSender, StateMachine};
 use super::{offset_of, Node, TypeConfig};
 use crate::image::MetadataImage;
 use crate::records::MetadataRecord;
+use crate::service::{ControllerRequest, ControllerResponse, ControllerService, ServiceSlot};
 
 /// Largest write, in encoded record bytes. KRaft caps a metadata batch at
 /// 8 MiB as well; it keeps every entry well inside one RPC frame.
@@ -87,6 +89,8 @@ pub enum QuorumError {
     /// The write may still commit later, as with Kafka's REQUEST_TIMED_OUT.
     #[error("metadata write not committed within the timeout")]
     Timeout,
+    #[error("the active controller is unreachable: {0}")]
+    Unreachable(String),
     #[error("metadata quorum is stopped: {0}")]
     Stopped(String),
     #[error("invalid metadata quorum configuration: {0}")]
@@ -124,11 +128,17 @@ pub struct Quorum {
     contacts: Contacts,
     server: Option<JoinHandle<()>>,
     write_timeout: Duration,
+    service: ServiceSlot,
+    /// Writes and heartbeats forwarded to the active controller travel on
+    /// separate connections, so a slow write never delays a heartbeat.
+    forward_writes: Forwarder,
+    forward_heartbeats: Forwarder,
 }
 
 impl Quorum {
     /// Opens (or creates) this voter's state in `dir`, starts Raft and
-    /// serves quorum RPCs on `listener`.
+    /// serves quorum RPCs on `listener` (or nowhere: the broker serves them
+    /// on its controller listener through [`Quorum::rpc_handler`]).
     ///
     /// A new quorum is bootstrapped by the lowest-id voter alone, with the
     /// full voter set, and only while its log and vote are empty. That is
@@ -141,7 +151,7 @@ impl Quorum {
         node_id: u64,
         dir: &Path,
         voters: BTreeMap<u64, Node>,
-        listener: TcpListener,
+        listener: Option<TcpListener>,
         config: QuorumConfig,
     ) -> Result<Self, QuorumError> {
         if !voters.contains_key(&node_id) {
@@ -167,19 +177,35 @@ impl Quorum {
         let raft = Raft::new(node_id, raft_config, network, log, state_machine)
             .await
             .map_err(stopped)?;
-        let server = tokio::spawn(serve(listener, RpcHandler::new(node_id, raft.clone())));
+        let service = ServiceSlot::default();
+        let server = listener.map(|listener| {
+            tokio::spawn(serve(
+                listener,
+                RpcHandler::new(node_id, raft.clone(), service.clone()),
+            ))
+        });
         let quorum = Self {
             id: node_id,
             raft,
             image,
             contacts,
-            server: Some(server),
+            server,
             write_timeout: config.write_timeout,
+            service,
+            forward_writes: Forwarder::default(),
+            forward_heartbeats: Forwarder::default(),
         };
         let lowest = voters.keys().next() == Some(&node_id);
         if lowest && !quorum.raft.is_initialized().await.map_err(stopped)? {
             info!(node = node_id, voters = ?voters.keys(), "bootstrapping the metadata quorum");
-            quorum.raft.initialize(voters).await.map_err(stopped)?;
+            quorum
+                .raft
+                .initialize(voters.clone())
+                .await
+                .map_err(stopped)?;
+        } else if voters.len() == 1 {
+            // A lone voter need not wait out an election timeout to lead.
+            let _ = quorum.raft.trigger().elect().await;
         }
         Ok(quorum)
     }
@@ -191,7 +217,12 @@ impl Quorum {
     /// Commits `records` as one entry and waits until this node applied it.
     /// Returns the entry's offset.
     pub async fn write(&self, records: Vec<MetadataRecord>) -> Result<i64, QuorumError> {
-        let payload: Vec<Vec<u8>> = records.iter().map(MetadataRecord::encode).collect();
+        self.write_encoded(records.iter().map(MetadataRecord::encode).collect())
+            .await
+    }
+
+    /// As [`Quorum::write`], with the records already encoded.
+    pub async fn write_encoded(&self, payload: Vec<Vec<u8>>) -> Result<i64, QuorumError> {
         let size = payload.iter().map(Vec::len).sum();
         if size > MAX_WRITE_BYTES {
             return Err(QuorumError::TooLarge { size });
@@ -217,6 +248,11 @@ impl Quorum {
     /// Metadata listeners; like `Controller::subscribe`.
     pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataImage>> {
         self.image.subscribe()
+    }
+
+    /// The current Raft term (KRaft's epoch).
+    pub fn term(&self) -> u64 {
+        self.raft.metrics().borrow().current_term
     }
 
     /// The current leader, as far as this node knows.
@@ -267,7 +303,62 @@ impl Quorum {
     /// The RPC handler, for serving quorum connections accepted elsewhere
     /// (the broker's controller listener).
     pub fn rpc_handler(&self) -> RpcHandler {
-        RpcHandler::new(self.id, self.raft.clone())
+        RpcHandler::new(self.id, self.raft.clone(), self.service.clone())
+    }
+
+    /// Sets what answers calls forwarded to this node while it leads.
+    pub fn set_service(&self, service: Arc<dyn ControllerService>) {
+        let _ = self.service.set(service);
+    }
+
+    /// Waits until this node has applied everything committed before now,
+    /// confirming with a quorum that it still leads.
+    pub async fn linearize(&self) -> Result<(), QuorumError> {
+        match self.raft.ensure_linearizable().await {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                Err(QuorumError::NotLeader {
+                    leader: f.leader_id,
+                })
+            }
+            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_))) => {
+                Err(QuorumError::NotLeader { leader: None })
+            }
+            Err(e) => Err(stopped(e)),
+        }
+    }
+
+    /// Sends a call to the current leader (which must be another node).
+    pub async fn forward(
+        &self,
+        request: ControllerRequest,
+    ) -> Result<ControllerResponse, QuorumError> {
+        let leader = self.leader();
+        let target = leader
+            .filter(|l| *l != self.id)
+            .ok_or(QuorumError::NotLeader { leader })?;
+        let node = self
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&target)
+            .cloned()
+            .ok_or(QuorumError::NotLeader { leader })?;
+        let forwarder = match request {
+            ControllerRequest::Heartbeat(_) => &self.forward_heartbeats,
+            ControllerRequest::Write { .. } => &self.forward_writes,
+        };
+        forwarder
+            .call(target, &node, request, self.write_timeout)
+            .await
+            .map_err(QuorumError::Unreachable)
+    }
+
+    /// Stops Raft, waiting for it to finish; the quorum answers nothing after.
+    pub async fn stop(&self) {
+        let _ = self.raft.shutdown().await;
     }
 
     /// Stops serving (the listener is closed on return) and stops Raft,

@@ -1,5 +1,5 @@
 //! The quorum's private RPC: AppendEntries, Vote and InstallSnapshot
-//! between controllers.
+//! between controllers, and calls forwarded to the active controller.
 //!
 //! Framing, big-endian, one request then one response at a time per
 //! connection:
@@ -26,6 +26,7 @@ use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use super::TypeConfig;
+use crate::service::{ControllerRequest, ControllerResponse, ServiceSlot};
 
 /// The API key that marks a quorum RPC frame.
 pub const RPC_KEY: i16 = 30_000;
@@ -39,6 +40,8 @@ pub(crate) enum Request {
     Append(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<u64>),
     Snapshot(InstallSnapshotRequest<TypeConfig>),
+    /// A call for the active controller (see `crate::service`).
+    Controller(ControllerRequest),
 }
 
 /// Errors travel as openraft's own, so the sender reacts to them as it
@@ -48,6 +51,7 @@ pub(crate) enum Response {
     Append(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
     Vote(Result<VoteResponse<u64>, RaftError<u64>>),
     Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    Controller(ControllerResponse),
 }
 
 impl Request {
@@ -57,6 +61,7 @@ impl Request {
             Self::Append(r) => &r.vote,
             Self::Vote(r) => &r.vote,
             Self::Snapshot(r) => &r.vote,
+            Self::Controller(_) => return None,
         };
         vote.leader_id.voted_for()
     }
@@ -127,16 +132,17 @@ pub(crate) async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> io::Result<O
     Ok(Some(body))
 }
 
-/// Answers quorum RPCs for one node.
+/// Answers quorum RPCs, and calls for the active controller, for one node.
 #[derive(Clone)]
 pub struct RpcHandler {
     id: u64,
     raft: Raft<TypeConfig>,
+    service: ServiceSlot,
 }
 
 impl RpcHandler {
-    pub(crate) fn new(id: u64, raft: Raft<TypeConfig>) -> Self {
-        Self { id, raft }
+    pub(crate) fn new(id: u64, raft: Raft<TypeConfig>, service: ServiceSlot) -> Self {
+        Self { id, raft, service }
     }
 
     /// Serves requests on one connection until the peer closes it or sends
@@ -166,6 +172,10 @@ impl RpcHandler {
                 Request::Append(r) => Response::Append(self.raft.append_entries(r).await),
                 Request::Vote(r) => Response::Vote(self.raft.vote(r).await),
                 Request::Snapshot(r) => Response::Snapshot(self.raft.install_snapshot(r).await),
+                Request::Controller(r) => Response::Controller(match self.service.get() {
+                    Some(service) => service.call(r).await,
+                    None => ControllerResponse::NotLeader,
+                }),
             };
             write_frame(stream, &response.encode()).await?;
         }

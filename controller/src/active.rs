@@ -1,0 +1,348 @@
+//! The active controller's side of the controller: committing records
+//! (locally when this node leads the quorum, else forwarded to the leader),
+//! answering forwarded calls, and tracking broker liveness from heartbeats.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Weak;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use parking_lot::Mutex;
+use tracing::{info, warn};
+
+use crate::controller::{Controller, ControllerError};
+use crate::elections::{align_partitions, leaderships, usable_in};
+use crate::raft::QuorumError;
+use crate::records::MetadataRecord;
+use crate::service::{
+    ControllerRequest, ControllerResponse, ControllerService, Heartbeat, HeartbeatReply,
+};
+
+/// How long a commit keeps retrying while there is no reachable leader.
+const COMMIT_DEADLINE: Duration = Duration::from_secs(15);
+const RETRY_BACKOFF: Duration = Duration::from_millis(50);
+/// How often the active controller looks for brokers that stopped heartbeating.
+const LIVENESS_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+
+pub(crate) enum CommitError {
+    /// The image changed since the records were planned.
+    Stale,
+    Failed(ControllerError),
+}
+
+enum Attempt {
+    Done(Result<i64, CommitError>),
+    Retry(String),
+}
+
+/// When each broker incarnation last heartbeated, as the active controller
+/// saw it. A controller that becomes active starts everyone's clock afresh,
+/// as KRaft does, since it cannot know what its predecessor saw.
+pub(crate) struct Liveness {
+    session_timeout: Duration,
+    state: Mutex<LivenessState>,
+}
+
+#[derive(Default)]
+struct LivenessState {
+    /// The quorum term these observations belong to.
+    term: u64,
+    last_seen: HashMap<i32, Instant>,
+}
+
+impl Liveness {
+    pub fn new(session_timeout: Duration) -> Self {
+        Self {
+            session_timeout,
+            state: Mutex::default(),
+        }
+    }
+
+    fn seen(&self, term: u64, broker: i32) {
+        let mut st = self.state.lock();
+        st.reset_if_new(term);
+        st.last_seen.insert(broker, Instant::now());
+    }
+
+    /// Unfenced brokers silent for longer than the session timeout.
+    fn expired(&self, term: u64, unfenced: impl Iterator<Item = i32>) -> Vec<i32> {
+        let mut st = self.state.lock();
+        st.reset_if_new(term);
+        let now = Instant::now();
+        unfenced
+            .filter(|b| {
+                let seen = *st.last_seen.entry(*b).or_insert(now);
+                now.duration_since(seen) > self.session_timeout
+            })
+            .collect()
+    }
+}
+
+impl LivenessState {
+    fn reset_if_new(&mut self, term: u64) {
+        if self.term != term {
+            self.term = term;
+            self.last_seen.clear();
+        }
+    }
+}
+
+impl Controller {
+    fn leads(&self) -> bool {
+        self.quorum.leader() == Some(self.node_id as u64)
+    }
+
+    /// Commits `records`, planned against the image at `expected`, through
+    /// whichever controller is active; returns the offset once this node
+    /// has applied it, so callers read their own writes.
+    pub(crate) async fn commit(
+        &self,
+        expected: i64,
+        records: Vec<MetadataRecord>,
+    ) -> Result<i64, CommitError> {
+        let encoded: Vec<Vec<u8>> = records.iter().map(MetadataRecord::encode).collect();
+        let deadline = Instant::now() + COMMIT_DEADLINE;
+        loop {
+            let why = match self.try_commit(expected, &encoded).await {
+                Attempt::Done(result) => return result,
+                Attempt::Retry(why) => why,
+            };
+            if Instant::now() >= deadline {
+                return Err(CommitError::Failed(ControllerError::new(
+                    ResponseError::RequestTimedOut,
+                    format!("no active controller accepted the change in {COMMIT_DEADLINE:?} ({why}); check that a majority of controller.quorum.voters is running and reachable"),
+                )));
+            }
+            tokio::time::sleep(RETRY_BACKOFF).await;
+        }
+    }
+
+    async fn try_commit(&self, expected: i64, encoded: &[Vec<u8>]) -> Attempt {
+        if self.leads() {
+            return match self.commit_as_leader(expected, encoded.to_vec()).await {
+                ControllerResponse::Written { offset } => Attempt::Done(Ok(offset)),
+                response => settle(response),
+            };
+        }
+        let request = ControllerRequest::Write {
+            expected_offset: expected,
+            records: encoded.to_vec(),
+        };
+        match self.quorum.forward(request).await {
+            Ok(ControllerResponse::Written { offset }) => {
+                let mut rx = self.subscribe();
+                let _ = rx.wait_for(|image| image.offset >= offset).await;
+                Attempt::Done(Ok(offset))
+            }
+            Ok(response) => settle(response),
+            Err(e) => Attempt::Retry(e.to_string()),
+        }
+    }
+
+    /// Commits on this node, the active controller, if its image is still
+    /// the one the records were planned against.
+    async fn commit_as_leader(&self, expected: i64, encoded: Vec<Vec<u8>>) -> ControllerResponse {
+        let _serial = self.leader_serial.lock().await;
+        if let Err(e) = self.quorum.linearize().await {
+            return quorum_failure(e);
+        }
+        if self.image().offset != expected {
+            return ControllerResponse::Stale;
+        }
+        match self.quorum.write_encoded(encoded).await {
+            Ok(offset) => ControllerResponse::Written { offset },
+            Err(e) => quorum_failure(e),
+        }
+    }
+
+    /// Sends a broker heartbeat to the active controller (which may be this node).
+    pub async fn heartbeat(&self, heartbeat: Heartbeat) -> Result<HeartbeatReply, String> {
+        let response = if self.leads() {
+            self.heartbeat_as_leader(heartbeat).await
+        } else {
+            self.quorum
+                .forward(ControllerRequest::Heartbeat(heartbeat))
+                .await
+                .map_err(|e| e.to_string())?
+        };
+        match response {
+            ControllerResponse::Heartbeat(reply) => Ok(reply),
+            ControllerResponse::Failed { message, .. } => Err(message),
+            other => Err(format!("heartbeat not accepted: {other:?}")),
+        }
+    }
+
+    /// [`Controller::heartbeat`] for synchronous callers.
+    pub fn heartbeat_blocking(&self, heartbeat: Heartbeat) -> Result<HeartbeatReply, String> {
+        let me = self.me.upgrade().expect("controller alive");
+        self.wait(async move { me.heartbeat(heartbeat).await })
+    }
+
+    /// Notes the heartbeat and fences or unfences the broker as asked.
+    async fn heartbeat_as_leader(&self, hb: Heartbeat) -> ControllerResponse {
+        let term = self.quorum.term();
+        for _ in 0..MAX_HEARTBEAT_ATTEMPTS {
+            let image = self.image();
+            let Some(broker) = image.brokers.get(&hb.broker_id) else {
+                return heartbeat_reply(true, true, 0);
+            };
+            if broker.incarnation_id.as_u128() != hb.incarnation {
+                return heartbeat_reply(true, true, 0);
+            }
+            self.liveness.seen(term, hb.broker_id);
+            let usable = !hb.want_shutdown;
+            let mut records = Vec::new();
+            if broker.fenced == usable {
+                records.push(MetadataRecord::BrokerFence {
+                    broker_id: hb.broker_id,
+                    fenced: !usable,
+                });
+            }
+            records.extend(align_partitions(&image, |b| {
+                usable_in(&image, b, &[(hb.broker_id, usable)])
+            }));
+            if records.is_empty() {
+                return heartbeat_reply(false, broker.fenced, leaderships(&image, hb.broker_id));
+            }
+            match self.commit(image.offset, records).await {
+                Ok(_) => {
+                    if usable {
+                        info!(broker = hb.broker_id, "broker unfenced");
+                    } else {
+                        info!(
+                            broker = hb.broker_id,
+                            "broker in controlled shutdown: fenced, leadership moved"
+                        );
+                    }
+                }
+                Err(CommitError::Stale) => continue,
+                Err(CommitError::Failed(e)) => {
+                    return ControllerResponse::Failed {
+                        code: e.code,
+                        message: e.message,
+                    }
+                }
+            }
+        }
+        let image = self.image();
+        let fenced = image.brokers.get(&hb.broker_id).is_none_or(|b| b.fenced);
+        heartbeat_reply(false, fenced, leaderships(&image, hb.broker_id))
+    }
+
+    /// While this node is the active controller: fences brokers whose
+    /// session expired, moving their leadership to other ISR members.
+    async fn check_liveness(&self) {
+        if !self.leads() {
+            return;
+        }
+        let image = self.image();
+        let expired = self
+            .liveness
+            .expired(self.quorum.term(), image.live_brokers().map(|b| b.id));
+        if expired.is_empty() {
+            return;
+        }
+        warn!(brokers = ?expired, "fencing brokers that stopped heartbeating");
+        let overrides: Vec<(i32, bool)> = expired.iter().map(|b| (*b, false)).collect();
+        let mut records: Vec<MetadataRecord> = expired
+            .iter()
+            .map(|b| MetadataRecord::BrokerFence {
+                broker_id: *b,
+                fenced: true,
+            })
+            .collect();
+        records.extend(align_partitions(&image, |b| {
+            usable_in(&image, b, &overrides)
+        }));
+        if let Err(CommitError::Failed(e)) = self.commit(image.offset, records).await {
+            warn!(error = %e, "could not fence expired brokers");
+        }
+    }
+}
+
+const MAX_HEARTBEAT_ATTEMPTS: usize = 5;
+
+fn heartbeat_reply(unknown: bool, fenced: bool, leaderships: u32) -> ControllerResponse {
+    ControllerResponse::Heartbeat(HeartbeatReply {
+        unknown,
+        fenced,
+        leaderships,
+    })
+}
+
+/// What a non-written answer means for a commit attempt.
+fn settle(response: ControllerResponse) -> Attempt {
+    match response {
+        ControllerResponse::Written { offset } => Attempt::Done(Ok(offset)),
+        ControllerResponse::Stale => Attempt::Done(Err(CommitError::Stale)),
+        ControllerResponse::Failed { code, message } => {
+            Attempt::Done(Err(CommitError::Failed(ControllerError { code, message })))
+        }
+        ControllerResponse::NotLeader => Attempt::Retry("leadership moved".into()),
+        ControllerResponse::Heartbeat(_) => Attempt::Retry("unexpected heartbeat reply".into()),
+    }
+}
+
+fn quorum_failure(e: QuorumError) -> ControllerResponse {
+    let (error, message) = match e {
+        QuorumError::NotLeader { .. } | QuorumError::Unreachable(_) => {
+            return ControllerResponse::NotLeader
+        }
+        QuorumError::TooLarge { .. } => (ResponseError::PolicyViolation, e.to_string()),
+        QuorumError::Timeout => (ResponseError::RequestTimedOut, e.to_string()),
+        other => (ResponseError::KafkaStorageError, other.to_string()),
+    };
+    ControllerResponse::Failed {
+        code: error.code(),
+        message,
+    }
+}
+
+/// Answers forwarded calls while this node is the active controller.
+pub(crate) struct ActiveService(pub Weak<Controller>);
+
+impl ControllerService for ActiveService {
+    fn call(
+        &self,
+        request: ControllerRequest,
+    ) -> Pin<Box<dyn Future<Output = ControllerResponse> + Send + 'static>> {
+        let controller = self.0.upgrade();
+        Box::pin(async move {
+            let Some(controller) = controller else {
+                return ControllerResponse::NotLeader;
+            };
+            if !controller.leads() {
+                return ControllerResponse::NotLeader;
+            }
+            match request {
+                ControllerRequest::Write {
+                    expected_offset,
+                    records,
+                } => controller.commit_as_leader(expected_offset, records).await,
+                ControllerRequest::Heartbeat(hb) => controller.heartbeat_as_leader(hb).await,
+            }
+        })
+    }
+}
+
+/// The liveness loop; ends when the controller is gone.
+pub(crate) trait LivenessLoop {
+    fn run_liveness_checks(self) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+}
+
+impl LivenessLoop for Weak<Controller> {
+    fn run_liveness_checks(self) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        Box::pin(async move {
+            let mut tick = tokio::time::interval(LIVENESS_CHECK_INTERVAL);
+            loop {
+                tick.tick().await;
+                let Some(controller) = self.upgrade() else {
+                    return;
+                };
+                controller.check_liveness().await;
+            }
+        })
+    }
+}

@@ -1,0 +1,161 @@
+//! Leader and ISR changes when brokers come and go: pure functions from an
+//! image to the PartitionChange records the active controller commits.
+
+use crate::image::MetadataImage;
+use crate::records::MetadataRecord;
+
+/// Brings every partition in line with which brokers are usable (registered,
+/// unfenced, not shutting down): unusable brokers leave leadership and the
+/// ISR, and partitions without a leader get the first usable ISR member in
+/// replica order. As in Kafka, the last ISR member stays in the ISR when it
+/// goes (the partition is then offline, leader -1) so it can lead again
+/// without an unclean election when it returns.
+pub fn align_partitions(
+    image: &MetadataImage,
+    usable: impl Fn(i32) -> bool,
+) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    let mut topics: Vec<_> = image.topics.values().collect();
+    topics.sort_by(|a, b| a.name.cmp(&b.name));
+    for topic in topics {
+        for (&partition, p) in &topic.partitions {
+            let mut isr: Vec<i32> = p.isr.iter().copied().filter(|b| usable(*b)).collect();
+            if isr.is_empty() {
+                isr = p.isr.clone();
+            }
+            let leader = if p.leader >= 0 && usable(p.leader) && isr.contains(&p.leader) {
+                p.leader
+            } else {
+                p.replicas
+                    .iter()
+                    .copied()
+                    .find(|b| usable(*b) && isr.contains(b))
+                    .unwrap_or(-1)
+            };
+            if leader != p.leader || isr != p.isr {
+                records.push(MetadataRecord::PartitionChange {
+                    topic_id: topic.id,
+                    partition,
+                    leader: (leader != p.leader).then_some(leader),
+                    isr: (isr != p.isr).then_some(isr),
+                    replicas: None,
+                });
+            }
+        }
+    }
+    records
+}
+
+/// Whether broker `id` may lead or be in an ISR, with `overrides` (broker,
+/// usable) taking precedence over the image's fencing state.
+pub fn usable_in(image: &MetadataImage, id: i32, overrides: &[(i32, bool)]) -> bool {
+    if let Some((_, u)) = overrides.iter().find(|(b, _)| *b == id) {
+        return *u;
+    }
+    image.brokers.get(&id).is_some_and(|b| !b.fenced)
+}
+
+/// Partitions broker `id` leads.
+pub fn leaderships(image: &MetadataImage, id: i32) -> u32 {
+    image
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.values())
+        .filter(|p| p.leader == id)
+        .count() as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::image::{BrokerImage, PartitionImage, TopicImage};
+
+    fn image(partitions: Vec<PartitionImage>, fenced: &[i32]) -> MetadataImage {
+        let mut image = MetadataImage::empty();
+        let id = Uuid::new_v4();
+        image.topics.insert(
+            id,
+            TopicImage {
+                name: "t".into(),
+                id,
+                partitions: partitions
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, p)| (i as i32, p))
+                    .collect(),
+            },
+        );
+        for b in 1..=3 {
+            image.brokers.insert(
+                b,
+                BrokerImage {
+                    id: b,
+                    incarnation_id: Uuid::new_v4(),
+                    endpoints: vec![],
+                    rack: None,
+                    fenced: fenced.contains(&b),
+                },
+            );
+        }
+        image
+    }
+
+    fn part(leader: i32, isr: &[i32]) -> PartitionImage {
+        PartitionImage {
+            replicas: vec![1, 2, 3],
+            isr: isr.to_vec(),
+            leader,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        }
+    }
+
+    fn changes(records: &[MetadataRecord]) -> BTreeMap<i32, (Option<i32>, Option<Vec<i32>>)> {
+        records
+            .iter()
+            .map(|r| match r {
+                MetadataRecord::PartitionChange {
+                    partition,
+                    leader,
+                    isr,
+                    ..
+                } => (*partition, (*leader, isr.clone())),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_fenced_leader_hands_over_to_the_next_isr_member() {
+        let img = image(
+            vec![part(1, &[1, 2, 3]), part(2, &[2, 1]), part(3, &[3])],
+            &[],
+        );
+        let c = changes(&align_partitions(&img, |b| {
+            usable_in(&img, b, &[(1, false)])
+        }));
+        assert_eq!(c[&0], (Some(2), Some(vec![2, 3])));
+        assert_eq!(c[&1], (None, Some(vec![2])));
+        assert!(!c.contains_key(&2), "partition 2 never had broker 1");
+    }
+
+    #[test]
+    fn the_last_isr_member_stays_and_leads_again_when_back() {
+        let img = image(vec![part(1, &[1])], &[]);
+        let c = changes(&align_partitions(&img, |b| {
+            usable_in(&img, b, &[(1, false)])
+        }));
+        assert_eq!(c[&0], (Some(-1), None), "offline, ISR kept");
+        let offline = image(vec![part(-1, &[1])], &[1]);
+        let back = changes(&align_partitions(&offline, |b| {
+            usable_in(&offline, b, &[(1, true)])
+        }));
+        assert_eq!(back[&0], (Some(1), None));
+        let still_out = align_partitions(&offline, |b| usable_in(&offline, b, &[]));
+        assert!(still_out.is_empty(), "no unclean election of 2 or 3");
+    }
+}

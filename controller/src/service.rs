@@ -1,0 +1,72 @@
+//! What controllers ask of the active controller over the quorum RPC:
+//! metadata writes validated against an image, and broker heartbeats.
+//!
+//! A write carries the offset of the image its records were validated
+//! against; the active controller commits it only if its own image is at
+//! that same offset, and answers `Stale` otherwise, so the sender re-reads
+//! its image and validates again. That keeps every change validated against
+//! the state it is applied to, whichever node took the request, without
+//! shipping each admin operation to the active controller. Heartbeats go
+//! there because broker liveness is its in-memory state, as in KRaft.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    /// Encoded `MetadataRecord`s, validated against the image at `expected_offset`.
+    Write {
+        expected_offset: i64,
+        records: Vec<Vec<u8>>,
+    },
+    Heartbeat(Heartbeat),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub broker_id: i32,
+    /// The broker process's registration (a UUID as u128).
+    pub incarnation: u128,
+    /// Controlled shutdown: move leadership away and fence this broker.
+    pub want_shutdown: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerResponse {
+    /// Committed at this offset.
+    Written {
+        offset: i64,
+    },
+    /// The image moved on since the records were validated: read and retry.
+    Stale,
+    /// The receiver is not the active controller (any more).
+    NotLeader,
+    Failed {
+        code: i16,
+        message: String,
+    },
+    Heartbeat(HeartbeatReply),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// The controller does not know this incarnation: register again.
+    pub unknown: bool,
+    pub fenced: bool,
+    /// Partitions this broker still leads (controlled shutdown waits for 0).
+    pub leaderships: u32,
+}
+
+/// Answers forwarded calls on the active controller.
+pub trait ControllerService: Send + Sync + 'static {
+    fn call(
+        &self,
+        request: ControllerRequest,
+    ) -> Pin<Box<dyn Future<Output = ControllerResponse> + Send + 'static>>;
+}
+
+/// Filled in once the controller exists (it owns the quorum that serves it).
+pub type ServiceSlot = Arc<OnceLock<Arc<dyn ControllerService>>>;
