@@ -186,7 +186,9 @@ fn replicated_topic_survives_a_killed_leader_and_catches_up_again() {
     // other ISR members and acks=all writes go on with min.insync.replicas=2.
     let victim = view[&0].leader;
     nodes[(victim - 1) as usize].kill9();
-    let survivor = &nodes[(victim % 3) as usize];
+    let victim_at = (victim - 1) as usize;
+    let survivor_at = (victim % 3) as usize;
+    let survivor = &nodes[survivor_at];
     let moved = wait_for(
         survivor,
         "replicated",
@@ -203,14 +205,15 @@ fn replicated_topic_survives_a_killed_leader_and_catches_up_again() {
     assert_eq!(consume_count(survivor, "replicated", 30_000), 30_000);
 
     // The killed broker comes back, catches up and rejoins every ISR.
-    nodes[(victim - 1) as usize].restart();
+    nodes[victim_at].restart();
+    let survivor = &nodes[survivor_at];
     wait_for(
         survivor,
         "replicated",
         "the restarted broker back in every ISR",
         |v| v.values().all(|p| p.isr.len() == 3),
     );
-    let back = &nodes[(victim - 1) as usize];
+    let back = &nodes[victim_at];
     // Its own log has every record: read it back through it once it leads.
     assert_eq!(total_offsets(back, "replicated"), 30_000);
 }
