@@ -48,7 +48,7 @@ NODES="source-1:19092 source-2:19093 source-3:19094 destination-1:29092 destinat
 RESTRICTED_OPTS="--storage-driver=vfs --iptables=false --ip6tables=false"
 
 usage() {
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
