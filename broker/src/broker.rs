@@ -34,7 +34,12 @@ pub struct BrokerSettings {
     pub log_dirs: Vec<PathBuf>,
     /// Where the metadata log lives (`metadata.log.dir`, else the first log dir).
     pub metadata_dir: PathBuf,
+    /// `cluster.id`: every node of a cluster must be given the same one
+    /// (generated on first start when unset, which suits a single node).
+    pub cluster_id: Option<String>,
     pub advertised: Vec<Endpoint>,
+    /// The controller listener's name (DescribeQuorum lists voters under it).
+    pub controller_listener: String,
     pub rack: Option<String>,
     pub auto_create_topics: bool,
     pub delete_topic_enable: bool,
@@ -86,6 +91,7 @@ impl Broker {
             &settings.log_dirs,
             &settings.metadata_dir,
             settings.node_id,
+            settings.cluster_id.as_deref(),
         )?;
         let configs = Arc::new(TopicConfigResolver::new(
             settings.node_id,

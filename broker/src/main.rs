@@ -242,6 +242,7 @@ fn broker_settings(config: &BrokerConfig) -> BrokerSettings {
         node_id: config.node_id,
         log_dirs: config.log_dirs.clone(),
         metadata_dir: config.metadata_log_dir.clone(),
+        cluster_id: config.get(keys::CLUSTER_ID),
         advertised: config
             .advertised_listeners
             .iter()
@@ -252,6 +253,11 @@ fn broker_settings(config: &BrokerConfig) -> BrokerSettings {
                 security_protocol: l.protocol.name().to_string(),
             })
             .collect(),
+        controller_listener: config
+            .controller_listener_names
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "CONTROLLER".to_string()),
         rack: config.get(keys::BROKER_RACK),
         auto_create_topics: config.get(keys::AUTO_CREATE_TOPICS_ENABLE),
         delete_topic_enable: config.get(keys::DELETE_TOPIC_ENABLE),

@@ -28,7 +28,12 @@ fn read(path: &Path) -> anyhow::Result<Option<BTreeMap<String, String>>> {
 }
 
 /// Returns the cluster id, writing `meta.properties` where it is missing.
-pub fn ensure(log_dirs: &[PathBuf], metadata_dir: &Path, node_id: i32) -> anyhow::Result<String> {
+pub fn ensure(
+    log_dirs: &[PathBuf],
+    metadata_dir: &Path,
+    node_id: i32,
+    configured: Option<&str>,
+) -> anyhow::Result<String> {
     let mut dirs: Vec<&Path> = log_dirs.iter().map(PathBuf::as_path).collect();
     if !dirs.contains(&metadata_dir) {
         dirs.push(metadata_dir);
@@ -53,7 +58,14 @@ pub fn ensure(log_dirs: &[PathBuf], metadata_dir: &Path, node_id: i32) -> anyhow
             }
         }
     }
-    let cluster_id = cluster_id.unwrap_or_else(|| base64_topic_id(&Uuid::new_v4()));
+    if let (Some(found), Some(wanted)) = (&cluster_id, configured) {
+        if found != wanted {
+            bail!("the log dirs belong to cluster {found} but cluster.id is {wanted}; point log.dirs at this cluster's data or fix cluster.id");
+        }
+    }
+    let cluster_id = cluster_id
+        .or_else(|| configured.map(str::to_string))
+        .unwrap_or_else(|| base64_topic_id(&Uuid::new_v4()));
     for dir in &dirs {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(META_PROPERTIES);
@@ -77,10 +89,10 @@ mod tests {
     fn cluster_id_is_generated_once_and_checked() {
         let root = tempfile::tempdir().unwrap();
         let a = root.path().join("a");
-        let id = ensure(std::slice::from_ref(&a), &a, 1).unwrap();
+        let id = ensure(std::slice::from_ref(&a), &a, 1, None).unwrap();
         assert_eq!(id.len(), 22);
-        assert_eq!(ensure(std::slice::from_ref(&a), &a, 1).unwrap(), id);
-        let e = ensure(std::slice::from_ref(&a), &a, 2)
+        assert_eq!(ensure(std::slice::from_ref(&a), &a, 1, None).unwrap(), id);
+        let e = ensure(std::slice::from_ref(&a), &a, 2, None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("node.id=2"), "{e}");

@@ -2,7 +2,7 @@
 //! (locally when this node leads the quorum, else forwarded to the leader),
 //! answering forwarded calls, and tracking broker liveness from heartbeats.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Weak;
@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use crate::controller::{Controller, ControllerError};
 use crate::elections::{align_partitions, leaderships, usable_in};
-use crate::raft::QuorumError;
+use crate::raft::{Node, QuorumError, QuorumSummary};
 use crate::records::MetadataRecord;
 use crate::service::{
     ControllerRequest, ControllerResponse, ControllerService, Heartbeat, HeartbeatReply,
@@ -174,6 +174,27 @@ impl Controller {
         }
     }
 
+    /// The quorum's state as the active controller sees it (per-voter
+    /// progress is only known there).
+    pub fn describe_quorum(&self) -> Result<QuorumSummary, String> {
+        let me = self.me.upgrade().expect("controller alive");
+        self.wait(async move {
+            if me.leads() {
+                return me.quorum.summary().await.map_err(|e| e.to_string());
+            }
+            match me.quorum.forward(ControllerRequest::DescribeQuorum).await {
+                Ok(ControllerResponse::Quorum(summary)) => Ok(summary),
+                Ok(other) => Err(format!("the active controller answered {other:?}")),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
+
+    /// The voters and their controller listener addresses.
+    pub fn voters(&self) -> BTreeMap<u64, Node> {
+        self.quorum.voters()
+    }
+
     /// [`Controller::heartbeat`] for synchronous callers.
     pub fn heartbeat_blocking(&self, heartbeat: Heartbeat) -> Result<HeartbeatReply, String> {
         let me = self.me.upgrade().expect("controller alive");
@@ -281,7 +302,9 @@ fn settle(response: ControllerResponse) -> Attempt {
             Attempt::Done(Err(CommitError::Failed(ControllerError { code, message })))
         }
         ControllerResponse::NotLeader => Attempt::Retry("leadership moved".into()),
-        ControllerResponse::Heartbeat(_) => Attempt::Retry("unexpected heartbeat reply".into()),
+        ControllerResponse::Heartbeat(_) | ControllerResponse::Quorum(_) => {
+            Attempt::Retry("unexpected reply".into())
+        }
     }
 }
 
@@ -322,6 +345,10 @@ impl ControllerService for ActiveService {
                     records,
                 } => controller.commit_as_leader(expected_offset, records).await,
                 ControllerRequest::Heartbeat(hb) => controller.heartbeat_as_leader(hb).await,
+                ControllerRequest::DescribeQuorum => match controller.quorum.summary().await {
+                    Ok(summary) => ControllerResponse::Quorum(summary),
+                    Err(e) => quorum_failure(e),
+                },
             }
         })
     }

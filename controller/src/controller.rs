@@ -23,7 +23,7 @@ use uuid::Uuid;
 use crate::active::{ActiveService, CommitError, Liveness, LivenessLoop};
 use crate::elections::{align_partitions, usable_in};
 use crate::image::MetadataImage;
-use crate::raft::{Node, Quorum, QuorumConfig, QuorumError, QuorumSummary, RpcHandler};
+use crate::raft::{Node, Quorum, QuorumConfig, QuorumError, RpcHandler};
 use crate::records::{MetadataRecord, CONFIG_RESOURCE_TOPIC};
 
 /// Producer ids handed to a broker per ProducerIds record.
@@ -190,12 +190,6 @@ impl Controller {
     /// Serves quorum RPC connections accepted by the broker's controller listener.
     pub fn rpc_handler(&self) -> RpcHandler {
         self.quorum.rpc_handler()
-    }
-
-    /// The quorum's state, for DescribeQuorum.
-    pub fn quorum_summary(&self) -> Result<QuorumSummary, QuorumError> {
-        let me = self.me.upgrade().expect("controller alive");
-        self.wait(async move { me.quorum.summary().await })
     }
 
     /// Runs `future` on the controller's runtime and waits for it from any

@@ -15,6 +15,8 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::raft::QuorumSummary;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ControllerRequest {
     /// Encoded `MetadataRecord`s, validated against the image at `expected_offset`.
@@ -23,6 +25,8 @@ pub enum ControllerRequest {
         records: Vec<Vec<u8>>,
     },
     Heartbeat(Heartbeat),
+    /// The quorum's state as the leader sees it (DescribeQuorum).
+    DescribeQuorum,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +53,7 @@ pub enum ControllerResponse {
         message: String,
     },
     Heartbeat(HeartbeatReply),
+    Quorum(QuorumSummary),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -27,6 +27,12 @@ pub fn ottla_binary() -> PathBuf {
     bin
 }
 
+/// A fresh Kafka cluster id: 16 random bytes in URL-safe base64.
+fn cluster_id() -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
+}
+
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -187,6 +193,7 @@ impl Ottla {
             .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
             .collect::<Vec<_>>()
             .join(",");
+        let cluster_id = cluster_id();
         let mut nodes: Vec<Ottla> = ports
             .iter()
             .enumerate()
@@ -199,6 +206,7 @@ impl Ottla {
                     .collect();
                 all.push(("node.id".into(), (i + 1).to_string()));
                 all.push(("controller.quorum.voters".into(), voters.clone()));
+                all.push(("cluster.id".into(), cluster_id.clone()));
                 Ottla {
                     child: None,
                     port: *port,

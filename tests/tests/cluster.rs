@@ -239,6 +239,63 @@ fn controlled_shutdown_moves_leadership_before_stopping() {
     wait_for(&nodes[0], "moving", "full ISRs", |v| {
         v.len() == 6 && v.values().all(|p| p.isr.len() == 3)
     });
+    // The quorum as kafka-metadata-quorum.sh sees it, through any node.
+    let status = ok(kafka_tool(
+        "kafka-metadata-quorum.sh",
+        &[
+            "--bootstrap-server",
+            &nodes[2].bootstrap(),
+            "describe",
+            "--status",
+        ],
+        None,
+    ));
+    let leader: i32 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("LeaderId:"))
+        .unwrap_or_else(|| panic!("{status}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((1..=3).contains(&leader), "{status}");
+    assert!(
+        status.contains("\"id\": 1") && status.contains("\"id\": 3"),
+        "{status}"
+    );
+    let replication = ok(kafka_tool(
+        "kafka-metadata-quorum.sh",
+        &[
+            "--bootstrap-server",
+            &nodes[0].bootstrap(),
+            "describe",
+            "--replication",
+        ],
+        None,
+    ));
+    let rows: Vec<&str> = replication
+        .lines()
+        .filter(|l| l.contains("Leader") || l.contains("Follower"))
+        .collect();
+    assert_eq!(rows.len(), 3, "{replication}");
+    assert!(
+        replication.lines().all(|l| !l.contains("-1 ")),
+        "every voter's log end is known to the leader: {replication}"
+    );
+    // One cluster id everywhere: the nodes were given the same cluster.id.
+    let ids: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            ok(kafka_tool(
+                "kafka-cluster.sh",
+                &["cluster-id", "--bootstrap-server", &n.bootstrap()],
+                None,
+            ))
+            .trim()
+            .to_string()
+        })
+        .collect();
+    assert!(ids.iter().all(|i| i == &ids[0]), "{ids:?}");
+
     let before = describe(&nodes[0], "moving");
     assert!(before.values().any(|p| p.leader == 2), "{before:?}");
     assert_eq!(nodes[1].stop(), Some(0), "clean exit");

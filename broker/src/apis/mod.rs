@@ -9,6 +9,7 @@ pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_log_dirs;
+pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod group;

@@ -3,20 +3,19 @@
 //! when a client first looks for a coordinator, loads shards (at start-up,
 //! or on first use of a partition hosted later) and drives their timers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use ottla_controller::{Controller, MetadataImage, NewTopic};
-use ottla_storage::manager::TopicPartition;
-use parking_lot::RwLock;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use super::config::{GroupConfig, OFFSETS_TOPIC};
 use super::partitioner::partition_for;
 use super::shard::Shard;
-use crate::replica::{now_ms, ReplicaManager};
+use crate::coordinator_shards::LedShards;
+use crate::replica::{now_ms, Partition, ReplicaManager};
 
 /// Where a group's coordinator is reachable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,7 +30,7 @@ pub struct GroupCoordinator {
     config: Arc<GroupConfig>,
     controller: Arc<Controller>,
     replicas: Arc<ReplicaManager>,
-    shards: RwLock<HashMap<i32, Arc<Shard>>>,
+    shards: LedShards<Shard>,
 }
 
 impl GroupCoordinator {
@@ -52,16 +51,12 @@ impl GroupCoordinator {
             config: Arc::new(GroupConfig::from_static(static_configs)),
             controller,
             replicas,
-            shards: RwLock::new(HashMap::new()),
+            shards: LedShards::new(node_id, OFFSETS_TOPIC),
         };
         let image = coordinator.controller.image();
-        if let Some(topic) = image.topic_by_name(OFFSETS_TOPIC) {
-            let led = topic.partitions.iter().filter(|(_, p)| p.leader == node_id);
-            for (&p, _) in led {
-                if let Err(e) = coordinator.load(p) {
-                    error!(partition = p, error = %e, "could not load a group coordinator partition");
-                }
-            }
+        for p in coordinator.shards.led(&image) {
+            // A failure is logged and retried on first use.
+            let _ = coordinator.load(p);
         }
         coordinator
     }
@@ -146,53 +141,35 @@ impl GroupCoordinator {
     /// partition, not a group).
     pub fn shard_at(&self, p: i32) -> Result<Arc<Shard>, ResponseError> {
         let image = self.controller.image();
-        if let Some(shard) = self.shards.read().get(&p) {
-            return Ok(shard.clone());
-        }
-        let leader = image
-            .topic_by_name(OFFSETS_TOPIC)
-            .and_then(|t| t.partitions.get(&p))
-            .map(|part| part.leader);
-        if leader != Some(self.node_id) {
-            return Err(ResponseError::NotCoordinator);
-        }
-        self.load(p).map_err(|e| {
-            if e.downcast_ref::<NotHosted>().is_some() {
-                ResponseError::CoordinatorLoadInProgress
-            } else {
-                error!(partition = p, error = %e, "could not load a group coordinator partition");
-                ResponseError::CoordinatorNotAvailable
-            }
+        self.shards.get(&image, p, &self.replicas, |partition| {
+            self.load_shard(partition)
         })
     }
 
-    /// Loads partition `p` unless it is loaded already.
-    fn load(&self, p: i32) -> anyhow::Result<Arc<Shard>> {
-        let mut shards = self.shards.write();
-        if let Some(shard) = shards.get(&p) {
-            return Ok(shard.clone());
-        }
-        let tp = TopicPartition::new(OFFSETS_TOPIC, p);
-        let partition = self.replicas.partition(&tp).ok_or(NotHosted)?;
-        let shard = Arc::new(Shard::load(
+    fn load(&self, p: i32) -> Result<Arc<Shard>, ResponseError> {
+        self.shards
+            .load(p, &self.replicas, |partition| self.load_shard(partition))
+    }
+
+    fn load_shard(&self, partition: Arc<Partition>) -> anyhow::Result<Shard> {
+        Shard::load(
             partition,
             self.replicas.clone(),
             self.node_id,
             self.config.clone(),
             now_ms(),
-        )?);
-        shards.insert(p, shard.clone());
-        Ok(shard)
+        )
     }
 
     /// Every loaded shard (ListGroups asks them all).
     pub fn shards(&self) -> Vec<Arc<Shard>> {
-        self.shards.read().values().cloned().collect()
+        self.shards.loaded()
     }
 
     /// Fires due group timers; the broker calls this periodically.
     pub fn tick(&self, now: i64) {
         let image = self.controller.image();
+        self.shards.unload_unled(&image);
         for shard in self.shards() {
             shard.tick(now, &image);
         }
@@ -222,8 +199,3 @@ pub fn coordinator_node(
         port: i32::from(endpoint.port),
     })
 }
-
-/// The replica manager does not host the partition (yet).
-#[derive(Debug, thiserror::Error)]
-#[error("the partition's log is not open on this broker yet")]
-struct NotHosted;

@@ -9,29 +9,29 @@
 //! transaction is complete; a marker that cannot be written yet (a
 //! partition offline) leaves the transaction prepared, and the tick retries.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use ottla_controller::{Controller, MetadataImage, NewTopic};
 use ottla_storage::manager::TopicPartition;
-use parking_lot::{Mutex, RwLock};
-use tracing::{error, info, warn};
+use parking_lot::Mutex;
+use tracing::{info, warn};
 
 use super::config::{TxnConfig, TRANSACTION_STATE_TOPIC};
 use super::markers::{Marker, Services};
 use super::shard::TxnShard;
 use super::state::{is_epoch_exhausted, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
+use crate::coordinator_shards::LedShards;
 use crate::group::{coordinator_node, partition_for, CoordinatorNode};
 use crate::replica::{now_ms, ReplicaManager};
 
 pub struct TxnCoordinator {
-    node_id: i32,
     config: TxnConfig,
     controller: Arc<Controller>,
     replicas: Arc<ReplicaManager>,
-    shards: RwLock<HashMap<i32, Arc<TxnShard>>>,
+    shards: LedShards<TxnShard>,
     /// When idle transactional ids are next checked for expiration.
     next_expiration: Mutex<i64>,
 }
@@ -50,23 +50,17 @@ impl TxnCoordinator {
         let config = TxnConfig::from_static(static_configs);
         let now = now_ms();
         let coordinator = Self {
-            node_id,
             next_expiration: Mutex::new(now + config.remove_expired_interval_ms),
             config,
             controller,
             replicas,
-            shards: RwLock::new(HashMap::new()),
+            shards: LedShards::new(node_id, TRANSACTION_STATE_TOPIC),
         };
         let image = coordinator.controller.image();
-        if let Some(topic) = image.topic_by_name(TRANSACTION_STATE_TOPIC) {
-            let led = topic.partitions.iter().filter(|(_, p)| p.leader == node_id);
-            for (&p, _) in led {
-                match coordinator.load(p) {
-                    Ok(shard) => coordinator.complete_prepared(services, &shard, now),
-                    Err(e) => {
-                        error!(partition = p, error = %e, "could not load a transaction coordinator partition")
-                    }
-                }
+        for p in coordinator.shards.led(&image) {
+            // A failure is logged and retried on first use.
+            if let Ok(shard) = coordinator.load(p) {
+                coordinator.complete_prepared(services, &shard, now);
             }
         }
         coordinator
@@ -169,42 +163,24 @@ impl TxnCoordinator {
     fn shard(&self, transactional_id: &str) -> Result<Arc<TxnShard>, ResponseError> {
         let image = self.controller.image();
         let p = partition_for(transactional_id, self.partition_count(&image));
-        if let Some(shard) = self.shards.read().get(&p) {
-            return Ok(shard.clone());
-        }
-        let leader = image
-            .topic_by_name(TRANSACTION_STATE_TOPIC)
-            .and_then(|t| t.partitions.get(&p))
-            .map(|part| part.leader);
-        if leader != Some(self.node_id) {
-            return Err(ResponseError::NotCoordinator);
-        }
-        self.load(p).map_err(|e| {
-            if e.downcast_ref::<NotHosted>().is_some() {
-                ResponseError::CoordinatorLoadInProgress
-            } else {
-                error!(partition = p, error = %e, "could not load a transaction coordinator partition");
-                ResponseError::CoordinatorNotAvailable
-            }
-        })
+        let replicas = self.replicas.clone();
+        self.shards
+            .get(&image, p, &self.replicas, move |partition| {
+                TxnShard::load(partition, replicas)
+            })
     }
 
     /// Loads partition `p` unless it is loaded already. Transactions it left
     /// prepared are completed by the next tick.
-    fn load(&self, p: i32) -> anyhow::Result<Arc<TxnShard>> {
-        let mut shards = self.shards.write();
-        if let Some(shard) = shards.get(&p) {
-            return Ok(shard.clone());
-        }
-        let tp = TopicPartition::new(TRANSACTION_STATE_TOPIC, p);
-        let partition = self.replicas.partition(&tp).ok_or(NotHosted)?;
-        let shard = Arc::new(TxnShard::load(partition, self.replicas.clone())?);
-        shards.insert(p, shard.clone());
-        Ok(shard)
+    fn load(&self, p: i32) -> Result<Arc<TxnShard>, ResponseError> {
+        let replicas = self.replicas.clone();
+        self.shards.load(p, &self.replicas, move |partition| {
+            TxnShard::load(partition, replicas)
+        })
     }
 
     fn shards(&self) -> Vec<Arc<TxnShard>> {
-        self.shards.read().values().cloned().collect()
+        self.shards.loaded()
     }
 
     /// InitProducerId with a transactional id: a new producer id the first
@@ -471,6 +447,7 @@ impl TxnCoordinator {
             }
             due
         };
+        self.shards.unload_unled(&self.controller.image());
         for shard in self.shards() {
             for txn in shard.all() {
                 let mut meta = txn.lock();
@@ -607,11 +584,6 @@ fn outcome_states(commit: bool) -> (TxnState, TxnState) {
         (TxnState::PrepareAbort, TxnState::CompleteAbort)
     }
 }
-
-/// The replica manager does not host the partition (yet).
-#[derive(Debug, thiserror::Error)]
-#[error("the partition's log is not open on this broker yet")]
-struct NotHosted;
 
 #[cfg(test)]
 mod tests {

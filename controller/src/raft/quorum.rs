@@ -100,7 +100,7 @@ pub enum QuorumError {
 }
 
 /// Per-voter state for DescribeQuorum, as the leader sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VoterSummary {
     pub id: u64,
     /// The offset after the voter's last replicated entry, -1 if unknown.
@@ -110,7 +110,7 @@ pub struct VoterSummary {
 }
 
 /// What DescribeQuorum reports.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QuorumSummary {
     pub leader: Option<u64>,
     /// The Raft term, Kafka's leader epoch.
@@ -250,6 +250,18 @@ impl Quorum {
         self.image.subscribe()
     }
 
+    /// The voters and their controller listener addresses.
+    pub fn voters(&self) -> BTreeMap<u64, Node> {
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(id, node)| (*id, node.clone()))
+            .collect()
+    }
+
     /// The current Raft term (KRaft's epoch).
     pub fn term(&self) -> u64 {
         self.raft.metrics().borrow().current_term
@@ -348,7 +360,9 @@ impl Quorum {
             .ok_or(QuorumError::NotLeader { leader })?;
         let forwarder = match request {
             ControllerRequest::Heartbeat(_) => &self.forward_heartbeats,
-            ControllerRequest::Write { .. } => &self.forward_writes,
+            ControllerRequest::Write { .. } | ControllerRequest::DescribeQuorum => {
+                &self.forward_writes
+            }
         };
         forwarder
             .call(target, &node, request, self.write_timeout)

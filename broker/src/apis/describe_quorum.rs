@@ -1,0 +1,113 @@
+//! DescribeQuorum: the metadata quorum's leader, epoch, high watermark and
+//! each voter's progress, as the active controller sees it
+//! (`kafka-metadata-quorum.sh describe --status / --replication`).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_quorum_request::DescribeQuorumRequest;
+use kafka_protocol::messages::describe_quorum_response::{
+    DescribeQuorumResponse, Listener, Node, PartitionData, ReplicaState, TopicData,
+};
+use kafka_protocol::messages::BrokerId;
+use kafka_protocol::protocol::StrBytes;
+use ottla_controller::QuorumSummary;
+use uuid::Uuid;
+
+use crate::broker::Broker;
+
+const METADATA_TOPIC: &str = "__cluster_metadata";
+
+pub fn handle(broker: &Broker, version: i16, req: DescribeQuorumRequest) -> DescribeQuorumResponse {
+    let summary = broker.controller.describe_quorum();
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let is_metadata = t.topic_name.as_str() == METADATA_TOPIC;
+            let partitions = t
+                .partitions
+                .into_iter()
+                .map(
+                    |p| match (&summary, is_metadata && p.partition_index == 0) {
+                        (_, false) => failed(
+                            p.partition_index,
+                            ResponseError::UnknownTopicOrPartition,
+                            None,
+                        ),
+                        (Err(e), true) => {
+                            failed(0, ResponseError::NotLeaderOrFollower, Some(e.clone()))
+                        }
+                        (Ok(s), true) => partition(s, version),
+                    },
+                )
+                .collect();
+            TopicData::default()
+                .with_topic_name(t.topic_name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    let mut response = DescribeQuorumResponse::default().with_topics(topics);
+    if version >= 2 {
+        let listener = broker.settings.controller_listener.clone();
+        response = response.with_nodes(
+            broker
+                .controller
+                .voters()
+                .into_iter()
+                .map(|(id, node)| {
+                    Node::default()
+                        .with_node_id(BrokerId(id as i32))
+                        .with_listeners(vec![Listener::default()
+                            .with_name(StrBytes::from_string(listener.clone()))
+                            .with_host(StrBytes::from_string(node.host))
+                            .with_port(node.port)])
+                })
+                .collect(),
+        );
+    }
+    response
+}
+
+fn partition(s: &QuorumSummary, version: i16) -> PartitionData {
+    let voters = s
+        .voters
+        .iter()
+        .map(|v| {
+            let mut r = ReplicaState::default()
+                .with_replica_id(BrokerId(v.id as i32))
+                .with_log_end_offset(v.log_end_offset);
+            if version >= 1 {
+                let fetched = v.last_fetch_ms.unwrap_or(-1);
+                // A voter with the whole committed log was caught up at its
+                // last fetch.
+                let caught_up = if v.log_end_offset >= s.high_watermark {
+                    fetched
+                } else {
+                    -1
+                };
+                r = r
+                    .with_last_fetch_timestamp(fetched)
+                    .with_last_caught_up_timestamp(caught_up);
+            }
+            if version >= 2 {
+                r = r.with_replica_directory_id(Uuid::nil());
+            }
+            r
+        })
+        .collect();
+    PartitionData::default()
+        .with_partition_index(0)
+        .with_leader_id(BrokerId(s.leader.map_or(-1, |l| l as i32)))
+        .with_leader_epoch(i32::try_from(s.epoch).unwrap_or(i32::MAX))
+        .with_high_watermark(s.high_watermark)
+        .with_current_voters(voters)
+}
+
+fn failed(partition: i32, error: ResponseError, message: Option<String>) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(partition)
+        .with_error_code(error.code())
+        .with_error_message(message.map(StrBytes::from_string))
+        .with_leader_id(BrokerId(-1))
+        .with_leader_epoch(-1)
+        .with_high_watermark(-1)
+}

@@ -1,0 +1,119 @@
+//! The shards of a coordinator (groups, transactions): one per partition of
+//! its internal topic that this broker leads, loaded from that partition's
+//! log on first use and dropped as soon as leadership moves to another
+//! broker, so two brokers never answer for the same partition.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use ottla_controller::MetadataImage;
+use ottla_storage::manager::TopicPartition;
+use parking_lot::RwLock;
+use tracing::{error, info};
+
+use crate::replica::{Partition, ReplicaManager};
+
+pub struct LedShards<S> {
+    node_id: i32,
+    topic: &'static str,
+    shards: RwLock<HashMap<i32, Arc<S>>>,
+}
+
+impl<S> LedShards<S> {
+    pub fn new(node_id: i32, topic: &'static str) -> Self {
+        Self {
+            node_id,
+            topic,
+            shards: RwLock::default(),
+        }
+    }
+
+    /// Partitions of the topic this broker leads.
+    pub fn led(&self, image: &MetadataImage) -> Vec<i32> {
+        image.topic_by_name(self.topic).map_or_else(Vec::new, |t| {
+            t.partitions
+                .iter()
+                .filter(|(_, p)| p.leader == self.node_id)
+                .map(|(p, _)| *p)
+                .collect()
+        })
+    }
+
+    fn leads(&self, image: &MetadataImage, p: i32) -> bool {
+        image
+            .topic_by_name(self.topic)
+            .and_then(|t| t.partitions.get(&p))
+            .is_some_and(|part| part.leader == self.node_id)
+    }
+
+    /// Shard `p`: NOT_COORDINATOR unless this broker leads the partition,
+    /// COORDINATOR_LOAD_IN_PROGRESS while its log is not open here yet;
+    /// built by `load` from the partition on first use.
+    pub fn get(
+        &self,
+        image: &MetadataImage,
+        p: i32,
+        replicas: &ReplicaManager,
+        load: impl FnOnce(Arc<Partition>) -> anyhow::Result<S>,
+    ) -> Result<Arc<S>, ResponseError> {
+        if !self.leads(image, p) {
+            self.unload(p);
+            return Err(ResponseError::NotCoordinator);
+        }
+        if let Some(shard) = self.shards.read().get(&p) {
+            return Ok(shard.clone());
+        }
+        self.load(p, replicas, load)
+    }
+
+    /// Loads shard `p` unless it is loaded already.
+    pub fn load(
+        &self,
+        p: i32,
+        replicas: &ReplicaManager,
+        load: impl FnOnce(Arc<Partition>) -> anyhow::Result<S>,
+    ) -> Result<Arc<S>, ResponseError> {
+        let mut shards = self.shards.write();
+        if let Some(shard) = shards.get(&p) {
+            return Ok(shard.clone());
+        }
+        let partition = replicas
+            .partition(&TopicPartition::new(self.topic, p))
+            .ok_or(ResponseError::CoordinatorLoadInProgress)?;
+        let shard = Arc::new(load(partition).map_err(|e| {
+            error!(topic = self.topic, partition = p, error = %e, "could not load a coordinator partition");
+            ResponseError::CoordinatorNotAvailable
+        })?);
+        shards.insert(p, shard.clone());
+        Ok(shard)
+    }
+
+    pub fn loaded(&self) -> Vec<Arc<S>> {
+        self.shards.read().values().cloned().collect()
+    }
+
+    /// Drops the shards of partitions this broker no longer leads.
+    pub fn unload_unled(&self, image: &MetadataImage) {
+        let gone: Vec<i32> = self
+            .shards
+            .read()
+            .keys()
+            .copied()
+            .filter(|p| !self.leads(image, *p))
+            .collect();
+        for p in gone {
+            self.unload(p);
+        }
+    }
+
+    fn unload(&self, p: i32) {
+        if self.shards.write().remove(&p).is_some() {
+            info!(
+                topic = self.topic,
+                partition = p,
+                "leadership moved: coordinator partition unloaded"
+            );
+        }
+    }
+}
