@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
+use crate::inter_broker::BrokerClients;
 use crate::log_config::TopicConfigResolver;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::{now_ms, IsrChange, ReplicaManager};
@@ -68,6 +69,8 @@ pub struct Broker {
     /// Set once a controlled shutdown began: heartbeats then ask to stay fenced.
     shutting_down: AtomicBool,
     pub fetchers: Arc<ReplicaFetchers>,
+    /// Connections to other brokers (transaction markers).
+    pub brokers: BrokerClients,
     isr_changes: Mutex<Option<mpsc::UnboundedReceiver<IsrChange>>>,
     pub cluster_id: String,
     pub controller: Arc<Controller>,
@@ -119,6 +122,12 @@ impl Broker {
             replicas.clone(),
         );
         let producer_ids = ProducerIdManager::new(controller.clone(), settings.node_id);
+        let brokers = BrokerClients::new(
+            settings.node_id,
+            settings.replica_fetch.listener.clone(),
+            controller.clone(),
+            settings.replica_fetch.socket_timeout,
+        );
         let txns = TxnCoordinator::open(
             settings.node_id,
             &settings.static_configs,
@@ -128,6 +137,8 @@ impl Broker {
                 replicas: &replicas,
                 groups: &groups,
                 producer_ids: &producer_ids,
+                brokers: &brokers,
+                controller: &controller,
             },
         );
         let broker = Arc::new(Self {
@@ -137,6 +148,7 @@ impl Broker {
             ),
             fetchers: ReplicaFetchers::new(settings.replica_fetch.clone(), replicas.clone()),
             incarnation,
+            brokers,
             shutting_down: AtomicBool::new(false),
             isr_changes: Mutex::new(Some(isr_changes)),
             producer_ids,

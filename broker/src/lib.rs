@@ -8,6 +8,7 @@ pub mod coordinator_shards;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;
+pub mod inter_broker;
 pub mod log_config;
 pub mod meta_properties;
 pub mod metrics;

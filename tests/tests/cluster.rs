@@ -314,3 +314,170 @@ fn controlled_shutdown_moves_leadership_before_stopping() {
     let out = produce(&nodes[0], "moving", 5_000);
     assert!(out.contains("5000 records sent"), "{out}");
 }
+
+/// argv: bootstrap, topic, transactional id. Commits 30 records spread over
+/// three partitions (led by different brokers, so markers cross brokers),
+/// aborts 12, and prints what a read_committed consumer then sees, one
+/// value per line.
+const TRANSACTIONS_ACROSS_BROKERS: &str = r#"
+import sys, time
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+bootstrap, topic, txn_id = sys.argv[1:4]
+p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5})
+p.init_transactions(60)
+p.begin_transaction()
+for i in range(30):
+    p.produce(topic, value=f"committed-{i}", partition=i % 3)
+p.commit_transaction(60)
+p.begin_transaction()
+for i in range(12):
+    p.produce(topic, value=f"aborted-{i}", partition=i % 3)
+p.flush(60)
+p.abort_transaction(60)
+
+c = Consumer({
+    "bootstrap.servers": bootstrap,
+    "group.id": "cluster-read-committed",
+    "isolation.level": "read_committed",
+    "enable.auto.commit": False,
+    "enable.partition.eof": True,
+})
+c.assign([TopicPartition(topic, i, 0) for i in range(3)])
+seen, eof = [], set()
+deadline = time.time() + 60
+while time.time() < deadline and len(eof) < 3:
+    m = c.poll(0.5)
+    if m is None:
+        continue
+    if m.error():
+        eof.add(m.partition())
+        continue
+    seen.append(m.value().decode())
+c.close()
+for v in sorted(seen):
+    print(v)
+"#;
+
+fn create_replicated(node: &Ottla, topic: &str, partitions: u32) {
+    let out = ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            &partitions.to_string(),
+            "--replication-factor",
+            "3",
+        ],
+        None,
+    ));
+    assert!(out.contains("Created topic"), "{out}");
+}
+
+/// The group's coordinator id and the sum of its committed offsets on `topic`.
+fn group_state(node: &Ottla, group: &str) -> (i32, i64) {
+    let groups = |args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", node.bootstrap().leak() as &str];
+        all.extend_from_slice(args);
+        ok(kafka_tool("kafka-consumer-groups.sh", &all, None))
+    };
+    let state = groups(&["--describe", "--group", group, "--state"]);
+    let coordinator = state
+        .lines()
+        .filter(|l| l.starts_with(group))
+        .find_map(|l| {
+            let open = l.find('(')?;
+            let close = l[open..].find(')')? + open;
+            l[open + 1..close].parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no coordinator in {state}"));
+    let offsets = groups(&["--describe", "--group", group, "--offsets"]);
+    let committed = offsets
+        .lines()
+        .filter(|l| l.starts_with(group))
+        .filter_map(|l| l.split_whitespace().nth(3)?.parse::<i64>().ok())
+        .sum();
+    (coordinator, committed)
+}
+
+fn console_consume(node: &Ottla, topic: &str, group: &str, extra: &[&str]) -> usize {
+    let mut args = vec![
+        "--bootstrap-server",
+        node.bootstrap().leak() as &str,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--from-beginning",
+        "--timeout-ms",
+        "15000",
+    ];
+    args.extend_from_slice(extra);
+    ok(kafka_tool("kafka-console-consumer.sh", &args, None))
+        .lines()
+        .count()
+}
+
+#[test]
+fn groups_and_transactions_span_brokers_and_survive_a_coordinator_loss() {
+    let mut settings = CLUSTER_SETTINGS.to_vec();
+    settings.extend_from_slice(&[
+        ("transaction.state.log.replication.factor", "3"),
+        ("transaction.state.log.min.isr", "2"),
+    ]);
+    let mut nodes = Ottla::cluster(3, &settings);
+    create_replicated(&nodes[0], "txn-out", 3);
+    wait_for(&nodes[0], "txn-out", "full ISRs", |v| {
+        v.values().all(|p| p.isr.len() == 3)
+    });
+    let seen = ok(ottla_tests::tools::python_script(
+        TRANSACTIONS_ACROSS_BROKERS,
+        &[&nodes[0].bootstrap(), "txn-out", "cluster-txn"],
+    ));
+    let values: Vec<&str> = seen.lines().collect();
+    assert_eq!(values.len(), 30, "{seen}");
+    assert!(values.iter().all(|v| v.starts_with("committed-")), "{seen}");
+
+    create_replicated(&nodes[1], "events", 3);
+    let out = produce(&nodes[1], "events", 3_000);
+    assert!(out.contains("3000 records sent"), "{out}");
+    let first = console_consume(&nodes[2], "events", "g1", &["--max-messages", "600"]);
+    assert_eq!(first, 600);
+    let (coordinator, committed) = group_state(&nodes[2], "g1");
+    assert!((600..=3_000).contains(&committed), "committed {committed}");
+
+    // The coordinator dies: another broker leads its offsets partition,
+    // loads the group from the replicated log and answers with the same
+    // committed offsets; the group resumes where it was.
+    nodes[(coordinator - 1) as usize].kill9();
+    let survivor = &nodes[(coordinator % 3) as usize];
+    let start = Instant::now();
+    let (moved_to, after) = loop {
+        let state = std::panic::catch_unwind(|| group_state(survivor, "g1"));
+        match state {
+            Ok((c, offsets)) if c != coordinator => break (c, offsets),
+            _ if start.elapsed() > Duration::from_secs(60) => {
+                panic!(
+                    "the group never moved off broker {coordinator}:\n{}",
+                    survivor.log()
+                )
+            }
+            _ => std::thread::sleep(Duration::from_millis(500)),
+        }
+    };
+    assert_ne!(moved_to, coordinator);
+    assert_eq!(
+        after, committed,
+        "committed offsets survive the coordinator"
+    );
+    let rest = console_consume(survivor, "events", "g1", &[]);
+    assert_eq!(
+        rest as i64,
+        3_000 - committed,
+        "the group resumed at its commits"
+    );
+}

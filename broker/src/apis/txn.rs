@@ -9,7 +9,9 @@ use std::collections::{BTreeSet, HashSet};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
@@ -397,21 +399,73 @@ pub fn append_transactional(
     if !broker.txns.config().partition_verification {
         return append();
     }
-    broker
+    let add = version >= 12;
+    let local = broker
         .txns
-        .in_transaction(
-            transactional_id,
-            producer,
-            tp,
-            version >= 12,
-            now_ms(),
-            append,
-        )
-        .unwrap_or_else(|e| {
-            let (error, message) = produce_verification_error(version, e);
-            refused(error, message)
-        })
+        .in_transaction(transactional_id, producer, tp, add, now_ms(), append);
+    let verified = match local {
+        Err(ResponseError::NotCoordinator) => {
+            verify_remotely(broker, transactional_id, producer, tp, add).map(|()| append())
+        }
+        other => other,
+    };
+    verified.unwrap_or_else(|e| {
+        let (error, message) = produce_verification_error(version, e);
+        refused(error, message)
+    })
 }
+
+/// Asks the transaction's coordinator on another broker, as Kafka's
+/// partition leaders do (AddPartitionsToTxn v4+, `verify_only` unless the
+/// client lets the leader add the partition, Produce v12+).
+fn verify_remotely(
+    broker: &Broker,
+    transactional_id: &str,
+    producer: (i64, i16),
+    tp: &TopicPartition,
+    add: bool,
+) -> Result<(), ResponseError> {
+    let coordinator = broker
+        .txns
+        .coordinator_id(transactional_id)
+        .ok_or(ResponseError::CoordinatorNotAvailable)?;
+    let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                transactional_id.to_string(),
+            )))
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_verify_only(!add)
+            .with_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                .with_partitions(vec![tp.partition])]),
+    ]);
+    let response = broker
+        .brokers
+        .send_blocking(coordinator, VERIFY_VERSION, &request)
+        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+    if response.error_code != 0 {
+        return Err(ResponseError::try_from_code(response.error_code)
+            .unwrap_or(ResponseError::UnknownServerError));
+    }
+    let code = response
+        .results_by_transaction
+        .iter()
+        .flat_map(|t| t.topic_results.iter())
+        .flat_map(|t| t.results_by_partition.iter())
+        .find(|p| p.partition_index == tp.partition)
+        .map_or(ResponseError::UnknownServerError.code(), |p| {
+            p.partition_error_code
+        });
+    match ResponseError::try_from_code(code) {
+        None => Ok(()),
+        Some(e) => Err(e),
+    }
+}
+
+/// AddPartitionsToTxn v4 is the first with broker-side verification.
+const VERIFY_VERSION: i16 = 4;
 
 /// Kafka's ReplicaManager answers to failed verifications: errors older
 /// clients retry on, and INVALID_PRODUCER_EPOCH for fenced producers.
@@ -478,7 +532,7 @@ pub fn write_txn_markers(
                         .map(|&p| {
                             let r = if partition_exists(&image, &t.name, p) {
                                 let tp = TopicPartition::new(t.name.to_string(), p);
-                                services.write_marker(&tp, &marker, now)
+                                services.write_local_marker(&tp, &marker, now)
                             } else {
                                 Err(ResponseError::UnknownTopicOrPartition)
                             };

@@ -20,6 +20,7 @@ use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
+use crate::inter_broker::endpoint_of;
 use crate::replica::{Partition, ReplicaManager};
 
 /// Fetch v12: the first with the diverging-epoch field, still by topic name.
@@ -87,14 +88,7 @@ impl ReplicaFetchers {
     }
 
     fn leader_address(&self, leader: i32) -> Option<(String, u16)> {
-        let image = self.image.lock().clone();
-        let broker = image.brokers.get(&leader)?;
-        broker
-            .endpoints
-            .iter()
-            .find(|e| e.listener == self.settings.listener)
-            .or_else(|| broker.endpoints.first())
-            .map(|e| (e.host.clone(), e.port))
+        endpoint_of(&self.image.lock(), leader, &self.settings.listener)
     }
 
     async fn run(self: Arc<Self>, leader: i32) {

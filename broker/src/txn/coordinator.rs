@@ -93,6 +93,18 @@ impl TxnCoordinator {
     /// The broker coordinating `transactional_id`, as seen on `listener`.
     /// Creates the transaction log on first use and answers
     /// COORDINATOR_NOT_AVAILABLE until it has a leader, like Kafka.
+    /// The broker leading the transaction log partition of `transactional_id`.
+    pub fn coordinator_id(&self, transactional_id: &str) -> Option<i32> {
+        let image = self.controller.image();
+        let topic = image.topic_by_name(TRANSACTION_STATE_TOPIC)?;
+        let p = partition_for(transactional_id, topic.partitions.len() as i32);
+        topic
+            .partitions
+            .get(&p)
+            .map(|part| part.leader)
+            .filter(|l| *l >= 0)
+    }
+
     pub fn find(
         &self,
         transactional_id: &str,

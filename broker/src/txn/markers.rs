@@ -5,21 +5,31 @@
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use ottla_controller::MetadataImage;
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest,
+};
+use kafka_protocol::messages::{ProducerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use ottla_controller::{Controller, MetadataImage};
 use ottla_protocol::batch::{txn_marker_value, BatchBuilder, ControlType};
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
 use tracing::warn;
 
 use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
+use crate::inter_broker::BrokerClients;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
+
+const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 
 /// What coordinator operations borrow from the rest of the broker.
 pub struct Services<'a> {
     pub replicas: &'a ReplicaManager,
     pub groups: &'a GroupCoordinator,
     pub producer_ids: &'a ProducerIdManager,
+    pub brokers: &'a BrokerClients,
+    pub controller: &'a Controller,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +60,57 @@ impl Marker {
 }
 
 impl Services<'_> {
-    /// Writes `marker` into `tp`: Ok once it is in the log, else the error.
+    /// Writes `marker` into `tp` on the partition's leader, this broker or
+    /// another (through WriteTxnMarkers): Ok once it is in the log.
     pub fn write_marker(
+        &self,
+        tp: &TopicPartition,
+        marker: &Marker,
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        let leader = self
+            .controller
+            .image()
+            .topic_by_name(&tp.topic)
+            .and_then(|t| t.partitions.get(&tp.partition))
+            .map_or(-1, |p| p.leader);
+        if leader == self.replicas.node_id() {
+            return self.write_local_marker(tp, marker, now);
+        }
+        if leader < 0 {
+            return Err(ResponseError::NotLeaderOrFollower);
+        }
+        let request =
+            WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+                .with_producer_id(ProducerId(marker.producer_id))
+                .with_producer_epoch(marker.producer_epoch)
+                .with_transaction_result(marker.commit)
+                .with_coordinator_epoch(marker.coordinator_epoch)
+                .with_topics(vec![WritableTxnMarkerTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                    .with_partition_indexes(vec![tp.partition])])]);
+        let response = self
+            .brokers
+            .send_blocking(leader, WRITE_TXN_MARKERS_VERSION, &request)
+            .map_err(|e| {
+                warn!(partition = %tp, leader, error = %e, "cannot send a transaction marker");
+                ResponseError::CoordinatorNotAvailable
+            })?;
+        let code = response
+            .markers
+            .iter()
+            .flat_map(|m| m.topics.iter())
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.partition_index == tp.partition)
+            .map_or(ResponseError::UnknownServerError.code(), |p| p.error_code);
+        match ResponseError::try_from_code(code) {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// Writes `marker` into `tp`, a partition this broker leads.
+    pub fn write_local_marker(
         &self,
         tp: &TopicPartition,
         marker: &Marker,

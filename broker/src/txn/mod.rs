@@ -34,5 +34,7 @@ pub fn services(broker: &Broker) -> Services<'_> {
         replicas: &broker.replicas,
         groups: &broker.groups,
         producer_ids: &broker.producer_ids,
+        brokers: &broker.brokers,
+        controller: &broker.controller,
     }
 }

@@ -1,0 +1,92 @@
+//! Requests this broker sends to other brokers (transaction markers to
+//! partition leaders): one lazily opened connection per broker, on the
+//! inter-broker listener, reopened after any failure.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::protocol::Request;
+use ottla_controller::{Controller, MetadataImage};
+use ottla_protocol::client::KafkaClient;
+use parking_lot::Mutex;
+
+/// Largest answer accepted from another broker.
+const MAX_RESPONSE: usize = 100 << 20;
+
+pub struct BrokerClients {
+    node_id: i32,
+    listener: String,
+    controller: Arc<Controller>,
+    timeout: Duration,
+    connections: Mutex<HashMap<i32, Arc<tokio::sync::Mutex<Option<KafkaClient>>>>>,
+}
+
+impl BrokerClients {
+    pub fn new(
+        node_id: i32,
+        listener: String,
+        controller: Arc<Controller>,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            node_id,
+            listener,
+            controller,
+            timeout,
+            connections: Mutex::default(),
+        }
+    }
+
+    /// Sends `req` to broker `broker` and waits for its answer.
+    pub async fn send<R: Request>(
+        &self,
+        broker: i32,
+        version: i16,
+        req: &R,
+    ) -> Result<R::Response, String> {
+        let slot = self.connections.lock().entry(broker).or_default().clone();
+        let mut conn = slot.lock().await;
+        if conn.is_none() {
+            let image = self.controller.image();
+            let (host, port) = endpoint_of(&image, broker, &self.listener)
+                .ok_or_else(|| format!("broker {broker} has no {} endpoint", self.listener))?;
+            let client_id = format!("broker-{}", self.node_id);
+            let client = KafkaClient::connect(&host, port, &client_id, MAX_RESPONSE, self.timeout)
+                .await
+                .map_err(|e| e.to_string())?;
+            *conn = Some(client);
+        }
+        let client = conn.as_mut().expect("connected");
+        match client.send(version, req, self.timeout).await {
+            Ok(response) => Ok(response),
+            Err(e) => {
+                *conn = None;
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// [`BrokerClients::send`] for code on the blocking pool.
+    pub fn send_blocking<R: Request>(
+        &self,
+        broker: i32,
+        version: i16,
+        req: &R,
+    ) -> Result<R::Response, String> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| "no async runtime to reach other brokers from".to_string())?;
+        runtime.block_on(self.send(broker, version, req))
+    }
+}
+
+/// Where broker `id` listens on `listener` (else its first endpoint).
+pub fn endpoint_of(image: &MetadataImage, id: i32, listener: &str) -> Option<(String, u16)> {
+    let broker = image.brokers.get(&id)?;
+    broker
+        .endpoints
+        .iter()
+        .find(|e| e.listener == listener)
+        .or_else(|| broker.endpoints.first())
+        .map(|e| (e.host.clone(), e.port))
+}
