@@ -232,6 +232,13 @@ fn controller_settings(config: &BrokerConfig) -> ControllerSettings {
                 .unwrap_or(1),
         },
         session_timeout: ms(i64::from(config.get(keys::BROKER_SESSION_TIMEOUT_MS))),
+        leader_rebalance_interval: config.get(keys::AUTO_LEADER_REBALANCE_ENABLE).then(|| {
+            Duration::from_secs(
+                config
+                    .get(keys::LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS)
+                    .unsigned_abs(),
+            )
+        }),
     }
 }
 

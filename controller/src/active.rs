@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use tracing::{info, warn};
 
 use crate::controller::{Controller, ControllerError};
-use crate::elections::{align_partitions, leaderships, usable_in};
+use crate::elections::{align_partitions, leaderships, preferred_leader_moves, usable_in};
 use crate::raft::{Node, QuorumError, QuorumSummary};
 use crate::records::MetadataRecord;
 use crate::service::{
@@ -43,6 +43,8 @@ enum Attempt {
 pub(crate) struct Liveness {
     session_timeout: Duration,
     state: Mutex<LivenessState>,
+    rebalance_interval: Option<Duration>,
+    last_rebalance: Mutex<Instant>,
 }
 
 #[derive(Default)]
@@ -53,11 +55,26 @@ struct LivenessState {
 }
 
 impl Liveness {
-    pub fn new(session_timeout: Duration) -> Self {
+    pub fn new(session_timeout: Duration, rebalance_interval: Option<Duration>) -> Self {
         Self {
             session_timeout,
             state: Mutex::default(),
+            rebalance_interval,
+            last_rebalance: Mutex::new(Instant::now()),
         }
+    }
+
+    /// Whether preferred-leader balancing is due now.
+    fn rebalance_due(&self) -> bool {
+        let Some(interval) = self.rebalance_interval else {
+            return false;
+        };
+        let mut last = self.last_rebalance.lock();
+        let due = last.elapsed() >= interval;
+        if due {
+            *last = Instant::now();
+        }
+        due
     }
 
     fn seen(&self, term: u64, broker: i32) {
@@ -281,6 +298,27 @@ impl Controller {
             warn!(error = %e, "could not fence expired brokers");
         }
     }
+
+    /// While this node is the active controller: moves leadership back to
+    /// preferred replicas that are live ISR members (a broker that came
+    /// back leads its share again), every rebalance interval.
+    async fn balance_leaders(&self) {
+        if !self.leads() || !self.liveness.rebalance_due() {
+            return;
+        }
+        let image = self.image();
+        let moves = preferred_leader_moves(&image);
+        if moves.is_empty() {
+            return;
+        }
+        info!(
+            partitions = moves.len(),
+            "moving leadership back to preferred replicas"
+        );
+        if let Err(CommitError::Failed(e)) = self.commit(image.offset, moves).await {
+            warn!(error = %e, "could not move leadership to preferred replicas");
+        }
+    }
 }
 
 const MAX_HEARTBEAT_ATTEMPTS: usize = 5;
@@ -369,6 +407,7 @@ impl LivenessLoop for Weak<Controller> {
                     return;
                 };
                 controller.check_liveness().await;
+                controller.balance_leaders().await;
             }
         })
     }

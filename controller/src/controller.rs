@@ -21,7 +21,7 @@ use tracing::info;
 use uuid::Uuid;
 
 use crate::active::{ActiveService, CommitError, Liveness, LivenessLoop};
-use crate::elections::{align_partitions, usable_in};
+use crate::elections::{align_partitions, elect, usable_in, ElectionType, NoElection};
 use crate::image::MetadataImage;
 use crate::raft::{Node, Quorum, QuorumConfig, QuorumError, RpcHandler};
 use crate::records::{MetadataRecord, CONFIG_RESOURCE_TOPIC};
@@ -110,6 +110,10 @@ pub struct ControllerSettings {
     pub defaults: TopicDefaults,
     /// `broker.session.timeout.ms`: brokers silent this long are fenced.
     pub session_timeout: Duration,
+    /// `leader.imbalance.check.interval.seconds` when
+    /// `auto.leader.rebalance.enable`: how often leadership goes back to
+    /// preferred replicas.
+    pub leader_rebalance_interval: Option<Duration>,
 }
 
 pub struct Controller {
@@ -146,6 +150,7 @@ impl Controller {
             quorum,
             defaults,
             session_timeout,
+            leader_rebalance_interval,
         } = settings;
         let id = u64::try_from(node_id)
             .map_err(|_| QuorumError::Config(format!("node.id {node_id} is negative")))?;
@@ -163,7 +168,7 @@ impl Controller {
             quorum,
             defaults,
             leader_serial: tokio::sync::Mutex::new(()),
-            liveness: Liveness::new(session_timeout),
+            liveness: Liveness::new(session_timeout, leader_rebalance_interval),
             runtime: Some(runtime),
             me: me.clone(),
         });
@@ -685,6 +690,59 @@ impl Controller {
         })
     }
 
+    /// ElectLeaders: elects `kind` leaders for `partitions` (every
+    /// partition when None), each answered with its own outcome.
+    pub fn elect_leaders(
+        &self,
+        kind: ElectionType,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Vec<((String, i32), ControllerResult<()>)> {
+        let (mut results, error) = self.run(|image| {
+            let wanted = partitions.clone().unwrap_or_else(|| {
+                image
+                    .topics
+                    .values()
+                    .flat_map(|t| t.partitions.keys().map(|p| (t.name.clone(), *p)))
+                    .collect()
+            });
+            let mut records = Vec::new();
+            let results = wanted
+                .into_iter()
+                .map(|(topic, p)| {
+                    let outcome = match image.topic_by_name(&topic) {
+                        Some(t) if t.partitions.contains_key(&p) => elect(image, t.id, p, kind)
+                            .map(|r| records.push(r))
+                            .map_err(|e| {
+                                let (code, message) = match e {
+                                    NoElection::NotNeeded => (
+                                        ResponseError::ElectionNotNeeded,
+                                        "Leader election not needed for topic partition.",
+                                    ),
+                                    NoElection::PreferredUnavailable => (
+                                        ResponseError::PreferredLeaderNotAvailable,
+                                        "The preferred leader was not available.",
+                                    ),
+                                    NoElection::NoEligibleLeader => (
+                                        ResponseError::EligibleLeadersNotAvailable,
+                                        "Eligible topic partition leaders are not available.",
+                                    ),
+                                };
+                                ControllerError::new(code, message)
+                            }),
+                        _ => Err(ControllerError::new(
+                            ResponseError::UnknownTopicOrPartition,
+                            format!("{topic}-{p} does not exist."),
+                        )),
+                    };
+                    ((topic, p), outcome)
+                })
+                .collect::<Vec<_>>();
+            (records, results)
+        });
+        fail_all(&mut results, error);
+        results
+    }
+
     /// Commits `records` as they are, unvalidated: for tools and tests
     /// that set up a state the controller would not produce by itself.
     pub fn commit_records(&self, records: Vec<MetadataRecord>) -> ControllerResult<()> {
@@ -736,7 +794,7 @@ impl Drop for Controller {
 }
 
 /// Marks every successful result as failed by `error` (the commit failed).
-fn fail_all<T>(results: &mut [(String, ControllerResult<T>)], error: Option<ControllerError>) {
+fn fail_all<K, T>(results: &mut [(K, ControllerResult<T>)], error: Option<ControllerError>) {
     if let Some(e) = error {
         for (_, r) in results.iter_mut().filter(|(_, r)| r.is_ok()) {
             *r = Err(e.clone());
@@ -872,6 +930,7 @@ mod tests {
                 replication_factor: 1,
             },
             session_timeout: Duration::from_secs(9),
+            leader_rebalance_interval: None,
         })
         .unwrap()
     }

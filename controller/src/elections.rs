@@ -1,6 +1,8 @@
 //! Leader and ISR changes when brokers come and go: pure functions from an
 //! image to the PartitionChange records the active controller commits.
 
+use uuid::Uuid;
+
 use crate::image::MetadataImage;
 use crate::records::MetadataRecord;
 
@@ -46,6 +48,83 @@ pub fn align_partitions(
     records
 }
 
+/// Which leader ElectLeaders asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionType {
+    /// The first replica, when it is a live ISR member.
+    Preferred,
+    /// Any live replica of a partition without a leader, even outside the
+    /// ISR (data the ISR had may be lost).
+    Unclean,
+}
+
+/// Why a partition's election did not happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoElection {
+    /// The partition already has the leader asked for.
+    NotNeeded,
+    /// The preferred replica is fenced or out of the ISR.
+    PreferredUnavailable,
+    /// No live replica could lead.
+    NoEligibleLeader,
+}
+
+/// The change that elects a leader of `kind` for partition `p`.
+pub fn elect(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    partition: i32,
+    kind: ElectionType,
+) -> Result<MetadataRecord, NoElection> {
+    let p = image
+        .topic_by_id(&topic_id)
+        .and_then(|t| t.partitions.get(&partition))
+        .ok_or(NoElection::NoEligibleLeader)?;
+    let usable = |b: i32| usable_in(image, b, &[]);
+    let change = |leader: i32, isr: Option<Vec<i32>>| MetadataRecord::PartitionChange {
+        topic_id,
+        partition,
+        leader: Some(leader),
+        isr,
+        replicas: None,
+    };
+    match kind {
+        ElectionType::Preferred => {
+            let preferred = *p.replicas.first().ok_or(NoElection::NoEligibleLeader)?;
+            if p.leader == preferred {
+                Err(NoElection::NotNeeded)
+            } else if usable(preferred) && p.isr.contains(&preferred) {
+                Ok(change(preferred, None))
+            } else {
+                Err(NoElection::PreferredUnavailable)
+            }
+        }
+        ElectionType::Unclean => {
+            if p.leader >= 0 {
+                return Err(NoElection::NotNeeded);
+            }
+            let leader = p
+                .replicas
+                .iter()
+                .copied()
+                .find(|b| usable(*b))
+                .ok_or(NoElection::NoEligibleLeader)?;
+            Ok(change(leader, Some(vec![leader])))
+        }
+    }
+}
+
+/// Preferred-leader elections for every partition whose preferred replica
+/// is a live ISR member but does not lead (auto.leader.rebalance.enable).
+pub fn preferred_leader_moves(image: &MetadataImage) -> Vec<MetadataRecord> {
+    image
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.keys().map(move |p| (t.id, *p)))
+        .filter_map(|(id, p)| elect(image, id, p, ElectionType::Preferred).ok())
+        .collect()
+}
+
 /// Whether broker `id` may lead or be in an ISR, with `overrides` (broker,
 /// usable) taking precedence over the image's fencing state.
 pub fn usable_in(image: &MetadataImage, id: i32, overrides: &[(i32, bool)]) -> bool {
@@ -68,8 +147,6 @@ pub fn leaderships(image: &MetadataImage, id: i32) -> u32 {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-
-    use uuid::Uuid;
 
     use super::*;
     use crate::image::{BrokerImage, PartitionImage, TopicImage};
@@ -141,6 +218,42 @@ mod tests {
         assert_eq!(c[&0], (Some(2), Some(vec![2, 3])));
         assert_eq!(c[&1], (None, Some(vec![2])));
         assert!(!c.contains_key(&2), "partition 2 never had broker 1");
+    }
+
+    #[test]
+    fn preferred_and_unclean_elections() {
+        let img = image(
+            vec![part(2, &[1, 2, 3]), part(1, &[1]), part(2, &[2, 3])],
+            &[],
+        );
+        let id = *img.topics.keys().next().unwrap();
+        assert!(matches!(
+            elect(&img, id, 0, ElectionType::Preferred),
+            Ok(MetadataRecord::PartitionChange {
+                leader: Some(1),
+                ..
+            })
+        ));
+        assert_eq!(
+            elect(&img, id, 1, ElectionType::Preferred).unwrap_err(),
+            NoElection::NotNeeded
+        );
+        assert_eq!(
+            elect(&img, id, 2, ElectionType::Preferred).unwrap_err(),
+            NoElection::PreferredUnavailable,
+            "broker 1 is out of the ISR"
+        );
+        assert_eq!(preferred_leader_moves(&img).len(), 1);
+        let offline = image(vec![part(-1, &[1])], &[1]);
+        let oid = *offline.topics.keys().next().unwrap();
+        assert!(matches!(
+            elect(&offline, oid, 0, ElectionType::Unclean),
+            Ok(MetadataRecord::PartitionChange { leader: Some(2), isr: Some(ref isr), .. }) if isr == &vec![2]
+        ));
+        assert_eq!(
+            elect(&img, id, 0, ElectionType::Unclean).unwrap_err(),
+            NoElection::NotNeeded
+        );
     }
 
     #[test]

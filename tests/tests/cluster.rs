@@ -214,8 +214,32 @@ fn replicated_topic_survives_a_killed_leader_and_catches_up_again() {
         |v| v.values().all(|p| p.isr.len() == 3),
     );
     let back = &nodes[victim_at];
-    // Its own log has every record: read it back through it once it leads.
+    // Preferred replicas lead again after an operator's election, the
+    // returned broker included, and serve every record.
+    let elected = ok(kafka_tool(
+        "kafka-leader-election.sh",
+        &[
+            "--bootstrap-server",
+            &back.bootstrap(),
+            "--election-type",
+            "preferred",
+            "--all-topic-partitions",
+        ],
+        None,
+    ));
+    assert!(
+        elected.contains("Successfully completed leader election"),
+        "{elected}"
+    );
+    let balanced = wait_for(back, "replicated", "preferred leaders", |v| {
+        v.values().all(|p| p.leader == p.replicas[0])
+    });
+    assert!(
+        balanced.values().any(|p| p.leader == victim),
+        "{balanced:?}"
+    );
     assert_eq!(total_offsets(back, "replicated"), 30_000);
+    assert_eq!(consume_count(back, "replicated", 30_000), 30_000);
 }
 
 #[test]

@@ -11,6 +11,7 @@ pub mod describe_cluster;
 pub mod describe_log_dirs;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod group;
 pub mod init_producer_id;

@@ -78,6 +78,7 @@ pub fn open_broker(settings: BrokerSettings) -> anyhow::Result<Arc<Broker>> {
             replication_factor: settings.default_replication_factor,
         },
         session_timeout: Duration::from_secs(9),
+        leader_rebalance_interval: None,
     })?;
     Broker::open(settings, controller)
 }

@@ -12,8 +12,8 @@ use ottla_protocol::api_versions::{ApiTableError, VersionRange};
 
 use crate::apis::{
     configs, consumer_group, create_partitions, create_topics, delete_records, delete_topics,
-    describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions, fetch, group,
-    init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce, txn,
+    describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions, elect_leaders,
+    fetch, group, init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce, txn,
 };
 use crate::broker::Broker;
 use crate::handlers::HandlerRegistry;
@@ -50,6 +50,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::AddPartitionsToTxn, 0, 5),
@@ -149,6 +150,9 @@ impl RequestHandler for BrokerApis {
                 ),
                 RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
                     blocking(b, move |b| configs::incremental::handle(b, v, r)).await?,
+                ),
+                RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(
+                    blocking(b, move |b| elect_leaders::handle(b, v, r)).await?,
                 ),
                 RequestKind::DescribeQuorum(r) => ResponseKind::DescribeQuorum(
                     blocking(b, move |b| describe_quorum::handle(b, v, r)).await?,
