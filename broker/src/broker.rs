@@ -172,7 +172,7 @@ impl Broker {
     /// `shutdown` flips to true.
     pub async fn run_background(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         tokio::spawn(self.clone().send_heartbeats(shutdown.clone()));
-        if let Some(changes) = self.isr_changes.lock().take() {
+        if let Some(changes) = self.take_isr_changes() {
             tokio::spawn(self.clone().send_isr_changes(changes));
         }
         let mut isr_check = tokio::time::interval(self.settings.replica_lag_max / 2);
@@ -242,6 +242,12 @@ impl Broker {
             incarnation: self.incarnation.as_u128(),
             want_shutdown: self.shutting_down.load(Ordering::Relaxed),
         }
+    }
+
+    /// The ISR changes this broker's leaders ask for; whoever takes them
+    /// (the background loop) sends them to the controller.
+    pub fn take_isr_changes(&self) -> Option<mpsc::UnboundedReceiver<IsrChange>> {
+        self.isr_changes.lock().take()
     }
 
     /// Sends the ISR changes this broker's leaders ask for to the controller.

@@ -4,3 +4,6 @@
 
 pub mod fetcher;
 pub mod progress;
+
+#[cfg(test)]
+mod tests;

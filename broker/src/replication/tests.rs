@@ -1,0 +1,95 @@
+//! Leader-side replication on a real broker: the high watermark waits for
+//! the ISR, followers rejoin the ISR, and a follower whose log went past the
+//! leader's history is told where to truncate.
+
+use ottla_controller::MetadataRecord;
+use ottla_protocol::batch::BatchBuilder;
+use ottla_storage::manager::TopicPartition;
+
+use crate::apis::test_support::{append, change_leader, create_topic, test_broker};
+use crate::broker::Broker;
+
+fn set_replicas(broker: &Broker, tp: &TopicPartition, replicas: &[i32], isr: &[i32]) {
+    let topic_id = broker
+        .controller
+        .image()
+        .topic_by_name(&tp.topic)
+        .unwrap()
+        .id;
+    broker
+        .controller
+        .commit_records(vec![MetadataRecord::PartitionChange {
+            topic_id,
+            partition: tp.partition,
+            leader: None,
+            isr: Some(isr.to_vec()),
+            replicas: Some(replicas.to_vec()),
+        }])
+        .unwrap();
+    broker.replicas.apply_image(&broker.controller.image());
+}
+
+fn high_watermark(broker: &Broker, tp: &TopicPartition) -> i64 {
+    broker.replicas.offsets(tp).unwrap().2
+}
+
+#[test]
+fn the_high_watermark_waits_for_every_isr_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    let tp = TopicPartition::new("replicated", 0);
+    create_topic(&broker, "replicated", 1);
+    append(&broker, &tp, &BatchBuilder::default(), &[1, 2, 3]);
+    assert_eq!(high_watermark(&broker, &tp), 3, "alone in the ISR");
+
+    set_replicas(&broker, &tp, &[1, 2], &[1, 2]);
+    append(&broker, &tp, &BatchBuilder::default(), &[4, 5]);
+    assert_eq!(
+        high_watermark(&broker, &tp),
+        3,
+        "follower 2 has not fetched"
+    );
+    assert_eq!(broker.replicas.follower_fetched(&tp, 2, 4, 0), None);
+    assert_eq!(high_watermark(&broker, &tp), 4);
+    broker.replicas.follower_fetched(&tp, 2, 5, 0);
+    assert_eq!(high_watermark(&broker, &tp), 5);
+}
+
+#[test]
+fn a_caught_up_follower_asks_to_rejoin_the_isr() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    let tp = TopicPartition::new("rejoin", 0);
+    create_topic(&broker, "rejoin", 1);
+    set_replicas(&broker, &tp, &[1, 3], &[1]);
+    append(&broker, &tp, &BatchBuilder::default(), &[1, 2]);
+    let mut changes = broker.take_isr_changes().expect("not taken yet");
+    broker.replicas.follower_fetched(&tp, 3, 1, 0);
+    assert!(changes.try_recv().is_err(), "behind the high watermark");
+    broker.replicas.follower_fetched(&tp, 3, 2, 0);
+    let change = changes.try_recv().expect("an ISR expansion");
+    assert_eq!(change.isr, vec![1, 3]);
+    broker.replicas.follower_fetched(&tp, 3, 2, 0);
+    assert!(
+        changes.try_recv().is_err(),
+        "one request until the metadata answers"
+    );
+}
+
+#[test]
+fn a_diverging_follower_is_told_where_its_epoch_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    let tp = TopicPartition::new("diverge", 0);
+    create_topic(&broker, "diverge", 1);
+    append(&broker, &tp, &BatchBuilder::default(), &[1, 2, 3]);
+    // Leadership went away and came back: epoch 0 ends at 3, epoch 2 starts.
+    change_leader(&broker, &tp, -1);
+    change_leader(&broker, &tp, 1);
+    append(&broker, &tp, &BatchBuilder::default(), &[4, 5]);
+    set_replicas(&broker, &tp, &[1, 2], &[1, 2]);
+    // The follower wrote epoch 1 data the leader never had, up to 5.
+    assert_eq!(broker.replicas.follower_fetched(&tp, 2, 5, 1), Some((0, 3)));
+    // One that stopped inside epoch 0 just goes on fetching.
+    assert_eq!(broker.replicas.follower_fetched(&tp, 2, 2, 0), None);
+}
