@@ -3,6 +3,7 @@
 
 pub mod apache_kafka;
 pub mod crash;
+pub mod faults;
 pub mod ottla;
 pub mod tools;
 pub mod wire;

@@ -148,6 +148,10 @@ impl Ottla {
         std::fs::read_to_string(&self.log_file).unwrap_or_default()
     }
 
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
     }

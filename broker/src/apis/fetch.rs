@@ -6,14 +6,17 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchRequest;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, EpochEndOffset, FetchResponse, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch,
+    NodeEndpoint, PartitionData,
 };
-use kafka_protocol::messages::{ProducerId, TopicName};
+use kafka_protocol::messages::{BrokerId, ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use ottla_controller::MetadataImage;
 use ottla_storage::log::FetchIsolation;
 use ottla_storage::manager::TopicPartition;
 use uuid::Uuid;
 
+use crate::apis::leader_hints;
 use crate::broker::Broker;
 use crate::fetch_session::{PartitionFetch, PartitionSeen};
 use crate::replica::{FetchOutcome, ReadSpec};
@@ -21,7 +24,12 @@ use crate::replica::{FetchOutcome, ReadSpec};
 /// Fetch sessions exist from v7.
 const SESSIONS_FROM: i16 = 7;
 
-pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchResponse {
+pub async fn handle(
+    broker: &Broker,
+    version: i16,
+    listener: &str,
+    req: FetchRequest,
+) -> FetchResponse {
     let image = broker.controller.image();
     let by_id = version >= 13;
     let replica_id = if version >= 15 {
@@ -243,7 +251,52 @@ pub async fn handle(broker: &Broker, version: i16, req: FetchRequest) -> FetchRe
     if version >= SESSIONS_FROM {
         r = r.with_session_id(session.session_id);
     }
+    if version >= LEADER_HINTS_FROM {
+        add_leader_hints(&image, version, listener, &mut r);
+    }
     r
+}
+
+/// Fetch v12 carries the current leader with leadership errors; v16 adds
+/// the leaders' endpoints (KIP-951).
+const LEADER_HINTS_FROM: i16 = 12;
+const ENDPOINTS_FROM: i16 = 16;
+
+fn add_leader_hints(image: &MetadataImage, version: i16, listener: &str, r: &mut FetchResponse) {
+    let mut leaders = Vec::new();
+    for topic in &mut r.responses {
+        let name = if version >= 13 {
+            image.topic_by_id(&topic.topic_id).map(|t| t.name.clone())
+        } else {
+            Some(topic.topic.to_string())
+        };
+        let Some(name) = name else { continue };
+        for p in &mut topic.partitions {
+            if !leader_hints::is_leadership_error(p.error_code) {
+                continue;
+            }
+            if let Some((leader, epoch)) =
+                leader_hints::current_leader(image, &name, p.partition_index)
+            {
+                p.current_leader = LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(leader))
+                    .with_leader_epoch(epoch);
+                leaders.push(leader);
+            }
+        }
+    }
+    if version >= ENDPOINTS_FROM {
+        r.node_endpoints = leader_hints::endpoints(image, leaders, listener)
+            .into_iter()
+            .map(|e| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(e.node_id))
+                    .with_host(StrBytes::from_string(e.host))
+                    .with_port(i32::from(e.port))
+                    .with_rack(e.rack.map(StrBytes::from_string))
+            })
+            .collect();
+    }
 }
 
 fn unknown(e: ResponseError) -> FetchOutcome {

@@ -6,14 +6,16 @@ use std::time::Duration;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
-    PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
+use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::StrBytes;
+use ottla_controller::MetadataImage;
 use ottla_protocol::batch::BatchIter;
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
 
-use crate::apis::txn;
+use crate::apis::{leader_hints, txn};
 use crate::broker::Broker;
 
 /// A produce whose appends are done, and, under acks=all, the partitions
@@ -32,7 +34,7 @@ struct ReplicationWait {
 }
 
 /// Appends (blocking I/O); [`finish`] then waits for replication.
-pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Appended {
+pub fn handle(broker: &Broker, version: i16, listener: &str, req: ProduceRequest) -> Appended {
     let image = broker.controller.image();
     let acks = req.acks;
     let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
@@ -123,11 +125,46 @@ pub fn handle(broker: &Broker, version: i16, req: ProduceRequest) -> Appended {
         }
         responses.push(t);
     }
+    let mut response = ProduceResponse::default().with_responses(responses);
+    if version >= LEADER_HINTS_FROM {
+        add_leader_hints(&image, listener, &mut response);
+    }
     Appended {
-        response: (acks != 0).then(|| ProduceResponse::default().with_responses(responses)),
+        response: (acks != 0).then_some(response),
         waits,
         timeout,
     }
+}
+
+/// Produce v10 is the first to carry new-leader hints (KIP-951).
+const LEADER_HINTS_FROM: i16 = 10;
+
+fn add_leader_hints(image: &MetadataImage, listener: &str, response: &mut ProduceResponse) {
+    let mut leaders = Vec::new();
+    for topic in &mut response.responses {
+        for p in &mut topic.partition_responses {
+            if !leader_hints::is_leadership_error(p.error_code) {
+                continue;
+            }
+            if let Some((leader, epoch)) = leader_hints::current_leader(image, &topic.name, p.index)
+            {
+                p.current_leader = LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(leader))
+                    .with_leader_epoch(epoch);
+                leaders.push(leader);
+            }
+        }
+    }
+    response.node_endpoints = leader_hints::endpoints(image, leaders, listener)
+        .into_iter()
+        .map(|e| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(e.node_id))
+                .with_host(StrBytes::from_string(e.host))
+                .with_port(i32::from(e.port))
+                .with_rack(e.rack.map(StrBytes::from_string))
+        })
+        .collect();
 }
 
 impl Appended {

@@ -107,7 +107,8 @@ impl RequestHandler for BrokerApis {
             let listener = ctx.listener.to_string();
             let response = match body {
                 RequestKind::Produce(r) => {
-                    let appended = blocking(b, move |b| produce::handle(b, v, r)).await?;
+                    let appended =
+                        blocking(b, move |b| produce::handle(b, v, &listener, r)).await?;
                     ctx.release_next();
                     match produce::finish(b, appended).await {
                         Some(r) => ResponseKind::Produce(r),
@@ -116,7 +117,7 @@ impl RequestHandler for BrokerApis {
                 }
                 RequestKind::Fetch(r) => {
                     ctx.release_next();
-                    ResponseKind::Fetch(fetch::handle(b, v, r).await)
+                    ResponseKind::Fetch(fetch::handle(b, v, &listener, r).await)
                 }
                 RequestKind::Metadata(r) => ResponseKind::Metadata(
                     blocking(b, move |b| metadata::handle(b, v, &listener, r)).await?,

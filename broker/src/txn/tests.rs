@@ -187,7 +187,7 @@ fn produce(
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
                 .with_records(Some(Bytes::from(batch)))])]);
-    let r = produce::handle(broker, version, req)
+    let r = produce::handle(broker, version, "PLAINTEXT", req)
         .into_response()
         .expect("acks=all answers");
     assert_encodes(&r, version);

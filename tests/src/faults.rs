@@ -1,0 +1,429 @@
+//! Fault-test tooling: a three-node cluster with one replicated topic, an
+//! acks=all idempotent producer (librdkafka) running in the background that
+//! records every acknowledged record, and the checks that every
+//! acknowledged record is readable exactly once, in order, through a
+//! consumer and in the log files of every replica.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::describe_quorum_request::{
+    DescribeQuorumRequest, PartitionData, TopicData,
+};
+use kafka_protocol::messages::{MetadataRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use ottla_protocol::batch::BatchIter;
+use ottla_protocol::records::{records_section, walk_records};
+
+use crate::ottla::Ottla;
+use crate::tools::{kafka_tool, ok, python, python_script};
+use crate::wire::WireClient;
+
+pub const TOPIC: &str = "faults";
+pub const PARTITIONS: i32 = 3;
+
+/// Short timeouts, so faults are detected within seconds.
+pub const FAULT_SETTINGS: &[(&str, &str)] = &[
+    ("broker.heartbeat.interval.ms", "300"),
+    ("broker.session.timeout.ms", "2500"),
+    ("replica.lag.time.max.ms", "4000"),
+    ("replica.fetch.backoff.ms", "200"),
+];
+
+/// Produces `<partition>:<seq>` values round-robin over the partitions until
+/// the stop file appears, then flushes and prints, as one line each: the
+/// acknowledged records (`partition offset value delivered_at`), then
+/// `failed N` and `sent N`.
+const PRODUCER: &str = r#"
+import os, sys, time
+from confluent_kafka import Producer
+
+bootstrap, topic, stop_file, partitions = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+p = Producer({
+    "bootstrap.servers": bootstrap,
+    "acks": "all",
+    "enable.idempotence": True,
+    "linger.ms": 5,
+    "message.timeout.ms": 120000,
+})
+acked, failed = [], [0]
+def delivered(err, msg):
+    if err is not None:
+        failed[0] += 1
+        print(f"delivery failed: {err}", file=sys.stderr)
+        return
+    acked.append(f"{msg.partition()} {msg.offset()} {msg.value().decode()} {time.time():.3f}")
+seq = [0] * partitions
+while not os.path.exists(stop_file):
+    for part in range(partitions):
+        while True:
+            try:
+                p.produce(topic, value=f"{part}:{seq[part]}", partition=part, on_delivery=delivered)
+                break
+            except BufferError:
+                p.poll(0.1)
+        seq[part] += 1
+    p.poll(0)
+    time.sleep(0.005)
+remaining = p.flush(120)
+for line in acked:
+    print(line)
+print(f"failed {failed[0] + remaining}")
+print(f"sent {sum(seq)}")
+"#;
+
+/// Reads every partition from the beginning to its end and prints
+/// `partition offset value` per record.
+const CONSUMER: &str = r#"
+import sys, time
+from confluent_kafka import Consumer, TopicPartition
+
+bootstrap, topic, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
+c = Consumer({
+    "bootstrap.servers": bootstrap,
+    "group.id": "fault-check",
+    "enable.auto.commit": False,
+    "enable.partition.eof": True,
+})
+c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
+eof = set()
+deadline = time.time() + 120
+while time.time() < deadline and len(eof) < partitions:
+    m = c.poll(0.5)
+    if m is None:
+        continue
+    if m.error():
+        eof.add(m.partition())
+        continue
+    eof.discard(m.partition())
+    print(f"{m.partition()} {m.offset()} {m.value().decode()}")
+c.close()
+if len(eof) < partitions:
+    sys.exit("did not reach the end of every partition")
+"#;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Acked {
+    pub partition: i32,
+    pub offset: i64,
+    pub value: String,
+}
+
+pub struct LoadReport {
+    pub acked: Vec<Acked>,
+    pub failed: usize,
+    pub sent: usize,
+    /// The longest time the producer went without any acknowledgement.
+    pub unavailable: Duration,
+}
+
+/// The background producer.
+pub struct Load {
+    child: Child,
+    stop_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Load {
+    pub fn start(bootstrap: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let stop_file = dir.path().join("stop");
+        let child = Command::new(python())
+            .arg("-c")
+            .arg(PRODUCER)
+            .args([
+                bootstrap,
+                TOPIC,
+                &stop_file.display().to_string(),
+                &PARTITIONS.to_string(),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting the producer");
+        Self {
+            child,
+            stop_file,
+            _dir: dir,
+        }
+    }
+
+    pub fn stop(self) -> LoadReport {
+        std::fs::write(&self.stop_file, b"").unwrap();
+        let out = self.child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "producer failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut acked = Vec::new();
+        let mut times = Vec::new();
+        let (mut failed, mut sent) = (usize::MAX, 0);
+        for line in stdout.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            match f.as_slice() {
+                ["failed", n] => failed = n.parse().unwrap(),
+                ["sent", n] => sent = n.parse().unwrap(),
+                [p, o, v, t] => {
+                    acked.push(Acked {
+                        partition: p.parse().unwrap(),
+                        offset: o.parse().unwrap(),
+                        value: v.to_string(),
+                    });
+                    times.push(t.parse::<f64>().unwrap());
+                }
+                _ => panic!("unexpected producer output: {line}"),
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let gap = times.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+        LoadReport {
+            acked,
+            failed,
+            sent,
+            unavailable: Duration::from_secs_f64(gap),
+        }
+    }
+}
+
+/// Three nodes and the replicated topic, every ISR full.
+pub struct FaultCluster {
+    pub nodes: Vec<Ottla>,
+}
+
+impl FaultCluster {
+    pub fn start() -> Self {
+        let nodes = Ottla::cluster(3, FAULT_SETTINGS);
+        let out = ok(kafka_tool(
+            "kafka-topics.sh",
+            &[
+                "--bootstrap-server",
+                &nodes[0].bootstrap(),
+                "--create",
+                "--topic",
+                TOPIC,
+                "--partitions",
+                &PARTITIONS.to_string(),
+                "--replication-factor",
+                "3",
+                "--config",
+                "min.insync.replicas=2",
+            ],
+            None,
+        ));
+        assert!(out.contains("Created topic"), "{out}");
+        let cluster = Self { nodes };
+        cluster.wait_full_isr();
+        cluster
+    }
+
+    pub fn bootstrap(&self) -> String {
+        self.nodes
+            .iter()
+            .map(Ottla::bootstrap)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// A node that is running (not `but`), to ask.
+    fn live(&self, but: &[i32]) -> &Ottla {
+        self.nodes
+            .iter()
+            .enumerate()
+            .find(|(i, n)| n.is_running() && !but.contains(&(*i as i32 + 1)))
+            .map(|(_, n)| n)
+            .expect("a running node")
+    }
+
+    /// partition -> (leader, isr), as `node` sees it.
+    pub fn partitions(node: &Ottla) -> BTreeMap<i32, (i32, Vec<i32>)> {
+        let request = MetadataRequest::default().with_topics(Some(vec![
+            kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC)))),
+        ]));
+        let response =
+            std::panic::catch_unwind(|| WireClient::connect(&node.bootstrap()).send(12, &request));
+        let Ok(response) = response else {
+            return BTreeMap::new();
+        };
+        response
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| {
+                (
+                    p.partition_index,
+                    (p.leader_id.0, p.isr_nodes.iter().map(|b| b.0).collect()),
+                )
+            })
+            .collect()
+    }
+
+    pub fn leader_of(&self, partition: i32) -> i32 {
+        Self::partitions(self.live(&[]))[&partition].0
+    }
+
+    /// Waits until `partition` is led by a broker other than `old`; returns
+    /// how long that took.
+    pub fn wait_new_leader(&self, partition: i32, old: i32, since: Instant) -> Duration {
+        let node = self.live(&[old]);
+        loop {
+            if let Some((leader, _)) = Self::partitions(node).get(&partition) {
+                if *leader > 0 && *leader != old {
+                    return since.elapsed();
+                }
+            }
+            assert!(
+                since.elapsed() < Duration::from_secs(60),
+                "no new leader for partition {partition}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn wait_full_isr(&self) {
+        let start = Instant::now();
+        loop {
+            let view = Self::partitions(self.live(&[]));
+            if view.len() == PARTITIONS as usize
+                && view.values().all(|(l, isr)| *l > 0 && isr.len() == 3)
+            {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(90),
+                "ISRs never refilled: {view:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The active controller, as node `node` reports it (DescribeQuorum).
+    pub fn active_controller(node: &Ottla) -> Option<i32> {
+        let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+            .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+        let response =
+            std::panic::catch_unwind(|| WireClient::connect(&node.bootstrap()).send(2, &request))
+                .ok()?;
+        let p = &response.topics.first()?.partitions.first()?;
+        (p.error_code == 0 && p.leader_id.0 > 0).then_some(p.leader_id.0)
+    }
+
+    /// Checks that every acknowledged record is read back exactly once and
+    /// in order by a consumer, and sits at its offset in the log of every
+    /// replica. Stops the cluster (SIGKILL: the files are read as they are).
+    pub fn verify(mut self, report: &LoadReport) {
+        assert_eq!(report.failed, 0, "every send was acknowledged");
+        assert_eq!(report.acked.len(), report.sent, "acknowledgements");
+        self.wait_full_isr();
+        let consumed = ok(python_script(
+            CONSUMER,
+            &[&self.bootstrap(), TOPIC, &PARTITIONS.to_string()],
+        ));
+        let read: Vec<Acked> = consumed
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                Acked {
+                    partition: f[0].parse().unwrap(),
+                    offset: f[1].parse().unwrap(),
+                    value: f[2].to_string(),
+                }
+            })
+            .collect();
+        check_log("the consumer", &read, &report.acked);
+        for node in &mut self.nodes {
+            node.kill9();
+        }
+        for node in &self.nodes {
+            let mut on_disk = Vec::new();
+            for p in 0..PARTITIONS {
+                let dir = node.data_dir.join("logs").join(format!("{TOPIC}-{p}"));
+                on_disk.extend(read_log_dir(&dir).into_iter().map(|(offset, value)| Acked {
+                    partition: p,
+                    offset,
+                    value,
+                }));
+            }
+            check_log(
+                &format!("the replica in {}", node.data_dir.display()),
+                &on_disk,
+                &report.acked,
+            );
+        }
+    }
+}
+
+/// Every acknowledged record is at its offset in `log`, each value appears
+/// once, and values are in sequence order per partition.
+fn check_log(what: &str, log: &[Acked], acked: &[Acked]) {
+    let at: HashMap<(i32, i64), &str> = log
+        .iter()
+        .map(|r| ((r.partition, r.offset), r.value.as_str()))
+        .collect();
+    let missing: Vec<&Acked> = acked
+        .iter()
+        .filter(|a| at.get(&(a.partition, a.offset)) != Some(&a.value.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{what} lacks {} of {} acknowledged records, e.g. {:?}",
+        missing.len(),
+        acked.len(),
+        &missing[..missing.len().min(5)]
+    );
+    let mut seen = HashSet::new();
+    let duplicates = log.iter().filter(|r| !seen.insert(&r.value)).count();
+    assert_eq!(duplicates, 0, "{what} holds duplicated values");
+    let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut ordered: Vec<&Acked> = log.iter().collect();
+    ordered.sort_by_key(|r| (r.partition, r.offset));
+    for r in ordered {
+        let seq: i64 = r
+            .value
+            .split(':')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("a seq");
+        let previous = last.insert(r.partition, seq);
+        assert!(
+            previous.is_none_or(|p| p < seq),
+            "{what}: partition {} out of order at offset {}",
+            r.partition,
+            r.offset
+        );
+    }
+}
+
+/// The (offset, value) of every data record in a partition directory's
+/// segment files, read straight from disk.
+pub fn read_log_dir(dir: &Path) -> Vec<(i64, String)> {
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    segments.sort();
+    let mut records = Vec::new();
+    for segment in segments {
+        let bytes = std::fs::read(&segment).unwrap();
+        for batch in BatchIter::new(&bytes) {
+            let Ok(batch) = batch else { break };
+            if batch.is_control() {
+                continue;
+            }
+            let section = records_section(&batch).expect("records");
+            walk_records(&section, |r| {
+                let value = String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned();
+                records.push((batch.base_offset() + i64::from(r.offset_delta), value));
+            })
+            .expect("well-formed records");
+        }
+    }
+    records
+}
