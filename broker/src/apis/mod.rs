@@ -20,6 +20,8 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod partition_access;
 pub mod produce;
+pub mod sasl;
+pub mod scram_credentials;
 #[cfg(test)]
 pub mod test_support;
 pub mod txn;

@@ -13,7 +13,8 @@ use ottla_protocol::api_versions::{ApiTableError, VersionRange};
 use crate::apis::{
     configs, consumer_group, create_partitions, create_topics, delete_records, delete_topics,
     describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions, elect_leaders,
-    fetch, group, init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce, txn,
+    fetch, group, init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce, sasl,
+    scram_credentials, txn,
 };
 use crate::broker::Broker;
 use crate::handlers::HandlerRegistry;
@@ -61,6 +62,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// The broker the APIs serve, filled in once it is open. Listeners are
@@ -245,6 +250,20 @@ impl RequestHandler for BrokerApis {
                 }
                 RequestKind::OffsetDelete(r) => {
                     ResponseKind::OffsetDelete(group::offset_delete(b, v, r).await)
+                }
+                RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake()),
+                RequestKind::SaslAuthenticate(_) => {
+                    ResponseKind::SaslAuthenticate(sasl::authenticate())
+                }
+                RequestKind::DescribeUserScramCredentials(r) => {
+                    ResponseKind::DescribeUserScramCredentials(
+                        blocking(b, move |b| scram_credentials::describe(b, v, r)).await?,
+                    )
+                }
+                RequestKind::AlterUserScramCredentials(r) => {
+                    ResponseKind::AlterUserScramCredentials(
+                        blocking(b, move |b| scram_credentials::alter(b, v, r)).await?,
+                    )
                 }
                 other => anyhow::bail!(
                     "no handler registered for {:?}",
