@@ -11,10 +11,10 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind}
 use ottla_protocol::api_versions::{ApiTableError, VersionRange};
 
 use crate::apis::{
-    configs, consumer_group, create_partitions, create_topics, delete_records, delete_topics,
-    describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions, elect_leaders,
-    fetch, group, init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce, sasl,
-    scram_credentials, txn,
+    client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
+    delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
+    elect_leaders, fetch, group, init_producer_id, list_offsets, metadata, offset_for_leader_epoch,
+    produce, sasl, scram_credentials, txn,
 };
 use crate::broker::Broker;
 use crate::handlers::HandlerRegistry;
@@ -66,6 +66,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeClientQuotas, 0, 1),
 ];
 
 /// The broker the APIs serve, filled in once it is open. Listeners are
@@ -250,6 +251,9 @@ impl RequestHandler for BrokerApis {
                 }
                 RequestKind::OffsetDelete(r) => {
                     ResponseKind::OffsetDelete(group::offset_delete(b, v, r).await)
+                }
+                RequestKind::DescribeClientQuotas(r) => {
+                    ResponseKind::DescribeClientQuotas(client_quotas::describe(v, r))
                 }
                 RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake()),
                 RequestKind::SaslAuthenticate(_) => {
