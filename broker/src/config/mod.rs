@@ -33,6 +33,12 @@ pub fn synonym_group(name: &str) -> Option<&'static [&'static str]> {
     defs::SYNONYMS.iter().copied().find(|g| g.contains(&name))
 }
 
+/// Whether `key` is a known `listener.name.<listener>.<key>` setting.
+pub fn is_listener_scoped(key: &str) -> bool {
+    listener_overrides::split(key)
+        .is_some_and(|(_, rest)| listener_overrides::scoped_def(rest).is_some())
+}
+
 /// The default of broker key `name`: `None` when Ottla does not know the key,
 /// `Some(None)` when its default is null (`log.retention.ms`).
 pub fn default_of(name: &str) -> Option<Option<&'static str>> {
