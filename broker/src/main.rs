@@ -128,7 +128,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         listener_specs(
             &config,
             config.controller_listeners(),
-            controller_registry(),
+            controller_registry().context("building the controller API table")?,
             Some(&quorum_slot),
             &credentials,
         )

@@ -14,7 +14,7 @@ use crate::apis::{
     client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
     elect_leaders, fetch, group, init_producer_id, list_offsets, metadata, offset_for_leader_epoch,
-    produce, sasl, scram_credentials, txn,
+    produce, scram_credentials, txn,
 };
 use crate::broker::Broker;
 use crate::handlers::HandlerRegistry;
@@ -62,8 +62,6 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
-    (ApiKey::SaslHandshake, 0, 1),
-    (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::DescribeClientQuotas, 0, 1),
@@ -254,10 +252,6 @@ impl RequestHandler for BrokerApis {
                 }
                 RequestKind::DescribeClientQuotas(r) => {
                     ResponseKind::DescribeClientQuotas(client_quotas::describe(v, r))
-                }
-                RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake()),
-                RequestKind::SaslAuthenticate(_) => {
-                    ResponseKind::SaslAuthenticate(sasl::authenticate())
                 }
                 RequestKind::DescribeUserScramCredentials(r) => {
                     ResponseKind::DescribeUserScramCredentials(
