@@ -349,7 +349,12 @@ fn sasl_step(
         started,
     };
     Ok(match failure {
-        None => Dispatched::Queued(queued, None),
+        None => {
+            if let Some(principal) = session.authenticated_as() {
+                debug!(%principal, "SASL authentication complete");
+            }
+            Dispatched::Queued(queued, None)
+        }
         Some(reason) => Dispatched::AuthFailed {
             response: Some(queued),
             reason,
@@ -362,6 +367,7 @@ fn sasl_step(
 fn raw_token(session: &mut SaslSession, frame: &[u8], started: Instant) -> Dispatched {
     match session.raw_token(frame, started) {
         Ok(token) => {
+            network().received(ApiKey::SaslAuthenticate, 0);
             let mut out = BytesMut::with_capacity(4 + token.len());
             out.put_u32(token.len() as u32);
             out.put_slice(&token);

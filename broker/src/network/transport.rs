@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{debug, info};
 
 use super::connection::{Auth, Connection};
 use crate::security::sasl::session::SaslSession;
@@ -36,17 +36,19 @@ pub(super) async fn serve(connection: Connection, stream: TcpStream, shutdown: C
     match outcome {
         Ok(Ok(tls)) => {
             let principal = peer_principal(tls.get_ref().1.peer_certificates());
+            debug!(%principal, "TLS handshake complete");
             let auth = initial_auth(&connection, principal);
             let (read, write) = tokio::io::split(tls);
             connection.serve(read, write, auth, shutdown).await;
         }
         Ok(Err((e, stream))) => {
-            warn!("TLS handshake failed (is the client using TLS, with a valid certificate?): {e}");
+            // INFO as in Kafka: health checks and port scans end here too.
+            info!("TLS handshake failed (is the client using TLS, with a valid certificate?): {e}");
             // As any failed authentication, closed only after the delay.
             tokio::time::sleep(security.failed_auth_delay).await;
             drop(stream);
         }
-        Err(_) => warn!("TLS handshake not completed within {TLS_HANDSHAKE_TIMEOUT:?}"),
+        Err(_) => info!("TLS handshake not completed within {TLS_HANDSHAKE_TIMEOUT:?}"),
     }
 }
 

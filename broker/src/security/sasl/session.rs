@@ -89,6 +89,14 @@ impl SaslSession {
             .then_some(self.settings.max_receive_size)
     }
 
+    /// The principal, once the latest exchange has completed.
+    pub fn authenticated_as(&self) -> Option<&KafkaPrincipal> {
+        match (&self.state, &self.session) {
+            (State::Authenticated, Some(session)) => Some(&session.principal),
+            _ => None,
+        }
+    }
+
     /// Whether the next frame is a bare SASL token (v0 handshake).
     pub fn expects_raw_token(&self) -> bool {
         matches!(self.state, State::Authenticate { raw: true, .. })
