@@ -90,23 +90,30 @@ fn require_pem(key: &str, ty: &str) -> Result<(), String> {
 fn key_store(
     s: &TlsSettings,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
-    require_pem("ssl.keystore.type", &s.keystore_type)?;
-    let blocks = match (
+    let (source, blocks) = match (
         &s.keystore_location,
         &s.keystore_certificate_chain,
         &s.keystore_key,
     ) {
-        (Some(path), None, None) => read_pem_file("ssl.keystore.location", path)?,
+        (Some(path), None, None) => {
+            require_pem("ssl.keystore.type", &s.keystore_type)?;
+            let source = format!("ssl.keystore.location ({path})");
+            (source, read_pem_file("ssl.keystore.location", path)?)
+        }
         (None, Some(chain), Some(key)) => {
+            require_pem("ssl.keystore.type", &s.keystore_type)?;
             let mut blocks = parse_pem("ssl.keystore.certificate.chain", chain)?;
             blocks.extend(parse_pem("ssl.keystore.key", key)?);
-            blocks
+            (
+                "ssl.keystore.certificate.chain and ssl.keystore.key".to_string(),
+                blocks,
+            )
         }
         (None, None, None) => {
             return Err(
-                "an SSL listener needs a server certificate: set ssl.keystore.location \
-                 (a PEM file with the private key and certificate chain), or \
-                 ssl.keystore.certificate.chain and ssl.keystore.key"
+                "an SSL listener needs a server certificate: set ssl.keystore.type=PEM and \
+                 ssl.keystore.location (a PEM file with the private key and certificate \
+                 chain), or ssl.keystore.certificate.chain and ssl.keystore.key"
                     .into(),
             )
         }
@@ -127,25 +134,22 @@ fn key_store(
             "RSA PRIVATE KEY" => keys.push(PrivateKeyDer::Pkcs1(block.der.into())),
             "EC PRIVATE KEY" => keys.push(PrivateKeyDer::Sec1(block.der.into())),
             "ENCRYPTED PRIVATE KEY" => {
-                return Err(
-                    "the keystore's private key is encrypted, which Ottla does not \
-                     support: decrypt it (openssl pkcs8 -topk8 -nocrypt -in key.pem) and \
-                     keep the file readable by the broker only"
-                        .into(),
-                )
+                return Err(format!(
+                    "{source}: the private key is encrypted, which Ottla does not support: \
+                     decrypt it (openssl pkcs8 -topk8 -nocrypt -in key.pem) and keep the \
+                     file readable by the broker only"
+                ))
             }
             _ => {}
         }
     }
     if chain.is_empty() {
-        return Err("the keystore has no CERTIFICATE block".into());
+        return Err(format!("{source}: no CERTIFICATE block"));
     }
     match keys.len() {
         1 => Ok((chain, keys.remove(0))),
-        0 => Err("the keystore has no PRIVATE KEY block".into()),
-        n => Err(format!(
-            "the keystore has {n} private keys; keep exactly one"
-        )),
+        0 => Err(format!("{source}: no PRIVATE KEY block")),
+        n => Err(format!("{source}: {n} private keys; keep exactly one")),
     }
 }
 
@@ -219,4 +223,71 @@ fn read_pem_file(key: &str, path: &str) -> Result<Vec<PemBlock>, String> {
 
 fn parse_pem(what: &str, text: &str) -> Result<Vec<PemBlock>, String> {
     pem::parse(text).map_err(|e| format!("{what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> TlsSettings {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        TlsSettings {
+            keystore_type: "PEM".into(),
+            keystore_location: None,
+            // Inline PEM may arrive on one line, as in a properties file.
+            keystore_certificate_chain: Some(cert.pem().replace('\n', " ")),
+            keystore_key: Some(key.serialize_pem()),
+            truststore_type: "PEM".into(),
+            truststore_location: None,
+            truststore_certificates: Some(cert.pem()),
+            client_auth: ClientAuth::Required,
+            enabled_protocols: vec!["TLSv1.3".into()],
+        }
+    }
+
+    fn error(s: &TlsSettings) -> String {
+        acceptor(s).err().expect("an error")
+    }
+
+    #[test]
+    fn inline_pem_stores_build_an_acceptor() {
+        assert!(acceptor(&settings()).is_ok());
+    }
+
+    #[test]
+    fn store_problems_name_the_key_to_fix() {
+        let mut s = settings();
+        s.keystore_type = "JKS".into();
+        assert!(error(&s).starts_with("ssl.keystore.type=JKS is not supported"));
+
+        let mut s = settings();
+        s.keystore_key = Some(
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAQID\n-----END ENCRYPTED PRIVATE KEY-----"
+                .into(),
+        );
+        assert!(error(&s).contains("the private key is encrypted"));
+
+        let mut s = settings();
+        s.keystore_location = Some("/no/such/file.pem".into());
+        assert!(error(&s).starts_with("set either ssl.keystore.location"));
+
+        let mut s = settings();
+        s.truststore_certificates = None;
+        assert!(error(&s).contains("set ssl.truststore.location"));
+        s.client_auth = ClientAuth::None;
+        assert!(
+            acceptor(&s).is_ok(),
+            "no trust store is needed without client auth"
+        );
+
+        let mut s = settings();
+        s.enabled_protocols = vec!["TLSv1.1".into()];
+        assert!(error(&s).contains("TLSv1.1 is not supported"));
+
+        let mut s = settings();
+        s.keystore_key = Some(rcgen::KeyPair::generate().unwrap().serialize_pem());
+        assert!(error(&s).contains("does not match the certificate"));
+    }
 }
