@@ -213,6 +213,16 @@ impl Ottla {
     /// cluster, each with `overrides`, and waits until every node's metadata
     /// lists all `n` brokers.
     pub fn cluster(n: usize, overrides: &[(&str, &str)]) -> Vec<Ottla> {
+        Self::cluster_with_listeners(n, &[], overrides)
+    }
+
+    /// Like [`cluster`](Self::cluster), each node with one more listener
+    /// per name in `protocols`, as [`start_with_listeners`](Self::start_with_listeners).
+    pub fn cluster_with_listeners(
+        n: usize,
+        protocols: &[&str],
+        overrides: &[(&str, &str)],
+    ) -> Vec<Ottla> {
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let voters = ports
             .iter()
@@ -240,7 +250,10 @@ impl Ottla {
                     controller_port: *controller_port,
                     log_file: data_dir.join("ottla.log"),
                     data_dir,
-                    extra_listeners: Vec::new(),
+                    extra_listeners: protocols
+                        .iter()
+                        .map(|p| (p.to_string(), free_port()))
+                        .collect(),
                     overrides: all,
                     _tmp: Some(tmp),
                 }

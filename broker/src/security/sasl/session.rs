@@ -305,6 +305,20 @@ mod tests {
         }
     }
 
+    /// User "a" has a SCRAM credential.
+    struct OneScramUser;
+
+    impl ScramCredentialStore for OneScramUser {
+        fn credential(&self, user: &str, _: ScramMechanism) -> Option<ScramCredential> {
+            (user == "a").then(|| ScramCredential {
+                salt: vec![1; 16],
+                stored_key: vec![2; 32],
+                server_key: vec![3; 32],
+                iterations: 4096,
+            })
+        }
+    }
+
     fn session(reauth_ms: i64) -> SaslSession {
         SaslSession::new(Arc::new(SaslSettings {
             mechanisms: vec![Mechanism::Plain],
@@ -407,6 +421,44 @@ mod tests {
             .error_message
             .unwrap()
             .starts_with("Cannot change principals during re-authentication"));
+    }
+
+    /// Hostile tokens at every step fail the exchange; none panics.
+    #[test]
+    fn random_tokens_never_authenticate() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(368);
+        for mechanism in ["PLAIN", "SCRAM-SHA-256"] {
+            for _ in 0..2000 {
+                let mut s = SaslSession::new(Arc::new(SaslSettings {
+                    mechanisms: vec![Mechanism::Plain, Mechanism::Scram(ScramMechanism::Sha256)],
+                    plain_users: BTreeMap::from([("a".to_string(), "b".to_string())]),
+                    reauth_ms: 0,
+                    max_receive_size: 1024,
+                    credentials: Arc::new(OneScramUser),
+                }));
+                handshake(&mut s, mechanism);
+                let len = rng.random_range(0..64);
+                let token: Vec<u8> = if rng.random_bool(0.5) {
+                    (0..len).map(|_| rng.random()).collect()
+                } else {
+                    // Well-formed up to a random nonce and tail.
+                    const ALPHABET: &[u8] = b"ab,=\0xyz019";
+                    let tail: String = (0..len)
+                        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+                        .collect();
+                    format!("n,,n=a,r={tail}").into_bytes()
+                };
+                let request = SaslAuthenticateRequest::default().with_auth_bytes(token.into());
+                let step = s.authenticate(2, &request, Instant::now());
+                assert!(s.authenticated_as().is_none());
+                if step.failure.is_none() {
+                    // Only a SCRAM challenge may go on; the next token fails.
+                    let step = s.authenticate(2, &request, Instant::now());
+                    assert!(step.failure.is_some());
+                }
+            }
+        }
     }
 
     #[test]
