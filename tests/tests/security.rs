@@ -286,17 +286,22 @@ fn sasl_plaintext_plain_and_scram_users_from_kafka_configs() {
 
 #[test]
 fn sasl_ssl_with_listener_prefixed_settings() {
+    // A listener named CLIENTS, mapped to SASL_SSL, with its own settings.
     let s = start(
-        &["SASL_SSL"],
+        &["CLIENTS"],
         &[
-            ("listener.name.sasl_ssl.sasl.enabled.mechanisms", "SCRAM-SHA-512,PLAIN"),
             (
-                "listener.name.sasl_ssl.plain.sasl.jaas.config",
+                "listener.security.protocol.map",
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,CLIENTS:SASL_SSL",
+            ),
+            ("listener.name.clients.sasl.enabled.mechanisms", "SCRAM-SHA-512,PLAIN"),
+            (
+                "listener.name.clients.plain.sasl.jaas.config",
                 "org.apache.kafka.common.security.plain.PlainLoginModule required user_carol=\"carol-secret\";",
             ),
         ],
     );
-    let bootstrap = s.node.bootstrap_of("SASL_SSL");
+    let bootstrap = s.node.bootstrap_of("CLIENTS");
     add_scram_user(&s.node, "dave", "dave-secret");
     let mut config = java_sasl("SASL_SSL", "SCRAM-SHA-512", "dave", "dave-secret");
     config.extend(java_tls(&s));

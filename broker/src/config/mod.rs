@@ -424,6 +424,7 @@ impl BrokerConfig {
             ));
         }
         self.resolve_advertised(&map)?;
+        self.check_internal_listeners()?;
         if self.roles.broker {
             if self.advertised_listeners.is_empty() {
                 return Err(invalid(
@@ -432,6 +433,7 @@ impl BrokerConfig {
                 ));
             }
             self.resolve_inter_broker_listener()?;
+            self.check_inter_broker_protocol()?;
         }
         // The scheme is optional: `http://0.0.0.0:9308` or `0.0.0.0:9308`.
         self.metrics_listener = self
@@ -508,6 +510,47 @@ impl BrokerConfig {
         }
         self.inter_broker_listener_name = Some(name);
         Ok(())
+    }
+
+    /// Ottla's own clients (quorum RPC, replica fetchers) speak PLAINTEXT
+    /// only so far, so the listeners they use must be PLAINTEXT: a TLS or
+    /// SASL listener there would look protected while it is not, or cut
+    /// replication.
+    fn check_internal_listeners(&self) -> Result<(), ConfigError> {
+        match self
+            .controller_listeners()
+            .find(|l| l.protocol != SecurityProtocol::Plaintext)
+        {
+            Some(l) => Err(invalid(
+                "controller.listener.names",
+                format!(
+                    "controller listener {} uses {}, but the metadata quorum between \
+                     controllers speaks PLAINTEXT only so far: map it to PLAINTEXT in \
+                     listener.security.protocol.map and keep it on a private network",
+                    l.name,
+                    l.protocol.name()
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn check_inter_broker_protocol(&self) -> Result<(), ConfigError> {
+        let name = self
+            .inter_broker_listener_name
+            .as_deref()
+            .unwrap_or_default();
+        match self.listeners.iter().find(|l| l.name == name) {
+            Some(l) if l.protocol != SecurityProtocol::Plaintext => Err(invalid(
+                "inter.broker.listener.name",
+                format!(
+                    "{name} uses {}, but replication between brokers speaks PLAINTEXT only \
+                     so far: name a PLAINTEXT listener",
+                    l.protocol.name()
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn resolve_quorum(&mut self) -> Result<(), ConfigError> {

@@ -377,3 +377,28 @@ fn listener_prefixed_security_keys() {
     );
     assert!(error(&[("listener.name.x.num.partitions", "3")]).contains("unknown config key"));
 }
+
+#[test]
+fn internal_listeners_stay_plaintext_until_ottlas_clients_speak_tls() {
+    let controller_ssl = error(&[(
+        "listener.security.protocol.map",
+        "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT",
+    )]);
+    assert!(
+        controller_ssl.starts_with(
+            "invalid controller.listener.names: controller listener CONTROLLER uses SSL"
+        ),
+        "{controller_ssl}"
+    );
+    let inter_broker = error(&[
+        (
+            "listeners",
+            "PLAINTEXT://:9092,CONTROLLER://:9093,SASL_SSL://:9094",
+        ),
+        ("inter.broker.listener.name", "SASL_SSL"),
+    ]);
+    assert!(
+        inter_broker.starts_with("invalid inter.broker.listener.name: SASL_SSL uses SASL_SSL"),
+        "{inter_broker}"
+    );
+}
