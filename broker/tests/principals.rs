@@ -1,7 +1,8 @@
 //! The principal each connection's requests run as, seen by a handler:
 //! User:ANONYMOUS on PLAINTEXT and on TLS without a client certificate,
 //! User:<subject DN> with one, the SASL user on SASL listeners (over TLS
-//! too). Also: a SASL listener caps frames before authentication.
+//! too). Also: a SASL listener caps frames before authentication, and a
+//! v0 SaslHandshake switches to bare SASL tokens.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -369,4 +370,35 @@ async fn sasl_frames_are_capped_before_authentication() {
     ));
     let response = call(&mut stream, 12, &big).await;
     assert_eq!(response.cluster_id.unwrap().as_str(), "User:alice");
+}
+
+#[tokio::test]
+async fn v0_handshake_exchanges_bare_tokens() {
+    let security = ListenerSecurity {
+        sasl: Some(sasl()),
+        ..ListenerSecurity::plaintext()
+    };
+    let (addr, _stop) = serve(security).await;
+    let handshake =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+    for (password, accepted) in [("secret", true), ("guess", false)] {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let answer: SaslHandshakeResponse = call(&mut stream, 0, &handshake).await;
+        assert_eq!(answer.error_code, 0);
+        let token = format!("\0alice\0{password}");
+        let mut frame = (token.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(token.as_bytes());
+        stream.write_all(&frame).await.unwrap();
+        let size = tokio::time::timeout(TIMEOUT, stream.read_i32())
+            .await
+            .unwrap();
+        if accepted {
+            // PLAIN's answer is an empty bare token.
+            assert_eq!(size.unwrap(), 0);
+            assert_eq!(who_am_i(&mut stream).await, "User:alice");
+        } else {
+            // A failed bare exchange closes without an answer, as in Kafka.
+            assert!(size.is_err());
+        }
+    }
 }
