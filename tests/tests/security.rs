@@ -449,6 +449,30 @@ fn reauthentication_keeps_long_lived_clients_connected() {
         &[&bootstrap, "reauth", "20", &conf, "0.3"],
     ));
     assert!(out.contains("consumed 20"), "{out}");
+    // So does the Java producer, sending 5 records a second for 6 s.
+    let config = s.java_config(
+        "reauth",
+        &java_sasl("SASL_PLAINTEXT", "SCRAM-SHA-512", "bob", "bob-secret"),
+    );
+    let out = ok(kafka_tool(
+        "kafka-producer-perf-test.sh",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--command-config",
+            &config.display().to_string(),
+            "--topic",
+            "java-reauth",
+            "--num-records",
+            "30",
+            "--record-size",
+            "100",
+            "--throughput",
+            "5",
+        ],
+        None,
+    ));
+    assert!(out.contains("30 records sent"), "{out}");
     assert!(!s.node.log().contains("expired"), "{}", s.node.log());
 
     // A client that does not re-authenticate is disconnected at expiry.
