@@ -530,7 +530,8 @@ fn plaintext_client_on_tls_port_fails_cleanly() {
     let s = start(&["SSL"], &[]);
     let bootstrap = s.node.bootstrap_of("SSL");
     // A silent client holds a connection while others are served.
-    let _silent = std::net::TcpStream::connect(&bootstrap).unwrap();
+    let mut silent = std::net::TcpStream::connect(&bootstrap).unwrap();
+    let silent_since = Instant::now();
     for _ in 0..3 {
         let mut client = WireClient::connect(&bootstrap);
         client.send_only(12, &MetadataRequest::default());
@@ -565,6 +566,20 @@ fn plaintext_client_on_tls_port_fails_cleanly() {
     );
     python_round_trip(&bootstrap, "still-serving", 10, &conf);
     assert!(s.node.log().contains("TLS handshake failed"));
+    // The silent client is cut off once the handshake time (10 s) is up.
+    use std::io::Read;
+    silent
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    assert!(matches!(silent.read(&mut byte), Ok(0) | Err(_)));
+    let held = silent_since.elapsed();
+    assert!(held < Duration::from_secs(20), "held for {held:?}");
+    assert!(
+        s.node.log().contains("TLS handshake not completed"),
+        "{}",
+        s.node.log()
+    );
 }
 
 #[test]
