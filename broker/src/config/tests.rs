@@ -371,6 +371,14 @@ fn listener_prefixed_security_keys() {
     assert!(c
         .static_values()
         .contains_key("listener.name.sasl_ssl.plain.sasl.jaas.config"));
+    // Passwords never leave the broker through DescribeConfigs.
+    let jaas = c
+        .describe()
+        .into_iter()
+        .find(|e| e.name == "sasl.jaas.config")
+        .unwrap();
+    assert!(jaas.is_sensitive);
+    assert_eq!(jaas.value, None);
     assert_eq!(
         error(&[("listener.name.sasl_ssl.ssl.client.auth", "maybe")]),
         "invalid value 'maybe' for listener.name.sasl_ssl.ssl.client.auth (--override): must be one of none, requested, required"
