@@ -16,4 +16,5 @@ pub mod network;
 pub mod producer_ids;
 pub mod replica;
 pub mod replication;
+pub mod security;
 pub mod txn;

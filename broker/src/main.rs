@@ -17,6 +17,9 @@ use ottla_broker::handlers::{broker_registry, controller_registry, HandlerRegist
 use ottla_broker::metrics::{self, MetricsServer};
 use ottla_broker::network::{bind_address, ListenerSpec, QuorumSlot, Server, ServerSettings};
 use ottla_broker::replication::fetcher::FetchSettings;
+use ottla_broker::security::credentials::MetadataCredentials;
+use ottla_broker::security::sasl::ScramCredentialStore;
+use ottla_broker::security::ListenerSecurity;
 use ottla_controller::records::Endpoint;
 use ottla_controller::{Controller, ControllerSettings, Node, QuorumConfig, TopicDefaults};
 use std::time::Duration;
@@ -117,21 +120,25 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         anyhow::bail!("controller.quorum.bootstrap.servers (a dynamic quorum) is not supported yet: list the voters in controller.quorum.voters");
     }
     let slot: BrokerSlot = Arc::default();
+    let credentials: Arc<dyn ScramCredentialStore> = Arc::new(MetadataCredentials(slot.clone()));
     let quorum_slot = QuorumSlot::default();
     let server_settings = ServerSettings::from_config(&config);
     let controller_server = Server::bind(
         server_settings.clone(),
         listener_specs(
+            &config,
             config.controller_listeners(),
-            controller_registry(),
+            controller_registry().context("building the controller API table")?,
             Some(&quorum_slot),
+            &credentials,
         )
         .await?,
     )
     .await?;
     let broker_server = if config.roles.broker {
         let registry = broker_registry(slot.clone()).context("building the API table")?;
-        let specs = listener_specs(config.broker_listeners(), registry, None).await?;
+        let listeners = config.broker_listeners();
+        let specs = listener_specs(&config, listeners, registry, None, &credentials).await?;
         Some(Server::bind(server_settings, specs).await?)
     } else {
         None
@@ -302,9 +309,11 @@ fn broker_settings(config: &BrokerConfig) -> BrokerSettings {
 
 /// One spec per listener, all sharing one registry.
 async fn listener_specs<'a>(
+    config: &BrokerConfig,
     listeners: impl Iterator<Item = &'a Listener>,
     registry: HandlerRegistry,
     quorum: Option<&QuorumSlot>,
+    credentials: &Arc<dyn ScramCredentialStore>,
 ) -> Result<Vec<ListenerSpec>> {
     let api_versions = Arc::new(registry.api_versions().clone());
     let handler = Arc::new(registry);
@@ -319,6 +328,8 @@ async fn listener_specs<'a>(
             api_versions: Arc::clone(&api_versions),
             handler: handler.clone(),
             quorum: quorum.cloned(),
+            security: ListenerSecurity::from_config(config, l, credentials.clone())
+                .map_err(anyhow::Error::msg)?,
         });
     }
     Ok(specs)

@@ -119,6 +119,7 @@ async fn start_with(settings: ServerSettings) -> Running {
         addr: "127.0.0.1:0".parse().unwrap(),
         api_versions: Arc::new(registry.api_versions().clone()),
         handler: Arc::new(registry),
+        security: ottla_broker::security::ListenerSecurity::plaintext(),
     };
     let server = Server::bind(settings, vec![spec]).await.unwrap();
     let addr = server.local_addrs()[0].1;

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 use crate::records::{Endpoint, MetadataRecord};
+use crate::scram::ScramCredentials;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionImage {
@@ -43,6 +44,8 @@ pub struct MetadataImage {
     pub configs: HashMap<(i8, String), BTreeMap<String, String>>,
     pub next_producer_id: i64,
     pub features: BTreeMap<String, i16>,
+    /// SCRAM credentials by (user, mechanism).
+    pub scram_credentials: ScramCredentials,
 }
 
 impl MetadataImage {
@@ -199,6 +202,16 @@ impl MetadataImage {
                     b.fenced = *fenced;
                 }
             }
+            MetadataRecord::ScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => crate::scram::apply(
+                &mut self.scram_credentials,
+                user,
+                *mechanism,
+                credential.as_ref(),
+            ),
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod elections;
 pub mod image;
 pub mod raft;
 pub mod records;
+pub mod scram;
 pub mod service;
 
 pub use controller::{

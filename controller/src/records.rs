@@ -5,6 +5,7 @@
 //! ```text
 //! record  := type u16, version u16, body
 //! string  := len i32 (-1 = null), utf-8 bytes
+//! bytes   := len i32, bytes
 //! uuid    := 16 bytes
 //! array   := count i32, elements
 //! ```
@@ -14,6 +15,8 @@
 
 use thiserror::Error;
 use uuid::Uuid;
+
+use crate::scram::{ScramCredential, ScramMechanism};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum DecodeError {
@@ -84,6 +87,12 @@ pub enum MetadataRecord {
     FeatureLevel { name: String, level: i16 },
     /// type 9: fenced (true) or unfenced brokers.
     BrokerFence { broker_id: i32, fenced: bool },
+    /// type 10: a user's SCRAM credential; `credential: None` removes it.
+    ScramCredential {
+        user: String,
+        mechanism: ScramMechanism,
+        credential: Option<ScramCredential>,
+    },
 }
 
 impl MetadataRecord {
@@ -98,6 +107,7 @@ impl MetadataRecord {
             Self::ProducerIds { .. } => 7,
             Self::FeatureLevel { .. } => 8,
             Self::BrokerFence { .. } => 9,
+            Self::ScramCredential { .. } => 10,
         }
     }
 
@@ -184,6 +194,11 @@ impl MetadataRecord {
                 w.i32(*broker_id);
                 w.0.push(*fenced as u8);
             }
+            Self::ScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => encode_scram(&mut w, user, *mechanism, credential.as_ref()),
         }
         w.0
     }
@@ -259,6 +274,7 @@ impl MetadataRecord {
                 broker_id: r.i32()?,
                 fenced: r.u8()? != 0,
             },
+            10 => decode_scram(&mut r)?,
             other => return Err(DecodeError::Unknown(other, version)),
         };
         if !r.0.is_empty() {
@@ -266,6 +282,38 @@ impl MetadataRecord {
         }
         Ok(record)
     }
+}
+
+fn encode_scram(
+    w: &mut Writer,
+    user: &str,
+    mechanism: ScramMechanism,
+    credential: Option<&ScramCredential>,
+) {
+    w.string(Some(user));
+    w.0.push(mechanism.type_id() as u8);
+    w.opt(credential, |w, c| {
+        w.bytes(&c.salt);
+        w.bytes(&c.stored_key);
+        w.bytes(&c.server_key);
+        w.i32(c.iterations);
+    });
+}
+
+fn decode_scram(r: &mut Reader) -> Result<MetadataRecord, DecodeError> {
+    Ok(MetadataRecord::ScramCredential {
+        user: r.string()?.ok_or(DecodeError::Invalid("null SCRAM user"))?,
+        mechanism: ScramMechanism::from_type(r.u8()? as i8)
+            .ok_or(DecodeError::Invalid("unknown SCRAM mechanism"))?,
+        credential: r.opt(|r| {
+            Ok(ScramCredential {
+                salt: r.bytes()?,
+                stored_key: r.bytes()?,
+                server_key: r.bytes()?,
+                iterations: r.i32()?,
+            })
+        })?,
+    })
 }
 
 struct Writer(Vec<u8>);
@@ -288,6 +336,10 @@ impl Writer {
                 self.0.extend_from_slice(s.as_bytes());
             }
         }
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.i32(b.len() as i32);
+        self.0.extend_from_slice(b);
     }
     fn i32s(&mut self, v: &[i32]) {
         self.i32(v.len() as i32);
@@ -355,6 +407,10 @@ impl Reader<'_> {
         String::from_utf8(b.to_vec())
             .map(Some)
             .map_err(|_| DecodeError::Invalid("string is not utf-8"))
+    }
+    fn bytes(&mut self) -> Result<Vec<u8>, DecodeError> {
+        let n = self.count()?;
+        Ok(self.take(n)?.to_vec())
     }
     fn i32s(&mut self) -> Result<Vec<i32>, DecodeError> {
         let n = self.count()?;
@@ -427,6 +483,21 @@ mod tests {
             MetadataRecord::BrokerFence {
                 broker_id: 2,
                 fenced: true,
+            },
+            MetadataRecord::ScramCredential {
+                user: "alice".into(),
+                mechanism: ScramMechanism::Sha512,
+                credential: Some(ScramCredential {
+                    salt: vec![1, 2],
+                    stored_key: vec![3; 64],
+                    server_key: vec![4; 64],
+                    iterations: 8192,
+                }),
+            },
+            MetadataRecord::ScramCredential {
+                user: "alice".into(),
+                mechanism: ScramMechanism::Sha256,
+                credential: None,
             },
         ]
     }

@@ -90,6 +90,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// Changes the frame cap, e.g. a smaller one until a client has
+    /// authenticated.
+    pub fn set_max(&mut self, max: usize) {
+        self.max = max;
+    }
+
     /// The next frame, or `None` on a clean end of stream between frames.
     ///
     /// Cancel-safe: bytes already read stay buffered in `self`, so it can be

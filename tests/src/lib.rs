@@ -2,6 +2,7 @@
 //! (the tests themselves live under `tests/tests/`).
 
 pub mod apache_kafka;
+pub mod certs;
 pub mod crash;
 pub mod faults;
 pub mod ottla;

@@ -48,6 +48,8 @@ pub struct Ottla {
     pub controller_port: u16,
     pub data_dir: PathBuf,
     pub log_file: PathBuf,
+    /// Listeners besides PLAINTEXT, named after their security protocol.
+    extra_listeners: Vec<(String, u16)>,
     overrides: Vec<(String, String)>,
     _tmp: Option<tempfile::TempDir>,
 }
@@ -55,6 +57,12 @@ pub struct Ottla {
 impl Ottla {
     /// Starts a single node with `overrides` on top of the test defaults.
     pub fn start(overrides: &[(&str, &str)]) -> Self {
+        Self::start_with_listeners(&[], overrides)
+    }
+
+    /// Like [`start`](Self::start), with one more listener per name in
+    /// `protocols` (SSL, SASL_PLAINTEXT, SASL_SSL), each on a free port.
+    pub fn start_with_listeners(protocols: &[&str], overrides: &[(&str, &str)]) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let data_dir = tmp.path().to_path_buf();
         let mut node = Self {
@@ -63,6 +71,10 @@ impl Ottla {
             controller_port: free_port(),
             log_file: data_dir.join("ottla.log"),
             data_dir,
+            extra_listeners: protocols
+                .iter()
+                .map(|p| (p.to_string(), free_port()))
+                .collect(),
             overrides: overrides
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -77,22 +89,37 @@ impl Ottla {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// The address of the extra listener named `protocol`.
+    pub fn bootstrap_of(&self, protocol: &str) -> String {
+        let (_, port) = self
+            .extra_listeners
+            .iter()
+            .find(|(name, _)| name == protocol)
+            .unwrap_or_else(|| panic!("no {protocol} listener was started"));
+        format!("127.0.0.1:{port}")
+    }
+
     fn spawn(&mut self) {
         let mut args: Vec<String> = vec!["server".into()];
         let mut push = |k: &str, v: String| {
             args.push("--override".into());
             args.push(format!("{k}={v}"));
         };
+        let extra: String = self
+            .extra_listeners
+            .iter()
+            .map(|(name, port)| format!(",{name}://127.0.0.1:{port}"))
+            .collect();
         push(
             "listeners",
             format!(
-                "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}{extra}",
                 self.port, self.controller_port
             ),
         );
         push(
             "advertised.listeners",
-            format!("PLAINTEXT://127.0.0.1:{}", self.port),
+            format!("PLAINTEXT://127.0.0.1:{}{extra}", self.port),
         );
         push(
             "controller.quorum.voters",
@@ -190,6 +217,16 @@ impl Ottla {
     /// cluster, each with `overrides`, and waits until every node's metadata
     /// lists all `n` brokers.
     pub fn cluster(n: usize, overrides: &[(&str, &str)]) -> Vec<Ottla> {
+        Self::cluster_with_listeners(n, &[], overrides)
+    }
+
+    /// Like [`cluster`](Self::cluster), each node with one more listener
+    /// per name in `protocols`, as [`start_with_listeners`](Self::start_with_listeners).
+    pub fn cluster_with_listeners(
+        n: usize,
+        protocols: &[&str],
+        overrides: &[(&str, &str)],
+    ) -> Vec<Ottla> {
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let voters = ports
             .iter()
@@ -217,6 +254,10 @@ impl Ottla {
                     controller_port: *controller_port,
                     log_file: data_dir.join("ottla.log"),
                     data_dir,
+                    extra_listeners: protocols
+                        .iter()
+                        .map(|p| (p.to_string(), free_port()))
+                        .collect(),
                     overrides: all,
                     _tmp: Some(tmp),
                 }

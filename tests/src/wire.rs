@@ -71,6 +71,45 @@ impl WireClient {
         body: &[u8],
         response_header_version: i16,
     ) -> Bytes {
+        let correlation_id = self.write_request(api_key, version, header_version, body);
+        self.read_response(api_key, version, correlation_id, response_header_version)
+    }
+
+    /// Sends `req` without waiting for an answer.
+    pub fn send_only<R: Request>(&mut self, version: i16, req: &R) {
+        let mut body = BytesMut::new();
+        req.encode(&mut body, version)
+            .expect("encoding the request");
+        self.write_request(R::KEY, version, R::header_version(version), &body);
+    }
+
+    /// Whether the broker closes the connection (EOF or reset) within
+    /// `within`, discarding anything it sends first.
+    pub fn closed_within(&mut self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        let mut buf = [0u8; 4096];
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            match self.stream.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn write_request(
+        &mut self,
+        api_key: i16,
+        version: i16,
+        header_version: i16,
+        body: &[u8],
+    ) -> i32 {
         self.correlation_id += 1;
         let correlation_id = self.correlation_id;
         let header = RequestHeader::default()
@@ -89,7 +128,16 @@ impl WireClient {
         self.stream
             .write_all(&frame)
             .unwrap_or_else(|e| panic!("writing api key {api_key} v{version}: {e}"));
+        correlation_id
+    }
 
+    fn read_response(
+        &mut self,
+        api_key: i16,
+        version: i16,
+        correlation_id: i32,
+        response_header_version: i16,
+    ) -> Bytes {
         let mut size = [0u8; 4];
         self.stream
             .read_exact(&mut size)

@@ -1,6 +1,7 @@
 //! Request handlers, one module per API (or per family of small APIs). Each
 //! takes the decoded request and its version and returns the response.
 
+pub mod client_quotas;
 pub mod configs;
 pub mod consumer_group;
 pub mod create_partitions;
@@ -21,6 +22,8 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod partition_access;
 pub mod produce;
+pub mod sasl;
+pub mod scram_credentials;
 #[cfg(test)]
 pub mod test_support;
 pub mod txn;

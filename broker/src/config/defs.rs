@@ -342,6 +342,36 @@ configs! {
     // ---- security ----
     /// Authorizer class. Ottla has no authorizer, so only the empty value is accepted.
     AUTHORIZER_CLASS_NAME: String = "authorizer.class.name", String, Some(""), Valid::OneOf(&[""]);
+    /// Format of the key store. Ottla reads PEM only (set PEM when using SSL listeners).
+    SSL_KEYSTORE_TYPE: String = "ssl.keystore.type", String, Some("JKS"), Valid::Any;
+    /// PEM file with the listener's private key (unencrypted PKCS#8, PKCS#1 or SEC1) and certificate chain.
+    SSL_KEYSTORE_LOCATION: Option<String> = "ssl.keystore.location", String, None, Valid::Any;
+    /// The certificate chain itself, in PEM, instead of ssl.keystore.location.
+    SSL_KEYSTORE_CERTIFICATE_CHAIN: Option<String> = "ssl.keystore.certificate.chain", Password, None, Valid::Any;
+    /// The private key itself, in PEM, instead of ssl.keystore.location.
+    SSL_KEYSTORE_KEY: Option<String> = "ssl.keystore.key", Password, None, Valid::Any;
+    /// Format of the trust store. Ottla reads PEM only.
+    SSL_TRUSTSTORE_TYPE: String = "ssl.truststore.type", String, Some("JKS"), Valid::Any;
+    /// PEM file with the CA certificates that sign client certificates.
+    SSL_TRUSTSTORE_LOCATION: Option<String> = "ssl.truststore.location", String, None, Valid::Any;
+    /// The trusted CA certificates themselves, in PEM, instead of ssl.truststore.location.
+    SSL_TRUSTSTORE_CERTIFICATES: Option<String> = "ssl.truststore.certificates", Password, None, Valid::Any;
+    /// Whether TLS clients must (required), may (requested) or do not (none) present a certificate.
+    SSL_CLIENT_AUTH: String = "ssl.client.auth", String, Some("none"), Valid::OneOf(&["none", "requested", "required"]);
+    /// TLS versions accepted.
+    SSL_ENABLED_PROTOCOLS: Vec<String> = "ssl.enabled.protocols", List, Some("TLSv1.2,TLSv1.3"), Valid::ListOf(&["TLSv1.2", "TLSv1.3"]);
+    /// How client certificate names become principals. Ottla applies Kafka's DEFAULT rule only (User:<subject DN>).
+    SSL_PRINCIPAL_MAPPING_RULES: String = "ssl.principal.mapping.rules", String, Some("DEFAULT"), Valid::OneOf(&["DEFAULT"]);
+    /// SASL mechanisms SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+    SASL_ENABLED_MECHANISMS: Vec<String> = "sasl.enabled.mechanisms", List, Some("GSSAPI"), Valid::Any;
+    /// JAAS login module for SASL listeners without a listener.name.<listener>.<mechanism>.sasl.jaas.config; PLAIN users are user_<name>="<password>" options.
+    SASL_JAAS_CONFIG: Option<String> = "sasl.jaas.config", Password, None, Valid::Any;
+    /// Largest frame a client may send before it has authenticated.
+    SASL_SERVER_MAX_RECEIVE_SIZE: i32 = "sasl.server.max.receive.size", Int, Some("524288"), Valid::AtLeast(1);
+    /// SASL session lifetime: clients must re-authenticate (KIP-368) within it or be disconnected; 0 disables.
+    CONNECTIONS_MAX_REAUTH_MS: i64 = "connections.max.reauth.ms", Long, Some("0"), Valid::AtLeast(0);
+    /// Delay before a failed authentication is answered and the connection closed, which slows password guessing.
+    CONNECTION_FAILED_AUTHENTICATION_DELAY_MS: i32 = "connection.failed.authentication.delay.ms", Int, Some("100"), Valid::AtLeast(0);
 }
 
 /// Kafka's synonym groups (DynamicBrokerConfig.brokerConfigSynonyms): keys

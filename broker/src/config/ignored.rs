@@ -3,8 +3,11 @@
 //! Anything neither known nor listed here is an error.
 //!
 //! Only keys whose absence cannot weaken security or lose data belong here.
-//! TLS/SASL settings qualify because listeners other than PLAINTEXT are
-//! refused outright; an authorizer does not (see `authorizer.class.name`).
+//! The remaining `ssl.`/`sasl.` keys qualify: store passwords (PEM stores
+//! have none; encrypted keys are refused), cipher suites (rustls offers
+//! only strong ones), Kerberos and OAuth settings (those mechanisms are
+//! refused in sasl.enabled.mechanisms); an authorizer does not (see
+//! `authorizer.class.name`).
 
 const KEYS: &[&str] = &[
     "alter.config.policy.class.name",
@@ -14,8 +17,6 @@ const KEYS: &[&str] = &[
     "auto.include.jmx.reporter",
     "background.threads",
     "client.quota.callback.class",
-    "connection.failed.authentication.delay.ms",
-    "connections.max.reauth.ms",
     "controlled.shutdown.enable",
     "controlled.shutdown.max.retries",
     "controlled.shutdown.retry.backoff.ms",
@@ -70,13 +71,12 @@ const KEYS: &[&str] = &[
     "unstable.feature.versions.enable",
 ];
 
-/// Families of keys: TLS/SASL material, per-listener overrides, tiered
+/// Families of keys: TLS/SASL settings Ottla does not read, tiered
 /// storage, share groups, ZooKeeper leftovers and config providers.
 const PREFIXES: &[&str] = &[
     "config.providers",
     "delegation.token.",
     "group.share.",
-    "listener.name.",
     "password.encoder.",
     "remote.log.",
     "sasl.",
@@ -101,7 +101,7 @@ mod tests {
             assert!(def(key).is_none(), "{key} is both known and ignored");
         }
         assert!(is_ignored("ssl.keystore.password"));
-        assert!(is_ignored("listener.name.internal.ssl.keystore.location"));
+        assert!(is_ignored("ssl.cipher.suites"));
         assert!(!is_ignored("num.partitions"));
         assert!(!is_ignored("confluent.license"));
     }

@@ -4,8 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
-/// Kafka's security protocols. Ottla serves PLAINTEXT only for now; the
-/// others are recognised so that configs naming them fail with a clear message.
+/// Kafka's security protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SecurityProtocol {
     Plaintext,
@@ -23,6 +22,16 @@ impl SecurityProtocol {
             "SASL_SSL" => Self::SaslSsl,
             _ => return None,
         })
+    }
+
+    /// Whether connections are wrapped in TLS.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, Self::Ssl | Self::SaslSsl)
+    }
+
+    /// Whether clients authenticate with SASL.
+    pub fn uses_sasl(self) -> bool {
+        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
     }
 
     pub fn name(self) -> &'static str {

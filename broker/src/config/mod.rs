@@ -9,6 +9,7 @@
 mod defs;
 mod describe;
 mod ignored;
+mod listener_overrides;
 mod listeners;
 mod properties;
 mod value;
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 pub use defs::keys;
+use defs::ConfigDef;
 pub use describe::{ConfigEntry, ConfigSource, ConfigSynonym};
 pub use listeners::{Endpoint, Listener, QuorumVoter, SecurityProtocol};
 pub use properties::SyntaxError;
@@ -29,6 +31,12 @@ pub use value::{ConfigType, FromValue, Key, Value};
 /// (`log.retention.ms`, `.minutes`, `.hours`), if it belongs to one.
 pub fn synonym_group(name: &str) -> Option<&'static [&'static str]> {
     defs::SYNONYMS.iter().copied().find(|g| g.contains(&name))
+}
+
+/// Whether `key` is a known `listener.name.<listener>.<key>` setting.
+pub fn is_listener_scoped(key: &str) -> bool {
+    listener_overrides::split(key)
+        .is_some_and(|(_, rest)| listener_overrides::scoped_def(rest).is_some())
 }
 
 /// The default of broker key `name`: `None` when Ottla does not know the key,
@@ -135,6 +143,8 @@ pub struct BrokerConfig {
     /// offsets.retention.minutes in milliseconds.
     pub offsets_retention_ms: i64,
     values: BTreeMap<&'static str, Resolved>,
+    /// `listener.name.<listener>.<key>` settings: (LISTENER, key) -> value.
+    listener_values: BTreeMap<(String, String), Value>,
     ignored: Vec<String>,
 }
 
@@ -171,8 +181,25 @@ impl BrokerConfig {
     /// Validates settings (later ones win) over the defaults.
     pub fn from_settings(settings: Vec<Setting>) -> Result<Self, ConfigError> {
         let mut values = defaults();
+        let mut listener_values = BTreeMap::new();
         let mut ignored = Vec::new();
         for s in settings {
+            if let Some((listener, rest)) = listener_overrides::split(&s.key) {
+                match listener_overrides::scoped_def(rest) {
+                    Some(def) => {
+                        let value = parse_setting(def, &s)?;
+                        listener_values.insert((listener, rest.to_string()), value);
+                    }
+                    None if ignored::is_ignored(rest) => ignored.push(s.key),
+                    None => {
+                        return Err(ConfigError::UnknownKey {
+                            key: s.key,
+                            origin: s.origin,
+                        })
+                    }
+                }
+                continue;
+            }
             let Some(def) = defs::def(&s.key) else {
                 if ignored::is_ignored(&s.key) {
                     ignored.push(s.key);
@@ -183,14 +210,7 @@ impl BrokerConfig {
                     origin: s.origin,
                 });
             };
-            let bad = |reason: String| ConfigError::InvalidValue {
-                key: s.key.clone(),
-                value: s.value.clone(),
-                origin: s.origin.clone(),
-                reason,
-            };
-            let value = Value::parse(def.ty, &s.value).map_err(bad)?;
-            def.valid.check(&value).map_err(bad)?;
+            let value = parse_setting(def, &s)?;
             values.insert(
                 def.name,
                 Resolved {
@@ -201,7 +221,35 @@ impl BrokerConfig {
         }
         ignored.sort();
         ignored.dedup();
-        Self::resolve(values, ignored)
+        Self::resolve(values, listener_values, ignored)
+    }
+
+    /// The value of a TLS/SASL key for `listener`: its
+    /// `listener.name.<listener>.` setting if there is one, else the key's.
+    pub fn get_for_listener<T: FromValue>(&self, listener: &str, key: Key<T>) -> T {
+        let scoped = self
+            .listener_values
+            .get(&(listener.to_string(), key.name.to_string()));
+        match scoped {
+            Some(value) => T::from_value(Some(value)).unwrap_or_else(|| {
+                panic!(
+                    "config key table and typed handle disagree for {}",
+                    key.name
+                )
+            }),
+            None => self.get(key),
+        }
+    }
+
+    /// The JAAS config of `mechanism` (e.g. PLAIN) on `listener`:
+    /// `listener.name.<listener>.<mechanism>.sasl.jaas.config`, else
+    /// `sasl.jaas.config`.
+    pub fn jaas_config_for(&self, listener: &str, mechanism: &str) -> Option<String> {
+        let rest = format!("{}.sasl.jaas.config", mechanism.to_ascii_lowercase());
+        match self.listener_values.get(&(listener.to_string(), rest)) {
+            Some(value) => Some(value.to_string()),
+            None => self.get(keys::SASL_JAAS_CONFIG),
+        }
     }
 
     /// The value of any key, typed by its handle.
@@ -219,10 +267,17 @@ impl BrokerConfig {
     /// its value normalised as DescribeConfigs renders it. Broker-level topic
     /// defaults (log.retention.ms, ...) are resolved from these.
     pub fn static_values(&self) -> BTreeMap<String, String> {
+        let scoped = self
+            .listener_values
+            .iter()
+            .map(|((listener, rest), value)| {
+                (listener_overrides::key(listener, rest), value.to_string())
+            });
         self.values
             .iter()
             .filter(|(_, r)| r.source == ConfigSource::Static)
             .filter_map(|(name, r)| Some((name.to_string(), r.value.as_ref()?.to_string())))
+            .chain(scoped)
             .collect()
     }
 
@@ -262,6 +317,7 @@ impl BrokerConfig {
 
     fn resolve(
         values: BTreeMap<&'static str, Resolved>,
+        listener_values: BTreeMap<(String, String), Value>,
         ignored: Vec<String>,
     ) -> Result<Self, ConfigError> {
         let mut config = Self {
@@ -286,6 +342,7 @@ impl BrokerConfig {
             log_flush_interval_ms: 0,
             offsets_retention_ms: 0,
             values,
+            listener_values,
             ignored,
         };
         config.resolve_identity()?;
@@ -340,20 +397,6 @@ impl BrokerConfig {
             .map_err(|e| invalid("listener.security.protocol.map", e))?;
         self.listeners = listeners::parse_listeners(&self.get(keys::LISTENERS), &map)
             .map_err(|e| invalid("listeners", e))?;
-        if let Some(l) = self
-            .listeners
-            .iter()
-            .find(|l| l.protocol != SecurityProtocol::Plaintext)
-        {
-            return Err(invalid(
-                "listeners",
-                format!(
-                    "listener {} uses {}; Ottla supports only PLAINTEXT listeners so far",
-                    l.name,
-                    l.protocol.name()
-                ),
-            ));
-        }
         self.controller_listener_names = self
             .get(keys::CONTROLLER_LISTENER_NAMES)
             .into_iter()
@@ -381,6 +424,7 @@ impl BrokerConfig {
             ));
         }
         self.resolve_advertised(&map)?;
+        self.check_internal_listeners()?;
         if self.roles.broker {
             if self.advertised_listeners.is_empty() {
                 return Err(invalid(
@@ -389,6 +433,7 @@ impl BrokerConfig {
                 ));
             }
             self.resolve_inter_broker_listener()?;
+            self.check_inter_broker_protocol()?;
         }
         // The scheme is optional: `http://0.0.0.0:9308` or `0.0.0.0:9308`.
         self.metrics_listener = self
@@ -467,6 +512,47 @@ impl BrokerConfig {
         Ok(())
     }
 
+    /// Ottla's own clients (quorum RPC, replica fetchers) speak PLAINTEXT
+    /// only so far, so the listeners they use must be PLAINTEXT: a TLS or
+    /// SASL listener there would look protected while it is not, or cut
+    /// replication.
+    fn check_internal_listeners(&self) -> Result<(), ConfigError> {
+        match self
+            .controller_listeners()
+            .find(|l| l.protocol != SecurityProtocol::Plaintext)
+        {
+            Some(l) => Err(invalid(
+                "controller.listener.names",
+                format!(
+                    "controller listener {} uses {}, but the metadata quorum between \
+                     controllers speaks PLAINTEXT only so far: map it to PLAINTEXT in \
+                     listener.security.protocol.map and keep it on a private network",
+                    l.name,
+                    l.protocol.name()
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn check_inter_broker_protocol(&self) -> Result<(), ConfigError> {
+        let name = self
+            .inter_broker_listener_name
+            .as_deref()
+            .unwrap_or_default();
+        match self.listeners.iter().find(|l| l.name == name) {
+            Some(l) if l.protocol != SecurityProtocol::Plaintext => Err(invalid(
+                "inter.broker.listener.name",
+                format!(
+                    "{name} uses {}, but replication between brokers speaks PLAINTEXT only \
+                     so far: name a PLAINTEXT listener",
+                    l.protocol.name()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn resolve_quorum(&mut self) -> Result<(), ConfigError> {
         self.quorum_voters = listeners::parse_voters(&self.get(keys::CONTROLLER_QUORUM_VOTERS))
             .map_err(|e| invalid("controller.quorum.voters", e))?;
@@ -540,6 +626,19 @@ impl BrokerConfig {
             .unwrap_or_else(|| self.get(keys::LOG_FLUSH_SCHEDULER_INTERVAL_MS));
         self.offsets_retention_ms = i64::from(self.get(keys::OFFSETS_RETENTION_MINUTES)) * MINUTE;
     }
+}
+
+/// Parses and checks one setting against its definition.
+fn parse_setting(def: &ConfigDef, s: &Setting) -> Result<Value, ConfigError> {
+    let bad = |reason: String| ConfigError::InvalidValue {
+        key: s.key.clone(),
+        value: s.value.clone(),
+        origin: s.origin.clone(),
+        reason,
+    };
+    let value = Value::parse(def.ty, &s.value).map_err(bad)?;
+    def.valid.check(&value).map_err(bad)?;
+    Ok(value)
 }
 
 /// Every key at its default.

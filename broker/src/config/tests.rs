@@ -205,13 +205,6 @@ fn time_unit_precedence() {
 #[test]
 fn cross_key_validation() {
     assert_eq!(
-        error(&[(
-            "listeners",
-            "PLAINTEXT://:9092,CONTROLLER://:9093,SSL://:9094"
-        )]),
-        "invalid listeners: listener SSL uses SSL; Ottla supports only PLAINTEXT listeners so far"
-    );
-    assert_eq!(
         error(&[("node.id", "2")]),
         "invalid controller.quorum.voters: this controller's node.id 2 is not a voter"
     );
@@ -334,4 +327,86 @@ fn describe_reports_sources_and_synonyms_like_kafka() {
 
     let ratio = get("log.cleaner.io.max.bytes.per.second");
     assert_eq!(ratio.value.as_deref(), Some("1.7976931348623157E308"));
+}
+
+#[test]
+fn listener_prefixed_security_keys() {
+    let c = with(&[
+        (
+            "listeners",
+            "PLAINTEXT://:9092,CONTROLLER://:9093,SASL_SSL://:9094",
+        ),
+        ("ssl.client.auth", "requested"),
+        ("listener.name.sasl_ssl.ssl.client.auth", "required"),
+        (
+            "listener.name.sasl_ssl.plain.sasl.jaas.config",
+            "M required user_a=\"b\";",
+        ),
+        ("sasl.jaas.config", "Global required;"),
+        ("listener.name.sasl_ssl.ssl.cipher.suites", "X"),
+    ])
+    .unwrap();
+    let protocols: Vec<_> = c.listeners.iter().map(|l| l.protocol).collect();
+    assert_eq!(protocols[2], SecurityProtocol::SaslSsl);
+    assert_eq!(
+        c.get_for_listener("SASL_SSL", keys::SSL_CLIENT_AUTH),
+        "required"
+    );
+    assert_eq!(
+        c.get_for_listener("PLAINTEXT", keys::SSL_CLIENT_AUTH),
+        "requested"
+    );
+    assert_eq!(
+        c.jaas_config_for("SASL_SSL", "PLAIN").unwrap(),
+        "M required user_a=\"b\";"
+    );
+    assert_eq!(
+        c.jaas_config_for("SASL_SSL", "SCRAM-SHA-256").unwrap(),
+        "Global required;"
+    );
+    assert_eq!(
+        c.ignored_keys(),
+        ["listener.name.sasl_ssl.ssl.cipher.suites"]
+    );
+    assert!(c
+        .static_values()
+        .contains_key("listener.name.sasl_ssl.plain.sasl.jaas.config"));
+    // Passwords never leave the broker through DescribeConfigs.
+    let jaas = c
+        .describe()
+        .into_iter()
+        .find(|e| e.name == "sasl.jaas.config")
+        .unwrap();
+    assert!(jaas.is_sensitive);
+    assert_eq!(jaas.value, None);
+    assert_eq!(
+        error(&[("listener.name.sasl_ssl.ssl.client.auth", "maybe")]),
+        "invalid value 'maybe' for listener.name.sasl_ssl.ssl.client.auth (--override): must be one of none, requested, required"
+    );
+    assert!(error(&[("listener.name.x.num.partitions", "3")]).contains("unknown config key"));
+}
+
+#[test]
+fn internal_listeners_stay_plaintext_until_ottlas_clients_speak_tls() {
+    let controller_ssl = error(&[(
+        "listener.security.protocol.map",
+        "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT",
+    )]);
+    assert!(
+        controller_ssl.starts_with(
+            "invalid controller.listener.names: controller listener CONTROLLER uses SSL"
+        ),
+        "{controller_ssl}"
+    );
+    let inter_broker = error(&[
+        (
+            "listeners",
+            "PLAINTEXT://:9092,CONTROLLER://:9093,SASL_SSL://:9094",
+        ),
+        ("inter.broker.listener.name", "SASL_SSL"),
+    ]);
+    assert!(
+        inter_broker.starts_with("invalid inter.broker.listener.name: SASL_SSL uses SASL_SSL"),
+        "{inter_broker}"
+    );
 }

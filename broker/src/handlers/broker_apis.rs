@@ -11,9 +11,10 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind}
 use ottla_protocol::api_versions::{ApiTableError, VersionRange};
 
 use crate::apis::{
-    configs, consumer_group, create_partitions, create_topics, delete_records, delete_topics,
-    describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions, elect_leaders,
-    fetch, group, init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce, txn,
+    client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
+    delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
+    elect_leaders, fetch, group, init_producer_id, list_offsets, metadata, offset_for_leader_epoch,
+    produce, scram_credentials, txn,
 };
 use crate::broker::Broker;
 use crate::handlers::HandlerRegistry;
@@ -61,6 +62,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeClientQuotas, 0, 1),
 ];
 
 /// The broker the APIs serve, filled in once it is open. Listeners are
@@ -246,6 +250,19 @@ impl RequestHandler for BrokerApis {
                 }
                 RequestKind::OffsetDelete(r) => {
                     ResponseKind::OffsetDelete(group::offset_delete(b, v, r).await)
+                }
+                RequestKind::DescribeClientQuotas(r) => {
+                    ResponseKind::DescribeClientQuotas(client_quotas::describe(v, r))
+                }
+                RequestKind::DescribeUserScramCredentials(r) => {
+                    ResponseKind::DescribeUserScramCredentials(
+                        blocking(b, move |b| scram_credentials::describe(b, v, r)).await?,
+                    )
+                }
+                RequestKind::AlterUserScramCredentials(r) => {
+                    ResponseKind::AlterUserScramCredentials(
+                        blocking(b, move |b| scram_credentials::alter(b, v, r)).await?,
+                    )
                 }
                 other => anyhow::bail!(
                     "no handler registered for {:?}",

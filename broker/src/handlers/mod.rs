@@ -11,10 +11,11 @@ pub mod broker_apis;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use ottla_protocol::api_versions::{ApiTableError, ApiVersionsTable, Features, VersionRange};
 
-use crate::network::{HandlerFuture, RequestContext, RequestHandler};
+use crate::apis::sasl;
+use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
 
 /// metadata.version levels: 3.3-IV3 (7) is Kafka 4.x's KRaft floor, 4.1-IV1
 /// (27) matches the Kafka 4.1 schemas kafka-protocol 0.18 is built from.
@@ -84,12 +85,56 @@ impl RequestHandler for HandlerRegistry {
 /// answered by the network layer from this registry's table.
 pub fn broker_registry(slot: broker_apis::BrokerSlot) -> Result<HandlerRegistry, ApiTableError> {
     let mut registry = HandlerRegistry::new(node_features());
+    register_sasl(&mut registry)?;
     broker_apis::register(&mut registry, slot)?;
     Ok(registry)
 }
 
 /// The handlers of the controller listeners (quorum and registration APIs,
 /// from the controller crate).
-pub fn controller_registry() -> HandlerRegistry {
-    HandlerRegistry::new(node_features())
+pub fn controller_registry() -> Result<HandlerRegistry, ApiTableError> {
+    let mut registry = HandlerRegistry::new(node_features());
+    register_sasl(&mut registry)?;
+    Ok(registry)
+}
+
+/// SaslHandshake (v0-1) and SaslAuthenticate (v0-2), served on every
+/// listener as Kafka does. SASL listeners answer them in the network layer
+/// while authenticating; one that reaches a handler is out of place
+/// (PLAINTEXT or SSL listener, or already authenticated) and is answered
+/// ILLEGAL_SASL_STATE.
+pub fn register_sasl(registry: &mut HandlerRegistry) -> Result<(), ApiTableError> {
+    let handler: Arc<dyn RequestHandler> = Arc::new(OutOfPlaceSasl);
+    registry.register(
+        ApiKey::SaslHandshake,
+        VersionRange { min: 0, max: 1 },
+        handler.clone(),
+    )?;
+    registry.register(
+        ApiKey::SaslAuthenticate,
+        VersionRange { min: 0, max: 2 },
+        handler,
+    )
+}
+
+struct OutOfPlaceSasl;
+
+impl RequestHandler for OutOfPlaceSasl {
+    fn handle<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        _header: RequestHeader,
+        body: RequestKind,
+    ) -> HandlerFuture<'a> {
+        Box::pin(async move {
+            let response = match body {
+                RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake()),
+                RequestKind::SaslAuthenticate(_) => {
+                    ResponseKind::SaslAuthenticate(sasl::authenticate())
+                }
+                _ => anyhow::bail!("the SASL handler only answers SASL requests"),
+            };
+            Ok(Response::Message(response))
+        })
+    }
 }

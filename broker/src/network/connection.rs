@@ -9,21 +9,23 @@
 //! bounded, so a client that does not read its responses stops being read.
 //!
 //! Any protocol violation closes this connection only.
+//!
+//! On SASL listeners the reader also drives the connection's SASL session:
+//! SaslHandshake and SaslAuthenticate are answered here, in order, and no
+//! other request is served until the client has authenticated.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use ottla_protocol::api_versions::ApiVersionsTable;
 use ottla_protocol::frame::FrameReader;
 use ottla_protocol::request::{decode_request, Request, RequestError};
 use ottla_protocol::response::{encode_response, encode_response_head, EncodeError};
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -32,14 +34,39 @@ use tracing::{debug, info, warn};
 use super::handler::{RequestContext, RequestHandler, Response};
 use super::server::ServerSettings;
 use crate::metrics::{network, ConnectionCounters};
+use crate::security::sasl::session::{Gate, SaslSession};
+use crate::security::{KafkaPrincipal, ListenerSecurity};
 
-/// What a listener serves: its name, its ApiVersions table and its handler.
+/// What a listener serves: its name, its ApiVersions table, its handler
+/// and how it authenticates.
 pub(super) struct Service {
     pub name: Arc<str>,
     pub api_versions: Arc<ApiVersionsTable>,
     pub handler: Arc<dyn RequestHandler>,
     pub connections: Arc<ConnectionCounters>,
     pub quorum: Option<super::quorum::QuorumSlot>,
+    pub security: ListenerSecurity,
+}
+
+/// Who a connection's requests run as.
+pub(super) enum Auth {
+    /// Decided by the transport: ANONYMOUS, or the TLS client certificate.
+    Fixed(Arc<KafkaPrincipal>),
+    /// Decided by SASL, possibly re-authenticated later.
+    Sasl(Box<SaslSession>),
+}
+
+/// What became of one frame.
+enum Dispatched {
+    /// Queue this response; wait for `release` (if any) before reading on.
+    Queued(Queued, Option<oneshot::Receiver<()>>),
+    /// Authentication failed: answer (after the failed-login delay) and close.
+    AuthFailed {
+        response: Option<Queued>,
+        reason: String,
+    },
+    /// Close without answering.
+    Refused(String),
 }
 
 /// A response frame: size prefix and header (plus body, when encoded by the
@@ -79,24 +106,42 @@ pub(super) struct Connection {
 impl Connection {
     /// Serves until the client leaves, a protocol error, idleness, or
     /// `shutdown` (after which queued responses are still written).
-    pub(super) async fn serve(self, stream: TcpStream, shutdown: CancellationToken) {
-        let (read, write) = stream.into_split();
+    pub(super) async fn serve<R, W>(
+        self,
+        read: R,
+        write: W,
+        auth: Auth,
+        shutdown: CancellationToken,
+    ) where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         let closing = shutdown.child_token();
         let (tx, rx) = mpsc::channel(self.settings.max_in_flight_per_connection);
         tokio::join!(
-            self.read_requests(read, tx, &closing),
+            self.read_requests(read, auth, tx, &closing),
             write_responses(write, rx, &closing)
         );
     }
 
-    async fn read_requests(
+    async fn read_requests<R: AsyncRead + Unpin>(
         &self,
-        read: OwnedReadHalf,
+        read: R,
+        mut auth: Auth,
         queue: mpsc::Sender<Queued>,
         closing: &CancellationToken,
     ) {
         let mut frames = FrameReader::new(read, self.settings.max_request_size);
         loop {
+            if let Auth::Sasl(session) = &auth {
+                // Until a client authenticates it may only send small frames.
+                let max = session
+                    .max_frame_before_auth()
+                    .map_or(self.settings.max_request_size, |m| {
+                        m.min(self.settings.max_request_size)
+                    });
+                frames.set_max(max);
+            }
             let next = tokio::select! {
                 _ = closing.cancelled() => return,
                 next = tokio::time::timeout(self.settings.idle_timeout, frames.next_frame()) => next,
@@ -116,8 +161,24 @@ impl Connection {
                     return;
                 }
             };
-            let (pending, release) = match self.dispatch(frame) {
-                Ok(dispatched) => dispatched,
+            let (pending, release) = match self.dispatch(frame, &mut auth) {
+                Ok(Dispatched::Queued(pending, release)) => (pending, release),
+                Ok(Dispatched::AuthFailed { response, reason }) => {
+                    warn!("failed authentication: {reason}");
+                    // Slows password guessing; only this connection waits.
+                    tokio::select! {
+                        _ = closing.cancelled() => return,
+                        _ = tokio::time::sleep(self.service.security.failed_auth_delay) => {}
+                    }
+                    if let Some(response) = response {
+                        let _ = queue.send(response).await;
+                    }
+                    return;
+                }
+                Ok(Dispatched::Refused(reason)) => {
+                    info!("closing connection: {reason}");
+                    return;
+                }
                 Err(e) => {
                     info!("closing connection: {e}");
                     return;
@@ -135,13 +196,15 @@ impl Connection {
         }
     }
 
-    /// Decodes a frame and starts answering it. ApiVersions is answered here
-    /// from the listener's table; everything else goes to the handler.
-    fn dispatch(
-        &self,
-        frame: Bytes,
-    ) -> Result<(Queued, Option<oneshot::Receiver<()>>), DispatchError> {
+    /// Decodes a frame and starts answering it. ApiVersions and SASL
+    /// requests are answered here; everything else goes to the handler.
+    fn dispatch(&self, frame: Bytes, auth: &mut Auth) -> Result<Dispatched, DispatchError> {
         let started = Instant::now();
+        if let Auth::Sasl(session) = auth {
+            if session.expects_raw_token() {
+                return Ok(raw_token(session, &frame, started));
+            }
+        }
         let metrics = network();
         let queued = |pending, api| Queued {
             pending,
@@ -149,7 +212,19 @@ impl Connection {
             started,
         };
         let table = &self.service.api_versions;
-        match decode_request(frame, |key, version| table.accepts(key, version)) {
+        let decoded = decode_request(frame, |key, version| table.accepts(key, version));
+        let api = decoded.as_ref().ok().map(|r| r.api_key);
+        let principal = match (auth, api) {
+            (Auth::Fixed(principal), _) => principal.clone(),
+            (Auth::Sasl(session), Some(api)) => match session.gate(api, started) {
+                Gate::Serve(principal) => principal,
+                Gate::Authenticate => return sasl_step(session, decoded?, started),
+                Gate::Refuse(reason) => return Ok(Dispatched::Refused(reason)),
+            },
+            // Undecodable: answered as ApiVersions v0 or closed below.
+            (Auth::Sasl(_), None) => Arc::new(KafkaPrincipal::anonymous()),
+        };
+        match decoded {
             Ok(Request {
                 api_key: ApiKey::ApiVersions,
                 header,
@@ -166,13 +241,16 @@ impl Connection {
                     &response,
                 )?;
                 let frame = Pending::Ready(OutFrame::whole(head));
-                Ok((queued(frame, ApiKey::ApiVersions), None))
+                Ok(Dispatched::Queued(queued(frame, ApiKey::ApiVersions), None))
             }
             Ok(request) => {
                 let api = request.api_key;
                 metrics.received(api, request.header.request_api_version);
-                let (task, release) = self.spawn_handler(request);
-                Ok((queued(Pending::Task(task), api), Some(release)))
+                let (task, release) = self.spawn_handler(request, principal);
+                Ok(Dispatched::Queued(
+                    queued(Pending::Task(task), api),
+                    Some(release),
+                ))
             }
             // KIP-511: answer in v0 so the client can retry with our version.
             Err(e) if e.is_unsupported_api_versions() => {
@@ -184,7 +262,7 @@ impl Connection {
                 let head =
                     encode_response(ApiKey::ApiVersions, 0, prefix.correlation_id, &response)?;
                 let frame = Pending::Ready(OutFrame::whole(head));
-                Ok((queued(frame, ApiKey::ApiVersions), None))
+                Ok(Dispatched::Queued(queued(frame, ApiKey::ApiVersions), None))
             }
             Err(e) => Err(e.into()),
         }
@@ -193,6 +271,7 @@ impl Connection {
     fn spawn_handler(
         &self,
         request: Request,
+        principal: Arc<KafkaPrincipal>,
     ) -> (JoinHandle<Result<Outcome, String>>, oneshot::Receiver<()>) {
         let Request {
             api_key,
@@ -204,6 +283,7 @@ impl Connection {
             self.id,
             Arc::clone(&self.service.name),
             self.peer,
+            principal,
             api_key,
             version,
         );
@@ -230,6 +310,79 @@ enum DispatchError {
     Request(#[from] RequestError),
     #[error(transparent)]
     Encode(#[from] EncodeError),
+}
+
+/// Answers a SaslHandshake or SaslAuthenticate from the session.
+fn sasl_step(
+    session: &mut SaslSession,
+    request: Request,
+    started: Instant,
+) -> Result<Dispatched, DispatchError> {
+    let Request {
+        api_key,
+        header,
+        body,
+    } = request;
+    let version = header.request_api_version;
+    let (response, failure) = match body {
+        RequestKind::SaslHandshake(r) => {
+            let step = session.handshake(version, &r);
+            (ResponseKind::SaslHandshake(step.response), step.failure)
+        }
+        RequestKind::SaslAuthenticate(r) => {
+            let step = session.authenticate(version, &r, started);
+            (ResponseKind::SaslAuthenticate(step.response), step.failure)
+        }
+        _ => {
+            return Ok(Dispatched::Refused(format!(
+                "{api_key:?} is not a SASL request"
+            )))
+        }
+    };
+    let metrics = network();
+    metrics.received(api_key, version);
+    metrics.response_errors(api_key, &response);
+    let head = encode_response(api_key, version, header.correlation_id, &response)?;
+    let queued = Queued {
+        pending: Pending::Ready(OutFrame::whole(head)),
+        api: api_key,
+        started,
+    };
+    Ok(match failure {
+        None => {
+            if let Some(principal) = session.authenticated_as() {
+                debug!(%principal, "SASL authentication complete");
+            }
+            Dispatched::Queued(queued, None)
+        }
+        Some(reason) => Dispatched::AuthFailed {
+            response: Some(queued),
+            reason,
+        },
+    })
+}
+
+/// A bare SASL token after a v0 SaslHandshake, answered with a bare,
+/// size-prefixed token; a failure closes without an answer, as in Kafka.
+fn raw_token(session: &mut SaslSession, frame: &[u8], started: Instant) -> Dispatched {
+    match session.raw_token(frame, started) {
+        Ok(token) => {
+            network().received(ApiKey::SaslAuthenticate, 0);
+            let mut out = BytesMut::with_capacity(4 + token.len());
+            out.put_u32(token.len() as u32);
+            out.put_slice(&token);
+            let queued = Queued {
+                pending: Pending::Ready(OutFrame::whole(out.freeze())),
+                api: ApiKey::SaslAuthenticate,
+                started,
+            };
+            Dispatched::Queued(queued, None)
+        }
+        Err(reason) => Dispatched::AuthFailed {
+            response: None,
+            reason,
+        },
+    }
 }
 
 impl OutFrame {
@@ -263,8 +416,8 @@ fn outcome(
     })
 }
 
-async fn write_responses(
-    mut write: OwnedWriteHalf,
+async fn write_responses<W: AsyncWrite + Unpin>(
+    mut write: W,
     mut queue: mpsc::Receiver<Queued>,
     closing: &CancellationToken,
 ) {

@@ -9,6 +9,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use tokio::sync::oneshot;
 
+use crate::security::KafkaPrincipal;
+
 /// What a handler answers.
 #[derive(Debug)]
 #[allow(
@@ -52,6 +54,8 @@ pub struct RequestContext {
     pub connection_id: u64,
     pub listener: Arc<str>,
     pub peer: SocketAddr,
+    /// Who the connection authenticated as (User:ANONYMOUS on PLAINTEXT).
+    pub principal: Arc<KafkaPrincipal>,
     pub api_key: ApiKey,
     pub api_version: i16,
     release: Mutex<Option<oneshot::Sender<()>>>,
@@ -65,6 +69,7 @@ impl RequestContext {
         connection_id: u64,
         listener: Arc<str>,
         peer: SocketAddr,
+        principal: Arc<KafkaPrincipal>,
         api_key: ApiKey,
         api_version: i16,
     ) -> (Self, oneshot::Receiver<()>) {
@@ -73,6 +78,7 @@ impl RequestContext {
             connection_id,
             listener,
             peer,
+            principal,
             api_key,
             api_version,
             release: Mutex::new(Some(tx)),

@@ -8,6 +8,7 @@ mod handler;
 mod limits;
 mod quorum;
 mod server;
+mod transport;
 
 pub use handler::{HandlerError, HandlerFuture, RequestContext, RequestHandler, Response};
 pub use quorum::QuorumSlot;

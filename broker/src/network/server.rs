@@ -20,6 +20,7 @@ use super::limits::ConnectionLimits;
 use super::quorum::{quorum_peer, QuorumSlot};
 use crate::config::{keys, BrokerConfig};
 use crate::metrics::network;
+use crate::security::ListenerSecurity;
 
 /// How long accepting pauses after an accept error (e.g. out of file
 /// descriptors), so the loop does not spin.
@@ -89,6 +90,7 @@ pub struct ListenerSpec {
     pub handler: Arc<dyn RequestHandler>,
     /// On controller listeners: where quorum RPC connections go.
     pub quorum: Option<QuorumSlot>,
+    pub security: ListenerSecurity,
 }
 
 /// Bound listeners, ready to [`run`](Server::run).
@@ -114,6 +116,7 @@ impl Server {
                 api_versions: spec.api_versions,
                 handler: spec.handler,
                 quorum: spec.quorum,
+                security: spec.security,
             };
             listeners.push((Arc::new(service), listener));
         }
@@ -233,7 +236,7 @@ impl Acceptor {
                     let serve = async {
                         match quorum_peer(quorum.as_ref(), &stream).await {
                             Some(rpc) => rpc.serve_connection(stream).await,
-                            None => connection.serve(stream, shutdown).await,
+                            None => super::transport::serve(connection, stream, shutdown).await,
                         }
                     };
                     tokio::select! {

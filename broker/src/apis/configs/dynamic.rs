@@ -9,7 +9,7 @@ use ottla_storage::config::TOPIC_CONFIG_KEYS;
 
 use super::{invalid_request, static_config, with_overrides, RESOURCE_BROKER};
 use crate::broker::Broker;
-use crate::config::ConfigError;
+use crate::config::{is_listener_scoped, ConfigError};
 
 /// Kafka's dynamic broker keys (DynamicBrokerConfig.AllDynamicConfigs)
 /// that Ottla knows, besides the `log.*` defaults of topic keys. Listener
@@ -51,11 +51,12 @@ pub(super) fn validate(
     let config = static_config(broker).map_err(broken_static_config)?;
     let known: HashSet<&str> = config.describe().iter().map(|e| e.name).collect();
     // Keys the broker does not know (a plugin's, say) are stored unchecked,
-    // as Kafka's DynamicBrokerConfig.validateConfigs does.
+    // as Kafka's DynamicBrokerConfig.validateConfigs does. Listener
+    // settings are read once, when the listeners are bound.
     let fixed: Vec<&str> = next
         .keys()
         .map(String::as_str)
-        .filter(|k| known.contains(k) && !is_dynamic(k))
+        .filter(|k| (known.contains(k) && !is_dynamic(k)) || is_listener_scoped(k))
         .collect();
     if !fixed.is_empty() {
         return Err(invalid_request(format!(

@@ -458,6 +458,21 @@ fn broker_refusals_follow_kafka() {
         message,
         "Cannot update these configs dynamically: [num.partitions]"
     );
+    // TLS and SASL settings apply when listeners are bound, so they are
+    // refused rather than stored without effect.
+    let (code, message) = refusal(
+        "",
+        vec![op(
+            "listener.name.ssl.ssl.client.auth",
+            SET,
+            Some("required"),
+        )],
+    );
+    assert_eq!(code, ResponseError::InvalidRequest.code());
+    assert_eq!(
+        message,
+        "Cannot update these configs dynamically: [listener.name.ssl.ssl.client.auth]"
+    );
     let (code, message) = refusal("1", vec![op("log.retention.ms", SET, Some("soon"))]);
     assert_eq!(code, ResponseError::InvalidRequest.code());
     assert!(

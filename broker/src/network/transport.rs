@@ -1,0 +1,62 @@
+//! From an accepted socket to a served connection: the TLS handshake on
+//! SSL and SASL_SSL listeners (bounded in time, so a silent or plaintext
+//! client cannot hold it), and the connection's initial principal.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use super::connection::{Auth, Connection};
+use crate::security::sasl::session::SaslSession;
+use crate::security::tls::peer_principal;
+use crate::security::KafkaPrincipal;
+
+/// How long a client has to complete the TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `stream` on `connection`'s listener until it closes.
+pub(super) async fn serve(connection: Connection, stream: TcpStream, shutdown: CancellationToken) {
+    let security = connection.service.security.clone();
+    let Some(acceptor) = &security.tls else {
+        let auth = initial_auth(&connection, KafkaPrincipal::anonymous());
+        let (read, write) = stream.into_split();
+        return connection.serve(read, write, auth, shutdown).await;
+    };
+    let handshake = tokio::time::timeout(
+        TLS_HANDSHAKE_TIMEOUT,
+        acceptor.accept(stream).into_fallible(),
+    );
+    let outcome = tokio::select! {
+        _ = shutdown.cancelled() => return,
+        outcome = handshake => outcome,
+    };
+    match outcome {
+        Ok(Ok(tls)) => {
+            let principal = peer_principal(tls.get_ref().1.peer_certificates());
+            debug!(%principal, "TLS handshake complete");
+            let auth = initial_auth(&connection, principal);
+            let (read, write) = tokio::io::split(tls);
+            connection.serve(read, write, auth, shutdown).await;
+        }
+        Ok(Err((e, stream))) => {
+            // INFO as in Kafka: health checks and port scans end here too.
+            info!("TLS handshake failed (is the client using TLS, with a valid certificate?): {e}");
+            // As any failed authentication, closed only after the delay.
+            tokio::time::sleep(security.failed_auth_delay).await;
+            drop(stream);
+        }
+        Err(_) => info!("TLS handshake not completed within {TLS_HANDSHAKE_TIMEOUT:?}"),
+    }
+}
+
+/// SASL listeners start a SASL session; others run as the transport's
+/// principal.
+fn initial_auth(connection: &Connection, transport: KafkaPrincipal) -> Auth {
+    match &connection.service.security.sasl {
+        Some(settings) => Auth::Sasl(Box::new(SaslSession::new(settings.clone()))),
+        None => Auth::Fixed(Arc::new(transport)),
+    }
+}

@@ -1,0 +1,153 @@
+//! A listener's security settings, resolved from the broker configuration
+//! (with `listener.name.<listener>.` overrides) when the listener is bound,
+//! so bad certificates or JAAS entries stop the broker at start-up with a
+//! message naming the key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_rustls::TlsAcceptor;
+
+use super::sasl::{jaas, Mechanism, SaslSettings, ScramCredentialStore};
+use super::tls::{self, ClientAuth, TlsSettings};
+use crate::config::{keys, BrokerConfig, Listener};
+
+const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
+
+/// How one listener authenticates its connections.
+#[derive(Clone)]
+pub struct ListenerSecurity {
+    pub tls: Option<TlsAcceptor>,
+    pub sasl: Option<Arc<SaslSettings>>,
+    /// connection.failed.authentication.delay.ms
+    pub failed_auth_delay: Duration,
+}
+
+impl ListenerSecurity {
+    /// PLAINTEXT: no TLS, no SASL, every connection is User:ANONYMOUS.
+    pub fn plaintext() -> Self {
+        Self {
+            tls: None,
+            sasl: None,
+            failed_auth_delay: Duration::ZERO,
+        }
+    }
+
+    pub fn from_config(
+        config: &BrokerConfig,
+        listener: &Listener,
+        credentials: Arc<dyn ScramCredentialStore>,
+    ) -> Result<Self, String> {
+        let name = listener.name.as_str();
+        let in_listener =
+            |e: String| format!("listener {name} ({}): {e}", listener.protocol.name());
+        let tls = listener
+            .protocol
+            .uses_tls()
+            .then(|| tls::acceptor(&tls_settings(config, name)?))
+            .transpose()
+            .map_err(in_listener)?;
+        let sasl = listener
+            .protocol
+            .uses_sasl()
+            .then(|| sasl_settings(config, name, credentials))
+            .transpose()
+            .map_err(in_listener)?
+            .map(Arc::new);
+        let delay = config.get(keys::CONNECTION_FAILED_AUTHENTICATION_DELAY_MS);
+        Ok(Self {
+            tls,
+            sasl,
+            failed_auth_delay: Duration::from_millis(delay.unsigned_abs().into()),
+        })
+    }
+}
+
+fn tls_settings(config: &BrokerConfig, listener: &str) -> Result<TlsSettings, String> {
+    let get = |key| config.get_for_listener(listener, key);
+    let client_auth = get(keys::SSL_CLIENT_AUTH);
+    Ok(TlsSettings {
+        keystore_type: get(keys::SSL_KEYSTORE_TYPE),
+        keystore_location: config.get_for_listener(listener, keys::SSL_KEYSTORE_LOCATION),
+        keystore_certificate_chain: config
+            .get_for_listener(listener, keys::SSL_KEYSTORE_CERTIFICATE_CHAIN),
+        keystore_key: config.get_for_listener(listener, keys::SSL_KEYSTORE_KEY),
+        truststore_type: get(keys::SSL_TRUSTSTORE_TYPE),
+        truststore_location: config.get_for_listener(listener, keys::SSL_TRUSTSTORE_LOCATION),
+        truststore_certificates: config
+            .get_for_listener(listener, keys::SSL_TRUSTSTORE_CERTIFICATES),
+        client_auth: ClientAuth::parse(&client_auth).ok_or_else(|| {
+            format!("ssl.client.auth={client_auth} is not none, requested or required")
+        })?,
+        enabled_protocols: config.get_for_listener(listener, keys::SSL_ENABLED_PROTOCOLS),
+    })
+}
+
+fn sasl_settings(
+    config: &BrokerConfig,
+    listener: &str,
+    credentials: Arc<dyn ScramCredentialStore>,
+) -> Result<SaslSettings, String> {
+    let names = config.get_for_listener(listener, keys::SASL_ENABLED_MECHANISMS);
+    let mut mechanisms = Vec::new();
+    for name in names.iter().filter(|n| !n.is_empty()) {
+        let mechanism = Mechanism::parse(name).ok_or_else(|| {
+            format!(
+                "sasl.enabled.mechanisms: {name} is not supported; \
+                 use PLAIN, SCRAM-SHA-256 and/or SCRAM-SHA-512"
+            )
+        })?;
+        mechanisms.push(mechanism);
+    }
+    if mechanisms.is_empty() {
+        return Err("sasl.enabled.mechanisms must name at least one mechanism".into());
+    }
+    let plain_users = if mechanisms.contains(&Mechanism::Plain) {
+        plain_users(config, listener)?
+    } else {
+        Default::default()
+    };
+    let max_receive = config.get_for_listener(listener, keys::SASL_SERVER_MAX_RECEIVE_SIZE);
+    Ok(SaslSettings {
+        mechanisms,
+        plain_users,
+        reauth_ms: config.get_for_listener(listener, keys::CONNECTIONS_MAX_REAUTH_MS),
+        max_receive_size: usize::try_from(max_receive).unwrap_or(usize::MAX),
+        credentials,
+    })
+}
+
+/// PLAIN's users: the `user_<name>="<password>"` options of the JAAS entry.
+fn plain_users(
+    config: &BrokerConfig,
+    listener: &str,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let key = format!(
+        "listener.name.{}.plain.sasl.jaas.config",
+        listener.to_ascii_lowercase()
+    );
+    let text = config.jaas_config_for(listener, "PLAIN").ok_or_else(|| {
+        format!(
+            "PLAIN is enabled but neither {key} nor sasl.jaas.config is set; set it to \
+                 {PLAIN_LOGIN_MODULE} required user_<name>=\"<password>\";"
+        )
+    })?;
+    let entry = jaas::parse(&text).map_err(|e| format!("{key}: {e}"))?;
+    if entry.login_module != PLAIN_LOGIN_MODULE {
+        return Err(format!(
+            "{key}: PLAIN needs {PLAIN_LOGIN_MODULE}, not {}",
+            entry.login_module
+        ));
+    }
+    let users: std::collections::BTreeMap<String, String> = entry
+        .options
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("user_")?.to_string(), v)))
+        .collect();
+    if users.is_empty() {
+        return Err(format!(
+            "{key}: no user_<name>=\"<password>\" option, so nobody can log in with PLAIN"
+        ));
+    }
+    Ok(users)
+}

@@ -1,0 +1,13 @@
+//! Listener security: TLS (SSL, SASL_SSL), SASL authentication
+//! (SASL_PLAINTEXT, SASL_SSL) and the principal each connection runs as.
+
+pub mod credentials;
+mod listener;
+pub mod pem;
+pub mod principal;
+pub mod sasl;
+pub mod tls;
+pub mod x509_name;
+
+pub use listener::ListenerSecurity;
+pub use principal::KafkaPrincipal;

@@ -1,0 +1,293 @@
+//! TLS for SSL and SASL_SSL listeners: a rustls server configuration from
+//! Kafka's `ssl.*` settings (PEM key stores and trust stores), and the
+//! principal of a client certificate.
+
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use tokio_rustls::TlsAcceptor;
+
+use super::pem::{self, PemBlock};
+use super::principal::KafkaPrincipal;
+use super::x509_name::subject_dn;
+
+/// `ssl.client.auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    None,
+    Requested,
+    Required,
+}
+
+impl ClientAuth {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(Self::None),
+            "requested" => Some(Self::Requested),
+            "required" => Some(Self::Required),
+            _ => None,
+        }
+    }
+}
+
+/// One listener's `ssl.*` settings (listener overrides already applied).
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    pub keystore_type: String,
+    pub keystore_location: Option<String>,
+    pub keystore_certificate_chain: Option<String>,
+    pub keystore_key: Option<String>,
+    pub truststore_type: String,
+    pub truststore_location: Option<String>,
+    pub truststore_certificates: Option<String>,
+    pub client_auth: ClientAuth,
+    pub enabled_protocols: Vec<String>,
+}
+
+/// The acceptor for a listener; the error names the keys to fix.
+pub fn acceptor(settings: &TlsSettings) -> Result<TlsAcceptor, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let (chain, key) = key_store(settings)?;
+    let versions = protocol_versions(&settings.enabled_protocols)?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("ssl.enabled.protocols: {e}"))?;
+    let builder = match settings.client_auth {
+        ClientAuth::None => builder.with_no_client_auth(),
+        auth => builder.with_client_cert_verifier(client_verifier(settings, auth, provider)?),
+    };
+    let config = builder.with_single_cert(chain, key).map_err(|e| {
+        format!("ssl.keystore: the private key does not match the certificate or is unusable: {e}")
+    })?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The principal of a verified client certificate chain: `User:<subject DN>`,
+/// or ANONYMOUS without a certificate (as Kafka's default principal builder).
+pub fn peer_principal(certs: Option<&[CertificateDer<'_>]>) -> KafkaPrincipal {
+    certs
+        .and_then(<[_]>::first)
+        .and_then(|cert| subject_dn(cert))
+        .map_or_else(KafkaPrincipal::anonymous, KafkaPrincipal::user)
+}
+
+fn require_pem(key: &str, ty: &str) -> Result<(), String> {
+    if ty.eq_ignore_ascii_case("PEM") {
+        return Ok(());
+    }
+    Err(format!(
+        "{key}={ty} is not supported: Ottla reads PEM files only; convert the store \
+         (e.g. openssl pkcs12 -in store.p12 -nodes) and set {key}=PEM"
+    ))
+}
+
+/// Certificate chain and private key from `ssl.keystore.location` (one PEM
+/// file with both) or the inline `ssl.keystore.certificate.chain` and
+/// `ssl.keystore.key`.
+fn key_store(
+    s: &TlsSettings,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    let (source, blocks) = match (
+        &s.keystore_location,
+        &s.keystore_certificate_chain,
+        &s.keystore_key,
+    ) {
+        (Some(path), None, None) => {
+            require_pem("ssl.keystore.type", &s.keystore_type)?;
+            let source = format!("ssl.keystore.location ({path})");
+            (source, read_pem_file("ssl.keystore.location", path)?)
+        }
+        (None, Some(chain), Some(key)) => {
+            require_pem("ssl.keystore.type", &s.keystore_type)?;
+            let mut blocks = parse_pem("ssl.keystore.certificate.chain", chain)?;
+            blocks.extend(parse_pem("ssl.keystore.key", key)?);
+            (
+                "ssl.keystore.certificate.chain and ssl.keystore.key".to_string(),
+                blocks,
+            )
+        }
+        (None, None, None) => {
+            return Err(
+                "an SSL listener needs a server certificate: set ssl.keystore.type=PEM and \
+                 ssl.keystore.location (a PEM file with the private key and certificate \
+                 chain), or ssl.keystore.certificate.chain and ssl.keystore.key"
+                    .into(),
+            )
+        }
+        _ => {
+            return Err(
+                "set either ssl.keystore.location, or both ssl.keystore.certificate.chain \
+                 and ssl.keystore.key"
+                    .into(),
+            )
+        }
+    };
+    let mut chain = Vec::new();
+    let mut keys = Vec::new();
+    for block in blocks {
+        match block.label.as_str() {
+            "CERTIFICATE" => chain.push(CertificateDer::from(block.der)),
+            "PRIVATE KEY" => keys.push(PrivateKeyDer::Pkcs8(block.der.into())),
+            "RSA PRIVATE KEY" => keys.push(PrivateKeyDer::Pkcs1(block.der.into())),
+            "EC PRIVATE KEY" => keys.push(PrivateKeyDer::Sec1(block.der.into())),
+            "ENCRYPTED PRIVATE KEY" => {
+                return Err(format!(
+                    "{source}: the private key is encrypted, which Ottla does not support: \
+                     decrypt it (openssl pkcs8 -topk8 -nocrypt -in key.pem) and keep the \
+                     file readable by the broker only"
+                ))
+            }
+            _ => {}
+        }
+    }
+    if chain.is_empty() {
+        return Err(format!("{source}: no CERTIFICATE block"));
+    }
+    match keys.len() {
+        1 => Ok((chain, keys.remove(0))),
+        0 => Err(format!("{source}: no PRIVATE KEY block")),
+        n => Err(format!("{source}: {n} private keys; keep exactly one")),
+    }
+}
+
+fn client_verifier(
+    s: &TlsSettings,
+    auth: ClientAuth,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, String> {
+    require_pem("ssl.truststore.type", &s.truststore_type)?;
+    let blocks = match (&s.truststore_location, &s.truststore_certificates) {
+        (Some(path), None) => read_pem_file("ssl.truststore.location", path)?,
+        (None, Some(certs)) => parse_pem("ssl.truststore.certificates", certs)?,
+        (None, None) => {
+            return Err(
+                "ssl.client.auth=required or requested needs the CA certificates that \
+                 sign client certificates: set ssl.truststore.location (a PEM file) or \
+                 ssl.truststore.certificates"
+                    .into(),
+            )
+        }
+        (Some(_), Some(_)) => {
+            return Err(
+                "set either ssl.truststore.location or ssl.truststore.certificates, not both"
+                    .into(),
+            )
+        }
+    };
+    let mut roots = RootCertStore::empty();
+    for block in blocks.into_iter().filter(|b| b.label == "CERTIFICATE") {
+        roots
+            .add(CertificateDer::from(block.der))
+            .map_err(|e| format!("the truststore has an unusable CA certificate: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err("the truststore has no CERTIFICATE block".into());
+    }
+    let builder = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+    let builder = match auth {
+        ClientAuth::Requested => builder.allow_unauthenticated(),
+        _ => builder,
+    };
+    builder
+        .build()
+        .map_err(|e| format!("cannot verify client certificates: {e}"))
+}
+
+fn protocol_versions(names: &[String]) -> Result<Vec<&'static SupportedProtocolVersion>, String> {
+    let mut versions = Vec::new();
+    for name in names.iter().filter(|n| !n.is_empty()) {
+        match name.as_str() {
+            "TLSv1.3" => versions.push(&rustls::version::TLS13),
+            "TLSv1.2" => versions.push(&rustls::version::TLS12),
+            other => {
+                return Err(format!(
+                    "ssl.enabled.protocols: {other} is not supported; use TLSv1.2 and/or TLSv1.3"
+                ))
+            }
+        }
+    }
+    if versions.is_empty() {
+        return Err("ssl.enabled.protocols must name TLSv1.2 and/or TLSv1.3".into());
+    }
+    Ok(versions)
+}
+
+fn read_pem_file(key: &str, path: &str) -> Result<Vec<PemBlock>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{key}: cannot read {path}: {e}"))?;
+    parse_pem(&format!("{key} ({path})"), &text)
+}
+
+fn parse_pem(what: &str, text: &str) -> Result<Vec<PemBlock>, String> {
+    pem::parse(text).map_err(|e| format!("{what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> TlsSettings {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        TlsSettings {
+            keystore_type: "PEM".into(),
+            keystore_location: None,
+            // Inline PEM may arrive on one line, as in a properties file.
+            keystore_certificate_chain: Some(cert.pem().replace('\n', " ")),
+            keystore_key: Some(key.serialize_pem()),
+            truststore_type: "PEM".into(),
+            truststore_location: None,
+            truststore_certificates: Some(cert.pem()),
+            client_auth: ClientAuth::Required,
+            enabled_protocols: vec!["TLSv1.3".into()],
+        }
+    }
+
+    fn error(s: &TlsSettings) -> String {
+        acceptor(s).err().expect("an error")
+    }
+
+    #[test]
+    fn inline_pem_stores_build_an_acceptor() {
+        assert!(acceptor(&settings()).is_ok());
+    }
+
+    #[test]
+    fn store_problems_name_the_key_to_fix() {
+        let mut s = settings();
+        s.keystore_type = "JKS".into();
+        assert!(error(&s).starts_with("ssl.keystore.type=JKS is not supported"));
+
+        let mut s = settings();
+        s.keystore_key = Some(
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAQID\n-----END ENCRYPTED PRIVATE KEY-----"
+                .into(),
+        );
+        assert!(error(&s).contains("the private key is encrypted"));
+
+        let mut s = settings();
+        s.keystore_location = Some("/no/such/file.pem".into());
+        assert!(error(&s).starts_with("set either ssl.keystore.location"));
+
+        let mut s = settings();
+        s.truststore_certificates = None;
+        assert!(error(&s).contains("set ssl.truststore.location"));
+        s.client_auth = ClientAuth::None;
+        assert!(
+            acceptor(&s).is_ok(),
+            "no trust store is needed without client auth"
+        );
+
+        let mut s = settings();
+        s.enabled_protocols = vec!["TLSv1.1".into()];
+        assert!(error(&s).contains("TLSv1.1 is not supported"));
+
+        let mut s = settings();
+        s.keystore_key = Some(rcgen::KeyPair::generate().unwrap().serialize_pem());
+        assert!(error(&s).contains("does not match the certificate"));
+    }
+}

@@ -1,0 +1,625 @@
+//! TLS and SASL listeners against stock clients: the Java CLI tools and
+//! librdkafka (confluent-kafka) over SSL, SASL_PLAINTEXT (PLAIN,
+//! SCRAM-SHA-256, SCRAM-SHA-512) and SASL_SSL, SCRAM users made with
+//! kafka-configs.sh, and the failures: wrong passwords, expired or missing
+//! client certificates, plaintext clients on TLS ports, requests before
+//! authentication. Certificates are made at test time.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::{MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest};
+use kafka_protocol::protocol::StrBytes;
+use ottla_tests::certs::TestPki;
+use ottla_tests::ottla::Ottla;
+use ottla_tests::tools::{kafka_tool, ok, python_script};
+use ottla_tests::wire::WireClient;
+
+const PLAIN_JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+    user_admin=\"admin-secret\" user_alice=\"alice-secret\";";
+
+/// A broker with TLS material and PLAIN users, plus the files clients need.
+struct Secured {
+    node: Ottla,
+    pki: TestPki,
+    dir: tempfile::TempDir,
+}
+
+fn start(protocols: &[&str], extra: &[(&str, &str)]) -> Secured {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::new(dir.path());
+    let keystore = pki.server.keystore.display().to_string();
+    let ca = pki.ca.display().to_string();
+    let mut overrides = vec![
+        ("ssl.keystore.type", "PEM"),
+        ("ssl.keystore.location", keystore.as_str()),
+        ("ssl.truststore.type", "PEM"),
+        ("ssl.truststore.location", ca.as_str()),
+        (
+            "sasl.enabled.mechanisms",
+            "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        ),
+        ("sasl.jaas.config", PLAIN_JAAS),
+        ("group.initial.rebalance.delay.ms", "0"),
+    ];
+    overrides.extend_from_slice(extra);
+    let node = Ottla::start_with_listeners(protocols, &overrides);
+    Secured { node, pki, dir }
+}
+
+impl Secured {
+    /// Writes a Java client config file.
+    fn java_config(&self, name: &str, lines: &[String]) -> PathBuf {
+        let path = self.dir.path().join(format!("{name}.properties"));
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        path
+    }
+
+    fn ca(&self) -> String {
+        self.pki.ca.display().to_string()
+    }
+}
+
+fn sasl_jaas(mechanism: &str, user: &str, password: &str) -> String {
+    let module = if mechanism == "PLAIN" {
+        "org.apache.kafka.common.security.plain.PlainLoginModule"
+    } else {
+        "org.apache.kafka.common.security.scram.ScramLoginModule"
+    };
+    format!("{module} required username=\"{user}\" password=\"{password}\";")
+}
+
+fn java_sasl(protocol: &str, mechanism: &str, user: &str, password: &str) -> Vec<String> {
+    vec![
+        format!("security.protocol={protocol}"),
+        format!("sasl.mechanism={mechanism}"),
+        format!("sasl.jaas.config={}", sasl_jaas(mechanism, user, password)),
+    ]
+}
+
+fn java_tls(s: &Secured) -> Vec<String> {
+    vec![
+        "ssl.truststore.type=PEM".into(),
+        format!("ssl.truststore.location={}", s.ca()),
+    ]
+}
+
+/// kafka-topics.sh creates `topic`, the console producer writes `n`
+/// records and the console consumer reads exactly them back.
+fn java_round_trip(bootstrap: &str, config: &Path, topic: &str, n: usize) {
+    let config = config.display().to_string();
+    let common = ["--bootstrap-server", bootstrap, "--command-config", &config];
+    let mut create = common.to_vec();
+    create.extend(["--create", "--topic", topic, "--partitions", "2"]);
+    let created = ok(kafka_tool("kafka-topics.sh", &create, None));
+    assert!(
+        created.contains(&format!("Created topic {topic}")),
+        "{created}"
+    );
+    let input: String = (0..n).map(|i| format!("{topic}-{i}\n")).collect();
+    let mut produce = common.to_vec();
+    produce.extend(["--topic", topic]);
+    ok(kafka_tool(
+        "kafka-console-producer.sh",
+        &produce,
+        Some(&input),
+    ));
+    let mut consume = common.to_vec();
+    let max = n.to_string();
+    consume.extend([
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--max-messages",
+        &max,
+        "--timeout-ms",
+        "30000",
+    ]);
+    let out = ok(kafka_tool("kafka-console-consumer.sh", &consume, None));
+    let mut got: Vec<&str> = out.lines().filter(|l| l.starts_with(topic)).collect();
+    got.sort_unstable();
+    let mut want: Vec<String> = (0..n).map(|i| format!("{topic}-{i}")).collect();
+    want.sort_unstable();
+    assert_eq!(got, want, "{out}");
+}
+
+/// confluent-kafka produces `n` records and consumes exactly them back.
+const PY_ROUND_TRIP: &str = r#"
+import json, sys, time
+from confluent_kafka import Consumer, Producer
+bootstrap, topic, n, conf = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+pause = float(sys.argv[5]) if len(sys.argv) > 5 else 0
+base = dict(conf, **{"bootstrap.servers": bootstrap})
+errors = []
+def delivered(err, msg):
+    if err is not None:
+        errors.append(str(err))
+p = Producer(base)
+for i in range(n):
+    p.produce(topic, value=f"{topic}-{i}".encode(), on_delivery=delivered)
+    if pause:
+        p.flush(10)
+        time.sleep(pause)
+left = p.flush(30)
+if left or errors:
+    print(f"produce failed: {left} undelivered, errors {errors[:3]}")
+    sys.exit(1)
+c = Consumer(dict(base, **{"group.id": f"g-{topic}", "auto.offset.reset": "earliest"}))
+c.subscribe([topic])
+seen = []
+deadline = time.time() + 60
+while len(seen) < n and time.time() < deadline:
+    m = c.poll(1.0)
+    if m is None or m.error():
+        continue
+    seen.append(m.value().decode())
+c.close()
+want = sorted(f"{topic}-{i}" for i in range(n))
+print(f"consumed {len(seen)}")
+sys.exit(0 if sorted(seen) == want else 1)
+"#;
+
+/// Connects with `conf` and prints every client error for ten seconds.
+const PY_ERRORS: &str = r#"
+import json, sys, time
+from confluent_kafka import Producer
+conf = dict(json.loads(sys.argv[2]), **{"bootstrap.servers": sys.argv[1]})
+errors = []
+conf["error_cb"] = lambda e: errors.append(f"{e.name()}: {e.str()}")
+p = Producer(conf)
+p.produce("t", b"x")
+deadline = time.time() + 10
+while time.time() < deadline and not errors:
+    p.poll(0.5)
+left = p.flush(2)
+print("\n".join(errors))
+print(f"undelivered {left}")
+"#;
+
+fn python_round_trip(bootstrap: &str, topic: &str, n: usize, conf: &str) {
+    let out = python_script(PY_ROUND_TRIP, &[bootstrap, topic, &n.to_string(), conf]);
+    let stdout = ok(out);
+    assert!(stdout.contains(&format!("consumed {n}")), "{stdout}");
+}
+
+fn python_errors(bootstrap: &str, conf: &str) -> String {
+    ok(python_script(PY_ERRORS, &[bootstrap, conf]))
+}
+
+fn py_sasl(
+    protocol: &str,
+    mechanism: &str,
+    user: &str,
+    password: &str,
+    ca: Option<&str>,
+) -> String {
+    let ca = ca.map_or(String::new(), |ca| {
+        format!(r#", "ssl.ca.location": "{ca}""#)
+    });
+    format!(
+        r#"{{"security.protocol": "{protocol}", "sasl.mechanism": "{mechanism}", "sasl.username": "{user}", "sasl.password": "{password}"{ca}}}"#
+    )
+}
+
+/// Creates SCRAM-SHA-256 and SCRAM-SHA-512 credentials for `user` with
+/// kafka-configs.sh over the PLAINTEXT listener, one call per mechanism:
+/// like Kafka, the broker refuses two changes of one user in one request.
+fn add_scram_user(node: &Ottla, user: &str, password: &str) {
+    for config in [
+        format!("SCRAM-SHA-256=[iterations=4096,password={password}]"),
+        format!("SCRAM-SHA-512=[password={password}]"),
+    ] {
+        let out = ok(kafka_tool(
+            "kafka-configs.sh",
+            &[
+                "--bootstrap-server",
+                &node.bootstrap(),
+                "--alter",
+                "--add-config",
+                &config,
+                "--entity-type",
+                "users",
+                "--entity-name",
+                user,
+            ],
+            None,
+        ));
+        assert!(
+            out.contains(&format!("Completed updating config for user {user}")),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn ssl_listener_serves_java_tools_and_librdkafka() {
+    let s = start(&["SSL"], &[]);
+    let bootstrap = s.node.bootstrap_of("SSL");
+    let mut config = vec!["security.protocol=SSL".to_string()];
+    config.extend(java_tls(&s));
+    let config = s.java_config("ssl", &config);
+    java_round_trip(&bootstrap, &config, "java-ssl", 40);
+    let conf = format!(
+        r#"{{"security.protocol": "SSL", "ssl.ca.location": "{}"}}"#,
+        s.ca()
+    );
+    python_round_trip(&bootstrap, "py-ssl", 30, &conf);
+}
+
+#[test]
+fn sasl_plaintext_plain_and_scram_users_from_kafka_configs() {
+    let s = start(&["SASL_PLAINTEXT"], &[]);
+    let bootstrap = s.node.bootstrap_of("SASL_PLAINTEXT");
+    add_scram_user(&s.node, "bob", "bob-secret");
+    let described = ok(kafka_tool(
+        "kafka-configs.sh",
+        &[
+            "--bootstrap-server",
+            &s.node.bootstrap(),
+            "--describe",
+            "--entity-type",
+            "users",
+        ],
+        None,
+    ));
+    assert!(
+        described.contains("SCRAM credential configs for user-principal 'bob' are SCRAM-SHA-256=iterations=4096, SCRAM-SHA-512=iterations=4096"),
+        "{described}"
+    );
+    for (mechanism, user, password) in [
+        ("PLAIN", "alice", "alice-secret"),
+        ("SCRAM-SHA-256", "bob", "bob-secret"),
+        ("SCRAM-SHA-512", "bob", "bob-secret"),
+    ] {
+        let topic = format!("java-{}", mechanism.to_lowercase());
+        let config = s.java_config(
+            &topic,
+            &java_sasl("SASL_PLAINTEXT", mechanism, user, password),
+        );
+        java_round_trip(&bootstrap, &config, &topic, 25);
+        let topic = format!("py-{}", mechanism.to_lowercase());
+        let conf = py_sasl("SASL_PLAINTEXT", mechanism, user, password, None);
+        python_round_trip(&bootstrap, &topic, 25, &conf);
+    }
+}
+
+#[test]
+fn sasl_ssl_with_listener_prefixed_settings() {
+    // A listener named CLIENTS, mapped to SASL_SSL, with its own settings.
+    let s = start(
+        &["CLIENTS"],
+        &[
+            (
+                "listener.security.protocol.map",
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,CLIENTS:SASL_SSL",
+            ),
+            ("listener.name.clients.sasl.enabled.mechanisms", "SCRAM-SHA-512,PLAIN"),
+            (
+                "listener.name.clients.plain.sasl.jaas.config",
+                "org.apache.kafka.common.security.plain.PlainLoginModule required user_carol=\"carol-secret\";",
+            ),
+        ],
+    );
+    let bootstrap = s.node.bootstrap_of("CLIENTS");
+    add_scram_user(&s.node, "dave", "dave-secret");
+    let mut config = java_sasl("SASL_SSL", "SCRAM-SHA-512", "dave", "dave-secret");
+    config.extend(java_tls(&s));
+    let config = s.java_config("sasl-ssl", &config);
+    java_round_trip(&bootstrap, &config, "java-sasl-ssl", 30);
+    let conf = py_sasl("SASL_SSL", "PLAIN", "carol", "carol-secret", Some(&s.ca()));
+    python_round_trip(&bootstrap, "py-sasl-ssl", 30, &conf);
+    // The listener's own JAAS users replace the global ones.
+    let conf = py_sasl("SASL_SSL", "PLAIN", "alice", "alice-secret", Some(&s.ca()));
+    let errors = python_errors(&bootstrap, &conf);
+    assert!(errors.contains("Authentication failed"), "{errors}");
+    // SCRAM-SHA-256 is not enabled on this listener.
+    let conf = py_sasl(
+        "SASL_SSL",
+        "SCRAM-SHA-256",
+        "dave",
+        "dave-secret",
+        Some(&s.ca()),
+    );
+    let errors = python_errors(&bootstrap, &conf);
+    assert!(errors.contains("SCRAM-SHA-256"), "{errors}");
+}
+
+#[test]
+fn wrong_passwords_are_refused_and_logged() {
+    let s = start(&["SASL_PLAINTEXT"], &[]);
+    let bootstrap = s.node.bootstrap_of("SASL_PLAINTEXT");
+    add_scram_user(&s.node, "bob", "bob-secret");
+    let config = s.java_config(
+        "wrong",
+        &java_sasl("SASL_PLAINTEXT", "SCRAM-SHA-512", "bob", "not-bobs"),
+    );
+    let config = config.display().to_string();
+    let out = kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--command-config",
+            &config,
+            "--list",
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("SaslAuthenticationException")
+            && stderr.contains("invalid credentials with SASL mechanism SCRAM-SHA-512"),
+        "{stderr}"
+    );
+    let conf = py_sasl("SASL_PLAINTEXT", "PLAIN", "alice", "wrong", None);
+    let errors = python_errors(&bootstrap, &conf);
+    assert!(
+        errors.contains("Authentication failed: Invalid username or password"),
+        "{errors}"
+    );
+    assert!(errors.contains("undelivered 1"), "{errors}");
+    let log = s.node.log();
+    assert!(log.contains("failed authentication"), "{log}");
+    // The broker still serves the right password.
+    python_round_trip(
+        &bootstrap,
+        "after-failures",
+        5,
+        &py_sasl("SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret", None),
+    );
+}
+
+fn handshake(mechanism: &'static str) -> SaslHandshakeRequest {
+    SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism))
+}
+
+fn plain_token(user: &str, password: &str) -> SaslAuthenticateRequest {
+    SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(format!("\0{user}\0{password}")))
+}
+
+#[test]
+fn failed_logins_are_delayed_and_requests_before_login_close_the_connection() {
+    let s = start(
+        &["SASL_PLAINTEXT"],
+        &[("connection.failed.authentication.delay.ms", "1500")],
+    );
+    let bootstrap = s.node.bootstrap_of("SASL_PLAINTEXT");
+
+    let mut client = WireClient::connect(&bootstrap);
+    assert_eq!(client.send(1, &handshake("PLAIN")).error_code, 0);
+    let started = Instant::now();
+    let answer = client.send(2, &plain_token("alice", "guess"));
+    assert_eq!(answer.error_code, 58, "SASL_AUTHENTICATION_FAILED");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1400),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(client.closed_within(Duration::from_secs(5)));
+
+    // Nothing but ApiVersions and the handshake before authenticating.
+    let mut client = WireClient::connect(&bootstrap);
+    client.send_only(12, &MetadataRequest::default());
+    assert!(client.closed_within(Duration::from_secs(5)));
+
+    // An unknown mechanism is refused with the enabled list.
+    let mut client = WireClient::connect(&bootstrap);
+    let refused = client.send(1, &handshake("GSSAPI"));
+    assert_eq!(refused.error_code, 33, "UNSUPPORTED_SASL_MECHANISM");
+    assert_eq!(refused.mechanisms.len(), 3);
+
+    // The right password, then a request served as alice.
+    let mut client = WireClient::connect(&bootstrap);
+    assert_eq!(client.send(1, &handshake("PLAIN")).error_code, 0);
+    let answer = client.send(2, &plain_token("alice", "alice-secret"));
+    assert_eq!(answer.error_code, 0);
+    assert_eq!(answer.session_lifetime_ms, 0);
+    let metadata = client.send(12, &MetadataRequest::default());
+    assert_eq!(metadata.brokers.len(), 1);
+    // SaslAuthenticate after authentication is ILLEGAL_SASL_STATE (34).
+    assert_eq!(
+        client
+            .send(2, &plain_token("alice", "alice-secret"))
+            .error_code,
+        34
+    );
+}
+
+#[test]
+fn reauthentication_keeps_long_lived_clients_connected() {
+    let s = start(
+        &["SASL_PLAINTEXT"],
+        &[("connections.max.reauth.ms", "2000")],
+    );
+    let bootstrap = s.node.bootstrap_of("SASL_PLAINTEXT");
+    add_scram_user(&s.node, "bob", "bob-secret");
+
+    let mut client = WireClient::connect(&bootstrap);
+    client.send(1, &handshake("PLAIN"));
+    let answer = client.send(2, &plain_token("alice", "alice-secret"));
+    assert_eq!(answer.session_lifetime_ms, 2000);
+
+    // librdkafka re-authenticates (KIP-368) while producing for 6 s, so
+    // the broker never has to close an expired session.
+    let conf = py_sasl("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", "bob-secret", None);
+    let out = ok(python_script(
+        PY_ROUND_TRIP,
+        &[&bootstrap, "reauth", "20", &conf, "0.3"],
+    ));
+    assert!(out.contains("consumed 20"), "{out}");
+    // So does the Java producer, sending 5 records a second for 6 s.
+    let config = s.java_config(
+        "reauth",
+        &java_sasl("SASL_PLAINTEXT", "SCRAM-SHA-512", "bob", "bob-secret"),
+    );
+    let out = ok(kafka_tool(
+        "kafka-producer-perf-test.sh",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--command-config",
+            &config.display().to_string(),
+            "--topic",
+            "java-reauth",
+            "--num-records",
+            "30",
+            "--record-size",
+            "100",
+            "--throughput",
+            "5",
+        ],
+        None,
+    ));
+    assert!(out.contains("30 records sent"), "{out}");
+    assert!(!s.node.log().contains("expired"), "{}", s.node.log());
+
+    // A client that does not re-authenticate is disconnected at expiry.
+    std::thread::sleep(Duration::from_millis(2200));
+    client.send_only(12, &MetadataRequest::default());
+    assert!(client.closed_within(Duration::from_secs(5)));
+    assert!(s.node.log().contains("expired"), "{}", s.node.log());
+}
+
+#[test]
+fn client_certificates_are_required_and_expired_ones_refused() {
+    let s = start(&["SSL"], &[("ssl.client.auth", "required")]);
+    let bootstrap = s.node.bootstrap_of("SSL");
+    let good = s.pki.client("client-1", false);
+    let expired = s.pki.client("client-old", true);
+    let tls = |cert: &Path, key: &Path| {
+        format!(
+            r#"{{"security.protocol": "SSL", "ssl.ca.location": "{}", "ssl.certificate.location": "{}", "ssl.key.location": "{}"}}"#,
+            s.ca(),
+            cert.display(),
+            key.display()
+        )
+    };
+    python_round_trip(&bootstrap, "mtls", 20, &tls(&good.cert, &good.key));
+
+    let errors = python_errors(&bootstrap, &tls(&expired.cert, &expired.key));
+    assert!(errors.contains("undelivered 1"), "{errors}");
+    assert!(errors.contains("SSL"), "{errors}");
+    let log = s.node.log();
+    assert!(
+        log.contains("TLS handshake failed") && log.contains("xpired"),
+        "{log}"
+    );
+
+    let no_cert = format!(
+        r#"{{"security.protocol": "SSL", "ssl.ca.location": "{}"}}"#,
+        s.ca()
+    );
+    let errors = python_errors(&bootstrap, &no_cert);
+    assert!(errors.contains("undelivered 1"), "{errors}");
+
+    // The Java tools present a PEM key store.
+    let mut config = vec![
+        "security.protocol=SSL".to_string(),
+        "ssl.keystore.type=PEM".to_string(),
+        format!("ssl.keystore.location={}", good.keystore.display()),
+    ];
+    config.extend(java_tls(&s));
+    let config = s.java_config("mtls", &config);
+    java_round_trip(&bootstrap, &config, "java-mtls", 20);
+}
+
+#[test]
+fn plaintext_client_on_tls_port_fails_cleanly() {
+    let s = start(&["SSL"], &[]);
+    let bootstrap = s.node.bootstrap_of("SSL");
+    // A silent client holds a connection while others are served.
+    let mut silent = std::net::TcpStream::connect(&bootstrap).unwrap();
+    let silent_since = Instant::now();
+    for _ in 0..3 {
+        let mut client = WireClient::connect(&bootstrap);
+        client.send_only(12, &MetadataRequest::default());
+        assert!(client.closed_within(Duration::from_secs(5)));
+    }
+    // The Java tools configured for PLAINTEXT give up instead of hanging.
+    let config = s.java_config(
+        "plaintext",
+        &[
+            "request.timeout.ms=3000".into(),
+            "default.api.timeout.ms=6000".into(),
+        ],
+    );
+    let config = config.display().to_string();
+    let started = Instant::now();
+    let out = kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--command-config",
+            &config,
+            "--list",
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let conf = format!(
+        r#"{{"security.protocol": "SSL", "ssl.ca.location": "{}"}}"#,
+        s.ca()
+    );
+    python_round_trip(&bootstrap, "still-serving", 10, &conf);
+    assert!(s.node.log().contains("TLS handshake failed"));
+    // The silent client is cut off once the handshake time (10 s) is up.
+    use std::io::Read;
+    silent
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    assert!(matches!(silent.read(&mut byte), Ok(0) | Err(_)));
+    let held = silent_since.elapsed();
+    assert!(held < Duration::from_secs(20), "held for {held:?}");
+    assert!(
+        s.node.log().contains("TLS handshake not completed"),
+        "{}",
+        s.node.log()
+    );
+}
+
+#[test]
+fn scram_credentials_reach_every_node_and_survive_restarts() {
+    let mut nodes = Ottla::cluster_with_listeners(
+        3,
+        &["SASL_PLAINTEXT"],
+        &[
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+            ("offsets.topic.replication.factor", "3"),
+            ("group.initial.rebalance.delay.ms", "0"),
+        ],
+    );
+    add_scram_user(&nodes[0], "erin", "erin-secret");
+    let conf = py_sasl(
+        "SASL_PLAINTEXT",
+        "SCRAM-SHA-512",
+        "erin",
+        "erin-secret",
+        None,
+    );
+    // Written through node 1, checked by node 3 from its own metadata image.
+    python_round_trip(
+        &nodes[2].bootstrap_of("SASL_PLAINTEXT"),
+        "everywhere",
+        10,
+        &conf,
+    );
+    nodes[2].stop();
+    nodes[2].restart();
+    nodes[2].wait_for_brokers(3, Duration::from_secs(60));
+    let bootstrap = nodes[2].bootstrap_of("SASL_PLAINTEXT");
+    python_round_trip(&bootstrap, "after-restart", 10, &conf);
+    let wrong = py_sasl(
+        "SASL_PLAINTEXT",
+        "SCRAM-SHA-512",
+        "erin",
+        "erin-guess",
+        None,
+    );
+    let errors = python_errors(&bootstrap, &wrong);
+    assert!(errors.contains("Authentication failed"), "{errors}");
+}
