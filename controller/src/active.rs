@@ -15,6 +15,7 @@ use tracing::{info, warn};
 use crate::controller::{Controller, ControllerError};
 use crate::elections::{align_partitions, leaderships, preferred_leader_moves, usable_in};
 use crate::raft::{Node, QuorumError, QuorumSummary};
+use crate::reassignment;
 use crate::records::MetadataRecord;
 use crate::service::{
     ControllerRequest, ControllerResponse, ControllerService, Heartbeat, HeartbeatReply,
@@ -299,6 +300,26 @@ impl Controller {
         }
     }
 
+    /// While this node is the active controller: completes reassignments
+    /// whose new replicas have all joined the ISR.
+    async fn complete_reassignments(&self) {
+        if !self.leads() {
+            return;
+        }
+        let image = self.image();
+        let records = reassignment::completions(&image);
+        if records.is_empty() {
+            return;
+        }
+        info!(
+            records = records.len(),
+            "completing partition reassignments"
+        );
+        if let Err(CommitError::Failed(e)) = self.commit(image.offset, records).await {
+            warn!(error = %e, "could not complete partition reassignments");
+        }
+    }
+
     /// While this node is the active controller: moves leadership back to
     /// preferred replicas that are live ISR members (a broker that came
     /// back leads its share again), every rebalance interval.
@@ -407,6 +428,7 @@ impl LivenessLoop for Weak<Controller> {
                     return;
                 };
                 controller.check_liveness().await;
+                controller.complete_reassignments().await;
                 controller.balance_leaders().await;
             }
         })

@@ -24,6 +24,7 @@ use crate::active::{ActiveService, CommitError, Liveness, LivenessLoop};
 use crate::elections::{align_partitions, elect, usable_in, ElectionType, NoElection};
 use crate::image::MetadataImage;
 use crate::raft::{Node, Quorum, QuorumConfig, QuorumError, RpcHandler};
+use crate::reassignment::{self, ReassignmentError};
 use crate::records::{MetadataRecord, CONFIG_RESOURCE_TOPIC};
 
 /// Producer ids handed to a broker per ProducerIds record.
@@ -735,6 +736,50 @@ impl Controller {
                         )),
                     };
                     ((topic, p), outcome)
+                })
+                .collect::<Vec<_>>();
+            (records, results)
+        });
+        fail_all(&mut results, error);
+        results
+    }
+
+    /// AlterPartitionReassignments: moves each partition to its target
+    /// replicas (None cancels its ongoing reassignment). The move completes
+    /// later, once the new replicas are in the ISR.
+    pub fn reassign_partitions(
+        &self,
+        moves: Vec<((String, i32), Option<Vec<i32>>)>,
+    ) -> Vec<((String, i32), ControllerResult<()>)> {
+        let (mut results, error) = self.run(|image| {
+            let mut records = Vec::new();
+            let results = moves
+                .iter()
+                .map(|((topic, p), target)| {
+                    let partition = image
+                        .topic_by_name(topic)
+                        .and_then(|t| t.partitions.get(p).map(|part| (t.id, part)));
+                    let outcome = match partition {
+                        None => Err(ControllerError::new(
+                            ResponseError::UnknownTopicOrPartition,
+                            format!("{topic}-{p} does not exist."),
+                        )),
+                        Some((id, part)) => {
+                            reassignment::plan(image, id, *p, part, target.as_deref())
+                                .map(|planned| records.extend(planned))
+                                .map_err(|e| match e {
+                                    ReassignmentError::NoneInProgress => ControllerError::new(
+                                        ResponseError::NoReassignmentInProgress,
+                                        format!("No ongoing reassignment for {topic}-{p}."),
+                                    ),
+                                    ReassignmentError::InvalidTarget(m) => ControllerError::new(
+                                        ResponseError::InvalidReplicaAssignment,
+                                        m,
+                                    ),
+                                })
+                        }
+                    };
+                    ((topic.clone(), *p), outcome)
                 })
                 .collect::<Vec<_>>();
             (records, results)

@@ -188,6 +188,8 @@ mod tests {
             leader,
             leader_epoch: 0,
             partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         }
     }
 

@@ -15,6 +15,10 @@ pub struct PartitionImage {
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    /// An ongoing reassignment's new replicas (already in `replicas`).
+    pub adding_replicas: Vec<i32>,
+    /// An ongoing reassignment's replicas to drop once it completes.
+    pub removing_replicas: Vec<i32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +111,8 @@ impl MetadataImage {
                             leader: *leader,
                             leader_epoch: *leader_epoch,
                             partition_epoch: *partition_epoch,
+                            adding_replicas: Vec::new(),
+                            removing_replicas: Vec::new(),
                         },
                     );
                 }
@@ -138,6 +144,21 @@ impl MetadataImage {
                     p.replicas = r.clone();
                 }
                 p.partition_epoch += 1;
+            }
+            MetadataRecord::PartitionReassignment {
+                topic_id,
+                partition,
+                adding,
+                removing,
+            } => {
+                if let Some(p) = self
+                    .topics
+                    .get_mut(topic_id)
+                    .and_then(|t| t.partitions.get_mut(partition))
+                {
+                    p.adding_replicas = adding.clone();
+                    p.removing_replicas = removing.clone();
+                }
             }
             MetadataRecord::RemoveTopic { topic_id } => {
                 if let Some(t) = self.topics.remove(topic_id) {

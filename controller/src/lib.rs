@@ -7,6 +7,7 @@ pub mod controller;
 pub mod elections;
 pub mod image;
 pub mod raft;
+pub mod reassignment;
 pub mod records;
 pub mod scram;
 pub mod service;

@@ -93,6 +93,14 @@ pub enum MetadataRecord {
         mechanism: ScramMechanism,
         credential: Option<ScramCredential>,
     },
+    /// type 13: the replicas an ongoing reassignment adds and removes
+    /// (both empty: none in progress). Types 11 and 12 are ACL records.
+    PartitionReassignment {
+        topic_id: Uuid,
+        partition: i32,
+        adding: Vec<i32>,
+        removing: Vec<i32>,
+    },
 }
 
 impl MetadataRecord {
@@ -108,6 +116,7 @@ impl MetadataRecord {
             Self::FeatureLevel { .. } => 8,
             Self::BrokerFence { .. } => 9,
             Self::ScramCredential { .. } => 10,
+            Self::PartitionReassignment { .. } => 13,
         }
     }
 
@@ -199,6 +208,17 @@ impl MetadataRecord {
                 mechanism,
                 credential,
             } => encode_scram(&mut w, user, *mechanism, credential.as_ref()),
+            Self::PartitionReassignment {
+                topic_id,
+                partition,
+                adding,
+                removing,
+            } => {
+                w.uuid(topic_id);
+                w.i32(*partition);
+                w.i32s(adding);
+                w.i32s(removing);
+            }
         }
         w.0
     }
@@ -275,6 +295,12 @@ impl MetadataRecord {
                 fenced: r.u8()? != 0,
             },
             10 => decode_scram(&mut r)?,
+            13 => Self::PartitionReassignment {
+                topic_id: r.uuid()?,
+                partition: r.i32()?,
+                adding: r.i32s()?,
+                removing: r.i32s()?,
+            },
             other => return Err(DecodeError::Unknown(other, version)),
         };
         if !r.0.is_empty() {
@@ -498,6 +524,12 @@ mod tests {
                 user: "alice".into(),
                 mechanism: ScramMechanism::Sha256,
                 credential: None,
+            },
+            MetadataRecord::PartitionReassignment {
+                topic_id: id,
+                partition: 2,
+                adding: vec![4, 5],
+                removing: vec![1],
             },
         ]
     }

@@ -505,3 +505,93 @@ fn groups_and_transactions_span_brokers_and_survive_a_coordinator_loss() {
         "the group resumed at its commits"
     );
 }
+
+#[test]
+fn reassignment_grows_the_replication_factor_and_moves_a_partition() {
+    let nodes = Ottla::cluster(3, CLUSTER_SETTINGS);
+    let out = ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &nodes[0].bootstrap(),
+            "--create",
+            "--topic",
+            "moves",
+            "--replica-assignment",
+            "1,2",
+        ],
+        None,
+    ));
+    assert!(out.contains("Created topic moves"), "{out}");
+    let sent = produce(&nodes[0], "moves", 5_000);
+    assert!(sent.contains("5000 records sent"), "{sent}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let topics_json = dir.path().join("topics.json");
+    std::fs::write(&topics_json, r#"{"version":1,"topics":[{"topic":"moves"}]}"#).unwrap();
+    let proposed = ok(kafka_tool(
+        "kafka-reassign-partitions.sh",
+        &[
+            "--bootstrap-server",
+            &nodes[1].bootstrap(),
+            "--topics-to-move-json-file",
+            topics_json.to_str().unwrap(),
+            "--broker-list",
+            "1,2,3",
+            "--generate",
+        ],
+        None,
+    ));
+    assert!(proposed.contains("Proposed partition reassignment configuration"), "{proposed}");
+
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"version":1,"partitions":[
+            {"topic":"moves","partition":0,"replicas":[1,2,3]},
+            {"topic":"moves","partition":1,"replicas":[3]}]}"#,
+    )
+    .unwrap();
+    let reassign = |action: &str| {
+        ok(kafka_tool(
+            "kafka-reassign-partitions.sh",
+            &[
+                "--bootstrap-server",
+                &nodes[1].bootstrap(),
+                "--reassignment-json-file",
+                plan.to_str().unwrap(),
+                action,
+            ],
+            None,
+        ))
+    };
+    let started = reassign("--execute");
+    assert!(started.contains("Successfully started partition reassignment"), "{started}");
+    let start = Instant::now();
+    loop {
+        let verified = reassign("--verify");
+        if verified.contains("Reassignment of partition moves-0 is completed")
+            && verified.contains("Reassignment of partition moves-1 is completed")
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "reassignment never completed: {verified}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let view = describe(&nodes[2], "moves");
+    assert_eq!(view[&0].replicas, vec![1, 2, 3]);
+    assert_eq!(view[&0].isr.len(), 3, "{view:?}");
+    assert_eq!(
+        view[&1],
+        PartitionView {
+            leader: 3,
+            replicas: vec![3],
+            isr: vec![3],
+        }
+    );
+    assert_eq!(total_offsets(&nodes[2], "moves"), 5_000);
+    assert_eq!(consume_count(&nodes[2], "moves", 5_000), 5_000);
+}

@@ -14,7 +14,7 @@ use crate::apis::{
     client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
     elect_leaders, fetch, group, init_producer_id, list_offsets, metadata, offset_for_leader_epoch,
-    produce, scram_credentials, txn,
+    produce, reassignments, scram_credentials, txn,
 };
 use crate::broker::Broker;
 use crate::handlers::HandlerRegistry;
@@ -52,6 +52,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::AddPartitionsToTxn, 0, 5),
@@ -156,6 +158,16 @@ impl RequestHandler for BrokerApis {
                 RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
                     blocking(b, move |b| configs::incremental::handle(b, v, r)).await?,
                 ),
+                RequestKind::AlterPartitionReassignments(r) => {
+                    ResponseKind::AlterPartitionReassignments(
+                        blocking(b, move |b| reassignments::alter(b, v, r)).await?,
+                    )
+                }
+                RequestKind::ListPartitionReassignments(r) => {
+                    ResponseKind::ListPartitionReassignments(
+                        blocking(b, move |b| reassignments::list(b, v, r)).await?,
+                    )
+                }
                 RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(
                     blocking(b, move |b| elect_leaders::handle(b, v, r)).await?,
                 ),

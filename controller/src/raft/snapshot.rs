@@ -108,6 +108,14 @@ fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
                 leader_epoch: p.leader_epoch,
                 partition_epoch: p.partition_epoch,
             });
+            if !p.adding_replicas.is_empty() || !p.removing_replicas.is_empty() {
+                out.push(MetadataRecord::PartitionReassignment {
+                    topic_id: t.id,
+                    partition: *partition,
+                    adding: p.adding_replicas.clone(),
+                    removing: p.removing_replicas.clone(),
+                });
+            }
         }
     }
     let mut configs: Vec<_> = image.configs.iter().collect();
