@@ -99,6 +99,9 @@ pub enum AlterOp {
     Subtract,
 }
 
+/// A partition by topic name and index, as admin requests name them.
+pub type PartitionKey = (String, i32);
+
 /// What a controller node needs to start.
 #[derive(Debug, Clone)]
 pub struct ControllerSettings {
@@ -696,8 +699,8 @@ impl Controller {
     pub fn elect_leaders(
         &self,
         kind: ElectionType,
-        partitions: Option<Vec<(String, i32)>>,
-    ) -> Vec<((String, i32), ControllerResult<()>)> {
+        partitions: Option<Vec<PartitionKey>>,
+    ) -> Vec<(PartitionKey, ControllerResult<()>)> {
         let (mut results, error) = self.run(|image| {
             let wanted = partitions.clone().unwrap_or_else(|| {
                 image
@@ -749,8 +752,8 @@ impl Controller {
     /// later, once the new replicas are in the ISR.
     pub fn reassign_partitions(
         &self,
-        moves: Vec<((String, i32), Option<Vec<i32>>)>,
-    ) -> Vec<((String, i32), ControllerResult<()>)> {
+        moves: Vec<(PartitionKey, Option<Vec<i32>>)>,
+    ) -> Vec<(PartitionKey, ControllerResult<()>)> {
         let (mut results, error) = self.run(|image| {
             let mut records = Vec::new();
             let results = moves
