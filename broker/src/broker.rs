@@ -12,12 +12,14 @@ use anyhow::Context;
 use ottla_controller::records::Endpoint;
 use ottla_controller::service::Heartbeat;
 use ottla_controller::{Controller, MetadataRecord};
+use ottla_protocol::api_versions::FinalizedFeatures;
 use ottla_storage::manager::LogManager;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
+use crate::features;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
 use crate::inter_broker::BrokerClients;
@@ -39,6 +41,9 @@ pub struct BrokerSettings {
     /// (generated on first start when unset, which suits a single node).
     pub cluster_id: Option<String>,
     pub advertised: Vec<Endpoint>,
+    /// The finalized feature levels ApiVersions reports, kept in line with
+    /// the metadata.
+    pub finalized_features: Arc<FinalizedFeatures>,
     /// The controller listener's name (DescribeQuorum lists voters under it).
     pub controller_listener: String,
     pub rack: Option<String>,
@@ -115,6 +120,7 @@ impl Broker {
         let incarnation = Uuid::new_v4();
         register(&controller, &settings, incarnation)?;
         replicas.apply_image(&controller.image());
+        features::publish(&settings.finalized_features, &controller.image());
         let groups = GroupCoordinator::open(
             settings.node_id,
             &settings.static_configs,
@@ -195,6 +201,7 @@ impl Broker {
                     let applied = image.clone();
                     // Creating and deleting logs is file I/O.
                     let _ = tokio::task::spawn_blocking(move || replicas.apply_image(&applied)).await;
+                    features::publish(&self.settings.finalized_features, &image);
                     self.fetchers.sync(image);
                 }
                 _ = isr_check.tick() => self.replicas.shrink_lagging_isrs(),

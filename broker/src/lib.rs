@@ -5,6 +5,7 @@ pub mod apis;
 pub mod broker;
 pub mod config;
 pub mod coordinator_shards;
+pub mod features;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;

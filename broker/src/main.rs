@@ -22,6 +22,7 @@ use ottla_broker::security::sasl::ScramCredentialStore;
 use ottla_broker::security::ListenerSecurity;
 use ottla_controller::records::Endpoint;
 use ottla_controller::{Controller, ControllerSettings, Node, QuorumConfig, TopicDefaults};
+use ottla_protocol::api_versions::FinalizedFeatures;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -120,6 +121,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         anyhow::bail!("controller.quorum.bootstrap.servers (a dynamic quorum) is not supported yet: list the voters in controller.quorum.voters");
     }
     let slot: BrokerSlot = Arc::default();
+    let finalized = ottla_broker::features::initial_finalized();
     let credentials: Arc<dyn ScramCredentialStore> = Arc::new(MetadataCredentials(slot.clone()));
     let quorum_slot = QuorumSlot::default();
     let server_settings = ServerSettings::from_config(&config);
@@ -128,7 +130,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         listener_specs(
             &config,
             config.controller_listeners(),
-            controller_registry().context("building the controller API table")?,
+            controller_registry(finalized.clone()).context("building the controller API table")?,
             Some(&quorum_slot),
             &credentials,
         )
@@ -136,7 +138,8 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     )
     .await?;
     let broker_server = if config.roles.broker {
-        let registry = broker_registry(slot.clone()).context("building the API table")?;
+        let registry =
+            broker_registry(slot.clone(), finalized.clone()).context("building the API table")?;
         let listeners = config.broker_listeners();
         let specs = listener_specs(&config, listeners, registry, None, &credentials).await?;
         Some(Server::bind(server_settings, specs).await?)
@@ -173,7 +176,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     let signalled = CancellationToken::new();
     tokio::spawn(cancel_on_signal(signalled.clone()));
     if let Some(broker_server) = broker_server {
-        let settings = broker_settings(&config);
+        let settings = broker_settings(&config, finalized.clone());
         let for_open = controller.clone();
         let broker =
             tokio::task::spawn_blocking(move || Broker::open(settings, for_open)).await??;
@@ -250,7 +253,10 @@ fn controller_settings(config: &BrokerConfig) -> ControllerSettings {
 }
 
 /// What the broker core needs from the configuration.
-fn broker_settings(config: &BrokerConfig) -> BrokerSettings {
+fn broker_settings(
+    config: &BrokerConfig,
+    finalized_features: Arc<FinalizedFeatures>,
+) -> BrokerSettings {
     let ms = |v: i64| Duration::from_millis(v.clamp(1, i64::from(u32::MAX)) as u64);
     BrokerSettings {
         node_id: config.node_id,
@@ -267,6 +273,7 @@ fn broker_settings(config: &BrokerConfig) -> BrokerSettings {
                 security_protocol: l.protocol.name().to_string(),
             })
             .collect(),
+        finalized_features,
         controller_listener: config
             .controller_listener_names
             .first()

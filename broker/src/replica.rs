@@ -8,6 +8,7 @@
 //! end itself.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -131,6 +132,9 @@ pub struct ReplicaManager {
     /// `replica.lag.time.max.ms`.
     replica_lag_max: Duration,
     isr_changes: mpsc::UnboundedSender<IsrChange>,
+    /// ISR shrinks and expansions asked of the controller (metrics).
+    isr_shrinks: AtomicU64,
+    isr_expands: AtomicU64,
 }
 
 impl ReplicaManager {
@@ -151,6 +155,8 @@ impl ReplicaManager {
             appends: watch::channel(0).0,
             replica_lag_max,
             isr_changes,
+            isr_shrinks: AtomicU64::new(0),
+            isr_expands: AtomicU64::new(0),
         };
         (manager, requests)
     }
@@ -407,12 +413,26 @@ impl ReplicaManager {
             return;
         }
         *pending = Some(isr.clone());
+        let counter = if isr.len() < state.isr.len() {
+            &self.isr_shrinks
+        } else {
+            &self.isr_expands
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
         let _ = self.isr_changes.send(IsrChange {
             tp: p.tp.clone(),
             topic_id: p.topic_id,
             leader_epoch: state.leader_epoch,
             isr,
         });
+    }
+
+    /// ISR shrinks and expansions asked so far.
+    pub fn isr_change_counts(&self) -> (u64, u64) {
+        (
+            self.isr_shrinks.load(Ordering::Relaxed),
+            self.isr_expands.load(Ordering::Relaxed),
+        )
     }
 
     /// The controller refused or lost an ISR change: allow asking again.

@@ -101,7 +101,8 @@ async fn start() -> Running {
 }
 
 async fn start_with(settings: ServerSettings) -> Running {
-    let mut registry = HandlerRegistry::new(node_features());
+    let mut registry =
+        HandlerRegistry::new(node_features(ottla_broker::features::initial_finalized()));
     let handler: Arc<dyn RequestHandler> = Arc::new(TestHandler);
     registry
         .register(

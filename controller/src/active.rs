@@ -112,6 +112,16 @@ impl Controller {
         self.quorum.leader() == Some(self.node_id as u64)
     }
 
+    /// Whether this node is the active controller (metrics).
+    pub fn is_active(&self) -> bool {
+        self.leads()
+    }
+
+    /// The quorum leader as this node knows it, and the current epoch (metrics).
+    pub fn quorum_view(&self) -> (Option<u64>, u64) {
+        (self.quorum.leader(), self.quorum.term())
+    }
+
     /// Commits `records`, planned against the image at `expected`, through
     /// whichever controller is active; returns the offset once this node
     /// has applied it, so callers read their own writes.

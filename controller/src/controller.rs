@@ -791,6 +791,23 @@ impl Controller {
         results
     }
 
+    /// Finalizes feature levels (UpdateFeatures; the broker checks them
+    /// against what it supports).
+    pub fn set_feature_levels(&self, levels: Vec<(String, i16)>) -> ControllerResult<()> {
+        let ((), error) = self.run(|image| {
+            let records = levels
+                .iter()
+                .filter(|(name, level)| image.features.get(name) != Some(level))
+                .map(|(name, level)| MetadataRecord::FeatureLevel {
+                    name: name.clone(),
+                    level: *level,
+                })
+                .collect();
+            (records, ())
+        });
+        error.map_or(Ok(()), Err)
+    }
+
     /// Commits `records` as they are, unvalidated: for tools and tests
     /// that set up a state the controller would not produce by itself.
     pub fn commit_records(&self, records: Vec<MetadataRecord>) -> ControllerResult<()> {

@@ -11,6 +11,7 @@
 //! that this crate can decode and encode".
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::{
@@ -56,22 +57,12 @@ pub struct SupportedFeature {
 
 /// Feature flags carried by ApiVersions v3+ (KIP-584): what this node
 /// supports, and the cluster-wide finalized levels with the metadata epoch
-/// they were finalized at (-1 when unknown, which omits the field).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// they were finalized at (-1 when unknown, which omits the field). The
+/// finalized part is shared and follows the metadata as it changes.
+#[derive(Debug, Clone, Default)]
 pub struct Features {
     pub supported: Vec<SupportedFeature>,
-    pub finalized: Vec<(String, i16)>,
-    pub finalized_epoch: i64,
-}
-
-impl Default for Features {
-    fn default() -> Self {
-        Self {
-            supported: Vec::new(),
-            finalized: Vec::new(),
-            finalized_epoch: -1,
-        }
-    }
+    pub finalized: Arc<FinalizedFeatures>,
 }
 
 impl Features {
@@ -84,10 +75,30 @@ impl Features {
         self
     }
 
-    pub fn finalize(mut self, name: &str, level: i16, epoch: i64) -> Self {
-        self.finalized.push((name.to_owned(), level));
-        self.finalized_epoch = epoch;
+    /// Answers with `finalized` (shared with whoever updates it).
+    pub fn finalized_by(mut self, finalized: Arc<FinalizedFeatures>) -> Self {
+        self.finalized = finalized;
         self
+    }
+}
+
+/// The cluster's finalized feature levels and their epoch.
+#[derive(Debug)]
+pub struct FinalizedFeatures(RwLock<(Vec<(String, i16)>, i64)>);
+
+impl Default for FinalizedFeatures {
+    fn default() -> Self {
+        Self(RwLock::new((Vec::new(), -1)))
+    }
+}
+
+impl FinalizedFeatures {
+    pub fn set(&self, levels: Vec<(String, i16)>, epoch: i64) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = (levels, epoch);
+    }
+
+    pub fn get(&self) -> (Vec<(String, i16)>, i64) {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -153,10 +164,11 @@ impl ApiVersionsTable {
         }
         let mut response = ApiVersionsResponse::default().with_api_keys(self.advertised());
         if version >= 3 {
+            let (levels, epoch) = self.features.finalized.get();
             response = response
                 .with_supported_features(self.supported_features())
-                .with_finalized_features(self.finalized_features())
-                .with_finalized_features_epoch(self.features.finalized_epoch);
+                .with_finalized_features(finalized_features(levels))
+                .with_finalized_features_epoch(epoch);
         }
         response
     }
@@ -204,20 +216,6 @@ impl ApiVersionsTable {
             })
             .collect()
     }
-
-    /// KIP-778 retired the finalized minimum; Kafka reports it equal to the level.
-    fn finalized_features(&self) -> Vec<FinalizedFeatureKey> {
-        self.features
-            .finalized
-            .iter()
-            .map(|(name, level)| {
-                FinalizedFeatureKey::default()
-                    .with_name(StrBytes::from_string(name.clone()))
-                    .with_min_version_level(*level)
-                    .with_max_version_level(*level)
-            })
-            .collect()
-    }
 }
 
 /// Kafka's rule for ClientSoftwareName/Version (v3+):
@@ -236,6 +234,19 @@ fn is_valid_software_token(s: &str) -> bool {
     }
 }
 
+/// KIP-778 retired the finalized minimum; Kafka reports it equal to the level.
+fn finalized_features(levels: Vec<(String, i16)>) -> Vec<FinalizedFeatureKey> {
+    levels
+        .into_iter()
+        .map(|(name, level)| {
+            FinalizedFeatureKey::default()
+                .with_name(StrBytes::from_string(name))
+                .with_min_version_level(level)
+                .with_max_version_level(level)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,10 +256,12 @@ mod tests {
     }
 
     fn table() -> ApiVersionsTable {
+        let finalized = Arc::new(FinalizedFeatures::default());
+        finalized.set(vec![("metadata.version".to_string(), 27)], 5);
         let mut t = ApiVersionsTable::new(
             Features::default()
                 .support("metadata.version", 7, 27)
-                .finalize("metadata.version", 27, 5),
+                .finalized_by(finalized),
         );
         t.add(ApiKey::Produce, range(3, 11)).unwrap();
         t.add(ApiKey::Metadata, range(0, 12)).unwrap();

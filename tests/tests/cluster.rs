@@ -320,6 +320,41 @@ fn controlled_shutdown_moves_leadership_before_stopping() {
         .collect();
     assert!(ids.iter().all(|i| i == &ids[0]), "{ids:?}");
 
+    // Feature levels: finalized through one node, reported by every node.
+    let features = |node: &Ottla, args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", node.bootstrap().leak() as &str];
+        all.extend_from_slice(args);
+        kafka_tool("kafka-features.sh", &all, None)
+    };
+    let upgraded = ok(features(
+        &nodes[0],
+        &["upgrade", "--feature", "metadata.version=27"],
+    ));
+    assert!(
+        upgraded.contains("metadata.version was upgraded to 27"),
+        "{upgraded}"
+    );
+    let downgrade = features(
+        &nodes[0],
+        &["downgrade", "--feature", "metadata.version=20", "--unsafe"],
+    );
+    assert!(!downgrade.status.success(), "downgrades are refused");
+    let start = Instant::now();
+    loop {
+        let described = ok(features(&nodes[2], &["describe"]));
+        let epoch: i64 = described
+            .split("Epoch:")
+            .nth(1)
+            .and_then(|e| e.split_whitespace().next())
+            .and_then(|e| e.parse().ok())
+            .unwrap_or_else(|| panic!("{described}"));
+        if described.contains("FinalizedVersionLevel: 4.1-IV1") && epoch > 0 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{described}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
     let before = describe(&nodes[0], "moving");
     assert!(before.values().any(|p| p.leader == 2), "{before:?}");
     assert_eq!(nodes[1].stop(), Some(0), "clean exit");
@@ -528,7 +563,11 @@ fn reassignment_grows_the_replication_factor_and_moves_a_partition() {
 
     let dir = tempfile::tempdir().unwrap();
     let topics_json = dir.path().join("topics.json");
-    std::fs::write(&topics_json, r#"{"version":1,"topics":[{"topic":"moves"}]}"#).unwrap();
+    std::fs::write(
+        &topics_json,
+        r#"{"version":1,"topics":[{"topic":"moves"}]}"#,
+    )
+    .unwrap();
     let proposed = ok(kafka_tool(
         "kafka-reassign-partitions.sh",
         &[
@@ -542,7 +581,10 @@ fn reassignment_grows_the_replication_factor_and_moves_a_partition() {
         ],
         None,
     ));
-    assert!(proposed.contains("Proposed partition reassignment configuration"), "{proposed}");
+    assert!(
+        proposed.contains("Proposed partition reassignment configuration"),
+        "{proposed}"
+    );
 
     let plan = dir.path().join("plan.json");
     std::fs::write(
@@ -566,7 +608,10 @@ fn reassignment_grows_the_replication_factor_and_moves_a_partition() {
         ))
     };
     let started = reassign("--execute");
-    assert!(started.contains("Successfully started partition reassignment"), "{started}");
+    assert!(
+        started.contains("Successfully started partition reassignment"),
+        "{started}"
+    );
     let start = Instant::now();
     loop {
         let verified = reassign("--verify");

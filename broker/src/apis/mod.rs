@@ -28,3 +28,4 @@ pub mod scram_credentials;
 #[cfg(test)]
 pub mod test_support;
 pub mod txn;
+pub mod update_features;

@@ -14,7 +14,7 @@ use crate::apis::{
     client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
     elect_leaders, fetch, group, init_producer_id, list_offsets, metadata, offset_for_leader_epoch,
-    produce, reassignments, scram_credentials, txn,
+    produce, reassignments, scram_credentials, txn, update_features,
 };
 use crate::broker::Broker;
 use crate::handlers::HandlerRegistry;
@@ -54,6 +54,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::UpdateFeatures, 0, 1),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::AddPartitionsToTxn, 0, 5),
@@ -168,6 +169,9 @@ impl RequestHandler for BrokerApis {
                         blocking(b, move |b| reassignments::list(b, v, r)).await?,
                     )
                 }
+                RequestKind::UpdateFeatures(r) => ResponseKind::UpdateFeatures(
+                    blocking(b, move |b| update_features::handle(b, v, r)).await?,
+                ),
                 RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(
                     blocking(b, move |b| elect_leaders::handle(b, v, r)).await?,
                 ),

@@ -12,27 +12,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
-use ottla_protocol::api_versions::{ApiTableError, ApiVersionsTable, Features, VersionRange};
+use ottla_protocol::api_versions::{
+    ApiTableError, ApiVersionsTable, Features, FinalizedFeatures, VersionRange,
+};
 
 use crate::apis::sasl;
+pub use crate::features::node_features;
 use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
-
-/// metadata.version levels: 3.3-IV3 (7) is Kafka 4.x's KRaft floor, 4.1-IV1
-/// (27) matches the Kafka 4.1 schemas kafka-protocol 0.18 is built from.
-const METADATA_VERSION_MIN: i16 = 7;
-const METADATA_VERSION_MAX: i16 = 27;
-
-/// Feature flags this node reports in ApiVersions v3+. The finalized level
-/// is fixed (epoch 0) until the controller owns feature levels.
-pub fn node_features() -> Features {
-    Features::default()
-        .support(
-            "metadata.version",
-            METADATA_VERSION_MIN,
-            METADATA_VERSION_MAX,
-        )
-        .finalize("metadata.version", METADATA_VERSION_MAX, 0)
-}
 
 /// API key → handler, plus the ApiVersions table built from the registrations.
 pub struct HandlerRegistry {
@@ -83,8 +69,11 @@ impl RequestHandler for HandlerRegistry {
 
 /// The handlers of the client-facing (broker) listeners. ApiVersions is
 /// answered by the network layer from this registry's table.
-pub fn broker_registry(slot: broker_apis::BrokerSlot) -> Result<HandlerRegistry, ApiTableError> {
-    let mut registry = HandlerRegistry::new(node_features());
+pub fn broker_registry(
+    slot: broker_apis::BrokerSlot,
+    finalized: Arc<FinalizedFeatures>,
+) -> Result<HandlerRegistry, ApiTableError> {
+    let mut registry = HandlerRegistry::new(node_features(finalized));
     register_sasl(&mut registry)?;
     broker_apis::register(&mut registry, slot)?;
     Ok(registry)
@@ -92,8 +81,10 @@ pub fn broker_registry(slot: broker_apis::BrokerSlot) -> Result<HandlerRegistry,
 
 /// The handlers of the controller listeners (quorum and registration APIs,
 /// from the controller crate).
-pub fn controller_registry() -> Result<HandlerRegistry, ApiTableError> {
-    let mut registry = HandlerRegistry::new(node_features());
+pub fn controller_registry(
+    finalized: Arc<FinalizedFeatures>,
+) -> Result<HandlerRegistry, ApiTableError> {
+    let mut registry = HandlerRegistry::new(node_features(finalized));
     register_sasl(&mut registry)?;
     Ok(registry)
 }

@@ -145,6 +145,19 @@ impl BrokerCollector {
             "Partitions led here whose ISR is below min.insync.replicas (Kafka ReplicaManager UnderMinIsrPartitionCount).",
             count(|r| r.under_min_isr),
         )?;
+        let (shrinks, expands) = self.0.replicas.isr_change_counts();
+        counter(
+            e,
+            "kafka_server_replicamanager_isr_shrinks",
+            "ISR shrinks asked by this broker's leaders (Kafka ReplicaManager IsrShrinksPerSec).",
+            [(NO_LABELS, shrinks)],
+        )?;
+        counter(
+            e,
+            "kafka_server_replicamanager_isr_expands",
+            "ISR expansions asked by this broker's leaders (Kafka ReplicaManager IsrExpandsPerSec).",
+            [(NO_LABELS, expands)],
+        )?;
         gauge(
             e,
             "kafka_server_replicamanager_offline_replicas",
@@ -166,13 +179,25 @@ impl BrokerCollector {
         let image = self.0.controller.image();
         let partitions = || image.topics.values().flat_map(|t| t.partitions.values());
         let fenced = image.brokers.values().filter(|b| b.fenced).count();
-        // The metadata log is committed by this process's controller, so it
-        // is the active one.
+        let controller = &self.0.controller;
         gauge(
             e,
             "kafka_controller_active_controller_count",
             "1 on the active controller (Kafka KafkaController ActiveControllerCount).",
-            [(NO_LABELS, 1u64)],
+            [(NO_LABELS, u64::from(controller.is_active()))],
+        )?;
+        let (leader, epoch) = controller.quorum_view();
+        gauge(
+            e,
+            "kafka_server_raft_metrics_current_leader",
+            "The metadata quorum leader this node knows, -1 during an election (Kafka raft-metrics current-leader).",
+            [(NO_LABELS, leader.map_or(-1, |l| l as i64))],
+        )?;
+        gauge(
+            e,
+            "kafka_server_raft_metrics_current_epoch",
+            "The metadata quorum's epoch (Raft term) (Kafka raft-metrics current-epoch).",
+            [(NO_LABELS, epoch)],
         )?;
         gauge(
             e,

@@ -27,8 +27,10 @@
 //! | `kafka_server_replicamanager_under_replicated_partitions` | `UnderReplicatedPartitions` |
 //! | `kafka_server_replicamanager_under_min_isr_partitions` | `UnderMinIsrPartitionCount` |
 //! | `kafka_server_replicamanager_offline_replicas` | `OfflineReplicaCount` |
+//! | `kafka_server_replicamanager_isr_{shrinks,expands}_total` | `IsrShrinksPerSec`, `IsrExpandsPerSec` |
 //! | `kafka_controller_active_controller_count` | `kafka.controller:type=KafkaController,name=ActiveControllerCount` |
 //! | `kafka_controller_last_applied_record_offset` | `LastAppliedRecordOffset` |
+//! | `kafka_server_raft_metrics_current_{leader,epoch}` | `kafka.server:type=raft-metrics` `current-leader`, `current-epoch` |
 //! | `kafka_controller_global_{topic,partition}_count` | `GlobalTopicCount`, `GlobalPartitionCount` |
 //! | `kafka_controller_offline_partitions_count` | `OfflinePartitionsCount` |
 //! | `kafka_controller_{active,fenced}_broker_count` | `ActiveBrokerCount`, `FencedBrokerCount` |
