@@ -37,7 +37,7 @@
 use std::num::NonZeroU32;
 
 use ottla_protocol::mirror::wire::{
-    DecodeError, DecodeErrorKind, EncodeError, Reader, UnknownTaggedFields, WireField, Writer,
+    DecodeError, EncodeError, Reader, UnknownTaggedFields, WireField, Writer,
 };
 use thiserror::Error;
 use uuid::Uuid;
@@ -285,12 +285,6 @@ impl LastMirroredEpochValue {
             unknown_tagged_fields: UnknownTaggedFields::read(r)
                 .map_err(|e| e.at("LastMirroredEpochValue.tagged_fields"))?,
         })
-    }
-}
-
-impl From<DecodeErrorKind> for RecordError {
-    fn from(kind: DecodeErrorKind) -> Self {
-        Self::Malformed(kind.into())
     }
 }
 

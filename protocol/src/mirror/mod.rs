@@ -41,6 +41,23 @@
 //! - Error codes are Kafka's `Errors` codes; mirror-specific conditions use
 //!   the codes listed in [`errors`].
 //!
+//! # Choices where KIP-1279 leaves room
+//! - The API names are the seeds' (AddTopicsToMirror, not the prototype's
+//!   later StartMirrorTopics); the topic-set APIs take topic names only: the
+//!   mirror's own filters (`mirror.topics.include`) replace the prototype's
+//!   per-request patterns, and the broker looks up the source topic's id and
+//!   partition count itself.
+//! - Read/WriteMirrorStates, LastMirroredEpochs and BumpLeaderEpochs name
+//!   topics by id: the state is keyed by id, and ids are what survive a
+//!   topic being deleted and re-created under the same name.
+//! - Read/WriteMirrorStates carry the mirror partition's leader epoch, so
+//!   the coordinator can fence a deposed leader (the mailing list's answer to
+//!   AS18); no retry counters (the seeds have no automatic retry of FAILED).
+//! - LastMirroredEpochs answers an epoch only, not an offset: the seeds
+//!   truncate at the start of the first epoch beyond it.
+//! - CreateMirror has `ValidateOnly`, as CreateTopics does, so the CLI can
+//!   check a mirror config without creating anything.
+//!
 //! # Mirror partition states on the wire
 //! `State` and `PreviousState` fields are int8 values, the prototype's
 //! numbering with PREPARING in the place of its LOG_TRUNCATION:
