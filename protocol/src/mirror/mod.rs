@@ -34,7 +34,7 @@
 //!   specs (`clients/src/main/resources/common/message/*.json`).
 //! - A later version adds fields as tagged fields where it can (no version
 //!   bump needed); a change to the fixed fields raises
-//!   [`MirrorMessage::VERSIONS`] and makes the struct's codec version-aware.
+//!   [`MirrorApiKey::versions`] and makes the struct's codec version-aware.
 //! - Decoding is strict: a body must be consumed exactly (trailing bytes are
 //!   an error), tags must be strictly increasing, and no allocation is larger
 //!   than the bytes actually present ([`wire`]).
