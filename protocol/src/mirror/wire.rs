@@ -1,12 +1,14 @@
 //! Kafka's flexible-version primitives, as its `ByteUtils` and generated
 //! message classes define them, written for hostile input.
 //!
-//! kafka-protocol's public `types` encoders produce the same bytes, but its
-//! decoders do not fit here: `CompactString` into a `String` allocates the
-//! claimed length before checking that the bytes exist, arrays reserve the
-//! claimed element count, and a fifth varint byte with its continuation bit
-//! set is accepted. Kafka itself rejects such a varint ("Varint is too long"),
-//! and so does [`Reader::unsigned_varint`].
+//! kafka-protocol keeps its primitive `Encoder`/`Decoder` traits private
+//! (0.18), and its decoders would not fit anyway: `CompactString` into a
+//! `String` allocates the claimed length before checking that the bytes
+//! exist, arrays reserve the claimed element count, and a fifth varint byte
+//! with its continuation bit set is accepted. Kafka itself rejects such a
+//! varint ("Varint is too long"), and so does [`Reader::unsigned_varint`].
+//! `tests/mirror_kafka_encoding.rs` checks the bytes against kafka-protocol's
+//! generated codec.
 //!
 //! Every decoder here checks a claimed length against the bytes actually left
 //! before it allocates: a string needs `len` bytes, an array needs at least one
