@@ -406,6 +406,28 @@ mod tests {
         }
 
         #[test]
+        fn state_values_round_trip(
+            state in proptest::sample::select(MirrorPartitionState::ALL.to_vec()),
+            previous in proptest::sample::select(MirrorPartitionState::ALL.to_vec()),
+            leader_epoch in any::<i32>(),
+            error_message in proptest::option::of("\\PC{0,30}"),
+        ) {
+            let k = MirrorStateKey::PartitionState(key("dr", 1, 0));
+            let value = MirrorStateValue::PartitionState(PartitionStateValue {
+                state,
+                previous_state: previous,
+                leader_epoch,
+                error_message,
+                unknown_tagged_fields: UnknownTaggedFields::default(),
+            });
+            let bytes = k.encode_value(&value).unwrap();
+            prop_assert_eq!(k.decode_value(Some(&bytes)).unwrap(), Some(value));
+            for len in 0..bytes.len() {
+                prop_assert!(k.decode_value(Some(&bytes[..len])).is_err());
+            }
+        }
+
+        #[test]
         fn arbitrary_value_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let k = MirrorStateKey::PartitionState(key("dr", 1, 0));
             let _ = k.decode_value(Some(&bytes));
