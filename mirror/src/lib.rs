@@ -1,1 +1,19 @@
-//! Cluster mirroring (KIP-1279): mirror metadata manager, partition state machine, fetcher.
+//! Cluster mirroring (KIP-1279): the parts of the mirror logic that need no
+//! network and no broker, so they can be tested alone.
+//!
+//! - [`state`]: the mirror partition state machine and its valid transitions.
+//! - [`name`]: mirror names and the `mirror.name` topic binding.
+//! - [`partitioning`]: which `__mirror_state` partition holds a mirror
+//!   partition's records.
+//! - [`records`]: the `__mirror_state` record formats.
+//! - [`config`]: a mirror's configuration (source connection, filters, sync
+//!   intervals), validated.
+//! - [`truncation`]: where PREPARING truncates, from the source's last
+//!   mirrored epoch and the local leader-epoch cache.
+
+pub mod config;
+pub mod name;
+pub mod partitioning;
+pub mod records;
+pub mod state;
+pub mod truncation;

@@ -6,6 +6,7 @@ pub mod api_versions;
 pub mod batch;
 pub mod client;
 pub mod frame;
+pub mod mirror;
 pub mod records;
 pub mod request;
 pub mod response;

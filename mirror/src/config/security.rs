@@ -1,0 +1,246 @@
+//! How the mirror connects to the source: Kafka client settings with
+//! Kafka's names, limited to what Ottla's client can do (PEM stores; SASL
+//! PLAIN and SCRAM), so a mirror is refused at creation rather than failing
+//! at its first connection.
+
+use super::{ConfigError, Entries};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    fn parse(value: &str) -> Option<Self> {
+        // Kafka accepts the names in any case.
+        match value.to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => Some(Self::Plaintext),
+            "SSL" => Some(Self::Ssl),
+            "SASL_PLAINTEXT" => Some(Self::SaslPlaintext),
+            "SASL_SSL" => Some(Self::SaslSsl),
+            _ => None,
+        }
+    }
+
+    pub fn uses_tls(self) -> bool {
+        matches!(self, Self::Ssl | Self::SaslSsl)
+    }
+
+    pub fn uses_sasl(self) -> bool {
+        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslMechanism {
+    Plain,
+    ScramSha256,
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    fn parse(value: &str) -> Result<Self, String> {
+        match value {
+            "PLAIN" => Ok(Self::Plain),
+            "SCRAM-SHA-256" => Ok(Self::ScramSha256),
+            "SCRAM-SHA-512" => Ok(Self::ScramSha512),
+            "GSSAPI" | "OAUTHBEARER" => Err(format!("{value} is not supported by Ottla's client")),
+            _ => Err("expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512".into()),
+        }
+    }
+}
+
+/// A secret: kept for the connection, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(String);
+
+impl Password {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[hidden]")
+    }
+}
+
+/// PEM material, as a file or inline (Kafka's `ssl.*.location` or
+/// `ssl.truststore.certificates` / `ssl.keystore.certificate.chain` +
+/// `ssl.keystore.key`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PemSource {
+    File(String),
+    Inline(Password),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// None: the system's trusted roots.
+    pub truststore: Option<PemSource>,
+    /// A client certificate and key, for sources that require one.
+    pub keystore: Option<PemSource>,
+    /// Decrypts an encrypted private key.
+    pub key_password: Option<Password>,
+    /// `ssl.endpoint.identification.algorithm`: `https` (the default)
+    /// checks the host name, empty turns the check off.
+    pub verify_hostname: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslSettings {
+    pub mechanism: SaslMechanism,
+    /// `sasl.jaas.config`, parsed by the client that logs in.
+    pub jaas_config: Password,
+}
+
+/// The validated client security settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceSecurity {
+    pub protocol: SecurityProtocol,
+    pub tls: Option<TlsSettings>,
+    pub sasl: Option<SaslSettings>,
+}
+
+pub(super) const KEYS: &[&str] = &[
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.jaas.config",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+];
+
+/// Keys whose values are secrets.
+pub(super) const SENSITIVE_KEYS: &[&str] = &[
+    "sasl.jaas.config",
+    "ssl.truststore.certificates",
+    "ssl.keystore.key",
+    "ssl.key.password",
+];
+
+fn store_type(entries: &Entries<'_>, key: &'static str) -> Result<(), ConfigError> {
+    match entries.get(key) {
+        None => Ok(()),
+        Some(value) if value.eq_ignore_ascii_case("PEM") => Ok(()),
+        Some(value) => Err(ConfigError::invalid(
+            key,
+            value,
+            "Ottla's client reads PEM stores only; convert JKS or PKCS12 stores to PEM",
+        )),
+    }
+}
+
+fn pem_source(
+    entries: &Entries<'_>,
+    location_key: &'static str,
+    inline_key: &'static str,
+) -> Result<Option<PemSource>, ConfigError> {
+    match (entries.get(location_key), entries.get(inline_key)) {
+        (Some(_), Some(_)) => Err(ConfigError::Conflict(location_key, inline_key)),
+        (Some(path), None) => Ok(Some(PemSource::File(path.to_owned()))),
+        (None, Some(pem)) => Ok(Some(PemSource::Inline(Password(pem.to_owned())))),
+        (None, None) => Ok(None),
+    }
+}
+
+fn tls(entries: &Entries<'_>) -> Result<TlsSettings, ConfigError> {
+    store_type(entries, "ssl.truststore.type")?;
+    store_type(entries, "ssl.keystore.type")?;
+    let keystore = match (
+        entries.get("ssl.keystore.certificate.chain"),
+        entries.get("ssl.keystore.key"),
+    ) {
+        (Some(_), None) => {
+            return Err(ConfigError::Requires(
+                "ssl.keystore.certificate.chain",
+                "ssl.keystore.key",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::Requires(
+                "ssl.keystore.key",
+                "ssl.keystore.certificate.chain",
+            ))
+        }
+        // The chain and key travel together; the key is the secret part.
+        (Some(chain), Some(key)) => {
+            if entries.get("ssl.keystore.location").is_some() {
+                return Err(ConfigError::Conflict(
+                    "ssl.keystore.location",
+                    "ssl.keystore.key",
+                ));
+            }
+            Some(PemSource::Inline(Password(format!("{chain}\n{key}"))))
+        }
+        (None, None) => entries
+            .get("ssl.keystore.location")
+            .map(|p| PemSource::File(p.to_owned())),
+    };
+    let verify_hostname = match entries.get("ssl.endpoint.identification.algorithm") {
+        None => true,
+        Some(value) if value.eq_ignore_ascii_case("https") => true,
+        Some("") => false,
+        Some(value) => {
+            return Err(ConfigError::invalid(
+                "ssl.endpoint.identification.algorithm",
+                value,
+                "expected https or an empty value",
+            ))
+        }
+    };
+    Ok(TlsSettings {
+        truststore: pem_source(
+            entries,
+            "ssl.truststore.location",
+            "ssl.truststore.certificates",
+        )?,
+        keystore,
+        key_password: entries
+            .get("ssl.key.password")
+            .map(|p| Password(p.to_owned())),
+        verify_hostname,
+    })
+}
+
+fn sasl(entries: &Entries<'_>) -> Result<SaslSettings, ConfigError> {
+    let mechanism_value = entries.get("sasl.mechanism").unwrap_or("PLAIN");
+    let mechanism = SaslMechanism::parse(mechanism_value)
+        .map_err(|reason| ConfigError::invalid("sasl.mechanism", mechanism_value, &reason))?;
+    let jaas_config = entries.get("sasl.jaas.config").ok_or(ConfigError::Missing(
+        "sasl.jaas.config",
+        "a SASL security.protocol",
+    ))?;
+    Ok(SaslSettings {
+        mechanism,
+        jaas_config: Password(jaas_config.to_owned()),
+    })
+}
+
+/// Settings for a protocol that does not use them are accepted and unused,
+/// as Kafka clients do.
+pub(super) fn parse(entries: &Entries<'_>) -> Result<SourceSecurity, ConfigError> {
+    let value = entries.get("security.protocol").unwrap_or("PLAINTEXT");
+    let protocol = SecurityProtocol::parse(value).ok_or_else(|| {
+        ConfigError::invalid(
+            "security.protocol",
+            value,
+            "expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+        )
+    })?;
+    Ok(SourceSecurity {
+        protocol,
+        tls: protocol.uses_tls().then(|| tls(entries)).transpose()?,
+        sasl: protocol.uses_sasl().then(|| sasl(entries)).transpose()?,
+    })
+}

@@ -1,0 +1,304 @@
+//! Mirror life cycle and inspection: CreateMirror (94), DeleteMirror (104),
+//! ListMirrors (98) and DescribeMirrors (99), sent by an admin client to any
+//! destination broker.
+//!
+//! ```json
+//! {
+//!   "apiKey": 94,
+//!   "type": "request",
+//!   "listeners": ["broker"],
+//!   "name": "CreateMirrorRequest",
+//!   "validVersions": "0",
+//!   "flexibleVersions": "0+",
+//!   "fields": [
+//!     { "name": "MirrorName", "type": "string", "versions": "0+",
+//!       "about": "The new mirror's name: topic-name characters, not ending in .removed or .paused." },
+//!     { "name": "Configs", "type": "[]MirrorConfig", "versions": "0+",
+//!       "about": "The mirror's configuration: source bootstrap servers, client security settings, filters, sync intervals.", "fields": [
+//!       { "name": "Name", "type": "string", "versions": "0+", "about": "The config key." },
+//!       { "name": "Value", "type": "string", "versions": "0+", "nullableVersions": "0+",
+//!         "about": "The value; null takes the default." }
+//!     ]},
+//!     { "name": "ValidateOnly", "type": "bool", "versions": "0+", "default": "false",
+//!       "about": "Check the mirror and its configuration without creating it." }
+//!   ]
+//! }
+//! {
+//!   "apiKey": 94,
+//!   "type": "response",
+//!   "name": "CreateMirrorResponse",
+//!   "validVersions": "0",
+//!   "flexibleVersions": "0+",
+//!   "fields": [
+//!     { "name": "ThrottleTimeMs", "type": "int32", "versions": "0+",
+//!       "about": "The duration in milliseconds for which the request was throttled, or zero." },
+//!     { "name": "ErrorCode", "type": "int16", "versions": "0+",
+//!       "about": "0, MIRROR_ALREADY_EXISTS, INVALID_CONFIG (the message names the key), INVALID_REQUEST (bad name), ..." },
+//!     { "name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
+//!       "about": "The error message, or null." }
+//!   ]
+//! }
+//! ```
+//!
+//! ```json
+//! {
+//!   "apiKey": 104,
+//!   "type": "request",
+//!   "listeners": ["broker"],
+//!   "name": "DeleteMirrorRequest",
+//!   "validVersions": "0",
+//!   "flexibleVersions": "0+",
+//!   "fields": [
+//!     { "name": "MirrorName", "type": "string", "versions": "0+",
+//!       "about": "The mirror to delete. Refused with MIRROR_NOT_EMPTY while any of its topics is not STOPPED." }
+//!   ]
+//! }
+//! {
+//!   "apiKey": 104,
+//!   "type": "response",
+//!   "name": "DeleteMirrorResponse",
+//!   "validVersions": "0",
+//!   "flexibleVersions": "0+",
+//!   "fields": [
+//!     { "name": "ThrottleTimeMs", "type": "int32", "versions": "0+",
+//!       "about": "The duration in milliseconds for which the request was throttled, or zero." },
+//!     { "name": "ErrorCode", "type": "int16", "versions": "0+",
+//!       "about": "0, UNKNOWN_MIRROR, MIRROR_NOT_EMPTY, ..." },
+//!     { "name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
+//!       "about": "The error message, or null." }
+//!   ]
+//! }
+//! ```
+//!
+//! ```json
+//! {
+//!   "apiKey": 98,
+//!   "type": "request",
+//!   "listeners": ["broker"],
+//!   "name": "ListMirrorsRequest",
+//!   "validVersions": "0",
+//!   "flexibleVersions": "0+",
+//!   "fields": []
+//! }
+//! {
+//!   "apiKey": 98,
+//!   "type": "response",
+//!   "name": "ListMirrorsResponse",
+//!   "validVersions": "0",
+//!   "flexibleVersions": "0+",
+//!   "fields": [
+//!     { "name": "ThrottleTimeMs", "type": "int32", "versions": "0+",
+//!       "about": "The duration in milliseconds for which the request was throttled, or zero." },
+//!     { "name": "ErrorCode", "type": "int16", "versions": "0+",
+//!       "about": "The error code, or 0." },
+//!     { "name": "Mirrors", "type": "[]ListedMirror", "versions": "0+",
+//!       "about": "The mirrors the caller may describe.", "fields": [
+//!       { "name": "MirrorName", "type": "string", "versions": "0+", "about": "The mirror's name." },
+//!       { "name": "SourceBootstrapServers", "type": "string", "versions": "0+",
+//!         "about": "The source cluster's bootstrap.servers." },
+//!       { "name": "SourceClusterId", "type": "string", "versions": "0+", "nullableVersions": "0+",
+//!         "about": "The source's cluster id, or null until the source has been reached." },
+//!       { "name": "TopicNames", "type": "[]string", "versions": "0+", "entityType": "topicName",
+//!         "about": "The topics bound to the mirror (in any state, STOPPED included)." }
+//!     ]}
+//!   ]
+//! }
+//! ```
+//!
+//! ```json
+//! {
+//!   "apiKey": 99,
+//!   "type": "request",
+//!   "listeners": ["broker"],
+//!   "name": "DescribeMirrorsRequest",
+//!   "validVersions": "0",
+//!   "flexibleVersions": "0+",
+//!   "fields": [
+//!     { "name": "MirrorNames", "type": "[]string", "versions": "0+", "nullableVersions": "0+",
+//!       "about": "The mirrors to describe; null for all." }
+//!   ]
+//! }
+//! {
+//!   "apiKey": 99,
+//!   "type": "response",
+//!   "name": "DescribeMirrorsResponse",
+//!   "validVersions": "0",
+//!   "flexibleVersions": "0+",
+//!   "fields": [
+//!     { "name": "ThrottleTimeMs", "type": "int32", "versions": "0+",
+//!       "about": "The duration in milliseconds for which the request was throttled, or zero." },
+//!     { "name": "Mirrors", "type": "[]DescribedMirror", "versions": "0+", "fields": [
+//!       { "name": "MirrorName", "type": "string", "versions": "0+", "about": "The mirror's name." },
+//!       { "name": "ErrorCode", "type": "int16", "versions": "0+",
+//!         "about": "UNKNOWN_MIRROR, MIRROR_AUTHORIZATION_FAILED, or 0." },
+//!       { "name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
+//!         "about": "The error message, or null." },
+//!       { "name": "Topics", "type": "[]DescribedMirrorTopic", "versions": "0+", "fields": [
+//!         { "name": "Name", "type": "string", "versions": "0+", "entityType": "topicName", "about": "The topic name." },
+//!         { "name": "TopicId", "type": "uuid", "versions": "0+", "about": "The topic id." },
+//!         { "name": "Partitions", "type": "[]DescribedMirrorPartition", "versions": "0+", "fields": [
+//!           { "name": "PartitionIndex", "type": "int32", "versions": "0+", "about": "The partition index." },
+//!           { "name": "State", "type": "int8", "versions": "0+",
+//!             "about": "The mirror partition state (table in the module docs of protocol::mirror)." },
+//!           { "name": "SourceOffset", "type": "int64", "versions": "0+",
+//!             "about": "The source's high watermark as last fetched, or -1 if not known." },
+//!           { "name": "DestinationOffset", "type": "int64", "versions": "0+",
+//!             "about": "The destination's log end offset, or -1 if not known." },
+//!           { "name": "LagRecords", "type": "int64", "versions": "0+",
+//!             "about": "SourceOffset minus DestinationOffset, or -1 if either is unknown." },
+//!           { "name": "LagMs", "type": "int64", "versions": "0+",
+//!             "about": "How far behind the source the last appended batch is in time, or -1." },
+//!           { "name": "BytesPerSecond", "type": "int64", "versions": "0+",
+//!             "about": "The recent mirrored byte rate of the partition." },
+//!           { "name": "FetchErrors", "type": "int64", "versions": "0+",
+//!             "about": "Fetch errors since this broker became the partition's leader." },
+//!           { "name": "LastMirroredEpoch", "type": "int32", "versions": "0+",
+//!             "about": "The last mirrored leader epoch stored for the partition, or -1." },
+//!           { "name": "LastError", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
+//!             "about": "The last error (for FAILED partitions: why), or null." }
+//!         ]}
+//!       ]}
+//!     ]}
+//!   ]
+//! }
+//! ```
+//!
+//! The per-partition figures come from the partition's leader; a broker that
+//! is not the leader answers what its metadata knows (state only, the other
+//! figures -1), as DescribeMirrors is served by any broker.
+
+use uuid::Uuid;
+
+use super::states::{NO_EPOCH, UNKNOWN_STATE};
+use super::MirrorApiKey;
+
+wire_struct! {
+    /// One config entry of a new mirror.
+    pub struct MirrorConfigEntry {
+        pub name: String,
+        /// Null takes the default.
+        pub value: Option<String>,
+    }
+}
+
+wire_struct! {
+    /// Creates a mirror: a named link to a source cluster.
+    pub struct CreateMirrorRequest {
+        pub mirror_name: String,
+        pub configs: Vec<MirrorConfigEntry>,
+        /// Check everything, create nothing.
+        pub validate_only: bool,
+    }
+}
+
+wire_struct! {
+    /// The answer to [`CreateMirrorRequest`].
+    pub struct CreateMirrorResponse {
+        pub throttle_time_ms: i32,
+        pub error_code: i16,
+        pub error_message: Option<String>,
+    }
+}
+
+mirror_api!(MirrorApiKey::CreateMirror, CreateMirrorRequest => CreateMirrorResponse);
+
+wire_struct! {
+    /// Deletes a mirror whose topics are all stopped.
+    pub struct DeleteMirrorRequest {
+        pub mirror_name: String,
+    }
+}
+
+wire_struct! {
+    /// The answer to [`DeleteMirrorRequest`].
+    pub struct DeleteMirrorResponse {
+        pub throttle_time_ms: i32,
+        pub error_code: i16,
+        pub error_message: Option<String>,
+    }
+}
+
+mirror_api!(MirrorApiKey::DeleteMirror, DeleteMirrorRequest => DeleteMirrorResponse);
+
+wire_struct! {
+    /// Lists every mirror.
+    pub struct ListMirrorsRequest {}
+}
+
+wire_struct! {
+    /// One mirror in a listing.
+    pub struct ListedMirror {
+        pub mirror_name: String,
+        pub source_bootstrap_servers: String,
+        /// Null until the source has been reached.
+        pub source_cluster_id: Option<String>,
+        pub topic_names: Vec<String>,
+    }
+}
+
+wire_struct! {
+    /// The answer to [`ListMirrorsRequest`].
+    pub struct ListMirrorsResponse {
+        pub throttle_time_ms: i32,
+        pub error_code: i16,
+        pub mirrors: Vec<ListedMirror>,
+    }
+}
+
+mirror_api!(MirrorApiKey::ListMirrors, ListMirrorsRequest => ListMirrorsResponse);
+
+wire_struct! {
+    /// Describes mirrors down to their partitions.
+    pub struct DescribeMirrorsRequest {
+        /// Null describes every mirror.
+        pub mirror_names: Option<Vec<String>>,
+    }
+}
+
+wire_struct! {
+    /// One mirror partition's state and progress.
+    pub struct DescribedMirrorPartition {
+        pub partition_index: i32,
+        /// Wire value of the partition state (see the module docs).
+        pub state: i8 = UNKNOWN_STATE,
+        /// The source high watermark as last fetched, or -1.
+        pub source_offset: i64 = -1,
+        /// The destination log end offset, or -1.
+        pub destination_offset: i64 = -1,
+        pub lag_records: i64 = -1,
+        pub lag_ms: i64 = -1,
+        pub bytes_per_second: i64,
+        pub fetch_errors: i64,
+        pub last_mirrored_epoch: i32 = NO_EPOCH,
+        pub last_error: Option<String>,
+    }
+}
+
+wire_struct! {
+    /// One topic of a described mirror.
+    pub struct DescribedMirrorTopic {
+        pub name: String,
+        pub topic_id: Uuid,
+        pub partitions: Vec<DescribedMirrorPartition>,
+    }
+}
+
+wire_struct! {
+    /// One described mirror, or why it could not be.
+    pub struct DescribedMirror {
+        pub mirror_name: String,
+        pub error_code: i16,
+        pub error_message: Option<String>,
+        pub topics: Vec<DescribedMirrorTopic>,
+    }
+}
+
+wire_struct! {
+    /// The answer to [`DescribeMirrorsRequest`].
+    pub struct DescribeMirrorsResponse {
+        pub throttle_time_ms: i32,
+        pub mirrors: Vec<DescribedMirror>,
+    }
+}
+
+mirror_api!(MirrorApiKey::DescribeMirrors, DescribeMirrorsRequest => DescribeMirrorsResponse);

@@ -1,0 +1,205 @@
+//! Round trips of every mirror message, and the decoder's refusals.
+
+use proptest::prelude::*;
+
+use super::admin::*;
+use super::epochs::*;
+use super::states::*;
+use super::testing::Arbitrary;
+use super::topics::*;
+use super::wire::{DecodeErrorKind, RawTaggedField, UnknownTaggedFields};
+use super::{MirrorApiKey, MirrorMessage};
+
+/// Encoding then decoding gives the message back; re-encoding gives the
+/// same bytes; every strict prefix fails to decode, as does a trailing byte.
+fn check_round_trip<M: MirrorMessage + Clone + PartialEq + std::fmt::Debug>(
+    message: &M,
+) -> Result<(), TestCaseError> {
+    let bytes = message.encode(0).expect("encodable");
+    let decoded = M::decode(&bytes, 0).expect("decodable");
+    prop_assert_eq!(&decoded, message);
+    prop_assert_eq!(decoded.encode(0).expect("encodable"), bytes.clone());
+    for len in 0..bytes.len() {
+        prop_assert!(M::decode(&bytes[..len], 0).is_err(), "prefix {len} decoded");
+    }
+    let mut longer = bytes.to_vec();
+    longer.push(0);
+    prop_assert_eq!(
+        M::decode(&longer, 0).unwrap_err().kind,
+        DecodeErrorKind::TrailingBytes(1)
+    );
+    Ok(())
+}
+
+macro_rules! round_trips {
+    ($($test:ident: $message:ty,)*) => {
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+            $(
+                #[test]
+                fn $test(message in <$message as Arbitrary>::strategy()) {
+                    check_round_trip(&message)?;
+                }
+            )*
+        }
+    };
+}
+
+round_trips! {
+    create_mirror_request: CreateMirrorRequest,
+    create_mirror_response: CreateMirrorResponse,
+    delete_mirror_request: DeleteMirrorRequest,
+    delete_mirror_response: DeleteMirrorResponse,
+    list_mirrors_request: ListMirrorsRequest,
+    list_mirrors_response: ListMirrorsResponse,
+    describe_mirrors_request: DescribeMirrorsRequest,
+    describe_mirrors_response: DescribeMirrorsResponse,
+    add_topics_request: AddTopicsToMirrorRequest,
+    add_topics_response: AddTopicsToMirrorResponse,
+    remove_topics_request: RemoveTopicsFromMirrorRequest,
+    remove_topics_response: RemoveTopicsFromMirrorResponse,
+    pause_topics_request: PauseMirrorTopicsRequest,
+    pause_topics_response: PauseMirrorTopicsResponse,
+    resume_topics_request: ResumeMirrorTopicsRequest,
+    resume_topics_response: ResumeMirrorTopicsResponse,
+    read_states_request: ReadMirrorStatesRequest,
+    read_states_response: ReadMirrorStatesResponse,
+    write_states_request: WriteMirrorStatesRequest,
+    write_states_response: WriteMirrorStatesResponse,
+    last_mirrored_epochs_request: LastMirroredEpochsRequest,
+    last_mirrored_epochs_response: LastMirroredEpochsResponse,
+    bump_leader_epochs_request: BumpLeaderEpochsRequest,
+    bump_leader_epochs_response: BumpLeaderEpochsResponse,
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let _ = DescribeMirrorsResponse::decode(&bytes, 0);
+        let _ = WriteMirrorStatesRequest::decode(&bytes, 0);
+        let _ = BumpLeaderEpochsRequest::decode(&bytes, 0);
+        let _ = CreateMirrorRequest::decode(&bytes, 0);
+    }
+}
+
+#[test]
+fn known_encoding_of_a_request() {
+    // Written out by hand from Kafka's flexible encoding rules.
+    let request = AddTopicsToMirrorRequest {
+        mirror_name: "m1".into(),
+        topics: vec![MirrorTopic {
+            name: "orders".into(),
+            ..Default::default()
+        }],
+        unknown_tagged_fields: UnknownTaggedFields(vec![RawTaggedField {
+            tag: 130,
+            data: vec![0xab],
+        }]),
+    };
+    let expected = [
+        3, b'm', b'1', // MirrorName: length 2 + 1
+        2,    // Topics: 1 + 1
+        7, b'o', b'r', b'd', b'e', b'r', b's', // Name
+        0,    // the topic's tagged fields
+        1,    // one tagged field
+        0x82, 0x01, // tag 130
+        1, 0xab, // size 1, data
+    ];
+    assert_eq!(&request.encode(0).unwrap()[..], &expected);
+    assert_eq!(
+        AddTopicsToMirrorRequest::decode(&expected, 0).unwrap(),
+        request
+    );
+}
+
+#[test]
+fn schema_defaults_follow_kafkas_conventions() {
+    let state = ReadMirrorStatesPartitionResult::default();
+    assert_eq!(
+        (state.state, state.previous_state),
+        (UNKNOWN_STATE, UNKNOWN_STATE)
+    );
+    assert_eq!(
+        (state.leader_epoch, state.last_mirrored_epoch),
+        (NO_EPOCH, NO_EPOCH)
+    );
+    assert_eq!(
+        WriteMirrorStatesPartition::default().last_mirrored_epoch,
+        NO_EPOCH
+    );
+    assert_eq!(DescribedMirrorPartition::default().source_offset, -1);
+    assert_eq!(BumpLeaderEpochsRequest::default().broker_epoch, -1);
+}
+
+#[test]
+fn unsupported_versions_are_refused_both_ways() {
+    let request = DeleteMirrorRequest::default();
+    assert!(request.encode(1).is_err());
+    let err = DeleteMirrorRequest::decode(&[1, 0], 1).unwrap_err();
+    assert!(matches!(
+        err.kind,
+        DecodeErrorKind::UnsupportedVersion { version: 1, .. }
+    ));
+}
+
+#[test]
+fn null_in_a_non_nullable_field_names_the_field() {
+    // MirrorName null (0), then an empty topic list and no tagged fields.
+    let err = PauseMirrorTopicsRequest::decode(&[0, 1, 0], 0).unwrap_err();
+    assert_eq!(err.kind, DecodeErrorKind::UnexpectedNull("string"));
+    assert_eq!(err.field, Some("PauseMirrorTopicsRequest.mirror_name"));
+}
+
+#[test]
+fn tagged_fields_out_of_order_are_refused() {
+    // DeleteMirrorRequest "m", then tags 5 and 5.
+    let body = [2, b'm', 2, 5, 0, 5, 0];
+    let err = DeleteMirrorRequest::decode(&body, 0).unwrap_err();
+    assert_eq!(
+        err.kind,
+        DecodeErrorKind::TagOutOfOrder {
+            tag: 5,
+            previous: 5
+        }
+    );
+    let unsorted = DeleteMirrorRequest {
+        mirror_name: "m".into(),
+        unknown_tagged_fields: UnknownTaggedFields(vec![
+            RawTaggedField {
+                tag: 9,
+                data: vec![],
+            },
+            RawTaggedField {
+                tag: 2,
+                data: vec![],
+            },
+        ]),
+    };
+    assert!(unsorted.encode(0).is_err());
+}
+
+#[test]
+fn over_long_varints_are_refused() {
+    // A 5-byte varint whose last byte carries more than 4 bits.
+    let err = DeleteMirrorRequest::decode(&[0xff, 0xff, 0xff, 0xff, 0x1f], 0).unwrap_err();
+    assert_eq!(err.kind, DecodeErrorKind::VarintTooLong);
+}
+
+#[test]
+fn invalid_utf8_is_refused() {
+    let err = DeleteMirrorRequest::decode(&[2, 0xff, 0], 0).unwrap_err();
+    assert_eq!(err.kind, DecodeErrorKind::InvalidUtf8);
+}
+
+#[test]
+fn api_keys_are_the_prototypes() {
+    let keys: Vec<i16> = MirrorApiKey::ALL.iter().map(|k| k.as_i16()).collect();
+    assert_eq!(keys, (94..=105).collect::<Vec<_>>());
+    assert_eq!(
+        MirrorApiKey::from_i16(97),
+        Some(MirrorApiKey::LastMirroredEpochs)
+    );
+    assert_eq!(MirrorApiKey::from_i16(93), None);
+    assert_eq!(CreateMirrorRequest::API_KEY, MirrorApiKey::CreateMirror);
+    assert_eq!(BumpLeaderEpochsResponse::API_KEY.as_i16(), 105);
+}

@@ -1,0 +1,133 @@
+//! The topic-set operations on a mirror: AddTopicsToMirror (95),
+//! RemoveTopicsFromMirror (96), PauseMirrorTopics (102) and
+//! ResumeMirrorTopics (103). Sent by an admin client to any destination
+//! broker; the controller validates them and records the change on each
+//! topic (`mirror.name`, with a `.removed` or `.paused` suffix for remove and
+//! pause). The four share one shape.
+//!
+//! ```json
+//! {
+//!   "apiKey": 95,  // 96, 102, 103
+//!   "type": "request",
+//!   "listeners": ["broker"],
+//!   "name": "AddTopicsToMirrorRequest", // RemoveTopicsFromMirrorRequest, PauseMirrorTopicsRequest, ResumeMirrorTopicsRequest
+//!   "validVersions": "0",
+//!   "flexibleVersions": "0+",
+//!   "fields": [
+//!     { "name": "MirrorName", "type": "string", "versions": "0+",
+//!       "about": "The mirror the topics are added to, removed from, paused or resumed in." },
+//!     { "name": "Topics", "type": "[]MirrorTopic", "versions": "0+",
+//!       "about": "The topics, by name. Duplicates are answered once, with INVALID_REQUEST.", "fields": [
+//!       { "name": "Name", "type": "string", "versions": "0+", "entityType": "topicName",
+//!         "about": "The topic name, the same on the source and the destination." }
+//!     ]}
+//!   ]
+//! }
+//! ```
+//!
+//! ```json
+//! {
+//!   "apiKey": 95,  // 96, 102, 103
+//!   "type": "response",
+//!   "name": "AddTopicsToMirrorResponse", // ...
+//!   "validVersions": "0",
+//!   "flexibleVersions": "0+",
+//!   "fields": [
+//!     { "name": "ThrottleTimeMs", "type": "int32", "versions": "0+",
+//!       "about": "The duration in milliseconds for which the request was throttled, or zero." },
+//!     { "name": "ErrorCode", "type": "int16", "versions": "0+",
+//!       "about": "A mirror-level error (UNKNOWN_MIRROR, MIRROR_AUTHORIZATION_FAILED, ...), or 0; when set, Topics is empty." },
+//!     { "name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
+//!       "about": "The mirror-level error message, or null." },
+//!     { "name": "Topics", "type": "[]MirrorTopicResult", "versions": "0+",
+//!       "about": "One result per requested topic.", "fields": [
+//!       { "name": "Name", "type": "string", "versions": "0+", "entityType": "topicName",
+//!         "about": "The topic name." },
+//!       { "name": "TopicId", "type": "uuid", "versions": "0+",
+//!         "about": "The topic id (the source's, which the destination topic shares), or zero if unknown." },
+//!       { "name": "ErrorCode", "type": "int16", "versions": "0+",
+//!         "about": "The topic's error, or 0." },
+//!       { "name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
+//!         "about": "The topic's error message, or null." }
+//!     ]}
+//!   ]
+//! }
+//! ```
+//!
+//! Typical topic errors: AddTopicsToMirror answers UNKNOWN_TOPIC_OR_PARTITION
+//! when the source has no such topic and TOPIC_ALREADY_IN_MIRROR;
+//! RemoveTopicsFromMirror TOPIC_NOT_IN_MIRROR; PauseMirrorTopics
+//! MIRROR_TOPIC_ALREADY_PAUSED; ResumeMirrorTopics MIRROR_TOPIC_NOT_PAUSED.
+
+use uuid::Uuid;
+
+use super::MirrorApiKey;
+
+wire_struct! {
+    /// One topic named in a request.
+    pub struct MirrorTopic {
+        pub name: String,
+    }
+}
+
+wire_struct! {
+    /// The outcome for one topic.
+    pub struct MirrorTopicResult {
+        pub name: String,
+        /// The source's topic id, shared by the destination topic; nil if unknown.
+        pub topic_id: Uuid,
+        pub error_code: i16,
+        pub error_message: Option<String>,
+    }
+}
+
+/// Declares one of the four request/response pairs with the shared shape.
+macro_rules! topic_set_api {
+    ($key:expr, $request:ident, $response:ident, $what:literal) => {
+        wire_struct! {
+            #[doc = concat!("Asks the controller to ", $what, ".")]
+            pub struct $request {
+                pub mirror_name: String,
+                pub topics: Vec<MirrorTopic>,
+            }
+        }
+
+        wire_struct! {
+            #[doc = concat!("The answer to [`", stringify!($request), "`].")]
+            pub struct $response {
+                pub throttle_time_ms: i32,
+                /// A mirror-level error; the topics list is then empty.
+                pub error_code: i16,
+                pub error_message: Option<String>,
+                pub topics: Vec<MirrorTopicResult>,
+            }
+        }
+
+        mirror_api!($key, $request => $response);
+    };
+}
+
+topic_set_api!(
+    MirrorApiKey::AddTopicsToMirror,
+    AddTopicsToMirrorRequest,
+    AddTopicsToMirrorResponse,
+    "start mirroring topics (creating missing destination topics with the source's id and partition count)"
+);
+topic_set_api!(
+    MirrorApiKey::RemoveTopicsFromMirror,
+    RemoveTopicsFromMirrorRequest,
+    RemoveTopicsFromMirrorResponse,
+    "stop mirroring topics and make them writable (failover)"
+);
+topic_set_api!(
+    MirrorApiKey::PauseMirrorTopics,
+    PauseMirrorTopicsRequest,
+    PauseMirrorTopicsResponse,
+    "pause mirror topics: no fetching and no metadata sync, still read-only"
+);
+topic_set_api!(
+    MirrorApiKey::ResumeMirrorTopics,
+    ResumeMirrorTopicsRequest,
+    ResumeMirrorTopicsResponse,
+    "resume paused mirror topics"
+);
