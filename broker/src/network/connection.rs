@@ -416,6 +416,19 @@ fn outcome(
     })
 }
 
+/// The request log (Kafka's `kafka.request.logger`): one line per answered
+/// request at debug level, under the connection's span (id, peer). Enable
+/// it with `RUST_LOG=info,ottla::request=debug`.
+fn log_request(api: ApiKey, started: Instant, response_bytes: usize) {
+    debug!(
+        target: "ottla::request",
+        api = ?api,
+        micros = started.elapsed().as_micros() as u64,
+        response_bytes,
+        "request completed"
+    );
+}
+
 async fn write_responses<W: AsyncWrite + Unpin>(
     mut write: W,
     mut queue: mpsc::Receiver<Queued>,
@@ -437,14 +450,19 @@ async fn write_responses<W: AsyncWrite + Unpin>(
         match outcome {
             Ok(Outcome::Send(frame)) => {
                 // Head and body go out in one vectored write, uncopied.
+                let bytes = frame.head.len() + frame.body.len();
                 let mut out = frame.head.chain(frame.body);
                 if let Err(e) = write.write_all_buf(&mut out).await {
                     debug!("write failed: {e}");
                     break;
                 }
                 metrics.completed(api, started);
+                log_request(api, started, bytes);
             }
-            Ok(Outcome::Silent) => metrics.completed(api, started),
+            Ok(Outcome::Silent) => {
+                metrics.completed(api, started);
+                log_request(api, started, 0);
+            }
             Ok(Outcome::Close) => {
                 debug!("handler closed the connection");
                 break;
