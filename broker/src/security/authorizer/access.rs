@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use ottla_controller::acls::{resource, Acl};
+use ottla_controller::acls::{operation, resource, Acl};
 use ottla_controller::MetadataImage;
 
 use super::{Authorizer, Requester};
@@ -85,8 +85,12 @@ impl Access {
     }
 
     /// Kafka's authorized-operations bit set: the operations of `supported`
-    /// (a bit per operation code) the requester may perform on the resource.
+    /// (a bit per operation code) the requester may perform on the resource;
+    /// none for a resource it may not even DESCRIBE.
     pub fn operations(&self, supported: i32, resource_type: i8, name: &str) -> i32 {
+        if !self.allowed(operation::DESCRIBE, resource_type, name) {
+            return 0;
+        }
         (0..31)
             .filter(|op| supported & (1 << op) != 0)
             .filter(|op| self.allowed(*op as i8, resource_type, name))

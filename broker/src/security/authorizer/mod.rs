@@ -8,7 +8,7 @@
 //! replica fetches, transaction markers and AddPartitionsToTxn verification
 //! need CLUSTER_ACTION: put that principal in `super.users`.
 
-mod access;
+pub mod access;
 mod rules;
 
 use std::collections::HashSet;
