@@ -383,7 +383,7 @@ mod tests {
             .contains("kafka-cluster"));
         apply(&mut image, &records);
         assert_eq!(image.acls.values().collect::<Vec<_>>(), [&a]);
-        let (records, _) = create_records(&image, &[a.clone()]);
+        let (records, _) = create_records(&image, std::slice::from_ref(&a));
         assert!(records.is_empty(), "an existing ACL is not added again");
 
         let (records, results) = delete_records(
