@@ -144,7 +144,10 @@ impl Secured {
             ],
             None,
         ));
-        out.lines().map(str::to_string).collect()
+        out.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_string)
+            .collect()
     }
 }
 
@@ -391,7 +394,8 @@ fn metadata_lists_only_describable_topics() {
     for topic in ["visible", "hidden", "team-a", "team-b"] {
         s.create_topic(topic);
     }
-    assert!(s.list_topics("bob").is_empty(), "bob has no ACLs");
+    let listed = s.list_topics("bob");
+    assert!(listed.is_empty(), "bob has no ACLs: {listed:?}");
     s.acls(&[
         "--add",
         "--allow-principal",
