@@ -455,3 +455,116 @@ fn librdkafka_gets_an_authorization_error() {
     let allowed = ok(python_script(PY_PRODUCE, &[&s.sasl(), "alice", "rd"]));
     assert!(allowed.contains("delivery: ['OK']"), "{allowed}");
 }
+
+/// The ISR sizes of `topic`'s partitions, from kafka-topics.sh --describe.
+fn isr_sizes(node: &Ottla, topic: &str) -> Vec<usize> {
+    let out = ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--describe",
+            "--topic",
+            topic,
+        ],
+        None,
+    ));
+    out.lines()
+        .filter(|l| l.contains("Partition: "))
+        .map(|l| {
+            let isr = l
+                .split('\t')
+                .find_map(|f| f.trim().strip_prefix("Isr:"))
+                .unwrap_or_else(|| panic!("no Isr in {l}"));
+            isr.split(',').filter(|x| !x.trim().is_empty()).count()
+        })
+        .collect()
+}
+
+fn wait_for_isr(node: &Ottla, topic: &str, want: usize) {
+    let start = std::time::Instant::now();
+    loop {
+        let sizes = isr_sizes(node, topic);
+        if !sizes.is_empty() && sizes.iter().all(|n| *n == want) {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "ISR sizes of {topic} stayed {sizes:?}, want {want}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+/// Followers fetch as their inter-broker principal (User:ANONYMOUS over
+/// PLAINTEXT) and need CLUSTER_ACTION: a DENY of it shrinks every ISR to
+/// its leader, and removing it lets the followers back in.
+#[test]
+fn replication_needs_cluster_action() {
+    let nodes = Ottla::cluster(
+        3,
+        &[
+            ("broker.heartbeat.interval.ms", "300"),
+            ("broker.session.timeout.ms", "2500"),
+            ("replica.lag.time.max.ms", "3000"),
+            ("replica.fetch.backoff.ms", "200"),
+            ("authorizer.class.name", STANDARD_AUTHORIZER),
+            // No super user: without ACLs everything is allowed.
+            ("allow.everyone.if.no.acl.found", "true"),
+        ],
+    );
+    let node = &nodes[0];
+    let out = ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--create",
+            "--topic",
+            "replicated",
+            "--partitions",
+            "2",
+            "--replication-factor",
+            "3",
+        ],
+        None,
+    ));
+    assert!(out.contains("Created topic"), "{out}");
+    wait_for_isr(node, "replicated", 3);
+
+    let acls = |args: &[&str]| {
+        let bootstrap = node.bootstrap();
+        let mut all = vec!["--bootstrap-server", bootstrap.as_str()];
+        all.extend_from_slice(args);
+        ok(kafka_tool("kafka-acls.sh", &all, None))
+    };
+    // ALLOW ALL keeps the cluster administrable; the DENY wins for CLUSTER_ACTION.
+    acls(&[
+        "--add",
+        "--allow-principal",
+        "User:ANONYMOUS",
+        "--operation",
+        "All",
+        "--cluster",
+    ]);
+    acls(&[
+        "--add",
+        "--deny-principal",
+        "User:ANONYMOUS",
+        "--operation",
+        "ClusterAction",
+        "--cluster",
+    ]);
+    wait_for_isr(node, "replicated", 1);
+
+    acls(&[
+        "--remove",
+        "--force",
+        "--deny-principal",
+        "User:ANONYMOUS",
+        "--operation",
+        "ClusterAction",
+        "--cluster",
+    ]);
+    wait_for_isr(node, "replicated", 3);
+}
