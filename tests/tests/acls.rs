@@ -568,3 +568,83 @@ fn replication_needs_cluster_action() {
     ]);
     wait_for_isr(node, "replicated", 3);
 }
+
+/// confluent-kafka runs one transaction of `n` records and prints how it
+/// went and the delivery errors.
+const PY_TRANSACTION: &str = r#"
+import sys
+from confluent_kafka import KafkaException, Producer
+bootstrap, user, txn_id, topic, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+p = Producer({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+              "sasl.mechanism": "PLAIN", "sasl.username": user,
+              "sasl.password": user + "-secret", "transactional.id": txn_id})
+errors = set()
+def delivered(err, msg):
+    if err is not None:
+        errors.add(err.name())
+try:
+    p.init_transactions(20)
+    p.begin_transaction()
+    for i in range(n):
+        p.produce(topic, f"{topic}-{i}".encode(), on_delivery=delivered)
+    p.commit_transaction(30)
+    print("committed")
+except KafkaException as e:
+    print("failed:", e.args[0].name(), e.args[0].str())
+print("delivery errors:", sorted(errors))
+"#;
+
+#[test]
+fn transactions_need_write_on_the_transactional_id_and_topics() {
+    let s = start();
+    s.create_topic("txn-out");
+    let run = || {
+        ok(python_script(
+            PY_TRANSACTION,
+            &[&s.sasl(), "alice", "tx-a", "txn-out", "15"],
+        ))
+    };
+    let out = run();
+    assert!(
+        out.contains("failed: TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+        "{out}"
+    );
+
+    s.acls(&[
+        "--add",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Write",
+        "--transactional-id",
+        "tx-a",
+    ]);
+    // DESCRIBE shows the topic; adding it to the transaction needs WRITE.
+    s.acls(&[
+        "--add",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Describe",
+        "--topic",
+        "txn-out",
+    ]);
+    let out = run();
+    assert!(out.contains("failed:"), "{out}");
+    assert!(out.contains("TOPIC_AUTHORIZATION_FAILED"), "{out}");
+
+    s.acls(&[
+        "--add",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Write",
+        "--topic",
+        "txn-out",
+    ]);
+    let out = run();
+    assert!(out.contains("committed"), "{out}");
+    assert!(out.contains("delivery errors: []"), "{out}");
+    let out = s.consume("admin", "txn-out", "g-txn", 15);
+    assert_eq!(records(&out, "txn-out"), 15, "{}", text(&out));
+}

@@ -3,6 +3,8 @@
 //! TOPIC_AUTHORIZATION_FAILED), auto-creation needs CREATE on the cluster or
 //! the topic, and the authorized-operations fields hold the principal's.
 
+use std::sync::Arc;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_topic_partitions_request::DescribeTopicPartitionsRequest;
 use kafka_protocol::messages::describe_topic_partitions_response::{
@@ -12,7 +14,6 @@ use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataReques
 use kafka_protocol::messages::metadata_response::{MetadataResponse, MetadataResponseTopic};
 use kafka_protocol::messages::RequestKind;
 use ottla_controller::acls::{operation, resource};
-use std::sync::Arc;
 
 use super::{patch, split, Gate};
 use crate::apis::metadata::{

@@ -2,6 +2,8 @@
 //! transactional id), Fetch (READ; CLUSTER_ACTION for replicas),
 //! ListOffsets and OffsetForLeaderEpoch (DESCRIBE), DeleteRecords (DELETE).
 
+use std::sync::Arc;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_request::DeleteRecordsRequest;
 use kafka_protocol::messages::delete_records_response::{
@@ -88,32 +90,45 @@ fn refused_produce(t: TopicProduceData, error: ResponseError) -> TopicProduceRes
         )
 }
 
-pub fn fetch(access: &Access, version: i16, mut req: FetchRequest) -> Gate {
+pub fn fetch(access: &Arc<Access>, version: i16, mut req: FetchRequest) -> Gate {
     let replica_id = if version >= 15 {
         req.replica_state.replica_id.0
     } else {
         req.replica_id.0
     };
     let by_id = version >= 13;
-    let (kept, refused) = if replica_id >= 0 {
+    if replica_id >= 0 {
         // Followers replicate: a broker's right, not a consumer's.
         if access.cluster(operation::CLUSTER_ACTION) {
-            (std::mem::take(&mut req.topics), Vec::new())
-        } else {
-            (Vec::new(), std::mem::take(&mut req.topics))
+            return Gate::Pass(RequestKind::Fetch(req), None);
         }
-    } else {
-        split(std::mem::take(&mut req.topics), |t| {
-            topic_allowed(access, operation::READ, &t.topic, t.topic_id, by_id)
-        })
-    };
-    req.topics = kept;
-    let p = (!refused.is_empty()).then(|| {
-        patch!(Fetch, move |r: &mut FetchResponse| {
+        let refused = std::mem::take(&mut req.topics);
+        let p = patch!(Fetch, move |r: &mut FetchResponse| {
             r.responses.extend(refused.into_iter().map(refused_fetch));
-        })
+        });
+        return Gate::Pass(RequestKind::Fetch(req), p);
+    }
+    let (kept, refused) = split(std::mem::take(&mut req.topics), |t| {
+        topic_allowed(access, operation::READ, &t.topic, t.topic_id, by_id)
     });
-    Gate::Pass(RequestKind::Fetch(req), p.flatten())
+    req.topics = kept;
+    let access = access.clone();
+    let p = patch!(Fetch, move |r: &mut FetchResponse| {
+        // An incremental session also answers for partitions added to it
+        // earlier: READ may have been taken away since.
+        for t in &mut r.responses {
+            if !topic_allowed(&access, operation::READ, &t.topic, t.topic_id, by_id) {
+                for p in &mut t.partitions {
+                    *p = PartitionData::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(TOPIC_DENIED.code())
+                        .with_high_watermark(-1);
+                }
+            }
+        }
+        r.responses.extend(refused.into_iter().map(refused_fetch));
+    });
+    Gate::Pass(RequestKind::Fetch(req), p)
 }
 
 fn refused_fetch(t: FetchTopic) -> FetchableTopicResponse {
@@ -128,8 +143,6 @@ fn refused_fetch(t: FetchTopic) -> FetchableTopicResponse {
                         .with_partition_index(p.partition)
                         .with_error_code(TOPIC_DENIED.code())
                         .with_high_watermark(-1)
-                        .with_last_stable_offset(-1)
-                        .with_log_start_offset(-1)
                 })
                 .collect(),
         )
