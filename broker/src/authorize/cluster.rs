@@ -1,11 +1,12 @@
 //! Gates of the cluster-wide APIs: DESCRIBE on the cluster to describe it
-//! (log dirs, quorum, ACLs, SCRAM users), ALTER to change it (ACLs, SCRAM
-//! credentials, elections), DESCRIBE_CONFIGS for client quotas; the
+//! (log dirs, quorum, ACLs, SCRAM users, reassignments), ALTER to change it
+//! (ACLs, SCRAM credentials, elections, reassignments), DESCRIBE_CONFIGS for client quotas; the
 //! cluster's authorized operations in DescribeCluster.
 
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_partition_reassignments_response::AlterPartitionReassignmentsResponse;
 use kafka_protocol::messages::alter_user_scram_credentials_response::{
     AlterUserScramCredentialsResponse, AlterUserScramCredentialsResult,
 };
@@ -20,6 +21,7 @@ use kafka_protocol::messages::describe_user_scram_credentials_response::Describe
 use kafka_protocol::messages::elect_leaders_response::{
     ElectLeadersResponse, PartitionResult, ReplicaElectionResult,
 };
+use kafka_protocol::messages::list_partition_reassignments_response::ListPartitionReassignmentsResponse;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::{operation, resource};
@@ -49,9 +51,11 @@ pub fn gate(access: &Arc<Access>, version: i16, body: RequestKind) -> Gate {
         | R::DeleteAcls(_)
         | R::AlterUserScramCredentials(_)
         | R::ElectLeaders(_) => operation::ALTER,
+        R::ListPartitionReassignments(_) => operation::DESCRIBE,
+        R::AlterPartitionReassignments(_) => operation::ALTER,
         R::DescribeClientQuotas(_) => operation::DESCRIBE_CONFIGS,
-        // APIs on no resource (ApiVersions, SASL) are open to everyone.
-        _ => return Gate::Pass(body, None),
+        // An API nobody wrote a rule for is refused, not let through.
+        _ => return Gate::NoRule,
     };
     if access.cluster(needed) {
         return Gate::Pass(body, None);
@@ -132,6 +136,20 @@ fn refusal(version: i16, body: RequestKind) -> ResponseKind {
                         .collect(),
                 ),
             )
+        }
+        RequestKind::ListPartitionReassignments(_) => ResponseKind::ListPartitionReassignments(
+            ListPartitionReassignmentsResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+        RequestKind::AlterPartitionReassignments(r) => {
+            let mut out = AlterPartitionReassignmentsResponse::default()
+                .with_error_code(code)
+                .with_error_message(message());
+            if version >= 1 {
+                out = out.with_allow_replication_factor_change(r.allow_replication_factor_change);
+            }
+            ResponseKind::AlterPartitionReassignments(out)
         }
         RequestKind::ElectLeaders(r) => {
             let results = r

@@ -14,6 +14,8 @@ mod cluster;
 mod configs;
 mod groups;
 mod metadata;
+#[cfg(test)]
+mod tests;
 mod topics;
 mod txn;
 
@@ -33,6 +35,8 @@ pub enum Gate {
     Pass(RequestKind, Option<Patch>),
     /// Nothing to run: the answer.
     Answer(ResponseKind),
+    /// No authorization rule exists for this API: refuse to serve it.
+    NoRule,
 }
 
 /// A patch for responses of one kind.

@@ -119,6 +119,10 @@ impl RequestHandler for BrokerApis {
             let (body, patch) = match gate_request(b, ctx, body) {
                 Gate::Pass(body, patch) => (body, patch),
                 Gate::Answer(response) => return Ok(Response::Message(response)),
+                Gate::NoRule => anyhow::bail!(
+                    "{:?} has no authorization rule, so it is not served while authorizer.class.name is set",
+                    ctx.api_key
+                ),
             };
             let mut response = match body {
                 RequestKind::Produce(r) => {
