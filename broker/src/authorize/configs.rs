@@ -1,8 +1,10 @@
 //! Gates of the topic and config admin APIs: CreateTopics (CREATE on the
-//! cluster or the topic), DeleteTopics (DELETE), CreatePartitions (ALTER),
+//! cluster or the topic; the new topic's configs need DESCRIBE_CONFIGS), DeleteTopics (DELETE), CreatePartitions (ALTER),
 //! DescribeConfigs (DESCRIBE_CONFIGS) and (Incremental)AlterConfigs
 //! (ALTER_CONFIGS), on the topic, the group, or the cluster for broker
 //! resources.
+
+use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_configs_request::AlterConfigsRequest;
@@ -65,24 +67,32 @@ fn config_check(
     }
 }
 
-pub fn create_topics(access: &Access, mut req: CreateTopicsRequest) -> Gate {
+pub fn create_topics(access: &Arc<Access>, version: i16, mut req: CreateTopicsRequest) -> Gate {
     let may_create_all = access.cluster(operation::CREATE);
     let (kept, refused) = split(std::mem::take(&mut req.topics), |t| {
         may_create_all || access.topic(operation::CREATE, &t.name)
     });
     req.topics = kept;
-    let p = if refused.is_empty() {
-        None
-    } else {
-        patch!(CreateTopics, move |r: &mut CreateTopicsResponse| {
-            r.topics.extend(refused.into_iter().map(|t| {
-                CreatableTopicResult::default()
-                    .with_name(t.name)
-                    .with_error_code(TOPIC_DENIED.code())
-                    .with_error_message(message(TOPIC_DENIED))
-            }));
-        })
-    };
+    let access = access.clone();
+    let p = patch!(CreateTopics, move |r: &mut CreateTopicsResponse| {
+        // v5+ answers with the new topic's configs: only for DESCRIBE_CONFIGS.
+        if version >= 5 {
+            for t in r.topics.iter_mut().filter(|t| t.error_code == 0) {
+                if !access.topic(operation::DESCRIBE_CONFIGS, &t.name) {
+                    t.topic_config_error_code = TOPIC_DENIED.code();
+                    t.num_partitions = -1;
+                    t.replication_factor = -1;
+                    t.configs = Some(Vec::new());
+                }
+            }
+        }
+        r.topics.extend(refused.into_iter().map(|t| {
+            CreatableTopicResult::default()
+                .with_name(t.name)
+                .with_error_code(TOPIC_DENIED.code())
+                .with_error_message(message(TOPIC_DENIED))
+        }));
+    });
     Gate::Pass(RequestKind::CreateTopics(req), p)
 }
 

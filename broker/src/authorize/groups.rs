@@ -1,5 +1,6 @@
 //! Gates of the group APIs: READ on the group to join, sync, heartbeat,
-//! leave and commit (plus READ on the committed topics), DESCRIBE to find
+//! leave and commit (plus READ on the committed topics, DESCRIBE on the
+//! topics a KIP-848 member subscribes to), DESCRIBE to find
 //! its coordinator, fetch its offsets (DESCRIBE on the topics) or describe
 //! it, DELETE to delete it or its offsets. ListGroups shows every group to
 //! cluster DESCRIBE, else the groups the principal may DESCRIBE.
@@ -159,20 +160,29 @@ pub fn leave_group(access: &Access, req: LeaveGroupRequest) -> Gate {
     })
 }
 
+/// READ on the group, and DESCRIBE on every subscribed topic name.
 pub fn consumer_group_heartbeat(access: &Access, req: ConsumerGroupHeartbeatRequest) -> Gate {
-    let group = req.group_id.to_string();
-    group_read(
-        access,
-        &group,
-        RequestKind::ConsumerGroupHeartbeat(req),
-        || {
-            ResponseKind::ConsumerGroupHeartbeat(
-                ConsumerGroupHeartbeatResponse::default()
-                    .with_error_code(GROUP_DENIED.code())
-                    .with_error_message(text("Group authorization failed.")),
-            )
-        },
-    )
+    let refuse = |error: ResponseError, message: &'static str| {
+        Gate::Answer(ResponseKind::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(error.code())
+                .with_error_message(text(message)),
+        ))
+    };
+    if !access.group(operation::READ, &req.group_id) {
+        return refuse(GROUP_DENIED, "Group authorization failed.");
+    }
+    let subscribed = req.subscribed_topic_names.iter().flatten();
+    if subscribed
+        .clone()
+        .any(|t| !access.topic(operation::DESCRIBE, t))
+    {
+        return refuse(
+            TOPIC_DENIED,
+            "Topic authorization failed for a subscribed topic.",
+        );
+    }
+    Gate::Pass(RequestKind::ConsumerGroupHeartbeat(req), None)
 }
 
 pub fn offset_commit(access: &Access, mut req: OffsetCommitRequest) -> Gate {

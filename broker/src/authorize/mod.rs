@@ -83,7 +83,7 @@ fn gate(access: &Arc<Access>, auto_create_topics: bool, version: i16, body: Requ
         R::DeleteRecords(r) => topics::delete_records(access, r),
         R::Metadata(r) => metadata::metadata(access, version, auto_create_topics, r),
         R::DescribeTopicPartitions(r) => metadata::describe_topic_partitions(access, r),
-        R::CreateTopics(r) => configs::create_topics(access, r),
+        R::CreateTopics(r) => configs::create_topics(access, version, r),
         R::DeleteTopics(r) => configs::delete_topics(access, version, r),
         R::CreatePartitions(r) => configs::create_partitions(access, r),
         R::DescribeConfigs(r) => configs::describe_configs(access, r),
