@@ -1,6 +1,6 @@
 //! Gates of the cluster-wide APIs: DESCRIBE on the cluster to describe it
 //! (log dirs, quorum, ACLs, SCRAM users, reassignments), ALTER to change it
-//! (ACLs, SCRAM credentials, elections, reassignments), DESCRIBE_CONFIGS for client quotas; the
+//! (ACLs, SCRAM credentials, elections, reassignments, feature levels), DESCRIBE_CONFIGS for client quotas; the
 //! cluster's authorized operations in DescribeCluster.
 
 use std::sync::Arc;
@@ -22,6 +22,7 @@ use kafka_protocol::messages::elect_leaders_response::{
     ElectLeadersResponse, PartitionResult, ReplicaElectionResult,
 };
 use kafka_protocol::messages::list_partition_reassignments_response::ListPartitionReassignmentsResponse;
+use kafka_protocol::messages::update_features_response::UpdateFeaturesResponse;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::{operation, resource};
@@ -50,7 +51,8 @@ pub fn gate(access: &Arc<Access>, version: i16, body: RequestKind) -> Gate {
         R::CreateAcls(_)
         | R::DeleteAcls(_)
         | R::AlterUserScramCredentials(_)
-        | R::ElectLeaders(_) => operation::ALTER,
+        | R::ElectLeaders(_)
+        | R::UpdateFeatures(_) => operation::ALTER,
         R::ListPartitionReassignments(_) => operation::DESCRIBE,
         R::AlterPartitionReassignments(_) => operation::ALTER,
         R::DescribeClientQuotas(_) => operation::DESCRIBE_CONFIGS,
@@ -137,6 +139,11 @@ fn refusal(version: i16, body: RequestKind) -> ResponseKind {
                 ),
             )
         }
+        RequestKind::UpdateFeatures(_) => ResponseKind::UpdateFeatures(
+            UpdateFeaturesResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
         RequestKind::ListPartitionReassignments(_) => ResponseKind::ListPartitionReassignments(
             ListPartitionReassignmentsResponse::default()
                 .with_error_code(code)

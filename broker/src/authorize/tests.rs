@@ -153,6 +153,10 @@ fn every_served_api_has_a_rule() {
             RequestKind::AlterPartitionReassignments(Default::default()),
         ),
         (
+            ApiKey::UpdateFeatures,
+            RequestKind::UpdateFeatures(Default::default()),
+        ),
+        (
             ApiKey::ListPartitionReassignments,
             RequestKind::ListPartitionReassignments(Default::default()),
         ),
