@@ -32,7 +32,7 @@ impl Access {
             authorizer,
             image,
             principal: principal.to_string(),
-            host: host.to_string(),
+            host: java_host_address(host),
         }
     }
 
@@ -95,5 +95,36 @@ impl Access {
             .filter(|op| supported & (1 << op) != 0)
             .filter(|op| self.allowed(*op as i8, resource_type, name))
             .fold(0, |bits, op| bits | (1 << op))
+    }
+}
+
+/// The host as Kafka writes it in ACLs (Java's InetAddress.getHostAddress):
+/// IPv6 in full hex groups without `::`, IPv4-mapped addresses as IPv4.
+fn java_host_address(host: IpAddr) -> String {
+    match host {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => v6
+                .segments()
+                .iter()
+                .map(|s| format!("{s:x}"))
+                .collect::<Vec<_>>()
+                .join(":"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_written_as_java_writes_them() {
+        let host = |s: &str| java_host_address(s.parse().unwrap());
+        assert_eq!(host("10.0.0.1"), "10.0.0.1");
+        assert_eq!(host("::1"), "0:0:0:0:0:0:0:1");
+        assert_eq!(host("fe80::1:ab"), "fe80:0:0:0:0:0:1:ab");
+        assert_eq!(host("::ffff:192.168.1.2"), "192.168.1.2");
     }
 }
