@@ -273,25 +273,29 @@ pub fn describe_producers(access: &Access, mut req: DescribeProducersRequest) ->
     Gate::Pass(RequestKind::DescribeProducers(req), p)
 }
 
-pub fn describe_transactions(access: &Access, mut req: DescribeTransactionsRequest) -> Gate {
+/// DESCRIBE on each transactional id; a described transaction lists only
+/// the topics the principal may DESCRIBE.
+pub fn describe_transactions(access: &Arc<Access>, mut req: DescribeTransactionsRequest) -> Gate {
     let (kept, refused) = split(std::mem::take(&mut req.transactional_ids), |t| {
         access.transactional_id(operation::DESCRIBE, t)
     });
     req.transactional_ids = kept;
-    let p = if refused.is_empty() {
-        None
-    } else {
-        patch!(
-            DescribeTransactions,
-            move |r: &mut DescribeTransactionsResponse| {
-                r.transaction_states.extend(refused.into_iter().map(|t| {
-                    TransactionState::default()
-                        .with_transactional_id(t)
-                        .with_error_code(TXN_DENIED.code())
-                }));
+    let access = access.clone();
+    let p = patch!(
+        DescribeTransactions,
+        move |r: &mut DescribeTransactionsResponse| {
+            for state in &mut r.transaction_states {
+                state
+                    .topics
+                    .retain(|t| access.topic(operation::DESCRIBE, &t.topic));
             }
-        )
-    };
+            r.transaction_states.extend(refused.into_iter().map(|t| {
+                TransactionState::default()
+                    .with_transactional_id(t)
+                    .with_error_code(TXN_DENIED.code())
+            }));
+        }
+    );
     Gate::Pass(RequestKind::DescribeTransactions(req), p)
 }
 
