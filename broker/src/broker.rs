@@ -27,6 +27,8 @@ use crate::log_config::TopicConfigResolver;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::{now_ms, IsrChange, ReplicaManager};
 use crate::replication::fetcher::{FetchSettings, ReplicaFetchers};
+use crate::security::authorizer::{Access, Authorizer};
+use crate::security::KafkaPrincipal;
 use crate::txn::{Services, TxnCoordinator};
 
 /// The settings the broker's request handling needs, taken from the broker
@@ -65,6 +67,8 @@ pub struct BrokerSettings {
     pub replica_fetch: FetchSettings,
     /// How long SIGTERM waits for leadership to move away.
     pub controlled_shutdown_timeout: Duration,
+    /// The ACL authorizer, when `authorizer.class.name` enables it.
+    pub authorizer: Option<Arc<Authorizer>>,
 }
 
 pub struct Broker {
@@ -172,6 +176,16 @@ impl Broker {
 
     pub fn node_id(&self) -> i32 {
         self.settings.node_id
+    }
+
+    /// What `principal` connecting from `host` may do, as of the current image.
+    pub fn access(&self, principal: &KafkaPrincipal, host: std::net::IpAddr) -> Access {
+        Access::new(
+            self.settings.authorizer.clone(),
+            self.controller.image(),
+            principal,
+            host,
+        )
     }
 
     /// Follows metadata changes and runs the periodic log work until

@@ -2,6 +2,7 @@
 //! replica manager and the coordinators. `main.rs` is the `ottla` binary.
 
 pub mod apis;
+pub mod authorize;
 pub mod broker;
 pub mod config;
 pub mod coordinator_shards;

@@ -17,6 +17,7 @@ use ottla_broker::handlers::{broker_registry, controller_registry, HandlerRegist
 use ottla_broker::metrics::{self, MetricsServer};
 use ottla_broker::network::{bind_address, ListenerSpec, QuorumSlot, Server, ServerSettings};
 use ottla_broker::replication::fetcher::FetchSettings;
+use ottla_broker::security::authorizer::Authorizer;
 use ottla_broker::security::credentials::MetadataCredentials;
 use ottla_broker::security::sasl::ScramCredentialStore;
 use ottla_broker::security::ListenerSecurity;
@@ -311,6 +312,7 @@ fn broker_settings(
                 .unwrap_or_else(|| "PLAINTEXT".to_string()),
         },
         controlled_shutdown_timeout: Duration::from_secs(30),
+        authorizer: Authorizer::from_config(config).map(Arc::new),
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
 
+use crate::acls::Acls;
 use crate::records::{Endpoint, MetadataRecord};
 use crate::scram::ScramCredentials;
 
@@ -50,6 +51,8 @@ pub struct MetadataImage {
     pub features: BTreeMap<String, i16>,
     /// SCRAM credentials by (user, mechanism).
     pub scram_credentials: ScramCredentials,
+    /// ACLs by id.
+    pub acls: Acls,
 }
 
 impl MetadataImage {
@@ -233,6 +236,12 @@ impl MetadataImage {
                 *mechanism,
                 credential.as_ref(),
             ),
+            MetadataRecord::AccessControlEntry { id, acl } => {
+                self.acls.insert(*id, acl.clone());
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                self.acls.remove(id);
+            }
         }
     }
 }

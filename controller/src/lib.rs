@@ -2,6 +2,7 @@
 //! image brokers read, and the controller that validates changes and commits
 //! them to the metadata log.
 
+pub mod acls;
 mod active;
 pub mod controller;
 pub mod elections;

@@ -16,6 +16,7 @@
 use thiserror::Error;
 use uuid::Uuid;
 
+use crate::acls::Acl;
 use crate::scram::{ScramCredential, ScramMechanism};
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -93,8 +94,12 @@ pub enum MetadataRecord {
         mechanism: ScramMechanism,
         credential: Option<ScramCredential>,
     },
+    /// type 11: an ACL added (KRaft's AccessControlEntryRecord).
+    AccessControlEntry { id: Uuid, acl: Acl },
+    /// type 12: an ACL removed (KRaft's RemoveAccessControlEntryRecord).
+    RemoveAccessControlEntry { id: Uuid },
     /// type 13: the replicas an ongoing reassignment adds and removes
-    /// (both empty: none in progress). Types 11 and 12 are ACL records.
+    /// (both empty: none in progress).
     PartitionReassignment {
         topic_id: Uuid,
         partition: i32,
@@ -116,6 +121,8 @@ impl MetadataRecord {
             Self::FeatureLevel { .. } => 8,
             Self::BrokerFence { .. } => 9,
             Self::ScramCredential { .. } => 10,
+            Self::AccessControlEntry { .. } => 11,
+            Self::RemoveAccessControlEntry { .. } => 12,
             Self::PartitionReassignment { .. } => 13,
         }
     }
@@ -208,6 +215,8 @@ impl MetadataRecord {
                 mechanism,
                 credential,
             } => encode_scram(&mut w, user, *mechanism, credential.as_ref()),
+            Self::AccessControlEntry { id, acl } => encode_acl(&mut w, id, acl),
+            Self::RemoveAccessControlEntry { id } => w.uuid(id),
             Self::PartitionReassignment {
                 topic_id,
                 partition,
@@ -295,6 +304,8 @@ impl MetadataRecord {
                 fenced: r.u8()? != 0,
             },
             10 => decode_scram(&mut r)?,
+            11 => decode_acl(&mut r)?,
+            12 => Self::RemoveAccessControlEntry { id: r.uuid()? },
             13 => Self::PartitionReassignment {
                 topic_id: r.uuid()?,
                 partition: r.i32()?,
@@ -340,6 +351,32 @@ fn decode_scram(r: &mut Reader) -> Result<MetadataRecord, DecodeError> {
             })
         })?,
     })
+}
+
+fn encode_acl(w: &mut Writer, id: &Uuid, acl: &Acl) {
+    w.uuid(id);
+    w.0.push(acl.resource_type as u8);
+    w.string(Some(&acl.resource_name));
+    w.0.push(acl.pattern_type as u8);
+    w.string(Some(&acl.principal));
+    w.string(Some(&acl.host));
+    w.0.push(acl.operation as u8);
+    w.0.push(acl.permission as u8);
+}
+
+fn decode_acl(r: &mut Reader) -> Result<MetadataRecord, DecodeError> {
+    let id = r.uuid()?;
+    let string = |r: &mut Reader| r.string()?.ok_or(DecodeError::Invalid("null ACL field"));
+    let acl = Acl {
+        resource_type: r.u8()? as i8,
+        resource_name: string(r)?,
+        pattern_type: r.u8()? as i8,
+        principal: string(r)?,
+        host: string(r)?,
+        operation: r.u8()? as i8,
+        permission: r.u8()? as i8,
+    };
+    Ok(MetadataRecord::AccessControlEntry { id, acl })
 }
 
 struct Writer(Vec<u8>);
@@ -530,6 +567,21 @@ mod tests {
                 partition: 2,
                 adding: vec![4, 5],
                 removing: vec![1],
+            },
+            MetadataRecord::AccessControlEntry {
+                id: Uuid::from_u128(11),
+                acl: Acl {
+                    resource_type: 2,
+                    resource_name: "orders-".into(),
+                    pattern_type: 4,
+                    principal: "User:alice".into(),
+                    host: "*".into(),
+                    operation: 3,
+                    permission: 3,
+                },
+            },
+            MetadataRecord::RemoveAccessControlEntry {
+                id: Uuid::from_u128(11),
             },
         ]
     }

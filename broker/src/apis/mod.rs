@@ -1,6 +1,7 @@
 //! Request handlers, one module per API (or per family of small APIs). Each
 //! takes the decoded request and its version and returns the response.
 
+pub mod acls;
 pub mod client_quotas;
 pub mod configs;
 pub mod consumer_group;

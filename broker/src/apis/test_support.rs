@@ -58,6 +58,7 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
             listener: "PLAINTEXT".to_string(),
         },
         controlled_shutdown_timeout: Duration::from_secs(5),
+        authorizer: None,
     }
 }
 

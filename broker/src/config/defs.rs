@@ -340,8 +340,12 @@ configs! {
     PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: i32 = "producer.id.expiration.check.interval.ms", Int, Some("600000"), Valid::AtLeast(1);
 
     // ---- security ----
-    /// Authorizer class. Ottla has no authorizer, so only the empty value is accepted.
-    AUTHORIZER_CLASS_NAME: String = "authorizer.class.name", String, Some(""), Valid::OneOf(&[""]);
+    /// Authorizer class: empty (no authorization) or org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs in the metadata log).
+    AUTHORIZER_CLASS_NAME: String = "authorizer.class.name", String, Some(""), Valid::OneOf(&["", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"]);
+    /// Principals allowed everything, separated by semicolons (User:admin;User:ANONYMOUS). Brokers reach each other as their inter-broker listener's principal, which must be listed here when the authorizer is on.
+    SUPER_USERS: String = "super.users", String, Some(""), Valid::Any;
+    /// Whether a resource with no ACL at all is open to everyone (otherwise only super users may use it).
+    ALLOW_EVERYONE_IF_NO_ACL_FOUND: bool = "allow.everyone.if.no.acl.found", Boolean, Some("false"), Valid::Any;
     /// Format of the key store. Ottla reads PEM only (set PEM when using SSL listeners).
     SSL_KEYSTORE_TYPE: String = "ssl.keystore.type", String, Some("JKS"), Valid::Any;
     /// PEM file with the listener's private key (unencrypted PKCS#8, PKCS#1 or SEC1) and certificate chain.

@@ -6,14 +6,14 @@
 //! The remaining `ssl.`/`sasl.` keys qualify: store passwords (PEM stores
 //! have none; encrypted keys are refused), cipher suites (rustls offers
 //! only strong ones), Kerberos and OAuth settings (those mechanisms are
-//! refused in sasl.enabled.mechanisms); an authorizer does not (see
-//! `authorizer.class.name`).
+//! refused in sasl.enabled.mechanisms); authorizer settings do not (they
+//! are real keys: `authorizer.class.name`, `super.users`,
+//! `allow.everyone.if.no.acl.found`).
 
 const KEYS: &[&str] = &[
     "alter.config.policy.class.name",
     "alter.log.dirs.replication.quota.window.num",
     "alter.log.dirs.replication.quota.window.size.seconds",
-    "allow.everyone.if.no.acl.found",
     "auto.include.jmx.reporter",
     "background.threads",
     "client.quota.callback.class",
@@ -64,7 +64,6 @@ const KEYS: &[&str] = &[
     "security.providers",
     "socket.connection.setup.timeout.max.ms",
     "socket.connection.setup.timeout.ms",
-    "super.users",
     "telemetry.max.bytes",
     "transaction.state.log.load.buffer.size",
     "unstable.api.versions.enable",

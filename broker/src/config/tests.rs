@@ -150,7 +150,7 @@ fn invalid_values_name_key_and_expectation() {
     );
     assert!(error(&[(
         "authorizer.class.name",
-        "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        "kafka.security.authorizer.AclAuthorizer"
     )])
     .contains("must be one of"));
 }

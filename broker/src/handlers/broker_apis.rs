@@ -11,11 +11,12 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind}
 use ottla_protocol::api_versions::{ApiTableError, VersionRange};
 
 use crate::apis::{
-    client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
+    acls, client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
     elect_leaders, fetch, group, init_producer_id, list_offsets, metadata, offset_for_leader_epoch,
     produce, reassignments, scram_credentials, txn, update_features,
 };
+use crate::authorize::{gate_request, Gate};
 use crate::broker::Broker;
 use crate::handlers::HandlerRegistry;
 use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
@@ -68,6 +69,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// The broker the APIs serve, filled in once it is open. Listeners are
@@ -112,7 +116,15 @@ impl RequestHandler for BrokerApis {
                 .ok_or_else(|| anyhow::anyhow!("request before the broker was started"))?;
             let v = ctx.api_version;
             let listener = ctx.listener.to_string();
-            let response = match body {
+            let (body, patch) = match gate_request(b, ctx, body) {
+                Gate::Pass(body, patch) => (body, patch),
+                Gate::Answer(response) => return Ok(Response::Message(response)),
+                Gate::NoRule => anyhow::bail!(
+                    "{:?} has no authorization rule, so it is not served while authorizer.class.name is set",
+                    ctx.api_key
+                ),
+            };
+            let mut response = match body {
                 RequestKind::Produce(r) => {
                     let appended =
                         blocking(b, move |b| produce::handle(b, v, &listener, r)).await?;
@@ -280,11 +292,23 @@ impl RequestHandler for BrokerApis {
                         blocking(b, move |b| scram_credentials::alter(b, v, r)).await?,
                     )
                 }
+                RequestKind::CreateAcls(r) => {
+                    ResponseKind::CreateAcls(blocking(b, move |b| acls::create(b, v, r)).await?)
+                }
+                RequestKind::DescribeAcls(r) => {
+                    ResponseKind::DescribeAcls(blocking(b, move |b| acls::describe(b, v, r)).await?)
+                }
+                RequestKind::DeleteAcls(r) => {
+                    ResponseKind::DeleteAcls(blocking(b, move |b| acls::delete(b, v, r)).await?)
+                }
                 other => anyhow::bail!(
                     "no handler registered for {:?}",
                     std::mem::discriminant(&other)
                 ),
             };
+            if let Some(patch) = patch {
+                patch(&mut response);
+            }
             Ok(Response::Message(response))
         })
     }

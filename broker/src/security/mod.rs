@@ -1,6 +1,7 @@
 //! Listener security: TLS (SSL, SASL_SSL), SASL authentication
 //! (SASL_PLAINTEXT, SASL_SSL) and the principal each connection runs as.
 
+pub mod authorizer;
 pub mod credentials;
 mod listener;
 pub mod pem;

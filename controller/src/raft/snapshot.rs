@@ -130,6 +130,19 @@ fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
             });
         }
     }
+    for ((user, mechanism), credential) in &image.scram_credentials {
+        out.push(MetadataRecord::ScramCredential {
+            user: user.clone(),
+            mechanism: *mechanism,
+            credential: Some(credential.clone()),
+        });
+    }
+    for (id, acl) in &image.acls {
+        out.push(MetadataRecord::AccessControlEntry {
+            id: *id,
+            acl: acl.clone(),
+        });
+    }
     out.push(MetadataRecord::ProducerIds {
         broker_id: -1,
         next_producer_id: image.next_producer_id,
@@ -194,7 +207,9 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
+    use crate::acls::Acl;
     use crate::records::{Endpoint, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC};
+    use crate::scram::{ScramCredential, ScramMechanism};
 
     fn sample_image() -> MetadataImage {
         let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
@@ -263,6 +278,28 @@ mod tests {
             MetadataRecord::ProducerIds {
                 broker_id: 1,
                 next_producer_id: 5000,
+            },
+            MetadataRecord::ScramCredential {
+                user: "alice".into(),
+                mechanism: ScramMechanism::Sha256,
+                credential: Some(ScramCredential {
+                    salt: vec![1],
+                    stored_key: vec![2; 32],
+                    server_key: vec![3; 32],
+                    iterations: 4096,
+                }),
+            },
+            MetadataRecord::AccessControlEntry {
+                id: Uuid::from_u128(5),
+                acl: Acl {
+                    resource_type: 2,
+                    resource_name: "orders".into(),
+                    pattern_type: 3,
+                    principal: "User:alice".into(),
+                    host: "*".into(),
+                    operation: 4,
+                    permission: 3,
+                },
             },
         ];
         let mut image = MetadataImage::empty();
