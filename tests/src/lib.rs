@@ -7,4 +7,5 @@ pub mod crash;
 pub mod faults;
 pub mod ottla;
 pub mod tools;
+pub mod topics;
 pub mod wire;

@@ -13,6 +13,7 @@ use std::process::Output;
 
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_tool, ok, python_script};
+use ottla_tests::topics::describe;
 
 const JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
     user_admin=\"admin-secret\" user_alice=\"alice-secret\" user_bob=\"bob-secret\";";
@@ -458,26 +459,9 @@ fn librdkafka_gets_an_authorization_error() {
 
 /// The ISR sizes of `topic`'s partitions, from kafka-topics.sh --describe.
 fn isr_sizes(node: &Ottla, topic: &str) -> Vec<usize> {
-    let out = ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            &node.bootstrap(),
-            "--describe",
-            "--topic",
-            topic,
-        ],
-        None,
-    ));
-    out.lines()
-        .filter(|l| l.contains("Partition: "))
-        .map(|l| {
-            let isr = l
-                .split('\t')
-                .find_map(|f| f.trim().strip_prefix("Isr:"))
-                .unwrap_or_else(|| panic!("no Isr in {l}"));
-            isr.split(',').filter(|x| !x.trim().is_empty()).count()
-        })
+    describe(node, topic)
+        .values()
+        .map(|p| p.isr.len())
         .collect()
 }
 

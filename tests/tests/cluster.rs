@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_tool, ok};
+use ottla_tests::topics::{describe, PartitionView};
 
 /// Short timeouts so failures are detected within seconds.
 const CLUSTER_SETTINGS: &[(&str, &str)] = &[
@@ -16,52 +17,6 @@ const CLUSTER_SETTINGS: &[(&str, &str)] = &[
     ("replica.fetch.backoff.ms", "200"),
     ("offsets.topic.replication.factor", "3"),
 ];
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct PartitionView {
-    leader: i32,
-    replicas: Vec<i32>,
-    isr: Vec<i32>,
-}
-
-fn ids(s: &str) -> Vec<i32> {
-    s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
-}
-
-/// `kafka-topics.sh --describe`, parsed: partition -> leader, replicas, ISR.
-fn describe(node: &Ottla, topic: &str) -> BTreeMap<i32, PartitionView> {
-    let out = ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            &node.bootstrap(),
-            "--describe",
-            "--topic",
-            topic,
-        ],
-        None,
-    ));
-    out.lines()
-        .filter(|l| l.contains("Partition: "))
-        .map(|l| {
-            let field = |name: &str| {
-                l.split('\t')
-                    .find_map(|f| f.trim().strip_prefix(name))
-                    .unwrap_or_else(|| panic!("no {name} in {l}"))
-                    .trim()
-                    .to_string()
-            };
-            (
-                field("Partition:").parse().unwrap(),
-                PartitionView {
-                    leader: field("Leader:").parse().unwrap(),
-                    replicas: ids(&field("Replicas:")),
-                    isr: ids(&field("Isr:")),
-                },
-            )
-        })
-        .collect()
-}
 
 /// Waits until `check` holds for the topic's description as `node` sees it.
 fn wait_for(

@@ -1,0 +1,53 @@
+//! Topic views from the stock Java tools, for tests that check leadership
+//! and ISRs.
+
+use std::collections::BTreeMap;
+
+use crate::ottla::Ottla;
+use crate::tools::{kafka_tool, ok};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    pub leader: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+fn ids(s: &str) -> Vec<i32> {
+    s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
+}
+
+/// `kafka-topics.sh --describe`, parsed: partition -> leader, replicas, ISR.
+pub fn describe(node: &Ottla, topic: &str) -> BTreeMap<i32, PartitionView> {
+    let out = ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--describe",
+            "--topic",
+            topic,
+        ],
+        None,
+    ));
+    out.lines()
+        .filter(|l| l.contains("Partition: "))
+        .map(|l| {
+            let field = |name: &str| {
+                l.split('\t')
+                    .find_map(|f| f.trim().strip_prefix(name))
+                    .unwrap_or_else(|| panic!("no {name} in {l}"))
+                    .trim()
+                    .to_string()
+            };
+            (
+                field("Partition:").parse().unwrap(),
+                PartitionView {
+                    leader: field("Leader:").parse().unwrap(),
+                    replicas: ids(&field("Replicas:")),
+                    isr: ids(&field("Isr:")),
+                },
+            )
+        })
+        .collect()
+}
