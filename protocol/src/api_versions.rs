@@ -22,6 +22,8 @@ use kafka_protocol::protocol::StrBytes;
 pub use kafka_protocol::protocol::VersionRange;
 use thiserror::Error;
 
+use crate::mirror::MirrorApiKey;
+
 /// Kafka 4.x advertises Produce from v0 although it rejects v0–2: librdkafka
 /// silently disables compression against a broker whose Produce minimum is 3
 /// (KAFKA-18659, librdkafka #4956). Receipt of v0–2 still closes the
@@ -106,6 +108,8 @@ impl FinalizedFeatures {
 #[derive(Debug, Clone)]
 pub struct ApiVersionsTable {
     apis: BTreeMap<i16, (ApiKey, VersionRange)>,
+    /// Ottla's mirror APIs (keys kafka-protocol does not know).
+    mirror_apis: BTreeMap<i16, VersionRange>,
     features: Features,
 }
 
@@ -115,7 +119,30 @@ impl ApiVersionsTable {
             ApiKey::ApiVersions as i16,
             (ApiKey::ApiVersions, servable_range(ApiKey::ApiVersions)),
         )]);
-        Self { apis, features }
+        Self {
+            apis,
+            mirror_apis: BTreeMap::new(),
+            features,
+        }
+    }
+
+    /// Declares that the mirror API `key` is answered at all its versions.
+    pub fn add_mirror(&mut self, key: MirrorApiKey) {
+        let versions = key.versions();
+        self.mirror_apis.insert(
+            key.as_i16(),
+            VersionRange {
+                min: *versions.start(),
+                max: *versions.end(),
+            },
+        );
+    }
+
+    /// Whether a mirror request at this key and version may be decoded.
+    pub fn accepts_mirror(&self, key: MirrorApiKey, version: i16) -> bool {
+        self.mirror_apis
+            .get(&key.as_i16())
+            .is_some_and(|r| (r.min..=r.max).contains(&version))
     }
 
     /// Declares that `key` is answered at `range`.
@@ -201,6 +228,12 @@ impl ApiVersionsTable {
                     .with_min_version(min)
                     .with_max_version(range.max)
             })
+            .chain(self.mirror_apis.iter().map(|(&key, range)| {
+                ApiVersion::default()
+                    .with_api_key(key)
+                    .with_min_version(range.min)
+                    .with_max_version(range.max)
+            }))
             .collect()
     }
 
@@ -347,5 +380,20 @@ mod tests {
             t.add(ApiKey::ApiVersions, range(0, 4)),
             Err(ApiTableError::ApiVersionsReserved)
         );
+    }
+
+    #[test]
+    fn mirror_apis_are_advertised_after_kafkas() {
+        let mut t = table();
+        assert!(!t.accepts_mirror(MirrorApiKey::CreateMirror, 0));
+        for key in MirrorApiKey::ALL {
+            t.add_mirror(key);
+        }
+        assert!(t.accepts_mirror(MirrorApiKey::CreateMirror, 0));
+        assert!(!t.accepts_mirror(MirrorApiKey::CreateMirror, 1));
+        let resp = t.response(&ApiVersionsRequest::default(), 2);
+        let keys: Vec<i16> = resp.api_keys.iter().map(|k| k.api_key).collect();
+        assert_eq!(keys.iter().filter(|&&k| (94..=105).contains(&k)).count(), 12);
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted: {keys:?}");
     }
 }

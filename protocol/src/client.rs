@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use thiserror::Error;
@@ -12,6 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::frame::{FrameError, FrameReader};
+use crate::mirror::{self, MirrorMessage, MirrorRequest};
 
 #[derive(Debug, Error)]
 pub enum ClientError {
@@ -98,25 +99,81 @@ impl KafkaClient {
         req: &R,
         timeout: Duration,
     ) -> Result<R::Response, ClientError> {
+        let mut body = BytesMut::new();
+        req.encode(&mut body, version)
+            .map_err(|e| encode_error(R::KEY, version, e.to_string()))?;
+        let mut reply = self
+            .exchange(
+                R::KEY,
+                version,
+                R::header_version(version),
+                &body,
+                R::Response::header_version(version),
+                timeout,
+            )
+            .await?;
+        let response = R::Response::decode(&mut reply, version)
+            .map_err(|e| self.decode_error(R::KEY, version, e.to_string()))?;
+        if reply.has_remaining() {
+            return Err(self.decode_error(
+                R::KEY,
+                version,
+                format!("{} bytes after the response", reply.remaining()),
+            ));
+        }
+        Ok(response)
+    }
+
+    /// Sends one of Ottla's mirror requests (flexible from v0: request
+    /// header v2, response header v1). Same contract as [`Self::send`].
+    pub async fn send_mirror<R: MirrorRequest>(
+        &mut self,
+        version: i16,
+        req: &R,
+        timeout: Duration,
+    ) -> Result<R::Response, ClientError> {
+        let key = R::API_KEY.as_i16();
+        let body = req
+            .encode(version)
+            .map_err(|e| encode_error(key, version, e.to_string()))?;
+        let reply = self
+            .exchange(
+                key,
+                version,
+                mirror::REQUEST_HEADER_VERSION,
+                &body,
+                mirror::RESPONSE_HEADER_VERSION,
+                timeout,
+            )
+            .await?;
+        <R::Response as MirrorMessage>::decode(&reply, version)
+            .map_err(|e| self.decode_error(key, version, e.to_string()))
+    }
+
+    /// Writes one request frame (header, then the encoded `body`) and reads
+    /// its answer: the response body after a checked response header.
+    async fn exchange(
+        &mut self,
+        key: i16,
+        version: i16,
+        header_version: i16,
+        body: &[u8],
+        response_header_version: i16,
+        timeout: Duration,
+    ) -> Result<Bytes, ClientError> {
         self.correlation_id = self.correlation_id.wrapping_add(1);
         let correlation_id = self.correlation_id;
-        let encode_error = |message: String| ClientError::Encode {
-            key: R::KEY,
-            version,
-            message,
-        };
         let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
+            .with_request_api_key(key)
             .with_request_api_version(version)
             .with_correlation_id(correlation_id)
             .with_client_id(Some(StrBytes::from_string(self.client_id.clone())));
-        let mut frame = BytesMut::new();
+        let mut frame = BytesMut::with_capacity(64 + body.len());
         frame.put_i32(0);
         header
-            .encode(&mut frame, R::header_version(version))
-            .map_err(|e| encode_error(e.to_string()))?;
-        req.encode(&mut frame, version)
-            .map_err(|e| encode_error(e.to_string()))?;
+            .encode(&mut frame, header_version)
+            .map_err(|e| encode_error(key, version, e.to_string()))?;
+        frame.put_slice(body);
         let len = (frame.len() - 4) as i32;
         frame[..4].copy_from_slice(&len.to_be_bytes());
         let exchange = async {
@@ -144,29 +201,35 @@ impl KafkaClient {
                 addr: self.addr.clone(),
                 timeout,
             })??;
-        let decode_error = |message: String| ClientError::Decode {
+        let response_header = ResponseHeader::decode(&mut reply, response_header_version)
+            .map_err(|e| self.decode_error(key, version, e.to_string()))?;
+        if response_header.correlation_id != correlation_id {
+            return Err(self.decode_error(
+                key,
+                version,
+                format!(
+                    "correlation id {} instead of {correlation_id}",
+                    response_header.correlation_id
+                ),
+            ));
+        }
+        Ok(reply)
+    }
+
+    fn decode_error(&self, key: i16, version: i16, message: String) -> ClientError {
+        ClientError::Decode {
             addr: self.addr.clone(),
-            key: R::KEY,
+            key,
             version,
             message,
-        };
-        let response_header =
-            ResponseHeader::decode(&mut reply, R::Response::header_version(version))
-                .map_err(|e| decode_error(e.to_string()))?;
-        if response_header.correlation_id != correlation_id {
-            return Err(decode_error(format!(
-                "correlation id {} instead of {correlation_id}",
-                response_header.correlation_id
-            )));
         }
-        let response =
-            R::Response::decode(&mut reply, version).map_err(|e| decode_error(e.to_string()))?;
-        if reply.has_remaining() {
-            return Err(decode_error(format!(
-                "{} bytes after the response",
-                reply.remaining()
-            )));
-        }
-        Ok(response)
+    }
+}
+
+fn encode_error(key: i16, version: i16, message: String) -> ClientError {
+    ClientError::Encode {
+        key,
+        version,
+        message,
     }
 }
