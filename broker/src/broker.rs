@@ -24,6 +24,8 @@ use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
 use crate::inter_broker::BrokerClients;
 use crate::log_config::TopicConfigResolver;
+use crate::mirroring::state_store::MirrorStateStore;
+use crate::mirroring::{MirrorManager, MirrorServices};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::{now_ms, IsrChange, ReplicaManager};
 use crate::replication::fetcher::{FetchSettings, ReplicaFetchers};
@@ -78,8 +80,8 @@ pub struct Broker {
     /// Set once a controlled shutdown began: heartbeats then ask to stay fenced.
     shutting_down: AtomicBool,
     pub fetchers: Arc<ReplicaFetchers>,
-    /// Connections to other brokers (transaction markers).
-    pub brokers: BrokerClients,
+    /// Connections to other brokers (transaction markers, mirror states).
+    pub brokers: Arc<BrokerClients>,
     isr_changes: Mutex<Option<mpsc::UnboundedReceiver<IsrChange>>>,
     pub cluster_id: String,
     pub controller: Arc<Controller>,
@@ -89,6 +91,7 @@ pub struct Broker {
     pub producer_ids: ProducerIdManager,
     pub groups: GroupCoordinator,
     pub txns: TxnCoordinator,
+    pub mirrors: MirrorManager,
 }
 
 impl Broker {
@@ -132,12 +135,24 @@ impl Broker {
             replicas.clone(),
         );
         let producer_ids = ProducerIdManager::new(controller.clone(), settings.node_id);
-        let brokers = BrokerClients::new(
+        let brokers = Arc::new(BrokerClients::new(
             settings.node_id,
             settings.replica_fetch.listener.clone(),
             controller.clone(),
             settings.replica_fetch.socket_timeout,
-        );
+        ));
+        let mirrors = MirrorManager::new(MirrorServices {
+            node_id: settings.node_id,
+            controller: controller.clone(),
+            replicas: replicas.clone(),
+            brokers: brokers.clone(),
+            states: MirrorStateStore::new(
+                settings.node_id,
+                &settings.static_configs,
+                controller.clone(),
+                replicas.clone(),
+            ),
+        });
         let txns = TxnCoordinator::open(
             settings.node_id,
             &settings.static_configs,
@@ -169,6 +184,7 @@ impl Broker {
             replicas,
             configs,
             groups,
+            mirrors,
         });
         info!(node_id = broker.settings.node_id, cluster_id = %broker.cluster_id, "broker started");
         Ok(broker)
@@ -216,6 +232,7 @@ impl Broker {
                     // Creating and deleting logs is file I/O.
                     let _ = tokio::task::spawn_blocking(move || replicas.apply_image(&applied)).await;
                     features::publish(&self.settings.finalized_features, &image);
+                    self.mirrors.sync(&image);
                     self.fetchers.sync(image);
                 }
                 _ = isr_check.tick() => self.replicas.shrink_lagging_isrs(),
@@ -326,6 +343,7 @@ impl Broker {
     /// Flushes every log, writes the checkpoints and the clean-shutdown
     /// marker, and closes the metadata log.
     pub fn shutdown(&self) -> anyhow::Result<()> {
+        self.mirrors.stop_all();
         self.fetchers.stop();
         self.replicas
             .logs()

@@ -6,8 +6,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use anyhow::Context;
 use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
+use ottla_protocol::batch::BatchIter;
+use ottla_protocol::records::{records_section, walk_records};
+use ottla_storage::log::FetchIsolation;
 use ottla_storage::manager::TopicPartition;
 use parking_lot::RwLock;
 use tracing::{error, info};
@@ -116,4 +120,58 @@ impl<S> LedShards<S> {
             );
         }
     }
+}
+
+/// How much of the log one replay step reads.
+const REPLAY_READ_BYTES: usize = 1 << 20;
+
+/// Reads a coordinator partition's log from its start to its end, handing
+/// every data record's key and value (None: tombstone) to `apply` in log
+/// order; control batches are skipped. Blocking I/O.
+pub fn replay_records(
+    partition: &Partition,
+    mut apply: impl FnMut(&[u8], Option<&[u8]>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let (mut offset, end) = {
+        let log = partition.log.read();
+        (log.log_start_offset(), log.log_end_offset())
+    };
+    while offset < end {
+        let slice = partition
+            .log
+            .read()
+            .read(offset, REPLAY_READ_BYTES, FetchIsolation::LogEnd, true)
+            .with_context(|| format!("reading {} at offset {offset}", partition.tp))?
+            .slice;
+        let Some(slice) = slice else { break };
+        let bytes = slice
+            .read()
+            .with_context(|| format!("reading {}", partition.tp))?;
+        let before = offset;
+        for batch in BatchIter::new(&bytes) {
+            let batch = batch.with_context(|| format!("a batch of {}", partition.tp))?;
+            offset = offset.max(batch.next_offset());
+            if batch.is_control() {
+                continue;
+            }
+            let section = records_section(&batch)?;
+            let mut failure = None;
+            walk_records(&section, |r| {
+                if failure.is_none() {
+                    if let Some(key) = r.key {
+                        failure = apply(key, r.value).err();
+                    }
+                }
+            })?;
+            if let Some(e) = failure {
+                return Err(e).with_context(|| {
+                    format!("{} near offset {}", partition.tp, batch.base_offset())
+                });
+            }
+        }
+        if offset == before {
+            break;
+        }
+    }
+    Ok(())
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use kafka_protocol::protocol::Request;
 use ottla_controller::{Controller, MetadataImage};
-use ottla_protocol::client::KafkaClient;
+use ottla_protocol::client::{ClientError, KafkaClient};
+use ottla_protocol::mirror::MirrorRequest;
 use parking_lot::Mutex;
 
 /// Largest answer accepted from another broker.
@@ -45,8 +46,32 @@ impl BrokerClients {
         version: i16,
         req: &R,
     ) -> Result<R::Response, String> {
+        let mut conn = self.connection(broker).await?;
+        let client = conn.as_mut().expect("connected");
+        let result = client.send(version, req, self.timeout).await;
+        Self::settle(&mut conn, result)
+    }
+
+    /// Sends one of Ottla's mirror requests to broker `broker`.
+    pub async fn send_mirror<R: MirrorRequest>(
+        &self,
+        broker: i32,
+        req: &R,
+    ) -> Result<R::Response, String> {
+        let mut conn = self.connection(broker).await?;
+        let client = conn.as_mut().expect("connected");
+        let result = client.send_mirror(0, req, self.timeout).await;
+        Self::settle(&mut conn, result)
+    }
+
+    /// The open connection to `broker`, opened if need be; held exclusively
+    /// until dropped (one request in flight per connection).
+    async fn connection(
+        &self,
+        broker: i32,
+    ) -> Result<tokio::sync::OwnedMutexGuard<Option<KafkaClient>>, String> {
         let slot = self.connections.lock().entry(broker).or_default().clone();
-        let mut conn = slot.lock().await;
+        let mut conn = slot.lock_owned().await;
         if conn.is_none() {
             let image = self.controller.image();
             let (host, port) = endpoint_of(&image, broker, &self.listener)
@@ -57,14 +82,19 @@ impl BrokerClients {
                 .map_err(|e| e.to_string())?;
             *conn = Some(client);
         }
-        let client = conn.as_mut().expect("connected");
-        match client.send(version, req, self.timeout).await {
-            Ok(response) => Ok(response),
-            Err(e) => {
-                *conn = None;
-                Err(e.to_string())
-            }
-        }
+        Ok(conn)
+    }
+
+    /// Drops the connection after a failed exchange: a late answer may
+    /// still arrive on it.
+    fn settle<T>(
+        conn: &mut Option<KafkaClient>,
+        result: Result<T, ClientError>,
+    ) -> Result<T, String> {
+        result.map_err(|e| {
+            *conn = None;
+            e.to_string()
+        })
     }
 
     /// [`BrokerClients::send`] for code on the blocking pool.

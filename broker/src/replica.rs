@@ -8,13 +8,14 @@
 //! end itself.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
+use ottla_protocol::mirror::errors::READ_ONLY_TOPIC;
 use ottla_storage::log::{AppendInfo, FetchIsolation, ReadInfo};
 use ottla_storage::manager::{LogManager, SharedLog, TopicPartition};
 use ottla_storage::producer_state::AppendOrigin;
@@ -48,11 +49,60 @@ pub struct Partition {
     followers: Mutex<Followers>,
     /// An ISR change asked of the controller and not yet in the metadata.
     isr_pending: Mutex<Option<Vec<i32>>>,
+    /// The topic's `mirror.name` binding, from the metadata.
+    mirror_binding: RwLock<Option<String>>,
+    /// Set by the mirror manager once this partition's mirroring is STOPPED
+    /// (failed over): clients may write again.
+    mirror_stopped: AtomicBool,
 }
 
 impl Partition {
     pub fn state(&self) -> PartitionState {
         self.state.read().clone()
+    }
+
+    pub fn mirror_binding(&self) -> Option<String> {
+        self.mirror_binding.read().clone()
+    }
+
+    /// Whether this partition holds a source cluster's log: clients may
+    /// not write, and its leader epochs are the source's.
+    pub fn is_mirror_log(&self) -> bool {
+        self.mirror_binding.read().is_some() && !self.mirror_stopped.load(Ordering::Acquire)
+    }
+
+    pub fn set_mirror_stopped(&self, stopped: bool) {
+        self.mirror_stopped.store(stopped, Ordering::Release);
+    }
+
+    /// Why a client may not produce here, if it may not: mirror topics are
+    /// read-only (non-retriable, naming the mirror) until their failover
+    /// completes (retriable while it is under way).
+    fn mirror_write_refusal(&self) -> Option<(ResponseError, String)> {
+        if !self.is_mirror_log() {
+            return None;
+        }
+        let binding = self.mirror_binding()?;
+        Some(match binding.strip_suffix(".removed") {
+            Some(mirror) => (
+                ResponseError::NotEnoughReplicas,
+                format!(
+                    "{} is being removed from mirror '{mirror}' (failover in progress); retry shortly",
+                    self.tp
+                ),
+            ),
+            None => {
+                let mirror = binding.strip_suffix(".paused").unwrap_or(&binding);
+                (
+                    ResponseError::Unknown(READ_ONLY_TOPIC.code),
+                    format!(
+                        "Topic {} is mirrored from another cluster by mirror '{mirror}' and is read-only; \
+                         remove it from the mirror (ottla mirrors --remove) to write to it",
+                        self.tp.topic
+                    ),
+                )
+            }
+        })
     }
 }
 
@@ -221,17 +271,27 @@ impl ReplicaManager {
                 Some(p) if p.topic_id == topic_id => {
                     let config = self.configs.resolve(&tp.topic);
                     p.log.write().set_config(config);
+                    *p.mirror_binding.write() = image.mirror_binding(&tp.topic).map(String::from);
                     let previous = p.state();
                     if previous != state {
                         self.change_state(&p, &previous, state);
                     }
                 }
-                _ => self.host(tp, topic_id, state),
+                _ => {
+                    let binding = image.mirror_binding(&tp.topic).map(String::from);
+                    self.host(tp, topic_id, state, binding)
+                }
             }
         }
     }
 
-    fn host(&self, tp: TopicPartition, topic_id: Uuid, state: PartitionState) {
+    fn host(
+        &self,
+        tp: TopicPartition,
+        topic_id: Uuid,
+        state: PartitionState,
+        mirror_binding: Option<String>,
+    ) {
         let config = self.configs.resolve(&tp.topic);
         let id = base64_topic_id(&topic_id);
         match self.logs.get_or_create(&tp, &id, config) {
@@ -250,6 +310,8 @@ impl ReplicaManager {
                     stats: PartitionStats::default(),
                     followers: Mutex::default(),
                     isr_pending: Mutex::default(),
+                    mirror_binding: RwLock::new(mirror_binding),
+                    mirror_stopped: AtomicBool::new(false),
                 });
                 let previous = partition.state();
                 self.change_state(&partition, &previous, state);
@@ -267,8 +329,12 @@ impl ReplicaManager {
         let leads = state.leader == self.node_id;
         if leads && (previous.leader != self.node_id || previous.leader_epoch != state.leader_epoch)
         {
-            if let Err(e) = p.log.write().assign_leader_epoch(state.leader_epoch) {
-                warn!(partition = %p.tp, error = %e, "could not record the new leader epoch");
+            // A mirror log's epochs are the source's: the destination's own
+            // epoch enters it only with the first write after failover.
+            if !p.is_mirror_log() {
+                if let Err(e) = p.log.write().assign_leader_epoch(state.leader_epoch) {
+                    warn!(partition = %p.tp, error = %e, "could not record the new leader epoch");
+                }
             }
             p.followers
                 .lock()
@@ -490,6 +556,21 @@ impl ReplicaManager {
         Ok(())
     }
 
+    /// Leader append of batches mirrored from a source cluster, stored byte
+    /// for byte (offsets, epochs and producer ids are the source's). The
+    /// destination's followers then replicate them as usual.
+    pub fn append_mirrored(
+        &self,
+        p: &Partition,
+        records: &[u8],
+    ) -> Result<AppendInfo, StorageError> {
+        let info = p.log.write().append_verbatim(records, now_ms())?;
+        self.maybe_advance_high_watermark(p);
+        p.stats.produced(records.len(), info.record_count);
+        self.appends.send_modify(|n| *n += 1);
+        Ok(info)
+    }
+
     /// Leader append of client batches. `records` is copied once so the
     /// batch headers can be stamped in place.
     pub fn append(
@@ -514,6 +595,12 @@ impl ReplicaManager {
         if state.leader != self.node_id {
             partition.stats.produce_failed();
             return fail(ResponseError::NotLeaderOrFollower, None);
+        }
+        if origin == AppendOrigin::Client {
+            if let Some((error, message)) = partition.mirror_write_refusal() {
+                partition.stats.produce_failed();
+                return fail(error, Some(message));
+            }
         }
         let min_isr = partition.log.read().config().min_insync_replicas;
         if required_acks == -1 && (state.isr.len() as i32) < min_isr {

@@ -84,7 +84,7 @@ impl RequestHandler for TestHandler {
                 RequestKind::Produce(p) if p.acks == 0 => Ok(Response::NoResponse),
                 RequestKind::Produce(p) if p.acks == -2 => Ok(Response::Close),
                 RequestKind::Produce(_) => anyhow::bail!("unexpected produce"),
-                _ => panic!("test handler got {:?}", ctx.api_key),
+                _ => panic!("test handler got {:?}", ctx.api),
             }
         })
     }

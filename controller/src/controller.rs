@@ -314,7 +314,7 @@ impl Controller {
         results
     }
 
-    fn plan_topic(
+    pub(crate) fn plan_topic(
         &self,
         image: &MetadataImage,
         taken: &[String],
@@ -829,7 +829,7 @@ impl Controller {
     }
 
     /// `run` for plans that either fail before writing anything or write.
-    fn run_fallible(
+    pub(crate) fn run_fallible(
         &self,
         mut plan: impl FnMut(&MetadataImage) -> ControllerResult<Vec<MetadataRecord>>,
     ) -> ControllerResult<()> {

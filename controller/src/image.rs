@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 use crate::acls::Acls;
-use crate::records::{Endpoint, MetadataRecord};
+use crate::records::{
+    Endpoint, MetadataRecord, CONFIG_RESOURCE_MIRROR, CONFIG_RESOURCE_TOPIC, MIRROR_NAME_CONFIG,
+};
 use crate::scram::ScramCredentials;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +75,26 @@ impl MetadataImage {
 
     pub fn configs_of(&self, resource_type: i8, name: &str) -> Option<&BTreeMap<String, String>> {
         self.configs.get(&(resource_type, name.to_string()))
+    }
+
+    /// The mirrors and their configs, by name.
+    pub fn mirrors(&self) -> impl Iterator<Item = (&str, &BTreeMap<String, String>)> {
+        self.configs
+            .iter()
+            .filter(|((kind, _), _)| *kind == CONFIG_RESOURCE_MIRROR)
+            .map(|((_, name), configs)| (name.as_str(), configs))
+    }
+
+    pub fn mirror_configs(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        self.configs_of(CONFIG_RESOURCE_MIRROR, name)
+    }
+
+    /// A topic's `mirror.name` config: the mirror it is bound to, with the
+    /// `.paused` / `.removed` suffix of what was last asked of it.
+    pub fn mirror_binding(&self, topic: &str) -> Option<&str> {
+        self.configs_of(CONFIG_RESOURCE_TOPIC, topic)
+            .and_then(|c| c.get(MIRROR_NAME_CONFIG))
+            .map(String::as_str)
     }
 
     pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerImage> {
@@ -161,6 +183,23 @@ impl MetadataImage {
                 {
                     p.adding_replicas = adding.clone();
                     p.removing_replicas = removing.clone();
+                }
+            }
+            MetadataRecord::LeaderEpochBump {
+                topic_id,
+                partition,
+                leader_epoch,
+            } => {
+                if let Some(p) = self
+                    .topics
+                    .get_mut(topic_id)
+                    .and_then(|t| t.partitions.get_mut(partition))
+                {
+                    // Epochs only ever rise.
+                    if *leader_epoch > p.leader_epoch {
+                        p.leader_epoch = *leader_epoch;
+                        p.partition_epoch += 1;
+                    }
                 }
             }
             MetadataRecord::RemoveTopic { topic_id } => {

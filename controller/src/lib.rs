@@ -7,6 +7,7 @@ mod active;
 pub mod controller;
 pub mod elections;
 pub mod image;
+pub mod mirrors;
 pub mod raft;
 pub mod reassignment;
 pub mod records;

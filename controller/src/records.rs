@@ -32,6 +32,12 @@ pub enum DecodeError {
 /// Kafka's ConfigResource types as they appear in records.
 pub const CONFIG_RESOURCE_TOPIC: i8 = 2;
 pub const CONFIG_RESOURCE_BROKER: i8 = 4;
+/// Ottla's mirrors: one config resource per mirror, its CreateMirror
+/// configs as keys (not a Kafka resource type; Kafka's stop at 8).
+pub const CONFIG_RESOURCE_MIRROR: i8 = 64;
+/// The topic config binding a topic to a mirror (`<mirror>`, `<mirror>.paused`
+/// or `<mirror>.removed`); written only by the mirror operations.
+pub const MIRROR_NAME_CONFIG: &str = "mirror.name";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -106,6 +112,14 @@ pub enum MetadataRecord {
         adding: Vec<i32>,
         removing: Vec<i32>,
     },
+    /// type 14: a partition's leader epoch raised to `leader_epoch` with the
+    /// same leader (a mirror topic being failed over takes an epoch above
+    /// every epoch it mirrored).
+    LeaderEpochBump {
+        topic_id: Uuid,
+        partition: i32,
+        leader_epoch: i32,
+    },
 }
 
 impl MetadataRecord {
@@ -124,6 +138,7 @@ impl MetadataRecord {
             Self::AccessControlEntry { .. } => 11,
             Self::RemoveAccessControlEntry { .. } => 12,
             Self::PartitionReassignment { .. } => 13,
+            Self::LeaderEpochBump { .. } => 14,
         }
     }
 
@@ -228,6 +243,15 @@ impl MetadataRecord {
                 w.i32s(adding);
                 w.i32s(removing);
             }
+            Self::LeaderEpochBump {
+                topic_id,
+                partition,
+                leader_epoch,
+            } => {
+                w.uuid(topic_id);
+                w.i32(*partition);
+                w.i32(*leader_epoch);
+            }
         }
         w.0
     }
@@ -311,6 +335,11 @@ impl MetadataRecord {
                 partition: r.i32()?,
                 adding: r.i32s()?,
                 removing: r.i32s()?,
+            },
+            14 => Self::LeaderEpochBump {
+                topic_id: r.uuid()?,
+                partition: r.i32()?,
+                leader_epoch: r.i32()?,
             },
             other => return Err(DecodeError::Unknown(other, version)),
         };
@@ -582,6 +611,11 @@ mod tests {
             },
             MetadataRecord::RemoveAccessControlEntry {
                 id: Uuid::from_u128(11),
+            },
+            MetadataRecord::LeaderEpochBump {
+                topic_id: id,
+                partition: 1,
+                leader_epoch: 12,
             },
         ]
     }

@@ -393,7 +393,10 @@ mod tests {
         assert!(!t.accepts_mirror(MirrorApiKey::CreateMirror, 1));
         let resp = t.response(&ApiVersionsRequest::default(), 2);
         let keys: Vec<i16> = resp.api_keys.iter().map(|k| k.api_key).collect();
-        assert_eq!(keys.iter().filter(|&&k| (94..=105).contains(&k)).count(), 12);
+        assert_eq!(
+            keys.iter().filter(|&&k| (94..=105).contains(&k)).count(),
+            12
+        );
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted: {keys:?}");
     }
 }

@@ -439,6 +439,22 @@ impl<'a> BatchViewMut<'a> {
 }
 
 /// Iterates the batches of a buffer holding zero or more whole batches.
+/// The length of the whole batches at the start of `buf`: a fetch answer
+/// may end in a batch cut short by the size limit, which is not an error
+/// (the next fetch starts there). A malformed batch is.
+pub fn whole_batches_len(buf: &[u8]) -> Result<usize, BatchError> {
+    let mut batches = BatchIter::new(buf);
+    let mut len = 0;
+    while let Some(batch) = batches.next() {
+        match batch {
+            Ok(_) => len = batches.position(),
+            Err(BatchError::Truncated { .. }) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(len)
+}
+
 /// Stops with an error at the first malformed or truncated batch.
 pub struct BatchIter<'a> {
     buf: &'a [u8],
@@ -609,6 +625,19 @@ mod tests {
             value: Some(value.as_bytes().to_vec()),
             headers: vec![("h".into(), Some(b"1".to_vec())), ("h".into(), None)],
         }
+    }
+
+    #[test]
+    fn whole_batches_stop_before_a_cut_batch() {
+        let one = BatchBuilder::default().build(&[rec(1, "k", "v")]);
+        let mut buf = one.clone();
+        buf.extend_from_slice(&one);
+        assert_eq!(whole_batches_len(&buf), Ok(buf.len()));
+        assert_eq!(whole_batches_len(&buf[..buf.len() - 3]), Ok(one.len()));
+        assert_eq!(whole_batches_len(&buf[..10]), Ok(0));
+        let mut bad = one.clone();
+        bad[16] = 9; // magic
+        assert!(whole_batches_len(&bad).is_err());
     }
 
     #[test]

@@ -88,6 +88,11 @@ pub enum RequestError {
         api_key: ApiKey,
         prefix: RequestPrefix,
     },
+    #[error("{prefix}: unsupported version of {key:?}")]
+    UnsupportedMirrorVersion {
+        key: crate::mirror::MirrorApiKey,
+        prefix: RequestPrefix,
+    },
     #[error("{prefix}: malformed request header: {reason}")]
     InvalidHeader {
         prefix: RequestPrefix,
@@ -107,6 +112,7 @@ impl RequestError {
             Self::Truncated { .. } => None,
             Self::UnknownApiKey { prefix }
             | Self::UnsupportedVersion { prefix, .. }
+            | Self::UnsupportedMirrorVersion { prefix, .. }
             | Self::InvalidHeader { prefix, .. }
             | Self::InvalidBody { prefix, .. } => Some(*prefix),
         }
@@ -161,7 +167,9 @@ pub fn decode_request(
 /// Runs a kafka-protocol decoder, turning both its errors and its panics into
 /// a message. The decoder only touches the buffer it is given, which is
 /// discarded on failure, so observing a half-done decode is impossible.
-fn guarded<T, E: fmt::Display>(decode: impl FnOnce() -> Result<T, E>) -> Result<T, String> {
+pub(crate) fn guarded<T, E: fmt::Display>(
+    decode: impl FnOnce() -> Result<T, E>,
+) -> Result<T, String> {
     match panic::catch_unwind(AssertUnwindSafe(decode)) {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(e)) => Err(format!("{e:#}")),

@@ -5,6 +5,7 @@ pub mod apache_kafka;
 pub mod certs;
 pub mod crash;
 pub mod faults;
+pub mod mirror;
 pub mod ottla;
 pub mod tools;
 pub mod topics;

@@ -121,7 +121,7 @@ impl RequestHandler for BrokerApis {
                 Gate::Answer(response) => return Ok(Response::Message(response)),
                 Gate::NoRule => anyhow::bail!(
                     "{:?} has no authorization rule, so it is not served while authorizer.class.name is set",
-                    ctx.api_key
+                    ctx.api
                 ),
             };
             let mut response = match body {

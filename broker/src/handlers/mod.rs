@@ -11,18 +11,24 @@ pub mod broker_apis;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use ottla_protocol::api_versions::{
     ApiTableError, ApiVersionsTable, Features, FinalizedFeatures, VersionRange,
 };
+use ottla_protocol::mirror::MirrorApiKey;
 
 use crate::apis::sasl;
 pub use crate::features::node_features;
-use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
+use crate::network::{
+    Api, HandlerFuture, MirrorHandlerFuture, RequestContext, RequestHandler, Response,
+};
 
 /// API key → handler, plus the ApiVersions table built from the registrations.
 pub struct HandlerRegistry {
     handlers: HashMap<ApiKey, Arc<dyn RequestHandler>>,
+    /// Serves Ottla's mirror APIs, when this listener offers them.
+    mirror: Option<Arc<dyn RequestHandler>>,
     api_versions: ApiVersionsTable,
 }
 
@@ -30,6 +36,7 @@ impl HandlerRegistry {
     pub fn new(features: Features) -> Self {
         Self {
             handlers: HashMap::new(),
+            mirror: None,
             api_versions: ApiVersionsTable::new(features),
         }
     }
@@ -46,6 +53,15 @@ impl HandlerRegistry {
         Ok(())
     }
 
+    /// Serves every mirror API (all versions) with `handler`'s
+    /// [`RequestHandler::handle_mirror`].
+    pub fn register_mirror(&mut self, handler: Arc<dyn RequestHandler>) {
+        for key in MirrorApiKey::ALL {
+            self.api_versions.add_mirror(key);
+        }
+        self.mirror = Some(handler);
+    }
+
     /// What this registry's listener advertises and accepts.
     pub fn api_versions(&self) -> &ApiVersionsTable {
         &self.api_versions
@@ -59,10 +75,26 @@ impl RequestHandler for HandlerRegistry {
         header: RequestHeader,
         body: RequestKind,
     ) -> HandlerFuture<'a> {
-        match self.handlers.get(&ctx.api_key) {
+        let handler = match ctx.api {
+            Api::Kafka(key) => self.handlers.get(&key),
+            Api::Mirror(_) => None,
+        };
+        match handler {
             Some(handler) => handler.handle(ctx, header, body),
             // The network layer only dispatches keys in the table.
-            None => Box::pin(async move { anyhow::bail!("no handler for {:?}", ctx.api_key) }),
+            None => Box::pin(async move { anyhow::bail!("no handler for {:?}", ctx.api) }),
+        }
+    }
+
+    fn handle_mirror<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        key: MirrorApiKey,
+        body: Bytes,
+    ) -> MirrorHandlerFuture<'a> {
+        match &self.mirror {
+            Some(handler) => handler.handle_mirror(ctx, key, body),
+            None => Box::pin(async move { anyhow::bail!("no handler for {key:?}") }),
         }
     }
 }
@@ -75,6 +107,9 @@ pub fn broker_registry(
 ) -> Result<HandlerRegistry, ApiTableError> {
     let mut registry = HandlerRegistry::new(node_features(finalized));
     register_sasl(&mut registry)?;
+    registry.register_mirror(Arc::new(crate::mirroring::apis::MirrorApis {
+        broker: slot.clone(),
+    }));
     broker_apis::register(&mut registry, slot)?;
     Ok(registry)
 }

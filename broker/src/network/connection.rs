@@ -23,7 +23,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use ottla_protocol::api_versions::ApiVersionsTable;
 use ottla_protocol::frame::FrameReader;
-use ottla_protocol::request::{decode_request, Request, RequestError};
+use ottla_protocol::mirror::envelope::{decode_mirror_request, mirror_response_head};
+use ottla_protocol::mirror::MirrorApiKey;
+use ottla_protocol::request::{decode_request, Request, RequestError, RequestPrefix};
 use ottla_protocol::response::{encode_response, encode_response_head, EncodeError};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -31,7 +33,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::handler::{RequestContext, RequestHandler, Response};
+use super::handler::{Api, RequestContext, RequestHandler, Response};
 use super::server::ServerSettings;
 use crate::metrics::{network, ConnectionCounters};
 use crate::security::sasl::session::{Gate, SaslSession};
@@ -91,7 +93,7 @@ enum Pending {
 /// A queued response with what its request metrics need.
 struct Queued {
     pending: Pending,
-    api: ApiKey,
+    api: Api,
     /// When the request's frame was about to be decoded.
     started: Instant,
 }
@@ -208,15 +210,21 @@ impl Connection {
         let metrics = network();
         let queued = |pending, api| Queued {
             pending,
-            api,
+            api: Api::Kafka(api),
             started,
         };
         let table = &self.service.api_versions;
+        if let Some(key) = RequestPrefix::peek(&frame)
+            .ok()
+            .and_then(|p| MirrorApiKey::from_i16(p.api_key))
+        {
+            return self.dispatch_mirror(frame, key, auth, started);
+        }
         let decoded = decode_request(frame, |key, version| table.accepts(key, version));
         let api = decoded.as_ref().ok().map(|r| r.api_key);
         let principal = match (auth, api) {
             (Auth::Fixed(principal), _) => principal.clone(),
-            (Auth::Sasl(session), Some(api)) => match session.gate(api, started) {
+            (Auth::Sasl(session), Some(api)) => match session.gate(Api::Kafka(api), started) {
                 Gate::Serve(principal) => principal,
                 Gate::Authenticate => return sasl_step(session, decoded?, started),
                 Gate::Refuse(reason) => return Ok(Dispatched::Refused(reason)),
@@ -284,7 +292,7 @@ impl Connection {
             Arc::clone(&self.service.name),
             self.peer,
             principal,
-            api_key,
+            Api::Kafka(api_key),
             version,
         );
         let handler = Arc::clone(&self.service.handler);
@@ -300,6 +308,62 @@ impl Connection {
             outcome(response, api_key, version, correlation_id).map_err(|e| e.to_string())
         });
         (task, release)
+    }
+}
+
+impl Connection {
+    /// Starts answering one of Ottla's mirror APIs: the header is decoded
+    /// here, the body by the handler, which returns the encoded response
+    /// body.
+    fn dispatch_mirror(
+        &self,
+        frame: Bytes,
+        key: MirrorApiKey,
+        auth: &mut Auth,
+        started: Instant,
+    ) -> Result<Dispatched, DispatchError> {
+        let principal = match auth {
+            Auth::Fixed(principal) => principal.clone(),
+            Auth::Sasl(session) => match session.gate(Api::Mirror(key), started) {
+                Gate::Serve(principal) => principal,
+                Gate::Authenticate | Gate::Refuse(_) => {
+                    return Ok(Dispatched::Refused(format!(
+                        "{key:?} request before SASL authentication completed"
+                    )))
+                }
+            },
+        };
+        let table = &self.service.api_versions;
+        let request = decode_mirror_request(frame, key, |k, v| table.accepts_mirror(k, v))?;
+        let (version, correlation_id) = (
+            request.header.request_api_version,
+            request.header.correlation_id,
+        );
+        let (ctx, release) = RequestContext::new(
+            self.id,
+            Arc::clone(&self.service.name),
+            self.peer,
+            principal,
+            Api::Mirror(key),
+            version,
+        );
+        let handler = Arc::clone(&self.service.handler);
+        let task = tokio::spawn(async move {
+            let body = handler
+                .handle_mirror(&ctx, key, request.body)
+                .await
+                .map_err(|e| format!("{key:?} handler failed: {e:#}"))?;
+            drop(ctx);
+            let head = mirror_response_head(correlation_id, body.len())
+                .ok_or_else(|| format!("{key:?} response of {} bytes is too large", body.len()))?;
+            Ok(Outcome::Send(OutFrame { head, body }))
+        });
+        let queued = Queued {
+            pending: Pending::Task(task),
+            api: Api::Mirror(key),
+            started,
+        };
+        Ok(Dispatched::Queued(queued, Some(release)))
     }
 }
 
@@ -345,7 +409,7 @@ fn sasl_step(
     let head = encode_response(api_key, version, header.correlation_id, &response)?;
     let queued = Queued {
         pending: Pending::Ready(OutFrame::whole(head)),
-        api: api_key,
+        api: Api::Kafka(api_key),
         started,
     };
     Ok(match failure {
@@ -373,7 +437,7 @@ fn raw_token(session: &mut SaslSession, frame: &[u8], started: Instant) -> Dispa
             out.put_slice(&token);
             let queued = Queued {
                 pending: Pending::Ready(OutFrame::whole(out.freeze())),
-                api: ApiKey::SaslAuthenticate,
+                api: Api::Kafka(ApiKey::SaslAuthenticate),
                 started,
             };
             Dispatched::Queued(queued, None)
@@ -419,7 +483,7 @@ fn outcome(
 /// The request log (Kafka's `kafka.request.logger`): one line per answered
 /// request at debug level, under the connection's span (id, peer). Enable
 /// it with `RUST_LOG=info,ottla::request=debug`.
-fn log_request(api: ApiKey, started: Instant, response_bytes: usize) {
+fn log_request(api: Api, started: Instant, response_bytes: usize) {
     debug!(
         target: "ottla::request",
         api = ?api,
@@ -456,11 +520,15 @@ async fn write_responses<W: AsyncWrite + Unpin>(
                     debug!("write failed: {e}");
                     break;
                 }
-                metrics.completed(api, started);
+                if let Api::Kafka(key) = api {
+                    metrics.completed(key, started);
+                }
                 log_request(api, started, bytes);
             }
             Ok(Outcome::Silent) => {
-                metrics.completed(api, started);
+                if let Api::Kafka(key) = api {
+                    metrics.completed(key, started);
+                }
                 log_request(api, started, 0);
             }
             Ok(Outcome::Close) => {
@@ -469,7 +537,9 @@ async fn write_responses<W: AsyncWrite + Unpin>(
             }
             Err(reason) => {
                 // Kafka would have answered UNKNOWN_SERVER_ERROR.
-                metrics.error(api, ResponseError::UnknownServerError.code());
+                if let Api::Kafka(key) = api {
+                    metrics.error(key, ResponseError::UnknownServerError.code());
+                }
                 warn!("closing connection: {reason}");
                 break;
             }

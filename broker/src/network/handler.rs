@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use ottla_protocol::mirror::MirrorApiKey;
 use tokio::sync::oneshot;
 
 use crate::security::KafkaPrincipal;
@@ -46,6 +47,30 @@ pub trait RequestHandler: Send + Sync + 'static {
         header: RequestHeader,
         body: RequestKind,
     ) -> HandlerFuture<'a>;
+
+    /// Serves one of Ottla's mirror APIs (which kafka-protocol does not
+    /// know): `body` is the request body after the header, and the answer is
+    /// the encoded response body. Only called for keys and versions the
+    /// listener's ApiVersions table accepts.
+    fn handle_mirror<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        key: MirrorApiKey,
+        body: Bytes,
+    ) -> MirrorHandlerFuture<'a> {
+        let _ = body;
+        Box::pin(async move { anyhow::bail!("{key:?} is not served on listener {}", ctx.listener) })
+    }
+}
+
+pub type MirrorHandlerFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Bytes, HandlerError>> + Send + 'a>>;
+
+/// Which API a request is for: one of Kafka's or one of Ottla's mirror APIs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Kafka(ApiKey),
+    Mirror(MirrorApiKey),
 }
 
 /// Per-request information from the connection.
@@ -56,7 +81,7 @@ pub struct RequestContext {
     pub peer: SocketAddr,
     /// Who the connection authenticated as (User:ANONYMOUS on PLAINTEXT).
     pub principal: Arc<KafkaPrincipal>,
-    pub api_key: ApiKey,
+    pub api: Api,
     pub api_version: i16,
     release: Mutex<Option<oneshot::Sender<()>>>,
 }
@@ -70,7 +95,7 @@ impl RequestContext {
         listener: Arc<str>,
         peer: SocketAddr,
         principal: Arc<KafkaPrincipal>,
-        api_key: ApiKey,
+        api: Api,
         api_version: i16,
     ) -> (Self, oneshot::Receiver<()>) {
         let (tx, rx) = oneshot::channel();
@@ -79,7 +104,7 @@ impl RequestContext {
             listener,
             peer,
             principal,
-            api_key,
+            api,
             api_version,
             release: Mutex::new(Some(tx)),
         };

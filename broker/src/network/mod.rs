@@ -10,6 +10,8 @@ mod quorum;
 mod server;
 mod transport;
 
-pub use handler::{HandlerError, HandlerFuture, RequestContext, RequestHandler, Response};
+pub use handler::{
+    Api, HandlerError, HandlerFuture, MirrorHandlerFuture, RequestContext, RequestHandler, Response,
+};
 pub use quorum::QuorumSlot;
 pub use server::{bind_address, ListenerSpec, Server, ServerSettings};

@@ -16,6 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::scram::{ScramExchange, ScramStep};
 use super::{plain, AuthError, Mechanism, SaslSettings};
+use crate::network::Api;
 use crate::security::KafkaPrincipal;
 
 /// What the connection does with a decoded request.
@@ -102,15 +103,19 @@ impl SaslSession {
         matches!(self.state, State::Authenticate { raw: true, .. })
     }
 
-    pub fn gate(&self, api: ApiKey, now: Instant) -> Gate {
+    pub fn gate(&self, api: Api, now: Instant) -> Gate {
         match (&self.state, &self.session) {
-            (State::Handshake, _) if api == ApiKey::ApiVersions => {
+            (State::Handshake, _) if api == Api::Kafka(ApiKey::ApiVersions) => {
                 Gate::Serve(Arc::new(KafkaPrincipal::anonymous()))
             }
-            (State::Handshake, _) | (State::Authenticated, _) if api == ApiKey::SaslHandshake => {
+            (State::Handshake, _) | (State::Authenticated, _)
+                if api == Api::Kafka(ApiKey::SaslHandshake) =>
+            {
                 Gate::Authenticate
             }
-            (State::Authenticate { raw: false, .. }, _) if api == ApiKey::SaslAuthenticate => {
+            (State::Authenticate { raw: false, .. }, _)
+                if api == Api::Kafka(ApiKey::SaslAuthenticate) =>
+            {
                 Gate::Authenticate
             }
             (State::Authenticated, Some(session)) => match session.expires_at {
@@ -351,9 +356,18 @@ mod tests {
     fn only_handshake_requests_before_authentication() {
         let now = Instant::now();
         let mut s = session(0);
-        assert!(matches!(s.gate(ApiKey::ApiVersions, now), Gate::Serve(_)));
-        assert!(matches!(s.gate(ApiKey::Metadata, now), Gate::Refuse(_)));
-        assert_eq!(s.gate(ApiKey::SaslHandshake, now), Gate::Authenticate);
+        assert!(matches!(
+            s.gate(Api::Kafka(ApiKey::ApiVersions), now),
+            Gate::Serve(_)
+        ));
+        assert!(matches!(
+            s.gate(Api::Kafka(ApiKey::Metadata), now),
+            Gate::Refuse(_)
+        ));
+        assert_eq!(
+            s.gate(Api::Kafka(ApiKey::SaslHandshake), now),
+            Gate::Authenticate
+        );
         assert_eq!(s.max_frame_before_auth(), Some(1024));
         let step = handshake(&mut s, "SCRAM-SHA-256");
         assert_eq!(
@@ -362,12 +376,15 @@ mod tests {
         );
         assert!(step.failure.is_some());
         assert!(handshake(&mut s, "PLAIN").failure.is_none());
-        assert!(matches!(s.gate(ApiKey::Produce, now), Gate::Refuse(_)));
+        assert!(matches!(
+            s.gate(Api::Kafka(ApiKey::Produce), now),
+            Gate::Refuse(_)
+        ));
         let step = login(&mut s, b"\0alice\0a-pw", now);
         assert_eq!(step.response.error_code, 0);
         assert_eq!(step.response.session_lifetime_ms, 0);
         assert_eq!(
-            s.gate(ApiKey::Produce, now),
+            s.gate(Api::Kafka(ApiKey::Produce), now),
             Gate::Serve(Arc::new(KafkaPrincipal::user("alice")))
         );
         assert_eq!(s.max_frame_before_auth(), None);
@@ -400,15 +417,24 @@ mod tests {
         let step = login(&mut s, b"\0alice\0a-pw", now);
         assert_eq!(step.response.session_lifetime_ms, 1000);
         let later = now + Duration::from_millis(1500);
-        assert!(matches!(s.gate(ApiKey::Fetch, later), Gate::Refuse(_)));
+        assert!(matches!(
+            s.gate(Api::Kafka(ApiKey::Fetch), later),
+            Gate::Refuse(_)
+        ));
         // Re-authentication renews the session.
-        assert_eq!(s.gate(ApiKey::SaslHandshake, later), Gate::Authenticate);
+        assert_eq!(
+            s.gate(Api::Kafka(ApiKey::SaslHandshake), later),
+            Gate::Authenticate
+        );
         assert!(handshake(&mut s, "PLAIN").failure.is_none());
         assert_eq!(
             login(&mut s, b"\0alice\0a-pw", later).response.error_code,
             0
         );
-        assert!(matches!(s.gate(ApiKey::Fetch, later), Gate::Serve(_)));
+        assert!(matches!(
+            s.gate(Api::Kafka(ApiKey::Fetch), later),
+            Gate::Serve(_)
+        ));
         // Another principal may not take over the connection.
         handshake(&mut s, "PLAIN");
         let step = login(&mut s, b"\0bob\0b-pw", later);
@@ -474,7 +500,7 @@ mod tests {
         );
         assert!(!s.expects_raw_token());
         assert!(matches!(
-            s.gate(ApiKey::Metadata, Instant::now()),
+            s.gate(Api::Kafka(ApiKey::Metadata), Instant::now()),
             Gate::Serve(_)
         ));
     }

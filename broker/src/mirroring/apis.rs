@@ -1,0 +1,861 @@
+//! The handlers of the mirror APIs (keys 94-105): decode the body, check
+//! the caller may do this, act, encode the answer.
+//!
+//! Authorization (with an authorizer configured): changing mirrors and
+//! their topics needs ALTER on the cluster, listing and describing them
+//! DESCRIBE on the cluster, LastMirroredEpochs (asked by a cluster failing
+//! back) DESCRIBE on the cluster, and the broker-to-broker APIs
+//! (Read/WriteMirrorStates, BumpLeaderEpochs) CLUSTER_ACTION.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use anyhow::Context;
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use ottla_controller::acls::operation;
+use ottla_controller::mirrors::{MirrorTopic as ControllerMirrorTopic, MirrorTopicOp};
+use ottla_controller::ControllerError;
+use ottla_mirror::config::{ConfigError, MirrorConfig};
+use ottla_mirror::name::MirrorBinding;
+use ottla_mirror::records::{
+    LastMirroredEpochValue, MirrorPartitionKey, MirrorStateValue, PartitionStateValue,
+};
+use ottla_mirror::state::MirrorPartitionState;
+use ottla_protocol::mirror::admin::{
+    CreateMirrorRequest, CreateMirrorResponse, DeleteMirrorRequest, DeleteMirrorResponse,
+    DescribeMirrorsRequest, DescribeMirrorsResponse, DescribedMirror, DescribedMirrorPartition,
+    DescribedMirrorTopic, ListMirrorsRequest, ListMirrorsResponse, ListedMirror,
+};
+use ottla_protocol::mirror::epochs::{
+    BumpLeaderEpochsPartitionResult, BumpLeaderEpochsRequest, BumpLeaderEpochsResponse,
+    BumpLeaderEpochsTopicResult, LastMirroredEpochsPartitionResult, LastMirroredEpochsRequest,
+    LastMirroredEpochsResponse, LastMirroredEpochsTopicResult,
+};
+use ottla_protocol::mirror::errors::{self, MIRROR_AUTHORIZATION_FAILED};
+use ottla_protocol::mirror::states::{
+    ReadMirrorStatesPartitionResult, ReadMirrorStatesRequest, ReadMirrorStatesResponse,
+    ReadMirrorStatesTopicResult, WriteMirrorStatesPartitionResult, WriteMirrorStatesRequest,
+    WriteMirrorStatesResponse, WriteMirrorStatesTopicResult, NO_EPOCH, UNKNOWN_STATE,
+};
+use ottla_protocol::mirror::topics::{MirrorTopic, MirrorTopicResult};
+use ottla_protocol::mirror::{topics, MirrorApiKey, MirrorMessage};
+use ottla_storage::manager::TopicPartition;
+
+use super::source::SourceCluster;
+use super::state_store::StoredState;
+use crate::broker::Broker;
+use crate::handlers::broker_apis::BrokerSlot;
+use crate::network::{MirrorHandlerFuture, RequestContext, RequestHandler};
+
+/// Serves the mirror APIs on the broker listeners.
+pub struct MirrorApis {
+    pub broker: BrokerSlot,
+}
+
+impl RequestHandler for MirrorApis {
+    fn handle<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        _header: kafka_protocol::messages::RequestHeader,
+        _body: kafka_protocol::messages::RequestKind,
+    ) -> crate::network::HandlerFuture<'a> {
+        Box::pin(async { anyhow::bail!("the mirror handler serves mirror APIs only") })
+    }
+
+    fn handle_mirror<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        key: MirrorApiKey,
+        body: Bytes,
+    ) -> MirrorHandlerFuture<'a> {
+        Box::pin(async move {
+            let b = self
+                .broker
+                .get()
+                .ok_or_else(|| anyhow::anyhow!("request before the broker was started"))?
+                .clone();
+            let version = ctx.api_version;
+            let access = b.access(&ctx.principal, ctx.peer.ip());
+            let allowed = |op| access.cluster(op);
+            macro_rules! serve {
+                ($request:ty, $op:expr, $refuse:expr, $handle:expr) => {{
+                    let request = <$request as MirrorMessage>::decode(&body, version)
+                        .with_context(|| format!("decoding {key:?}"))?;
+                    let response = if allowed($op) {
+                        #[allow(clippy::redundant_closure_call)]
+                        ($handle)(b.clone(), request).await
+                    } else {
+                        #[allow(clippy::redundant_closure_call)]
+                        ($refuse)(request)
+                    };
+                    response.encode(version)?.freeze()
+                }};
+            }
+            let encoded = match key {
+                MirrorApiKey::CreateMirror => serve!(
+                    CreateMirrorRequest,
+                    operation::ALTER,
+                    |_| CreateMirrorResponse {
+                        error_code: MIRROR_AUTHORIZATION_FAILED.code,
+                        error_message: Some(MIRROR_AUTHORIZATION_FAILED.message.into()),
+                        ..Default::default()
+                    },
+                    create_mirror
+                ),
+                MirrorApiKey::DeleteMirror => serve!(
+                    DeleteMirrorRequest,
+                    operation::ALTER,
+                    |_| DeleteMirrorResponse {
+                        error_code: MIRROR_AUTHORIZATION_FAILED.code,
+                        error_message: Some(MIRROR_AUTHORIZATION_FAILED.message.into()),
+                        ..Default::default()
+                    },
+                    delete_mirror
+                ),
+                MirrorApiKey::ListMirrors => serve!(
+                    ListMirrorsRequest,
+                    operation::DESCRIBE,
+                    |_| ListMirrorsResponse {
+                        error_code: MIRROR_AUTHORIZATION_FAILED.code,
+                        ..Default::default()
+                    },
+                    list_mirrors
+                ),
+                MirrorApiKey::DescribeMirrors => serve!(
+                    DescribeMirrorsRequest,
+                    operation::DESCRIBE,
+                    |r: DescribeMirrorsRequest| DescribeMirrorsResponse {
+                        mirrors: r
+                            .mirror_names
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|mirror_name| DescribedMirror {
+                                mirror_name,
+                                error_code: MIRROR_AUTHORIZATION_FAILED.code,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    },
+                    describe_mirrors
+                ),
+                MirrorApiKey::AddTopicsToMirror => serve!(
+                    topics::AddTopicsToMirrorRequest,
+                    operation::ALTER,
+                    |_| refused_topics!(topics::AddTopicsToMirrorResponse),
+                    |b, r: topics::AddTopicsToMirrorRequest| async move {
+                        let (error_code, error_message, topics) =
+                            change_topics(b, &r.mirror_name, MirrorTopicOp::Add, r.topics).await;
+                        topics::AddTopicsToMirrorResponse {
+                            error_code,
+                            error_message,
+                            topics,
+                            ..Default::default()
+                        }
+                    }
+                ),
+                MirrorApiKey::RemoveTopicsFromMirror => serve!(
+                    topics::RemoveTopicsFromMirrorRequest,
+                    operation::ALTER,
+                    |_| refused_topics!(topics::RemoveTopicsFromMirrorResponse),
+                    |b, r: topics::RemoveTopicsFromMirrorRequest| async move {
+                        let (error_code, error_message, topics) =
+                            change_topics(b, &r.mirror_name, MirrorTopicOp::Remove, r.topics).await;
+                        topics::RemoveTopicsFromMirrorResponse {
+                            error_code,
+                            error_message,
+                            topics,
+                            ..Default::default()
+                        }
+                    }
+                ),
+                MirrorApiKey::PauseMirrorTopics => serve!(
+                    topics::PauseMirrorTopicsRequest,
+                    operation::ALTER,
+                    |_| refused_topics!(topics::PauseMirrorTopicsResponse),
+                    |b, r: topics::PauseMirrorTopicsRequest| async move {
+                        let (error_code, error_message, topics) =
+                            change_topics(b, &r.mirror_name, MirrorTopicOp::Pause, r.topics).await;
+                        topics::PauseMirrorTopicsResponse {
+                            error_code,
+                            error_message,
+                            topics,
+                            ..Default::default()
+                        }
+                    }
+                ),
+                MirrorApiKey::ResumeMirrorTopics => serve!(
+                    topics::ResumeMirrorTopicsRequest,
+                    operation::ALTER,
+                    |_| refused_topics!(topics::ResumeMirrorTopicsResponse),
+                    |b, r: topics::ResumeMirrorTopicsRequest| async move {
+                        let (error_code, error_message, topics) =
+                            change_topics(b, &r.mirror_name, MirrorTopicOp::Resume, r.topics).await;
+                        topics::ResumeMirrorTopicsResponse {
+                            error_code,
+                            error_message,
+                            topics,
+                            ..Default::default()
+                        }
+                    }
+                ),
+                MirrorApiKey::ReadMirrorStates => serve!(
+                    ReadMirrorStatesRequest,
+                    operation::CLUSTER_ACTION,
+                    |r: ReadMirrorStatesRequest| read_states_refused(r),
+                    read_states
+                ),
+                MirrorApiKey::WriteMirrorStates => serve!(
+                    WriteMirrorStatesRequest,
+                    operation::CLUSTER_ACTION,
+                    |r: WriteMirrorStatesRequest| write_states_answer(&r, |_| {
+                        ResponseError::ClusterAuthorizationFailed.code()
+                    }),
+                    write_states
+                ),
+                MirrorApiKey::LastMirroredEpochs => serve!(
+                    LastMirroredEpochsRequest,
+                    operation::DESCRIBE,
+                    |r: LastMirroredEpochsRequest| last_mirrored_epochs_answer(&r, |_, _| {
+                        (ResponseError::ClusterAuthorizationFailed.code(), NO_EPOCH)
+                    }),
+                    last_mirrored_epochs
+                ),
+                MirrorApiKey::BumpLeaderEpochs => serve!(
+                    BumpLeaderEpochsRequest,
+                    operation::CLUSTER_ACTION,
+                    |_| BumpLeaderEpochsResponse {
+                        error_code: ResponseError::ClusterAuthorizationFailed.code(),
+                        ..Default::default()
+                    },
+                    bump_leader_epochs
+                ),
+            };
+            Ok(encoded)
+        })
+    }
+}
+
+/// The answer to a topic-set request the caller may not make.
+macro_rules! refused_topics {
+    ($response:ty) => {
+        <$response>::default().with_error(
+            MIRROR_AUTHORIZATION_FAILED.code,
+            MIRROR_AUTHORIZATION_FAILED.message,
+        )
+    };
+}
+use refused_topics;
+
+trait WithError {
+    fn with_error(self, code: i16, message: &str) -> Self;
+}
+
+macro_rules! impl_with_error {
+    ($($response:ty),*) => {$(
+        impl WithError for $response {
+            fn with_error(mut self, code: i16, message: &str) -> Self {
+                self.error_code = code;
+                self.error_message = Some(message.to_string());
+                self
+            }
+        }
+    )*};
+}
+impl_with_error!(
+    topics::AddTopicsToMirrorResponse,
+    topics::RemoveTopicsFromMirrorResponse,
+    topics::PauseMirrorTopicsResponse,
+    topics::ResumeMirrorTopicsResponse
+);
+
+/// Runs a controller call (which blocks) off the async workers.
+async fn on_controller<T: Send + 'static>(
+    b: &Arc<Broker>,
+    f: impl FnOnce(&Broker) -> T + Send + 'static,
+) -> T {
+    let b = b.clone();
+    tokio::task::spawn_blocking(move || f(&b))
+        .await
+        .expect("controller call panicked")
+}
+
+fn code_and_message(e: ControllerError) -> (i16, Option<String>) {
+    (e.code, Some(e.message))
+}
+
+async fn create_mirror(b: Arc<Broker>, r: CreateMirrorRequest) -> CreateMirrorResponse {
+    let entries: Vec<(String, Option<String>)> = r
+        .configs
+        .iter()
+        .map(|c| (c.name.clone(), c.value.clone()))
+        .collect();
+    let refused = |code: i16, message: String| CreateMirrorResponse {
+        error_code: code,
+        error_message: Some(message),
+        ..Default::default()
+    };
+    let config = match MirrorConfig::parse(&r.mirror_name, &entries) {
+        Ok(config) => config,
+        Err(e) => {
+            let code = match e {
+                ConfigError::Name(_) => ResponseError::InvalidRequest.code(),
+                _ => ResponseError::InvalidConfig.code(),
+            };
+            return refused(code, e.to_string());
+        }
+    };
+    if let Err(message) = SourceCluster::new(&config, String::new()) {
+        return refused(ResponseError::InvalidConfig.code(), message);
+    }
+    let configs: BTreeMap<String, String> = entries
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect();
+    let name = r.mirror_name.clone();
+    let validate_only = r.validate_only;
+    match on_controller(&b, move |b| {
+        b.controller.create_mirror(&name, &configs, validate_only)
+    })
+    .await
+    {
+        Ok(()) => CreateMirrorResponse::default(),
+        Err(e) => refused(e.code, e.message),
+    }
+}
+
+async fn delete_mirror(b: Arc<Broker>, r: DeleteMirrorRequest) -> DeleteMirrorResponse {
+    let name = r.mirror_name.clone();
+    let (error_code, error_message) =
+        match on_controller(&b, move |b| b.controller.delete_mirror(&name)).await {
+            Ok(()) => (0, None),
+            Err(e) => code_and_message(e),
+        };
+    DeleteMirrorResponse {
+        error_code,
+        error_message,
+        ..Default::default()
+    }
+}
+
+/// The topics bound to `mirror` (in any state), by name.
+fn bound_topics(image: &ottla_controller::MetadataImage, mirror: &str) -> Vec<String> {
+    image
+        .topic_ids
+        .keys()
+        .filter(|t| {
+            image
+                .mirror_binding(t)
+                .and_then(|b| MirrorBinding::parse(b).ok())
+                .is_some_and(|b| b.mirror.as_str() == mirror)
+        })
+        .cloned()
+        .collect()
+}
+
+async fn list_mirrors(b: Arc<Broker>, _r: ListMirrorsRequest) -> ListMirrorsResponse {
+    let image = b.controller.image();
+    let mirrors = image
+        .mirrors()
+        .map(|(name, configs)| ListedMirror {
+            mirror_name: name.to_string(),
+            source_bootstrap_servers: configs
+                .get("bootstrap.servers")
+                .cloned()
+                .unwrap_or_default(),
+            source_cluster_id: None,
+            topic_names: bound_topics(&image, name),
+            ..Default::default()
+        })
+        .collect();
+    ListMirrorsResponse {
+        mirrors,
+        ..Default::default()
+    }
+}
+
+async fn describe_mirrors(b: Arc<Broker>, r: DescribeMirrorsRequest) -> DescribeMirrorsResponse {
+    let image = b.controller.image();
+    let names: Vec<String> = match r.mirror_names {
+        Some(names) => names,
+        None => image.mirrors().map(|(name, _)| name.to_string()).collect(),
+    };
+    let mut mirrors = Vec::new();
+    for name in names {
+        if image.mirror_configs(&name).is_none() {
+            mirrors.push(DescribedMirror {
+                mirror_name: name.clone(),
+                error_code: errors::UNKNOWN_MIRROR.code,
+                error_message: Some(format!("No mirror named '{name}' exists.")),
+                ..Default::default()
+            });
+            continue;
+        }
+        let mut topics = Vec::new();
+        for topic in bound_topics(&image, &name) {
+            let Some(t) = image.topic_by_name(&topic) else {
+                continue;
+            };
+            let mut partitions = Vec::new();
+            for &p in t.partitions.keys() {
+                let tp = TopicPartition::new(topic.clone(), p);
+                partitions.push(describe_partition(&b, &name, t.id, &tp).await);
+            }
+            topics.push(DescribedMirrorTopic {
+                name: topic,
+                topic_id: t.id,
+                partitions,
+                ..Default::default()
+            });
+        }
+        mirrors.push(DescribedMirror {
+            mirror_name: name,
+            topics,
+            ..Default::default()
+        });
+    }
+    DescribeMirrorsResponse {
+        mirrors,
+        ..Default::default()
+    }
+}
+
+/// A partition's figures from its driver when this broker leads it, else
+/// its stored state from the coordinator (figures unknown).
+async fn describe_partition(
+    b: &Arc<Broker>,
+    mirror: &str,
+    topic_id: uuid::Uuid,
+    tp: &TopicPartition,
+) -> DescribedMirrorPartition {
+    let mut described = DescribedMirrorPartition {
+        partition_index: tp.partition,
+        ..Default::default()
+    };
+    if let Some(run) = b.mirrors.partition(tp) {
+        let destination = b
+            .replicas
+            .partition(tp)
+            .map_or(-1, |p| p.log.read().log_end_offset());
+        let source = run.stats.source_high_watermark.load(Ordering::Relaxed);
+        described.state = run.state.lock().wire_value();
+        described.source_offset = source;
+        described.destination_offset = destination;
+        described.lag_records = if source >= 0 && destination >= 0 {
+            (source - destination).max(0)
+        } else {
+            -1
+        };
+        described.lag_ms = run.stats.lag_ms.load(Ordering::Relaxed);
+        described.bytes_per_second = run.bytes_per_second();
+        described.fetch_errors = run.stats.fetch_errors.load(Ordering::Relaxed) as i64;
+        described.last_mirrored_epoch = *run.last_mirrored_epoch.lock();
+        described.last_error = run.stats.last_error.lock().clone();
+        return described;
+    }
+    let key = MirrorPartitionKey {
+        mirror_name: mirror.to_string(),
+        topic_id,
+        partition: tp.partition,
+    };
+    if let Ok(stored) = b.mirrors.services().read_stored(&key).await {
+        if let Some(state) = stored.state {
+            described.state = state.state.wire_value();
+            described.last_error = state.error_message;
+        }
+        if let Some(lme) = stored.last_mirrored_epoch {
+            described.last_mirrored_epoch = lme.last_mirrored_epoch;
+        }
+    }
+    described
+}
+
+async fn change_topics(
+    b: Arc<Broker>,
+    mirror: &str,
+    op: MirrorTopicOp,
+    requested: Vec<MirrorTopic>,
+) -> (i16, Option<String>, Vec<MirrorTopicResult>) {
+    let image = b.controller.image();
+    let Some(configs) = image.mirror_configs(mirror) else {
+        let e = errors::UNKNOWN_MIRROR;
+        return (
+            e.code,
+            Some(format!("No mirror named '{mirror}' exists.")),
+            Vec::new(),
+        );
+    };
+    let mut topics = Vec::with_capacity(requested.len());
+    let mut lookup_failures: BTreeMap<String, (i16, String)> = BTreeMap::new();
+    if op == MirrorTopicOp::Add {
+        let entries: Vec<(String, Option<String>)> = configs
+            .iter()
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect();
+        let source = MirrorConfig::parse(mirror, &entries)
+            .map_err(|e| e.to_string())
+            .and_then(|config| SourceCluster::new(&config, format!("ottla-mirror-admin-{mirror}")));
+        let source = match source {
+            Ok(source) => source,
+            Err(message) => {
+                return (
+                    ResponseError::InvalidConfig.code(),
+                    Some(message),
+                    Vec::new(),
+                )
+            }
+        };
+        for t in &requested {
+            match source.topic(&t.name).await {
+                Ok(Some((found, _))) => topics.push(ControllerMirrorTopic {
+                    name: t.name.clone(),
+                    source: Some((found.id, found.partitions.len() as i32)),
+                }),
+                Ok(None) => topics.push(ControllerMirrorTopic {
+                    name: t.name.clone(),
+                    source: None,
+                }),
+                Err(e) => {
+                    lookup_failures.insert(
+                        t.name.clone(),
+                        (
+                            ResponseError::NetworkException.code(),
+                            format!("cannot reach the source cluster: {e}"),
+                        ),
+                    );
+                }
+            }
+        }
+    } else {
+        topics.extend(requested.iter().map(|t| ControllerMirrorTopic {
+            name: t.name.clone(),
+            source: None,
+        }));
+    }
+    let mirror_name = mirror.to_string();
+    let results = on_controller(&b, move |b| {
+        b.controller.change_mirror_topics(&mirror_name, op, &topics)
+    })
+    .await;
+    let mut by_name: BTreeMap<String, MirrorTopicResult> = results
+        .into_iter()
+        .map(|(name, r)| {
+            let result = match r {
+                Ok(topic_id) => MirrorTopicResult {
+                    name: name.clone(),
+                    topic_id,
+                    ..Default::default()
+                },
+                Err(e) => MirrorTopicResult {
+                    name: name.clone(),
+                    error_code: e.code,
+                    error_message: Some(e.message),
+                    ..Default::default()
+                },
+            };
+            (name, result)
+        })
+        .collect();
+    for (name, (code, message)) in lookup_failures {
+        by_name.insert(
+            name.clone(),
+            MirrorTopicResult {
+                name,
+                error_code: code,
+                error_message: Some(message),
+                ..Default::default()
+            },
+        );
+    }
+    let answers = requested
+        .iter()
+        .filter_map(|t| by_name.get(&t.name).cloned())
+        .collect();
+    (0, None, answers)
+}
+
+/// A Read/WriteMirrorStates answer from the coordinator's store, as the
+/// driver of a partition reads it.
+pub(super) fn stored_from_read(p: &ReadMirrorStatesPartitionResult) -> Result<StoredState, String> {
+    if p.error_code != 0 {
+        return Err(format!(
+            "ReadMirrorStates answered error code {}",
+            p.error_code
+        ));
+    }
+    let state = if p.state == UNKNOWN_STATE {
+        None
+    } else {
+        Some(PartitionStateValue {
+            state: MirrorPartitionState::from_wire_value(p.state).map_err(|e| e.to_string())?,
+            previous_state: MirrorPartitionState::from_wire_value(p.previous_state)
+                .map_err(|e| e.to_string())?,
+            leader_epoch: p.leader_epoch,
+            error_message: p.error_message.clone(),
+            unknown_tagged_fields: Default::default(),
+        })
+    };
+    let last_mirrored_epoch = (p.last_mirrored_epoch != NO_EPOCH).then(|| LastMirroredEpochValue {
+        leader_epoch: p.leader_epoch,
+        last_mirrored_epoch: p.last_mirrored_epoch,
+        unknown_tagged_fields: Default::default(),
+    });
+    Ok(StoredState {
+        state,
+        last_mirrored_epoch,
+    })
+}
+
+fn read_states_refused(r: ReadMirrorStatesRequest) -> ReadMirrorStatesResponse {
+    ReadMirrorStatesResponse {
+        topics: r
+            .topics
+            .into_iter()
+            .map(|t| ReadMirrorStatesTopicResult {
+                topic_id: t.topic_id,
+                partitions: t
+                    .partitions
+                    .into_iter()
+                    .map(|partition_index| ReadMirrorStatesPartitionResult {
+                        partition_index,
+                        error_code: ResponseError::ClusterAuthorizationFailed.code(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+async fn read_states(b: Arc<Broker>, r: ReadMirrorStatesRequest) -> ReadMirrorStatesResponse {
+    let mirror_name = r.mirror_name.clone();
+    on_controller(&b, move |b| {
+        let topics = r
+            .topics
+            .iter()
+            .map(|t| ReadMirrorStatesTopicResult {
+                topic_id: t.topic_id,
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|&partition_index| {
+                        let key = MirrorPartitionKey {
+                            mirror_name: mirror_name.clone(),
+                            topic_id: t.topic_id,
+                            partition: partition_index,
+                        };
+                        let mut result = ReadMirrorStatesPartitionResult {
+                            partition_index,
+                            ..Default::default()
+                        };
+                        match b.mirrors.services().states.read(&key) {
+                            Ok(stored) => {
+                                if let Some(s) = stored.state {
+                                    result.state = s.state.wire_value();
+                                    result.previous_state = s.previous_state.wire_value();
+                                    result.leader_epoch = s.leader_epoch;
+                                    result.error_message = s.error_message;
+                                }
+                                if let Some(lme) = stored.last_mirrored_epoch {
+                                    result.last_mirrored_epoch = lme.last_mirrored_epoch;
+                                }
+                            }
+                            Err(e) => result.error_code = e.code(),
+                        }
+                        result
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
+        ReadMirrorStatesResponse {
+            topics,
+            ..Default::default()
+        }
+    })
+    .await
+}
+
+fn write_states_answer(
+    r: &WriteMirrorStatesRequest,
+    mut code: impl FnMut(&MirrorPartitionKey) -> i16,
+) -> WriteMirrorStatesResponse {
+    WriteMirrorStatesResponse {
+        topics: r
+            .topics
+            .iter()
+            .map(|t| WriteMirrorStatesTopicResult {
+                topic_id: t.topic_id,
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let key = MirrorPartitionKey {
+                            mirror_name: r.mirror_name.clone(),
+                            topic_id: t.topic_id,
+                            partition: p.partition_index,
+                        };
+                        WriteMirrorStatesPartitionResult {
+                            partition_index: p.partition_index,
+                            error_code: code(&key),
+                            ..Default::default()
+                        }
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+async fn write_states(b: Arc<Broker>, r: WriteMirrorStatesRequest) -> WriteMirrorStatesResponse {
+    let mut codes: BTreeMap<(uuid::Uuid, i32), i16> = BTreeMap::new();
+    for t in &r.topics {
+        for p in &t.partitions {
+            let key = MirrorPartitionKey {
+                mirror_name: r.mirror_name.clone(),
+                topic_id: t.topic_id,
+                partition: p.partition_index,
+            };
+            let code = match MirrorPartitionState::from_wire_value(p.state) {
+                Err(_) => ResponseError::InvalidRequest.code(),
+                Ok(state) => {
+                    let states = &b.mirrors.services().states;
+                    let previous = states
+                        .read(&key)
+                        .ok()
+                        .and_then(|s| s.state)
+                        .map_or(MirrorPartitionState::Unknown, |s| s.state);
+                    let mut values = vec![MirrorStateValue::PartitionState(PartitionStateValue {
+                        state,
+                        previous_state: previous,
+                        leader_epoch: p.leader_epoch,
+                        error_message: p.error_message.clone(),
+                        unknown_tagged_fields: Default::default(),
+                    })];
+                    if p.last_mirrored_epoch != NO_EPOCH {
+                        values.push(MirrorStateValue::LastMirroredEpoch(
+                            LastMirroredEpochValue {
+                                leader_epoch: p.leader_epoch,
+                                last_mirrored_epoch: p.last_mirrored_epoch,
+                                unknown_tagged_fields: Default::default(),
+                            },
+                        ));
+                    }
+                    match states.write(&key, values).await {
+                        Ok(()) => 0,
+                        Err(e) => e.code(),
+                    }
+                }
+            };
+            codes.insert((t.topic_id, p.partition_index), code);
+        }
+    }
+    write_states_answer(&r, |key| codes[&(key.topic_id, key.partition)])
+}
+
+fn last_mirrored_epochs_answer(
+    r: &LastMirroredEpochsRequest,
+    mut answer: impl FnMut(&uuid::Uuid, i32) -> (i16, i32),
+) -> LastMirroredEpochsResponse {
+    LastMirroredEpochsResponse {
+        topics: r
+            .topics
+            .iter()
+            .map(|t| LastMirroredEpochsTopicResult {
+                topic_id: t.topic_id,
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|&partition_index| {
+                        let (error_code, last_mirrored_epoch) =
+                            answer(&t.topic_id, partition_index);
+                        LastMirroredEpochsPartitionResult {
+                            partition_index,
+                            error_code,
+                            last_mirrored_epoch,
+                            ..Default::default()
+                        }
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+async fn last_mirrored_epochs(
+    b: Arc<Broker>,
+    r: LastMirroredEpochsRequest,
+) -> LastMirroredEpochsResponse {
+    let states = &b.mirrors.services().states;
+    last_mirrored_epochs_answer(&r, |topic_id, partition| {
+        (
+            0,
+            states
+                .last_mirrored_epoch(topic_id, partition)
+                .unwrap_or(NO_EPOCH),
+        )
+    })
+}
+
+async fn bump_leader_epochs(
+    b: Arc<Broker>,
+    r: BumpLeaderEpochsRequest,
+) -> BumpLeaderEpochsResponse {
+    let asked: Vec<(uuid::Uuid, i32, i32, i32)> = r
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    t.topic_id,
+                    p.partition_index,
+                    p.leader_epoch,
+                    p.min_leader_epoch,
+                )
+            })
+        })
+        .collect();
+    let broker_id = r.broker_id;
+    let mut results = on_controller(&b, move |b| {
+        b.controller.bump_leader_epochs(broker_id, &asked)
+    })
+    .await
+    .into_iter();
+    let topics = r
+        .topics
+        .iter()
+        .map(|t| BumpLeaderEpochsTopicResult {
+            topic_id: t.topic_id,
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let (error_code, leader_epoch) = match results.next() {
+                        Some(Ok(epoch)) => (0, epoch),
+                        Some(Err(e)) => (e.code, NO_EPOCH),
+                        None => (ResponseError::UnknownServerError.code(), NO_EPOCH),
+                    };
+                    BumpLeaderEpochsPartitionResult {
+                        partition_index: p.partition_index,
+                        error_code,
+                        leader_epoch,
+                        ..Default::default()
+                    }
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect();
+    BumpLeaderEpochsResponse {
+        topics,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,655 @@
+//! The mirror metadata manager: on every metadata change it starts a driver
+//! for each mirror partition this broker leads and stops the drivers of
+//! partitions it no longer leads. A driver loads the partition's state from
+//! the `__mirror_state` coordinator and walks the state machine of the
+//! seeds towards what `mirror.name` asks (mirror, pause, remove), persisting
+//! every state it enters; an invalid transition is refused and logged,
+//! never applied.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use kafka_protocol::error::ResponseError;
+use ottla_controller::{Controller, MetadataImage};
+use ottla_mirror::config::MirrorConfig;
+use ottla_mirror::name::{MirrorBinding, RequestedMirroring};
+use ottla_mirror::records::{
+    LastMirroredEpochValue, MirrorPartitionKey, MirrorStateValue, PartitionStateValue,
+};
+use ottla_mirror::state::MirrorPartitionState as State;
+use ottla_mirror::truncation::{lme_truncation, LocalLog, Truncation};
+use ottla_protocol::batch::{BatchBuilder, ControlType};
+use ottla_protocol::mirror::states::{
+    ReadMirrorStatesRequest, ReadMirrorStatesTopic, WriteMirrorStatesPartition,
+    WriteMirrorStatesRequest, WriteMirrorStatesTopic, NO_EPOCH,
+};
+use ottla_storage::manager::TopicPartition;
+use ottla_storage::producer_state::AppendOrigin;
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::fetcher::{mirror_partition, MirrorStats};
+use super::source::SourceCluster;
+use super::state_store::{MirrorStateStore, StoredState};
+use crate::inter_broker::BrokerClients;
+use crate::replica::{now_ms, Partition, ReplicaManager};
+
+const RETRY: Duration = Duration::from_millis(500);
+
+/// A mirror partition this broker leads, while its driver runs.
+pub struct MirrorPartition {
+    pub key: MirrorPartitionKey,
+    pub state: Mutex<State>,
+    pub last_mirrored_epoch: Mutex<i32>,
+    pub stats: MirrorStats,
+    started: std::time::Instant,
+    stop: CancellationToken,
+}
+
+impl MirrorPartition {
+    /// The average mirrored byte rate since this broker began driving it.
+    pub fn bytes_per_second(&self) -> i64 {
+        let seconds = self.started.elapsed().as_secs_f64().max(1.0);
+        (self.stats.bytes.load(std::sync::atomic::Ordering::Relaxed) as f64 / seconds) as i64
+    }
+}
+
+/// What a driver works with.
+pub struct MirrorServices {
+    pub node_id: i32,
+    pub controller: Arc<Controller>,
+    pub replicas: Arc<ReplicaManager>,
+    pub brokers: Arc<BrokerClients>,
+    pub states: MirrorStateStore,
+}
+
+impl MirrorServices {
+    /// What the coordinator stores for `key`, locally or through
+    /// ReadMirrorStates.
+    pub async fn read_stored(
+        self: &Arc<Self>,
+        key: &MirrorPartitionKey,
+    ) -> Result<StoredState, String> {
+        let (_, coordinator) = self
+            .states
+            .coordinator_of(key)
+            .map_err(|e| format!("{e:?}"))?;
+        if coordinator == self.node_id {
+            let services = self.clone();
+            let key = key.clone();
+            return tokio::task::spawn_blocking(move || services.states.read(&key))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("{e:?}"));
+        }
+        let request = ReadMirrorStatesRequest {
+            mirror_name: key.mirror_name.clone(),
+            topics: vec![ReadMirrorStatesTopic {
+                topic_id: key.topic_id,
+                partitions: vec![key.partition],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let response = self.brokers.send_mirror(coordinator, &request).await?;
+        let answer = response
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.partition_index == key.partition)
+            .ok_or("the coordinator's answer lacks the partition")?;
+        super::apis::stored_from_read(answer).map_err(|e| e.to_string())
+    }
+
+    /// Stores a mirror partition's state (and last mirrored epoch), as of
+    /// leader epoch `leader_epoch`, locally or through WriteMirrorStates.
+    pub async fn write_stored(
+        &self,
+        key: &MirrorPartitionKey,
+        leader_epoch: i32,
+        (state, previous): (State, State),
+        error: Option<String>,
+        lme: Option<i32>,
+    ) -> Result<(), String> {
+        let (_, coordinator) = self
+            .states
+            .coordinator_of(key)
+            .map_err(|e| format!("{e:?}"))?;
+        if coordinator == self.node_id {
+            let mut values = vec![MirrorStateValue::PartitionState(PartitionStateValue {
+                state,
+                previous_state: previous,
+                leader_epoch,
+                error_message: error,
+                unknown_tagged_fields: Default::default(),
+            })];
+            if let Some(lme) = lme {
+                values.push(MirrorStateValue::LastMirroredEpoch(
+                    LastMirroredEpochValue {
+                        leader_epoch,
+                        last_mirrored_epoch: lme,
+                        unknown_tagged_fields: Default::default(),
+                    },
+                ));
+            }
+            return self
+                .states
+                .write(key, values)
+                .await
+                .map_err(|e| format!("{e:?}"));
+        }
+        let request = WriteMirrorStatesRequest {
+            mirror_name: key.mirror_name.clone(),
+            topics: vec![WriteMirrorStatesTopic {
+                topic_id: key.topic_id,
+                partitions: vec![WriteMirrorStatesPartition {
+                    partition_index: key.partition,
+                    leader_epoch,
+                    state: state.wire_value(),
+                    last_mirrored_epoch: lme.unwrap_or(NO_EPOCH),
+                    error_message: error,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let response = self.brokers.send_mirror(coordinator, &request).await?;
+        let code = response
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.partition_index == key.partition)
+            .map_or(-1, |p| p.error_code);
+        match code {
+            0 => Ok(()),
+            c if c == ResponseError::FencedLeaderEpoch.code() => Err("FencedLeaderEpoch".into()),
+            c => Err(format!("WriteMirrorStates answered error code {c}")),
+        }
+    }
+}
+
+pub struct MirrorManager {
+    services: Arc<MirrorServices>,
+    running: Mutex<HashMap<TopicPartition, Arc<MirrorPartition>>>,
+}
+
+impl MirrorManager {
+    pub fn new(services: MirrorServices) -> Self {
+        Self {
+            services: Arc::new(services),
+            running: Mutex::default(),
+        }
+    }
+
+    pub fn services(&self) -> &Arc<MirrorServices> {
+        &self.services
+    }
+
+    /// The running mirror partition `tp`, if this broker drives it.
+    pub fn partition(&self, tp: &TopicPartition) -> Option<Arc<MirrorPartition>> {
+        self.running.lock().get(tp).cloned()
+    }
+
+    /// Starts drivers for newly led mirror partitions and stops the ones
+    /// whose leadership (or binding) is gone. Call on every image change.
+    pub fn sync(&self, image: &MetadataImage) {
+        self.services.states.sync(image);
+        let mut wanted: HashMap<TopicPartition, (MirrorPartitionKey, Arc<Partition>)> =
+            HashMap::new();
+        for p in self.services.replicas.hosted() {
+            if p.state().leader != self.services.node_id {
+                continue;
+            }
+            let Some(binding) = image
+                .mirror_binding(&p.tp.topic)
+                .and_then(|b| MirrorBinding::parse(b).ok())
+            else {
+                continue;
+            };
+            let key = MirrorPartitionKey {
+                mirror_name: binding.mirror.to_string(),
+                topic_id: p.topic_id,
+                partition: p.tp.partition,
+            };
+            wanted.insert(p.tp.clone(), (key, p));
+        }
+        let mut running = self.running.lock();
+        running.retain(|tp, run| {
+            let keep = wanted.get(tp).is_some_and(|(key, _)| *key == run.key);
+            if !keep {
+                info!(partition = %tp, "no longer driving the mirror partition here");
+                run.stop.cancel();
+            }
+            keep
+        });
+        for (tp, (key, partition)) in wanted {
+            if running.contains_key(&tp) {
+                continue;
+            }
+            let run = Arc::new(MirrorPartition {
+                key,
+                state: Mutex::new(State::Unknown),
+                last_mirrored_epoch: Mutex::new(NO_EPOCH),
+                stats: MirrorStats::new(),
+                started: std::time::Instant::now(),
+                stop: CancellationToken::new(),
+            });
+            running.insert(tp, run.clone());
+            let driver = Driver {
+                services: self.services.clone(),
+                run,
+                partition,
+            };
+            tokio::spawn(driver.drive());
+        }
+    }
+
+    pub fn stop_all(&self) {
+        for run in self.running.lock().drain().map(|(_, run)| run) {
+            run.stop.cancel();
+        }
+    }
+}
+
+struct Driver {
+    services: Arc<MirrorServices>,
+    run: Arc<MirrorPartition>,
+    partition: Arc<Partition>,
+}
+
+/// Why a driver step did not complete.
+enum Interrupted {
+    /// Leadership moved or the broker is stopping.
+    Stopped,
+    /// The partition FAILED for this reason.
+    Failed(String),
+}
+
+impl From<anyhow::Error> for Interrupted {
+    fn from(e: anyhow::Error) -> Self {
+        Self::Failed(format!("{e:#}"))
+    }
+}
+
+impl Driver {
+    async fn drive(self) {
+        let tp = self.partition.tp.clone();
+        match self.steps().await {
+            Ok(()) | Err(Interrupted::Stopped) => {}
+            Err(Interrupted::Failed(reason)) => {
+                warn!(partition = %tp, reason, "mirror partition FAILED");
+                *self.run.stats.last_error.lock() = Some(reason.clone());
+                let _ = self.enter(State::Failed, Some(reason), None).await;
+            }
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.run.stop.is_cancelled()
+    }
+
+    fn state(&self) -> State {
+        *self.run.state.lock()
+    }
+
+    /// What `mirror.name` asks now; None once the topic is unbound.
+    fn requested(&self) -> Option<RequestedMirroring> {
+        let image = self.services.controller.image();
+        image
+            .mirror_binding(&self.partition.tp.topic)
+            .and_then(|b| MirrorBinding::parse(b).ok())
+            .filter(|b| b.mirror.as_str() == self.run.key.mirror_name)
+            .map(|b| b.requested)
+    }
+
+    async fn steps(&self) -> Result<(), Interrupted> {
+        let stored = self.load().await?;
+        if let Some(v) = stored.state {
+            *self.run.state.lock() = v.state;
+            *self.run.stats.last_error.lock() = v.error_message;
+        }
+        if let Some(lme) = stored.last_mirrored_epoch {
+            *self.run.last_mirrored_epoch.lock() = lme.last_mirrored_epoch;
+        }
+        self.partition
+            .set_mirror_stopped(self.state() == State::Stopped);
+        info!(partition = %self.partition.tp, state = self.state().name(), "driving mirror partition");
+        let mut changes = self.services.controller.subscribe();
+        loop {
+            if self.stopped() {
+                return Err(Interrupted::Stopped);
+            }
+            let Some(requested) = self.requested() else {
+                return Ok(());
+            };
+            match (self.state(), requested) {
+                (State::Mirroring, RequestedMirroring::Mirror) => self.mirror().await?,
+                (State::Mirroring, RequestedMirroring::Pause) => {
+                    self.enter(State::Pausing, None, None).await?;
+                    self.enter(State::Paused, None, None).await?;
+                }
+                (State::Pausing, _) => self.enter(State::Paused, None, None).await?,
+                (State::Paused, RequestedMirroring::Mirror) => {
+                    self.enter(State::Mirroring, None, None).await?
+                }
+                (
+                    State::Unknown | State::Stopped,
+                    RequestedMirroring::Mirror | RequestedMirroring::Pause,
+                ) => self.prepare().await?,
+                (State::Preparing, _) => self.prepare().await?,
+                (State::Unknown, RequestedMirroring::Remove) => {
+                    // Never mirrored here: pass through the states the
+                    // seeds allow, without truncating or fetching.
+                    self.enter(State::Preparing, None, None).await?;
+                    self.enter(State::Mirroring, None, None).await?;
+                }
+                (
+                    State::Mirroring | State::Paused | State::Stopping | State::Failed,
+                    RequestedMirroring::Remove,
+                ) => self.stop_mirroring().await?,
+                (State::Stopping, _) => self.stop_mirroring().await?,
+                // Nothing to do until the request changes: STOPPED and
+                // removed, PAUSED and paused, FAILED until removed.
+                (State::Stopped, RequestedMirroring::Remove)
+                | (State::Paused, RequestedMirroring::Pause)
+                | (State::Failed, _) => {
+                    tokio::select! {
+                        _ = self.run.stop.cancelled() => return Err(Interrupted::Stopped),
+                        changed = changes.changed() => if changed.is_err() { return Err(Interrupted::Stopped) },
+                    }
+                }
+            }
+        }
+    }
+
+    /// The stored state, asked of the coordinator until it answers.
+    async fn load(&self) -> Result<StoredState, Interrupted> {
+        loop {
+            match self.services.read_stored(&self.run.key).await {
+                Ok(stored) => return Ok(stored),
+                Err(e) => {
+                    info!(partition = %self.partition.tp, error = %e, "mirror state not available yet")
+                }
+            }
+            self.pause(RETRY).await?;
+        }
+    }
+
+    async fn pause(&self, how_long: Duration) -> Result<(), Interrupted> {
+        tokio::select! {
+            _ = self.run.stop.cancelled() => Err(Interrupted::Stopped),
+            _ = tokio::time::sleep(how_long) => Ok(()),
+        }
+    }
+
+    /// Moves to `target` if the state machine allows it, persisting it
+    /// (and `lme`, when given) first.
+    async fn enter(
+        &self,
+        target: State,
+        error: Option<String>,
+        lme: Option<i32>,
+    ) -> Result<(), Interrupted> {
+        let current = self.state();
+        if let Err(e) = current.transition(target) {
+            warn!(partition = %self.partition.tp, error = %e, "refused mirror state change");
+            return Err(Interrupted::Failed(e.to_string()));
+        }
+        loop {
+            let epoch = self.partition.state().leader_epoch;
+            let written = self
+                .services
+                .write_stored(&self.run.key, epoch, (target, current), error.clone(), lme)
+                .await;
+            match written {
+                Ok(()) => break,
+                Err(e) if e.contains("FencedLeaderEpoch") => return Err(Interrupted::Stopped),
+                Err(e) => {
+                    info!(partition = %self.partition.tp, error = %e, "cannot store the mirror state yet");
+                    self.pause(RETRY).await?;
+                }
+            }
+        }
+        *self.run.state.lock() = target;
+        if let Some(lme) = lme {
+            *self.run.last_mirrored_epoch.lock() = lme;
+        }
+        info!(partition = %self.partition.tp, from = current.name(), to = target.name(), "mirror partition state changed");
+        Ok(())
+    }
+
+    fn source(&self) -> Result<SourceCluster, Interrupted> {
+        let image = self.services.controller.image();
+        let name = &self.run.key.mirror_name;
+        let configs = image
+            .mirror_configs(name)
+            .ok_or_else(|| Interrupted::Failed(format!("mirror {name} does not exist")))?;
+        let entries: Vec<(String, Option<String>)> = configs
+            .iter()
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect();
+        let config = MirrorConfig::parse(name, &entries)
+            .map_err(|e| Interrupted::Failed(format!("mirror {name}: {e}")))?;
+        let client_id = format!("ottla-mirror-{name}-{}", self.services.node_id);
+        SourceCluster::new(&config, client_id).map_err(Interrupted::Failed)
+    }
+
+    /// PREPARING: Last Mirrored Epoch truncation, then MIRRORING.
+    async fn prepare(&self) -> Result<(), Interrupted> {
+        if self.state() != State::Preparing {
+            self.enter(State::Preparing, None, None).await?;
+        }
+        self.partition.set_mirror_stopped(false);
+        let source = self.source()?;
+        let answer = loop {
+            match source
+                .last_mirrored_epoch(self.run.key.topic_id, self.run.key.partition)
+                .await
+            {
+                Ok(answer) => break answer,
+                Err(e) => {
+                    self.run
+                        .stats
+                        .fetch_errors
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    *self.run.stats.last_error.lock() = Some(e);
+                    self.pause(RETRY).await?;
+                }
+            }
+        };
+        let p = self.partition.clone();
+        let cut = blocking(move || {
+            let mut log = p.log.write();
+            let truncation = lme_truncation(
+                answer,
+                LocalLog {
+                    epochs: log.epoch_cache().entries(),
+                    log_start_offset: log.log_start_offset(),
+                    log_end_offset: log.log_end_offset(),
+                },
+            );
+            match truncation {
+                Truncation::Everything if log.log_end_offset() > 0 => {
+                    log.truncate_fully_and_start_at(0)?
+                }
+                Truncation::From(offset) => log.truncate_to(offset)?,
+                Truncation::Everything | Truncation::Nothing => {}
+            }
+            Ok(truncation)
+        })
+        .await?;
+        info!(partition = %self.partition.tp, ?answer, ?cut, "last mirrored epoch truncation done");
+        self.enter(State::Mirroring, None, None).await
+    }
+
+    /// MIRRORING: runs the fetcher until the request changes.
+    async fn mirror(&self) -> Result<(), Interrupted> {
+        let source = self.source()?;
+        let fetching = self.run.stop.child_token();
+        let mut changes = self.services.controller.subscribe();
+        let fetcher = mirror_partition(
+            &source,
+            &self.services.replicas,
+            &self.partition,
+            &self.run.stats,
+            &fetching,
+        );
+        tokio::pin!(fetcher);
+        loop {
+            tokio::select! {
+                result = &mut fetcher => {
+                    return match result {
+                        Ok(()) => Err(Interrupted::Stopped),
+                        Err(failed) => Err(Interrupted::Failed(failed.0)),
+                    };
+                }
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Err(Interrupted::Stopped);
+                    }
+                    if self.requested() != Some(RequestedMirroring::Mirror) {
+                        // Stop the fetcher before the next state.
+                        fetching.cancel();
+                        let _ = (&mut fetcher).await;
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// STOPPING: raise the leader epoch above every mirrored epoch, cut the
+    /// log back to the LSO, record the last mirrored epoch, write the
+    /// MIRROR_PID_RESET barrier; then STOPPED and writable.
+    async fn stop_mirroring(&self) -> Result<(), Interrupted> {
+        if self.state() != State::Stopping {
+            self.enter(State::Stopping, None, None).await?;
+        }
+        self.bump_leader_epoch().await?;
+        let p = self.partition.clone();
+        let lme = blocking(move || {
+            let mut log = p.log.write();
+            let lso = log.last_stable_offset();
+            if lso < log.log_end_offset() {
+                info!(partition = %p.tp, lso, "truncating the mirror to its last stable offset");
+                log.truncate_to(lso)?;
+            }
+            Ok(log.latest_epoch().unwrap_or(NO_EPOCH))
+        })
+        .await?;
+        // Recorded while still STOPPING, for a later failback.
+        self.enter_again(lme).await?;
+        let reset = BatchBuilder::default().build_control(
+            ControlType::MirrorPidReset,
+            now_ms(),
+            Vec::new(),
+        );
+        let outcome = self.services.replicas.append(
+            &self.partition.tp,
+            &reset.into(),
+            1,
+            AppendOrigin::Coordinator,
+        );
+        if outcome.end_offset < 0 {
+            return Err(match outcome.error {
+                ResponseError::NotLeaderOrFollower => Interrupted::Stopped,
+                e => Interrupted::Failed(format!(
+                    "writing the MIRROR_PID_RESET barrier failed: {e:?} {}",
+                    outcome.message.unwrap_or_default()
+                )),
+            });
+        }
+        self.enter(State::Stopped, None, None).await?;
+        self.partition.set_mirror_stopped(true);
+        info!(partition = %self.partition.tp, last_mirrored_epoch = lme, "mirror partition stopped: writable");
+        Ok(())
+    }
+
+    /// Persists the LME with the STOPPING state (STOPPING to STOPPING is not
+    /// a transition, so this bypasses [`Driver::enter`]).
+    async fn enter_again(&self, lme: i32) -> Result<(), Interrupted> {
+        loop {
+            let epoch = self.partition.state().leader_epoch;
+            let written = self
+                .services
+                .write_stored(
+                    &self.run.key,
+                    epoch,
+                    (State::Stopping, State::Stopping),
+                    None,
+                    Some(lme),
+                )
+                .await;
+            match written {
+                Ok(()) => break,
+                Err(e) if e.contains("FencedLeaderEpoch") => return Err(Interrupted::Stopped),
+                Err(e) => {
+                    info!(partition = %self.partition.tp, error = %e, "cannot store the last mirrored epoch yet");
+                    self.pause(RETRY).await?;
+                }
+            }
+        }
+        *self.run.last_mirrored_epoch.lock() = lme;
+        Ok(())
+    }
+
+    /// BumpLeaderEpochs through the controller: the new epoch exceeds every
+    /// epoch in the log, so records written after failover never share an
+    /// epoch with mirrored ones. Waits until this broker's metadata has it.
+    async fn bump_leader_epoch(&self) -> Result<(), Interrupted> {
+        let latest = self.partition.log.read().latest_epoch().unwrap_or(NO_EPOCH);
+        let state = self.partition.state();
+        if state.leader_epoch > latest {
+            return Ok(());
+        }
+        let controller = self.services.controller.clone();
+        let request = (
+            self.partition.topic_id,
+            self.partition.tp.partition,
+            state.leader_epoch,
+            latest + 1,
+        );
+        let node_id = self.services.node_id;
+        let result = tokio::task::spawn_blocking(move || {
+            controller.bump_leader_epochs(node_id, &[request]).remove(0)
+        })
+        .await
+        .map_err(|e| Interrupted::Failed(e.to_string()))?;
+        let epoch = match result {
+            Ok(epoch) => epoch,
+            Err(e) if e.code == ResponseError::FencedLeaderEpoch.code() => {
+                // Our view was stale; the next metadata decides.
+                self.pause(RETRY).await?;
+                return Err(Interrupted::Failed(format!(
+                    "leader epoch bump refused: {e}"
+                )));
+            }
+            Err(e) if e.code == ResponseError::NotLeaderOrFollower.code() => {
+                return Err(Interrupted::Stopped)
+            }
+            Err(e) => {
+                return Err(Interrupted::Failed(format!(
+                    "leader epoch bump failed: {e}"
+                )))
+            }
+        };
+        while self.partition.state().leader_epoch < epoch {
+            self.pause(Duration::from_millis(20)).await?;
+        }
+        Ok(())
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ottla_storage::StorageError> + Send + 'static,
+) -> Result<T, Interrupted> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(Interrupted::Failed(format!("local log error: {e}"))),
+        Err(e) => Err(anyhow!("local log task failed: {e}").into()),
+    }
+}

@@ -1,0 +1,349 @@
+//! Mirror metadata (KIP-1279): mirrors as config resources, the
+//! `mirror.name` binding of topics, and leader-epoch bumps for failover.
+//!
+//! A mirror is a [`CONFIG_RESOURCE_MIRROR`] resource whose keys are its
+//! CreateMirror configs. A topic is bound to a mirror by its `mirror.name`
+//! config, whose suffix records what was last asked: `<m>` mirror,
+//! `<m>.paused` pause, `<m>.removed` stop and become writable (failover).
+//! Partition leaders react to these values; the controller only checks
+//! that each request makes sense from the current value.
+//!
+//! The broker validates names and configs (the `ottla-mirror` crate) before
+//! calling in here; this module keeps the metadata consistent.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::error::ResponseError;
+use ottla_protocol::mirror::errors::{self, MirrorError};
+use uuid::Uuid;
+
+use crate::controller::{Controller, ControllerError, ControllerResult, NewTopic};
+use crate::image::MetadataImage;
+use crate::records::{
+    MetadataRecord, CONFIG_RESOURCE_MIRROR, CONFIG_RESOURCE_TOPIC, MIRROR_NAME_CONFIG,
+};
+
+const PAUSED: &str = ".paused";
+const REMOVED: &str = ".removed";
+
+/// What a mirror topic request asks of each topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MirrorTopicOp {
+    /// AddTopicsToMirror: start mirroring (also re-adds a removed topic).
+    Add,
+    /// RemoveTopicsFromMirror: fail over (stop, then writable).
+    Remove,
+    Pause,
+    Resume,
+}
+
+/// One topic of a mirror topic request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorTopic {
+    pub name: String,
+    /// For [`MirrorTopicOp::Add`]: the source topic's id and partition
+    /// count, with which a missing destination topic is created.
+    pub source: Option<(Uuid, i32)>,
+}
+
+fn mirror_error(e: MirrorError, message: impl Into<String>) -> ControllerError {
+    ControllerError {
+        code: e.code,
+        message: message.into(),
+    }
+}
+
+fn unknown_mirror(name: &str) -> ControllerError {
+    mirror_error(
+        errors::UNKNOWN_MIRROR,
+        format!("No mirror named '{name}' exists."),
+    )
+}
+
+fn binding_record(topic: &str, value: String) -> MetadataRecord {
+    MetadataRecord::Config {
+        resource_type: CONFIG_RESOURCE_TOPIC,
+        resource_name: topic.to_string(),
+        name: MIRROR_NAME_CONFIG.to_string(),
+        value: Some(value),
+    }
+}
+
+impl Controller {
+    /// Creates mirror `name` with `configs` (already validated by the
+    /// caller). With `validate_only`, only checks that the name is free.
+    pub fn create_mirror(
+        &self,
+        name: &str,
+        configs: &BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> ControllerResult<()> {
+        self.run_fallible(|image| {
+            if image.mirror_configs(name).is_some() {
+                return Err(mirror_error(
+                    errors::MIRROR_ALREADY_EXISTS,
+                    format!("A mirror named '{name}' already exists."),
+                ));
+            }
+            if configs.is_empty() {
+                return Err(ControllerError::new(
+                    ResponseError::InvalidConfig,
+                    "a mirror needs at least bootstrap.servers",
+                ));
+            }
+            if validate_only {
+                return Ok(Vec::new());
+            }
+            Ok(configs
+                .iter()
+                .map(|(key, value)| MetadataRecord::Config {
+                    resource_type: CONFIG_RESOURCE_MIRROR,
+                    resource_name: name.to_string(),
+                    name: key.clone(),
+                    value: Some(value.clone()),
+                })
+                .collect())
+        })
+    }
+
+    /// Deletes mirror `name`, refused while any topic is still mirrored or
+    /// paused by it (remove the topics first).
+    pub fn delete_mirror(&self, name: &str) -> ControllerResult<()> {
+        self.run_fallible(|image| {
+            let configs = image
+                .mirror_configs(name)
+                .ok_or_else(|| unknown_mirror(name))?;
+            let paused = format!("{name}{PAUSED}");
+            let bound: Vec<&str> = image
+                .topic_ids
+                .keys()
+                .filter(|t| {
+                    image
+                        .mirror_binding(t)
+                        .is_some_and(|b| b == name || b == paused)
+                })
+                .map(String::as_str)
+                .collect();
+            if !bound.is_empty() {
+                return Err(mirror_error(
+                    errors::MIRROR_NOT_EMPTY,
+                    format!(
+                        "Mirror '{name}' still mirrors {}; remove them from the mirror first.",
+                        bound.join(", ")
+                    ),
+                ));
+            }
+            Ok(configs
+                .keys()
+                .map(|key| MetadataRecord::Config {
+                    resource_type: CONFIG_RESOURCE_MIRROR,
+                    resource_name: name.to_string(),
+                    name: key.clone(),
+                    value: None,
+                })
+                .collect())
+        })
+    }
+
+    /// Applies `op` to each topic of mirror `mirror`: per topic, its id or
+    /// why it was refused. Adding a topic the destination lacks creates it
+    /// with the source's id and partition count.
+    pub fn change_mirror_topics(
+        &self,
+        mirror: &str,
+        op: MirrorTopicOp,
+        topics: &[MirrorTopic],
+    ) -> Vec<(String, ControllerResult<Uuid>)> {
+        let (mut results, error) = self.run(|image| {
+            let mut records = Vec::new();
+            let mut results = Vec::new();
+            let mut created: Vec<String> = Vec::new();
+            for topic in topics {
+                let outcome = if image.mirror_configs(mirror).is_none() {
+                    Err(unknown_mirror(mirror))
+                } else {
+                    self.plan_mirror_topic(image, mirror, op, topic, &created)
+                };
+                let outcome = outcome.map(|(planned, id, creates)| {
+                    records.extend(planned);
+                    if creates {
+                        created.push(topic.name.clone());
+                    }
+                    id
+                });
+                results.push((topic.name.clone(), outcome));
+            }
+            (records, results)
+        });
+        if let Some(e) = error {
+            for (_, r) in results.iter_mut().filter(|(_, r)| r.is_ok()) {
+                *r = Err(e.clone());
+            }
+        }
+        results
+    }
+
+    /// The records for one topic, its id, and whether they create it.
+    fn plan_mirror_topic(
+        &self,
+        image: &MetadataImage,
+        mirror: &str,
+        op: MirrorTopicOp,
+        topic: &MirrorTopic,
+        created: &[String],
+    ) -> ControllerResult<(Vec<MetadataRecord>, Uuid, bool)> {
+        let name = topic.name.as_str();
+        let current = image.mirror_binding(name);
+        let paused = format!("{mirror}{PAUSED}");
+        let removed = format!("{mirror}{REMOVED}");
+        let is = |value: &str| current == Some(value);
+        let not_in_mirror = || {
+            mirror_error(
+                errors::TOPIC_NOT_IN_MIRROR,
+                match current {
+                    Some(other) => format!(
+                        "Topic '{name}' is not mirrored by '{mirror}' (mirror.name={other})."
+                    ),
+                    None => format!("Topic '{name}' is not a mirror topic."),
+                },
+            )
+        };
+        let existing = image.topic_by_name(name);
+        if op != MirrorTopicOp::Add && existing.is_none() {
+            return Err(ControllerError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic '{name}' does not exist."),
+            ));
+        }
+        let rebind = |value: String| {
+            let id = existing.map(|t| t.id).unwrap_or_default();
+            Ok((vec![binding_record(name, value)], id, false))
+        };
+        match op {
+            MirrorTopicOp::Add => self.plan_add(image, mirror, topic, current, created),
+            MirrorTopicOp::Remove if is(mirror) || is(&paused) => rebind(removed),
+            MirrorTopicOp::Remove if is(&removed) => Err(mirror_error(
+                errors::MIRROR_TOPIC_BEING_STOPPED,
+                format!("Topic '{name}' was already removed from mirror '{mirror}'."),
+            )),
+            MirrorTopicOp::Pause if is(mirror) => rebind(paused),
+            MirrorTopicOp::Pause if is(&paused) => Err(mirror_error(
+                errors::MIRROR_TOPIC_ALREADY_PAUSED,
+                format!("Topic '{name}' is already paused."),
+            )),
+            MirrorTopicOp::Resume if is(&paused) => rebind(mirror.to_string()),
+            MirrorTopicOp::Resume if is(mirror) => Err(mirror_error(
+                errors::MIRROR_TOPIC_NOT_PAUSED,
+                format!("Topic '{name}' is not paused."),
+            )),
+            MirrorTopicOp::Remove | MirrorTopicOp::Pause | MirrorTopicOp::Resume => {
+                Err(not_in_mirror())
+            }
+        }
+    }
+
+    fn plan_add(
+        &self,
+        image: &MetadataImage,
+        mirror: &str,
+        topic: &MirrorTopic,
+        current: Option<&str>,
+        created: &[String],
+    ) -> ControllerResult<(Vec<MetadataRecord>, Uuid, bool)> {
+        let name = topic.name.as_str();
+        if let Some(bound) = current.filter(|b| !b.ends_with(REMOVED)) {
+            return Err(mirror_error(
+                errors::TOPIC_ALREADY_IN_MIRROR,
+                format!("Topic '{name}' already belongs to a mirror (mirror.name={bound})."),
+            ));
+        }
+        let Some((source_id, partitions)) = topic.source else {
+            return Err(ControllerError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic '{name}' does not exist on the source cluster."),
+            ));
+        };
+        let binding = binding_record(name, mirror.to_string());
+        match image.topic_by_name(name) {
+            Some(t) if t.id != source_id => Err(ControllerError::new(
+                ResponseError::InconsistentTopicId,
+                format!(
+                    "Topic '{name}' exists on the destination with id {} but has id {source_id} \
+                     on the source; mirroring keeps topic ids, so delete the destination topic \
+                     first.",
+                    t.id
+                ),
+            )),
+            Some(t) => Ok((vec![binding], t.id, false)),
+            None => {
+                let new_topic = NewTopic {
+                    name: name.to_string(),
+                    num_partitions: partitions,
+                    replication_factor: -1,
+                    topic_id: Some(source_id),
+                    ..NewTopic::default()
+                };
+                let (mut records, topic) = self.plan_topic(image, created, new_topic)?;
+                records.push(binding);
+                Ok((records, topic.topic_id, true))
+            }
+        }
+    }
+
+    /// BumpLeaderEpochs from the leader `broker_id`: raises each partition's
+    /// leader epoch (which the leader last saw as `seen_epoch`) to
+    /// `max(current + 1, min_epoch)`. Per partition, the new epoch or why
+    /// not (FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER for a stale caller).
+    pub fn bump_leader_epochs(
+        &self,
+        broker_id: i32,
+        partitions: &[(Uuid, i32, i32, i32)],
+    ) -> Vec<ControllerResult<i32>> {
+        let (mut results, error) = self.run(|image| {
+            let mut records = Vec::new();
+            let results: Vec<_> = partitions
+                .iter()
+                .map(|&(topic_id, partition, seen_epoch, min_epoch)| {
+                    let p = image
+                        .topic_by_id(&topic_id)
+                        .and_then(|t| t.partitions.get(&partition))
+                        .ok_or_else(|| {
+                            ControllerError::new(
+                                ResponseError::UnknownTopicOrPartition,
+                                format!("partition {partition} of topic {topic_id} does not exist"),
+                            )
+                        })?;
+                    if p.leader != broker_id {
+                        return Err(ControllerError::new(
+                            ResponseError::NotLeaderOrFollower,
+                            format!("broker {broker_id} does not lead partition {partition} of topic {topic_id}"),
+                        ));
+                    }
+                    if p.leader_epoch != seen_epoch {
+                        return Err(ControllerError::new(
+                            ResponseError::FencedLeaderEpoch,
+                            format!(
+                                "leader epoch {seen_epoch} is stale: the partition is at {}",
+                                p.leader_epoch
+                            ),
+                        ));
+                    }
+                    let leader_epoch = (p.leader_epoch + 1).max(min_epoch);
+                    records.push(MetadataRecord::LeaderEpochBump {
+                        topic_id,
+                        partition,
+                        leader_epoch,
+                    });
+                    Ok(leader_epoch)
+                })
+                .collect();
+            (records, results)
+        });
+        if let Some(e) = error {
+            for r in results.iter_mut().filter(|r| r.is_ok()) {
+                *r = Err(e.clone());
+            }
+        }
+        results
+    }
+}

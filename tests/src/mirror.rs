@@ -1,0 +1,220 @@
+//! Driving Ottla's mirror APIs from tests, and reading a partition's log
+//! bytes through Fetch, so two clusters' logs can be compared byte for byte.
+
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+use kafka_protocol::messages::{BrokerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use ottla_protocol::batch::whole_batches_len;
+use ottla_protocol::client::KafkaClient;
+use ottla_protocol::mirror::admin::{
+    CreateMirrorRequest, DescribeMirrorsRequest, DescribedMirrorPartition, MirrorConfigEntry,
+};
+use ottla_protocol::mirror::topics::{
+    AddTopicsToMirrorRequest, MirrorTopic, MirrorTopicResult, PauseMirrorTopicsRequest,
+    RemoveTopicsFromMirrorRequest, ResumeMirrorTopicsRequest,
+};
+use ottla_protocol::mirror::MirrorRequest;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn split(bootstrap: &str) -> (String, u16) {
+    let (host, port) = bootstrap.rsplit_once(':').unwrap();
+    (host.to_string(), port.parse().unwrap())
+}
+
+/// Sends one mirror request to `bootstrap` and returns the answer.
+pub fn send<R: MirrorRequest>(bootstrap: &str, request: &R) -> R::Response {
+    let (host, port) = split(bootstrap);
+    runtime().block_on(async {
+        let mut client = KafkaClient::connect(&host, port, "mirror-test", 64 << 20, TIMEOUT)
+            .await
+            .unwrap();
+        client.send_mirror(0, request, TIMEOUT).await.unwrap()
+    })
+}
+
+fn topics(names: &[&str]) -> Vec<MirrorTopic> {
+    names
+        .iter()
+        .map(|n| MirrorTopic {
+            name: n.to_string(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// CreateMirror `name` on `destination`, mirroring from `source`.
+pub fn create_mirror(destination: &str, name: &str, source: &str) {
+    let response = send(
+        destination,
+        &CreateMirrorRequest {
+            mirror_name: name.into(),
+            configs: vec![MirrorConfigEntry {
+                name: "bootstrap.servers".into(),
+                value: Some(source.into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    );
+    assert_eq!(response.error_code, 0, "{response:?}");
+}
+
+/// Which topic request to send.
+#[derive(Debug, Clone, Copy)]
+pub enum TopicOp {
+    Add,
+    Remove,
+    Pause,
+    Resume,
+}
+
+/// Sends a topic request; returns the per-topic results (the mirror-level
+/// error must be none).
+pub fn topics_op(
+    destination: &str,
+    op: TopicOp,
+    mirror: &str,
+    names: &[&str],
+) -> Vec<MirrorTopicResult> {
+    let (mirror_name, topics) = (mirror.to_string(), topics(names));
+    let (code, results) = match op {
+        TopicOp::Add => {
+            let r = send(
+                destination,
+                &AddTopicsToMirrorRequest {
+                    mirror_name,
+                    topics,
+                    ..Default::default()
+                },
+            );
+            (r.error_code, r.topics)
+        }
+        TopicOp::Remove => {
+            let r = send(
+                destination,
+                &RemoveTopicsFromMirrorRequest {
+                    mirror_name,
+                    topics,
+                    ..Default::default()
+                },
+            );
+            (r.error_code, r.topics)
+        }
+        TopicOp::Pause => {
+            let r = send(
+                destination,
+                &PauseMirrorTopicsRequest {
+                    mirror_name,
+                    topics,
+                    ..Default::default()
+                },
+            );
+            (r.error_code, r.topics)
+        }
+        TopicOp::Resume => {
+            let r = send(
+                destination,
+                &ResumeMirrorTopicsRequest {
+                    mirror_name,
+                    topics,
+                    ..Default::default()
+                },
+            );
+            (r.error_code, r.topics)
+        }
+    };
+    assert_eq!(code, 0, "{op:?} {names:?}: {results:?}");
+    results
+}
+
+/// The partitions of `topic` in `mirror` as DescribeMirrors reports them.
+pub fn describe(destination: &str, mirror: &str, topic: &str) -> Vec<DescribedMirrorPartition> {
+    let response = send(
+        destination,
+        &DescribeMirrorsRequest {
+            mirror_names: Some(vec![mirror.into()]),
+            ..Default::default()
+        },
+    );
+    response
+        .mirrors
+        .into_iter()
+        .flat_map(|m| m.topics)
+        .filter(|t| t.name == topic)
+        .flat_map(|t| t.partitions)
+        .collect()
+}
+
+/// Waits until every partition of `topic` is in `state` (a wire value).
+pub fn wait_for_state(
+    destination: &str,
+    mirror: &str,
+    topic: &str,
+    partitions: usize,
+    state: i8,
+) -> Vec<DescribedMirrorPartition> {
+    let started = Instant::now();
+    loop {
+        let described = describe(destination, mirror, topic);
+        if described.len() == partitions && described.iter().all(|p| p.state == state) {
+            return described;
+        }
+        assert!(
+            started.elapsed() < TIMEOUT,
+            "{topic} never reached state {state}: {described:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Every byte of a partition's log up to its high watermark, read with
+/// consumer fetches from the leader at `bootstrap`, and that high watermark.
+pub fn log_bytes(bootstrap: &str, topic: &str, partition: i32) -> (Vec<u8>, i64) {
+    let (host, port) = split(bootstrap);
+    runtime().block_on(async {
+        let mut client = KafkaClient::connect(&host, port, "mirror-test", 64 << 20, TIMEOUT)
+            .await
+            .unwrap();
+        let mut bytes = Vec::new();
+        let mut offset = 0;
+        loop {
+            let request = FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_wait_ms(0)
+                .with_max_bytes(8 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic.into())))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(partition)
+                        .with_fetch_offset(offset)
+                        .with_partition_max_bytes(8 << 20)])]);
+            let response = client.send(12, &request, TIMEOUT).await.unwrap();
+            let data = &response.responses[0].partitions[0];
+            assert_eq!(
+                data.error_code, 0,
+                "fetch of {topic}-{partition} at {offset}"
+            );
+            let records = data.records.clone().unwrap_or_default();
+            let whole = whole_batches_len(&records).unwrap();
+            if whole == 0 {
+                return (bytes, data.high_watermark);
+            }
+            let mut batches = ottla_protocol::batch::BatchIter::new(&records[..whole]);
+            while let Some(Ok(batch)) = batches.next() {
+                offset = batch.next_offset();
+            }
+            bytes.extend_from_slice(&records[..whole]);
+        }
+    })
+}

@@ -1,0 +1,212 @@
+//! Cluster mirroring end to end (the seeds' test plan): a destination Ottla
+//! mirrors topics from a source (another Ottla, or Apache Kafka itself)
+//! byte for byte, keeps them read-only, pauses and resumes, and fails over
+//! so that the topics become writable with a leader epoch above every
+//! mirrored one.
+
+use std::time::{Duration, Instant};
+
+use ottla_protocol::batch::BatchIter;
+use ottla_tests::apache_kafka::ApacheKafka;
+use ottla_tests::mirror::{create_mirror, describe, log_bytes, topics_op, wait_for_state, TopicOp};
+use ottla_tests::ottla::Ottla;
+use ottla_tests::tools::{kafka_tool, ok};
+
+const MIRRORING: i8 = 2;
+const PAUSED: i8 = 4;
+const STOPPED: i8 = 6;
+
+fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
+    ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            &partitions.to_string(),
+            "--replication-factor",
+            "1",
+        ],
+        None,
+    ));
+}
+
+fn produce(bootstrap: &str, topic: &str, records: usize) {
+    ok(kafka_tool(
+        "kafka-producer-perf-test.sh",
+        &[
+            "--topic",
+            topic,
+            "--num-records",
+            &records.to_string(),
+            "--record-size",
+            "200",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &format!("bootstrap.servers={bootstrap}"),
+            "acks=all",
+            "linger.ms=5",
+        ],
+        None,
+    ));
+}
+
+/// Waits until every partition's log on `destination` holds exactly the
+/// bytes of the source's, and returns the record count.
+fn wait_identical(source: &str, destination: &str, topic: &str, partitions: i32) -> i64 {
+    let started = Instant::now();
+    loop {
+        let mut same = true;
+        let mut records = 0;
+        for p in 0..partitions {
+            let (source_bytes, source_hw) = log_bytes(source, topic, p);
+            let (dest_bytes, _) = log_bytes(destination, topic, p);
+            same &= source_bytes == dest_bytes;
+            records += source_hw;
+        }
+        if same {
+            return records;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{topic} never converged byte for byte"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn consume_count(bootstrap: &str, topic: &str, expected: usize) -> usize {
+    ok(kafka_tool(
+        "kafka-console-consumer.sh",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--max-messages",
+            &expected.to_string(),
+            "--timeout-ms",
+            "30000",
+        ],
+        None,
+    ))
+    .lines()
+    .count()
+}
+
+/// The console producer's outcome writing `lines` to `topic`.
+fn console_produce(bootstrap: &str, topic: &str, lines: &str) -> std::process::Output {
+    kafka_tool(
+        "kafka-console-producer.sh",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--producer-property",
+            "delivery.timeout.ms=20000",
+            "--producer-property",
+            "request.timeout.ms=10000",
+        ],
+        Some(lines),
+    )
+}
+
+fn max_epoch(bytes: &[u8]) -> i32 {
+    BatchIter::new(bytes)
+        .map(|b| b.unwrap().partition_leader_epoch())
+        .max()
+        .unwrap_or(-1)
+}
+
+#[test]
+fn ottla_mirror_is_byte_identical_read_only_and_fails_over() {
+    let source = Ottla::start(&[]);
+    let destination = Ottla::start(&[]);
+    let (src, dst) = (source.bootstrap(), destination.bootstrap());
+    create_topic(&src, "orders", 3);
+    produce(&src, "orders", 3000);
+
+    create_mirror(&dst, "east", &src);
+    let added = topics_op(&dst, TopicOp::Add, "east", &["orders"]);
+    assert_eq!(added.len(), 1);
+    assert_eq!(added[0].error_code, 0, "{added:?}");
+    wait_for_state(&dst, "east", "orders", 3, MIRRORING);
+    assert_eq!(wait_identical(&src, &dst, "orders", 3), 3000);
+
+    // Mirror topics are read-only: a stock producer fails fast, told why.
+    let refused = console_produce(&dst, "orders", "nope\n");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("read-only") && stderr.contains("east"),
+        "the producer was not told the topic is a mirror: {stderr}"
+    );
+    assert_eq!(wait_identical(&src, &dst, "orders", 3), 3000);
+
+    // Replication continues; pause stops it, resume catches up.
+    produce(&src, "orders", 1000);
+    assert_eq!(wait_identical(&src, &dst, "orders", 3), 4000);
+    topics_op(&dst, TopicOp::Pause, "east", &["orders"]);
+    wait_for_state(&dst, "east", "orders", 3, PAUSED);
+    produce(&src, "orders", 500);
+    std::thread::sleep(Duration::from_secs(2));
+    let paused_total: i64 = (0..3).map(|p| log_bytes(&dst, "orders", p).1).sum();
+    assert_eq!(paused_total, 4000, "a paused mirror must not fetch");
+    topics_op(&dst, TopicOp::Resume, "east", &["orders"]);
+    wait_for_state(&dst, "east", "orders", 3, MIRRORING);
+    assert_eq!(wait_identical(&src, &dst, "orders", 3), 4500);
+    let described = describe(&dst, "east", "orders");
+    let mirrored_epoch = (0..3)
+        .map(|p| max_epoch(&log_bytes(&dst, "orders", p).0))
+        .max()
+        .unwrap();
+
+    // Failover: the topic stops mirroring and becomes writable.
+    let removed = topics_op(&dst, TopicOp::Remove, "east", &["orders"]);
+    assert_eq!(removed[0].error_code, 0, "{removed:?}");
+    let stopped = wait_for_state(&dst, "east", "orders", 3, STOPPED);
+    assert!(
+        stopped
+            .iter()
+            .all(|p| p.last_mirrored_epoch == mirrored_epoch),
+        "last mirrored epochs {stopped:?}, expected {mirrored_epoch} (before: {described:?})"
+    );
+    let written = console_produce(&dst, "orders", "after-failover-1\nafter-failover-2\n");
+    assert!(
+        written.status.success(),
+        "writing after failover failed: {}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+    assert_eq!(consume_count(&dst, "orders", 4502), 4502);
+    // Records written after failover carry an epoch above every mirrored one.
+    let newest_epoch = (0..3)
+        .map(|p| max_epoch(&log_bytes(&dst, "orders", p).0))
+        .max()
+        .unwrap();
+    assert!(
+        newest_epoch > mirrored_epoch,
+        "epoch after failover {newest_epoch} is not above the mirrored {mirrored_epoch}"
+    );
+}
+
+#[test]
+fn apache_kafka_source_is_mirrored_byte_for_byte() {
+    let kafka = ApacheKafka::start();
+    let destination = Ottla::start(&[]);
+    let dst = destination.bootstrap();
+    create_topic(&kafka.bootstrap, "payments", 2);
+    produce(&kafka.bootstrap, "payments", 2000);
+    create_mirror(&dst, "from-kafka", &kafka.bootstrap);
+    let added = topics_op(&dst, TopicOp::Add, "from-kafka", &["payments"]);
+    assert_eq!(added[0].error_code, 0, "{added:?}");
+    wait_for_state(&dst, "from-kafka", "payments", 2, MIRRORING);
+    assert_eq!(wait_identical(&kafka.bootstrap, &dst, "payments", 2), 2000);
+    produce(&kafka.bootstrap, "payments", 500);
+    assert_eq!(wait_identical(&kafka.bootstrap, &dst, "payments", 2), 2500);
+    assert_eq!(consume_count(&dst, "payments", 2500), 2500);
+}
