@@ -63,6 +63,8 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE", value_parser = parse_override)]
         overrides: Vec<(String, String)>,
     },
+    /// Manage a destination cluster's mirrors (KIP-1279; bin/kafka-mirrors.sh).
+    Mirrors(ottla_mirror::cli::MirrorsArgs),
 }
 
 fn parse_override(s: &str) -> Result<(String, String), String> {
@@ -73,10 +75,8 @@ fn parse_override(s: &str) -> Result<(String, String), String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_logging(cli.log_format);
-    match run(cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
+    match run(Cli::parse()) {
+        Ok(code) => code,
         Err(e) => {
             eprintln!("ottla: {e:#}");
             ExitCode::FAILURE
@@ -84,9 +84,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(command: Command) -> Result<()> {
-    match command {
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
         Command::Server { config, overrides } => {
+            init_logging(cli.log_format);
             let config = BrokerConfig::load(config.as_deref(), &overrides)?;
             for key in config.ignored_keys() {
                 warn!("ignoring config key {key}: Ottla does not implement it");
@@ -98,8 +99,11 @@ fn run(command: Command) -> Result<()> {
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?
-                .block_on(serve(config))
+                .block_on(serve(config))?;
+            Ok(ExitCode::SUCCESS)
         }
+        // A command-line tool: its own output and exit status, no logging.
+        Command::Mirrors(args) => Ok(ottla_mirror::cli::run(args)),
     }
 }
 

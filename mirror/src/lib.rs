@@ -10,7 +10,9 @@
 //!   intervals), validated.
 //! - [`truncation`]: where PREPARING truncates, from the source's last
 //!   mirrored epoch and the local leader-epoch cache.
+//! - [`cli`]: `ottla mirrors`, the admin command line for mirrors.
 
+pub mod cli;
 pub mod config;
 pub mod name;
 pub mod partitioning;

@@ -7,6 +7,8 @@ pub mod batch;
 pub mod client;
 pub mod frame;
 pub mod mirror;
+pub mod names;
+pub mod properties;
 pub mod records;
 pub mod request;
 pub mod response;

@@ -11,20 +11,20 @@ mod describe;
 mod ignored;
 mod listener_overrides;
 mod listeners;
-mod properties;
 mod value;
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use ottla_protocol::properties;
 use thiserror::Error;
 
 pub use defs::keys;
 use defs::ConfigDef;
 pub use describe::{ConfigEntry, ConfigSource, ConfigSynonym};
 pub use listeners::{Endpoint, Listener, QuorumVoter, SecurityProtocol};
-pub use properties::SyntaxError;
+pub use ottla_protocol::properties::SyntaxError;
 pub use value::{ConfigType, FromValue, Key, Value};
 
 /// Kafka's synonym group of broker key `name`, in precedence order

@@ -143,26 +143,8 @@ pub fn for_each_error(response: &ResponseKind, mut f: impl FnMut(i16)) {
     }
 }
 
-/// Kafka's name for an error code (`Errors.name()`), e.g. `NOT_LEADER_OR_FOLLOWER`.
-pub fn error_name(code: i16) -> String {
-    use kafka_protocol::error::ResponseError;
-    let Some(error) = ResponseError::try_from_code(code) else {
-        return "NONE".to_string();
-    };
-    if let ResponseError::Unknown(code) = error {
-        return format!("UNKNOWN_{code}");
-    }
-    // The variants are Kafka's names in CamelCase.
-    let camel = format!("{error:?}");
-    let mut name = String::with_capacity(camel.len() + 8);
-    for (i, c) in camel.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            name.push('_');
-        }
-        name.push(c.to_ascii_uppercase());
-    }
-    name
-}
+// Kafka's names for error codes (`Errors.name()`), shared with the CLI.
+pub use ottla_protocol::names::error_name;
 
 #[cfg(test)]
 mod tests {
@@ -184,14 +166,5 @@ mod tests {
         let mut codes = Vec::new();
         for_each_error(&response, |c| codes.push(c));
         assert_eq!(codes, [6, 6, 3]);
-    }
-
-    #[test]
-    fn names_follow_kafka() {
-        assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
-        assert_eq!(error_name(0), "NONE");
-        assert_eq!(error_name(6), "NOT_LEADER_OR_FOLLOWER");
-        assert_eq!(error_name(35), "UNSUPPORTED_VERSION");
-        assert_eq!(error_name(999), "UNKNOWN_999");
     }
 }

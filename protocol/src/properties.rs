@@ -1,7 +1,9 @@
-//! `java.util.Properties` text format, as Kafka reads `server.properties`:
-//! `#`/`!` comments, `key=value`, `key: value` or `key value`, backslash line
-//! continuations, and the escapes `\t \n \r \f \uXXXX` (any other escaped
-//! character stands for itself). A later duplicate key wins, as in Java.
+//! `java.util.Properties` text format, as Kafka reads `server.properties`
+//! and its tools' config files (here: the broker's config file, and `ottla
+//! mirrors`' `--command-config` and `--mirror-config`): `#`/`!` comments,
+//! `key=value`, `key: value` or `key value`, backslash line continuations,
+//! and the escapes `\t \n \r \f \uXXXX` (any other escaped character
+//! stands for itself). A later duplicate key wins, as in Java.
 
 use thiserror::Error;
 

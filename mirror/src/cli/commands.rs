@@ -1,0 +1,129 @@
+//! Runs one action: reads its files, connects, sends its request and
+//! returns the broker's [`Answer`].
+
+use ottla_protocol::mirror::admin::{
+    CreateMirrorRequest, DeleteMirrorRequest, DescribeMirrorsRequest, ListMirrorsRequest,
+};
+use ottla_protocol::mirror::topics::{
+    AddTopicsToMirrorRequest, MirrorTopic, PauseMirrorTopicsRequest, RemoveTopicsFromMirrorRequest,
+    ResumeMirrorTopicsRequest,
+};
+use thiserror::Error;
+
+use super::args::{Action, Invocation, TopicOp};
+use super::connection::{Connection, ConnectionError};
+use super::output::{Answer, TopicSetResult};
+use super::settings::{self, SettingsError};
+
+#[derive(Debug, Error)]
+pub enum CommandError {
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error(transparent)]
+    Connection(#[from] ConnectionError),
+}
+
+/// Sends the four topic-set requests, which share one shape.
+macro_rules! send_topic_set {
+    ($connection:expr, $request:ident, $mirror:expr, $topics:expr) => {{
+        let response = $connection
+            .send(&$request {
+                mirror_name: $mirror.clone(),
+                topics: $topics,
+                ..Default::default()
+            })
+            .await?;
+        TopicSetResult {
+            error_code: response.error_code,
+            error_message: response.error_message,
+            topics: response.topics,
+        }
+    }};
+}
+
+/// Runs `invocation`; `warn` receives the warnings (unused settings).
+pub async fn execute(
+    invocation: &Invocation,
+    mut warn: impl FnMut(String),
+) -> Result<Answer, CommandError> {
+    let (client, unused) = settings::client_settings(invocation.command_config.as_deref())?;
+    for key in unused {
+        warn(format!(
+            "Warning: --command-config key {key} is not used by ottla mirrors"
+        ));
+    }
+    // Read the mirror's config before connecting: a bad file fails fast.
+    let mirror_configs = match &invocation.action {
+        Action::Create { config_file, .. } => settings::mirror_configs(config_file)?,
+        _ => Vec::new(),
+    };
+    let mut connection = Connection::open(&invocation.bootstrap_servers, &client).await?;
+    Ok(match &invocation.action {
+        Action::Create {
+            mirror,
+            validate_only,
+            ..
+        } => Answer::Created {
+            mirror: mirror.clone(),
+            validate_only: *validate_only,
+            response: connection
+                .send(&CreateMirrorRequest {
+                    mirror_name: mirror.clone(),
+                    configs: mirror_configs,
+                    validate_only: *validate_only,
+                    ..Default::default()
+                })
+                .await?,
+        },
+        Action::Delete { mirror } => Answer::Deleted {
+            mirror: mirror.clone(),
+            response: connection
+                .send(&DeleteMirrorRequest {
+                    mirror_name: mirror.clone(),
+                    ..Default::default()
+                })
+                .await?,
+        },
+        Action::List => Answer::Listed(connection.send(&ListMirrorsRequest::default()).await?),
+        Action::Describe { mirrors } => Answer::Described(
+            connection
+                .send(&DescribeMirrorsRequest {
+                    mirror_names: (!mirrors.is_empty()).then(|| mirrors.clone()),
+                    ..Default::default()
+                })
+                .await?,
+        ),
+        Action::Topics { op, mirror, topics } => {
+            let names: Vec<MirrorTopic> = topics
+                .iter()
+                .map(|name| MirrorTopic {
+                    name: name.clone(),
+                    ..Default::default()
+                })
+                .collect();
+            let result = match op {
+                TopicOp::Add => {
+                    send_topic_set!(connection, AddTopicsToMirrorRequest, mirror, names)
+                }
+                TopicOp::Remove => {
+                    send_topic_set!(connection, RemoveTopicsFromMirrorRequest, mirror, names)
+                }
+                TopicOp::Pause => {
+                    send_topic_set!(connection, PauseMirrorTopicsRequest, mirror, names)
+                }
+                TopicOp::Resume => {
+                    send_topic_set!(connection, ResumeMirrorTopicsRequest, mirror, names)
+                }
+            };
+            Answer::Topics {
+                op: *op,
+                mirror: mirror.clone(),
+                requested: topics.clone(),
+                result,
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,500 @@
+//! What the CLI prints for each answer: a view of the answer (the JSON
+//! document with `--json`), rendered otherwise as aligned tables or result
+//! lines built from the same view; error lines for stderr; and whether
+//! anything failed (exit status 1).
+//!
+//! Unknown figures (-1 on the wire) are `-` in tables and `null` in JSON;
+//! topic ids are in Kafka's base64 form.
+
+use std::fmt;
+
+use ottla_protocol::mirror::admin::{
+    CreateMirrorResponse, DeleteMirrorResponse, DescribeMirrorsResponse, DescribedMirror,
+    ListMirrorsResponse, ListedMirror,
+};
+use ottla_protocol::mirror::errors as mirror_errors;
+use ottla_protocol::mirror::topics::MirrorTopicResult;
+use ottla_protocol::names::{error_name, uuid_text};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::args::TopicOp;
+use crate::state::MirrorPartitionState;
+
+/// A broker's answer to one action, with what the answer needs to be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Created {
+        mirror: String,
+        validate_only: bool,
+        response: CreateMirrorResponse,
+    },
+    Deleted {
+        mirror: String,
+        response: DeleteMirrorResponse,
+    },
+    Listed(ListMirrorsResponse),
+    Described(DescribeMirrorsResponse),
+    Topics {
+        op: TopicOp,
+        mirror: String,
+        /// The topics asked for, to notice any the answer leaves out.
+        requested: Vec<String>,
+        result: TopicSetResult,
+    },
+}
+
+/// The shape the four topic-set responses share.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TopicSetResult {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub topics: Vec<MirrorTopicResult>,
+}
+
+/// What to print.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rendered {
+    pub stdout: String,
+    /// Error lines, each ending in a newline.
+    pub stderr: String,
+    /// Some error was reported: exit with status 1.
+    pub failed: bool,
+}
+
+impl Rendered {
+    fn error(&mut self, line: fmt::Arguments<'_>) {
+        self.stderr.push_str(&line.to_string());
+        self.stderr.push('\n');
+        self.failed = true;
+    }
+}
+
+/// An error code with its name and message (the broker's if not empty, else
+/// the mirror code's own text, else none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorView {
+    pub code: i16,
+    pub name: String,
+    pub message: Option<String>,
+}
+
+impl ErrorView {
+    /// None for code 0.
+    pub fn of(code: i16, message: Option<&str>) -> Option<Self> {
+        (code != 0).then(|| ErrorView {
+            code,
+            name: error_name(code),
+            message: message
+                .filter(|m| !m.is_empty())
+                .map(str::to_string)
+                .or_else(|| mirror_errors::by_code(code).map(|e| e.message.to_string())),
+        })
+    }
+}
+
+impl fmt::Display for ErrorView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.message {
+            Some(message) => write!(f, "{}: {}", self.name, message),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// Prints `answer` as JSON or as text.
+pub fn render(answer: &Answer, json: bool) -> Rendered {
+    match answer {
+        Answer::Created {
+            mirror,
+            validate_only,
+            response,
+        } => {
+            let view = CreateView {
+                mirror,
+                validate_only: *validate_only,
+                error: ErrorView::of(response.error_code, response.error_message.as_deref()),
+            };
+            let text = if *validate_only {
+                format!(
+                    "Mirror {mirror}: configuration is valid; nothing created (--validate-only)\n"
+                )
+            } else {
+                format!("Created mirror {mirror}\n")
+            };
+            mirror_result(&view, mirror, &view.error, text, json)
+        }
+        Answer::Deleted { mirror, response } => {
+            let view = DeleteView {
+                mirror,
+                error: ErrorView::of(response.error_code, response.error_message.as_deref()),
+            };
+            let text = format!("Deleted mirror {mirror}\n");
+            mirror_result(&view, mirror, &view.error, text, json)
+        }
+        Answer::Listed(response) => render_list(response, json),
+        Answer::Described(response) => render_describe(response, json),
+        Answer::Topics {
+            op,
+            mirror,
+            requested,
+            result,
+        } => render_topics(*op, mirror, requested, result, json),
+    }
+}
+
+#[derive(Serialize)]
+struct CreateView<'a> {
+    mirror: &'a str,
+    validate_only: bool,
+    error: Option<ErrorView>,
+}
+
+#[derive(Serialize)]
+struct DeleteView<'a> {
+    mirror: &'a str,
+    error: Option<ErrorView>,
+}
+
+/// Create and delete: one line, or the mirror's error.
+fn mirror_result(
+    view: &impl Serialize,
+    mirror: &str,
+    error: &Option<ErrorView>,
+    success: String,
+    json: bool,
+) -> Rendered {
+    let mut out = Rendered::default();
+    match error {
+        Some(e) => out.error(format_args!("Mirror {mirror}: {e}")),
+        None if !json => out.stdout = success,
+        None => {}
+    }
+    if json {
+        out.stdout = to_json(view);
+    }
+    out
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+struct ListView {
+    error: Option<ErrorView>,
+    mirrors: Vec<ListedView>,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+struct ListedView {
+    mirror: String,
+    source_bootstrap: String,
+    source_cluster_id: Option<String>,
+    topics: Vec<String>,
+}
+
+impl From<&ListedMirror> for ListedView {
+    fn from(m: &ListedMirror) -> Self {
+        ListedView {
+            mirror: m.mirror_name.clone(),
+            source_bootstrap: m.source_bootstrap_servers.clone(),
+            source_cluster_id: m.source_cluster_id.clone(),
+            topics: m.topic_names.clone(),
+        }
+    }
+}
+
+const LIST_HEADERS: [&str; 4] = ["MIRROR", "SOURCE-BOOTSTRAP", "SOURCE-CLUSTER-ID", "TOPICS"];
+
+impl ListedView {
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.mirror.clone(),
+            self.source_bootstrap.clone(),
+            or_dash(self.source_cluster_id.as_deref()),
+            if self.topics.is_empty() {
+                "-".to_string()
+            } else {
+                self.topics.join(",")
+            },
+        ]
+    }
+}
+
+fn render_list(response: &ListMirrorsResponse, json: bool) -> Rendered {
+    let view = ListView {
+        error: ErrorView::of(response.error_code, None),
+        mirrors: response.mirrors.iter().map(ListedView::from).collect(),
+    };
+    let mut out = Rendered::default();
+    if let Some(e) = &view.error {
+        out.error(format_args!("Error: {e}"));
+    }
+    out.stdout = if json {
+        to_json(&view)
+    } else if view.error.is_some() {
+        String::new()
+    } else {
+        let rows: Vec<_> = view.mirrors.iter().map(ListedView::cells).collect();
+        table(&LIST_HEADERS, &rows)
+    };
+    out
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+struct DescribeView {
+    mirrors: Vec<DescribedView>,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+struct DescribedView {
+    mirror: String,
+    error: Option<ErrorView>,
+    /// By topic name, then partition.
+    partitions: Vec<PartitionView>,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+struct PartitionView {
+    topic: String,
+    topic_id: String,
+    partition: i32,
+    state: String,
+    source_offset: Option<i64>,
+    destination_offset: Option<i64>,
+    lag: Option<i64>,
+    lag_ms: Option<i64>,
+    bytes_per_second: Option<i64>,
+    fetch_errors: Option<i64>,
+    last_mirrored_epoch: Option<i32>,
+    last_error: Option<String>,
+}
+
+const DESCRIBE_HEADERS: [&str; 12] = [
+    "MIRROR",
+    "TOPIC",
+    "PARTITION",
+    "STATE",
+    "SOURCE-OFFSET",
+    "DEST-OFFSET",
+    "LAG",
+    "LAG-MS",
+    "BYTES/S",
+    "FETCH-ERRORS",
+    "LME",
+    "LAST-ERROR",
+];
+
+impl From<&DescribedMirror> for DescribedView {
+    fn from(m: &DescribedMirror) -> Self {
+        let mut partitions: Vec<PartitionView> = m
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| PartitionView {
+                    topic: t.name.clone(),
+                    topic_id: uuid_text(&t.topic_id),
+                    partition: p.partition_index,
+                    state: state_name(p.state),
+                    source_offset: known(p.source_offset),
+                    destination_offset: known(p.destination_offset),
+                    lag: known(p.lag_records),
+                    lag_ms: known(p.lag_ms),
+                    bytes_per_second: known(p.bytes_per_second),
+                    fetch_errors: known(p.fetch_errors),
+                    last_mirrored_epoch: known(p.last_mirrored_epoch),
+                    last_error: p.last_error.clone(),
+                })
+            })
+            .collect();
+        partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        DescribedView {
+            mirror: m.mirror_name.clone(),
+            error: ErrorView::of(m.error_code, m.error_message.as_deref()),
+            partitions,
+        }
+    }
+}
+
+impl PartitionView {
+    fn cells(&self, mirror: &str) -> Vec<String> {
+        let figure = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+        vec![
+            mirror.to_string(),
+            self.topic.clone(),
+            self.partition.to_string(),
+            self.state.clone(),
+            figure(self.source_offset),
+            figure(self.destination_offset),
+            figure(self.lag),
+            figure(self.lag_ms),
+            figure(self.bytes_per_second),
+            figure(self.fetch_errors),
+            figure(self.last_mirrored_epoch.map(i64::from)),
+            or_dash(self.last_error.as_deref()),
+        ]
+    }
+}
+
+fn state_name(wire: i8) -> String {
+    match MirrorPartitionState::from_wire_value(wire) {
+        Ok(state) => state.name().to_string(),
+        Err(_) => format!("UNRECOGNIZED({wire})"),
+    }
+}
+
+fn render_describe(response: &DescribeMirrorsResponse, json: bool) -> Rendered {
+    let view = DescribeView {
+        mirrors: response.mirrors.iter().map(DescribedView::from).collect(),
+    };
+    let mut out = Rendered::default();
+    for m in &view.mirrors {
+        if let Some(e) = &m.error {
+            out.error(format_args!("Mirror {}: {e}", m.mirror));
+        }
+    }
+    out.stdout = if json {
+        to_json(&view)
+    } else {
+        let rows: Vec<_> = view
+            .mirrors
+            .iter()
+            .flat_map(|m| m.partitions.iter().map(|p| p.cells(&m.mirror)))
+            .collect();
+        table(&DESCRIBE_HEADERS, &rows)
+    };
+    out
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+struct TopicsView<'a> {
+    mirror: &'a str,
+    action: &'static str,
+    error: Option<ErrorView>,
+    topics: Vec<TopicResultView>,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+struct TopicResultView {
+    topic: String,
+    /// None when the broker did not know it (nil UUID).
+    topic_id: Option<String>,
+    error: Option<ErrorView>,
+}
+
+fn render_topics(
+    op: TopicOp,
+    mirror: &str,
+    requested: &[String],
+    result: &TopicSetResult,
+    json: bool,
+) -> Rendered {
+    let mut topics: Vec<TopicResultView> = result
+        .topics
+        .iter()
+        .map(|t| TopicResultView {
+            topic: t.name.clone(),
+            topic_id: (t.topic_id != Uuid::nil()).then(|| uuid_text(&t.topic_id)),
+            error: ErrorView::of(t.error_code, t.error_message.as_deref()),
+        })
+        .collect();
+    let error = ErrorView::of(result.error_code, result.error_message.as_deref());
+    if error.is_none() {
+        // A topic the broker left out of its answer did not succeed.
+        for name in requested {
+            if !topics.iter().any(|t| t.topic == *name) {
+                topics.push(TopicResultView {
+                    topic: name.clone(),
+                    topic_id: None,
+                    error: ErrorView::of(
+                        -1,
+                        Some("the broker's answer has no result for this topic"),
+                    ),
+                });
+            }
+        }
+    }
+    let view = TopicsView {
+        mirror,
+        action: op.name(),
+        error,
+        topics,
+    };
+    let mut out = Rendered::default();
+    if let Some(e) = &view.error {
+        out.error(format_args!("Mirror {mirror}: {e}"));
+    }
+    let done = match op {
+        TopicOp::Add => "added to mirror",
+        TopicOp::Remove => "removed from mirror",
+        TopicOp::Pause => "paused in mirror",
+        TopicOp::Resume => "resumed in mirror",
+    };
+    for t in &view.topics {
+        match &t.error {
+            Some(e) => out.error(format_args!("Topic {}: {e}", t.topic)),
+            None if !json => {
+                let id = t
+                    .topic_id
+                    .as_ref()
+                    .map(|id| format!(" (topic id {id})"))
+                    .unwrap_or_default();
+                out.stdout
+                    .push_str(&format!("Topic {} {done} {mirror}{id}\n", t.topic));
+            }
+            None => {}
+        }
+    }
+    if json {
+        out.stdout = to_json(&view);
+    }
+    out
+}
+
+/// -1 (or any negative figure) is "not known".
+fn known<T: Into<i64> + Copy>(v: T) -> Option<T> {
+    (v.into() >= 0).then_some(v)
+}
+
+fn or_dash(v: Option<&str>) -> String {
+    v.map_or_else(|| "-".to_string(), str::to_string)
+}
+
+fn to_json(view: &impl Serialize) -> String {
+    let mut text = serde_json::to_string_pretty(view).expect("views serialize");
+    text.push('\n');
+    text
+}
+
+/// Left-aligned columns two spaces apart, no trailing blanks; control
+/// characters in cells (a multi-line error) become spaces.
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
+    };
+    let lines: Vec<Vec<String>> = std::iter::once(headers.iter().map(|h| h.to_string()).collect())
+        .chain(rows.iter().map(|r| r.iter().map(|c| clean(c)).collect()))
+        .collect();
+    let mut widths = vec![0; headers.len()];
+    for line in &lines {
+        for (w, cell) in widths.iter_mut().zip(line) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for line in &lines {
+        let mut text = String::new();
+        for (i, (cell, w)) in line.iter().zip(&widths).enumerate() {
+            if i > 0 {
+                text.push_str("  ");
+            }
+            text.push_str(cell);
+            text.extend(std::iter::repeat_n(' ', w - cell.chars().count()));
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
