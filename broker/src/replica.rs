@@ -803,10 +803,8 @@ pub fn storage_error_code(e: &StorageError) -> (ResponseError, String) {
 }
 
 /// Kafka's text form of a UUID: URL-safe base64 without padding.
-pub fn base64_topic_id(id: &Uuid) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
-}
+/// A topic id as Kafka prints it (URL-safe base64, no padding).
+pub use ottla_protocol::names::uuid_text as base64_topic_id;
 
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

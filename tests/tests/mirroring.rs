@@ -210,3 +210,130 @@ fn apache_kafka_source_is_mirrored_byte_for_byte() {
     assert_eq!(wait_identical(&kafka.bootstrap, &dst, "payments", 2), 2500);
     assert_eq!(consume_count(&dst, "payments", 2500), 2500);
 }
+
+/// `bin/kafka-mirrors.sh` with these arguments against `bootstrap`.
+fn mirrors_cli(bootstrap: &str, args: &[&str]) -> std::process::Output {
+    let script = ottla_tests::tools::repo_root().join("bin/kafka-mirrors.sh");
+    std::process::Command::new(script)
+        .arg("--bootstrap-server")
+        .arg(bootstrap)
+        .args(args)
+        .env("OTTLA_BIN", ottla_tests::ottla::ottla_binary())
+        .output()
+        .unwrap()
+}
+
+fn topic_id(bootstrap: &str, topic: &str) -> String {
+    let described = ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--describe",
+            "--topic",
+            topic,
+        ],
+        None,
+    ));
+    described
+        .split_whitespace()
+        .skip_while(|w| *w != "TopicId:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no topic id in {described}"))
+        .to_string()
+}
+
+/// Waits until every partition row of `--describe` shows `state`.
+fn wait_for_cli_state(destination: &str, mirror: &str, partitions: usize, state: &str) -> String {
+    let started = Instant::now();
+    loop {
+        let out = mirrors_cli(destination, &["--describe", "--mirror", mirror]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let rows = text.lines().filter(|l| l.starts_with(mirror)).count();
+        let in_state = text
+            .lines()
+            .filter(|l| l.starts_with(mirror) && l.split_whitespace().nth(3) == Some(state))
+            .count();
+        if out.status.success() && rows == partitions && in_state == partitions {
+            return text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never {state}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn cli_workflow_creates_mirrors_adds_topics_and_fails_over() {
+    let source = Ottla::start(&[]);
+    let destination = Ottla::start(&[]);
+    let (src, dst) = (source.bootstrap(), destination.bootstrap());
+    create_topic(&src, "events", 2);
+    produce(&src, "events", 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("west.properties");
+    std::fs::write(&config, format!("# the source\nbootstrap.servers={src}\n")).unwrap();
+    let config = config.display().to_string();
+
+    let created = mirrors_cli(
+        &dst,
+        &["--create", "--mirror", "west", "--mirror-config", &config],
+    );
+    assert!(created.status.success(), "{created:?}");
+    let again = mirrors_cli(
+        &dst,
+        &["--create", "--mirror", "west", "--mirror-config", &config],
+    );
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("MIRROR_ALREADY_EXISTS"));
+
+    let missing = mirrors_cli(
+        &dst,
+        &[
+            "--add",
+            "--mirror",
+            "west",
+            "--topics",
+            "events,no-such-topic",
+        ],
+    );
+    assert_eq!(missing.status.code(), Some(1), "{missing:?}");
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("UNKNOWN_TOPIC_OR_PARTITION"),
+        "{missing:?}"
+    );
+    wait_for_cli_state(&dst, "west", 2, "MIRRORING");
+    assert_eq!(topic_id(&src, "events"), topic_id(&dst, "events"));
+    assert_eq!(wait_identical(&src, &dst, "events", 2), 1000);
+    let listed = mirrors_cli(&dst, &["--list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("west") && listed.contains("events") && listed.contains(&src),
+        "{listed}"
+    );
+
+    // A mirror with mirrored topics cannot be deleted; after failover it can.
+    let busy = mirrors_cli(&dst, &["--delete", "--mirror", "west"]);
+    assert!(
+        String::from_utf8_lossy(&busy.stderr).contains("MIRROR_NOT_EMPTY"),
+        "{busy:?}"
+    );
+    let removed = mirrors_cli(
+        &dst,
+        &["--remove", "--mirror", "west", "--topics", "events"],
+    );
+    assert!(removed.status.success(), "{removed:?}");
+    wait_for_cli_state(&dst, "west", 2, "STOPPED");
+    let deleted = mirrors_cli(&dst, &["--delete", "--mirror", "west"]);
+    assert!(deleted.status.success(), "{deleted:?}");
+    let gone = mirrors_cli(&dst, &["--describe", "--mirror", "west"]);
+    assert!(
+        String::from_utf8_lossy(&gone.stderr).contains("UNKNOWN_MIRROR"),
+        "{gone:?}"
+    );
+    produce(&dst, "events", 100);
+    assert_eq!(consume_count(&dst, "events", 1100), 1100);
+}
