@@ -394,7 +394,7 @@ mod tests {
         let resp = t.response(&ApiVersionsRequest::default(), 2);
         let keys: Vec<i16> = resp.api_keys.iter().map(|k| k.api_key).collect();
         assert_eq!(
-            keys.iter().filter(|&&k| (94..=105).contains(&k)).count(),
+            keys.iter().filter(|&&k| (95..=106).contains(&k)).count(),
             12
         );
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted: {keys:?}");

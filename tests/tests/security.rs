@@ -575,11 +575,16 @@ fn plaintext_client_on_tls_port_fails_cleanly() {
     assert!(matches!(silent.read(&mut byte), Ok(0) | Err(_)));
     let held = silent_since.elapsed();
     assert!(held < Duration::from_secs(20), "held for {held:?}");
-    assert!(
-        s.node.log().contains("TLS handshake not completed"),
-        "{}",
-        s.node.log()
-    );
+    // The broker logs the timeout as it closes; the line may land just after.
+    let logged = Instant::now();
+    while !s.node.log().contains("TLS handshake not completed") {
+        assert!(
+            logged.elapsed() < Duration::from_secs(5),
+            "{}",
+            s.node.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]

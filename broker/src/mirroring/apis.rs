@@ -1,4 +1,4 @@
-//! The handlers of the mirror APIs (keys 94-105): decode the body, check
+//! The handlers of the mirror APIs (keys 95-106): decode the body, check
 //! the caller may do this, act, encode the answer.
 //!
 //! Authorization (with an authorizer configured): changing mirrors and

@@ -1,10 +1,10 @@
-//! Mirror life cycle and inspection: CreateMirror (94), DeleteMirror (104),
+//! Mirror life cycle and inspection: CreateMirror (106), DeleteMirror (104),
 //! ListMirrors (98) and DescribeMirrors (99), sent by an admin client to any
 //! destination broker.
 //!
 //! ```json
 //! {
-//!   "apiKey": 94,
+//!   "apiKey": 106,
 //!   "type": "request",
 //!   "listeners": ["broker"],
 //!   "name": "CreateMirrorRequest",
@@ -24,7 +24,7 @@
 //!   ]
 //! }
 //! {
-//!   "apiKey": 94,
+//!   "apiKey": 106,
 //!   "type": "response",
 //!   "name": "CreateMirrorResponse",
 //!   "validVersions": "0",

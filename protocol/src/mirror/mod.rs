@@ -4,11 +4,14 @@
 //! # The APIs
 //! Key numbers are the KIP-1279 prototype's where the meaning matches; the
 //! prototype left 97 unidentified (most likely its epoch lookup), so
-//! LastMirroredEpochs takes it. None of these keys is allocated upstream yet.
+//! LastMirroredEpochs takes it. Apache Kafka 4.4 allocated 94 to
+//! UnregisterController, so CreateMirror moved to 106, the first key after
+//! the prototype's range; 95-106 are not allocated upstream (the wire
+//! compatibility test fails the day Apache Kafka serves one of them).
 //!
 //! | Key | API | From → to | Module |
 //! |----:|-----|-----------|--------|
-//! |  94 | CreateMirror | admin → broker | [`admin`] |
+//! | 106 | CreateMirror | admin → broker | [`admin`] |
 //! |  95 | AddTopicsToMirror | admin → broker | [`topics`] |
 //! |  96 | RemoveTopicsFromMirror | admin → broker (failover) | [`topics`] |
 //! |  97 | LastMirroredEpochs | mirror leader → source broker | [`epochs`] |
@@ -205,7 +208,7 @@ pub const RESPONSE_HEADER_VERSION: i16 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i16)]
 pub enum MirrorApiKey {
-    CreateMirror = 94,
+    CreateMirror = 106,
     AddTopicsToMirror = 95,
     RemoveTopicsFromMirror = 96,
     LastMirroredEpochs = 97,
