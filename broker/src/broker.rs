@@ -221,6 +221,8 @@ impl Broker {
         let mut cleaner = tokio::time::interval(self.settings.cleaner_backoff);
         let mut group_timers = tokio::time::interval(GroupCoordinator::TICK_INTERVAL);
         let mut txn_timers = tokio::time::interval(self.txns.tick_interval());
+        let mut mirror_sync = tokio::time::interval(crate::mirroring::sync::TICK);
+        let sync_schedule = Arc::new(crate::mirroring::sync::SyncSchedule::default());
         loop {
             tokio::select! {
                 _ = shutdown.changed() => break,
@@ -239,6 +241,7 @@ impl Broker {
                 _ = retention.tick() => self.blocking(|b| { b.replicas.logs().run_retention(now_ms()); }).await,
                 _ = flush.tick() => self.blocking(|b| b.replicas.logs().run_time_flush(now_ms())).await,
                 _ = cleaner.tick() => self.blocking(|b| b.replicas.logs().run_compaction(now_ms())).await,
+                _ = mirror_sync.tick() => crate::mirroring::sync::run_due(&self, &sync_schedule),
                 _ = group_timers.tick() => self.blocking(|b| b.groups.tick(now_ms())).await,
                 _ = txn_timers.tick() => self.blocking(|b| b.txns.tick(&crate::txn::services(b), now_ms())).await,
                 _ = checkpoint.tick() => self.blocking(|b| {

@@ -399,11 +399,8 @@ impl ReplicaManager {
         }
         let leader_end = {
             let log = p.log.read();
-            if last_fetched_epoch >= 0 {
-                let (epoch, end) = log.end_offset_for_epoch(last_fetched_epoch);
-                if end < fetch_offset || epoch < last_fetched_epoch {
-                    return Some((epoch, end));
-                }
+            if let Some(diverged) = divergence(&log, fetch_offset, last_fetched_epoch) {
+                return Some(diverged);
             }
             log.log_end_offset()
         };
@@ -428,6 +425,24 @@ impl ReplicaManager {
             }
         }
         None
+    }
+
+    /// For a consumer fetch that says which epoch its data was last of (a
+    /// mirror fetcher does; Kafka checks any fetch v12+ that does): where
+    /// this leader's history of that epoch ends, if the fetcher's log went
+    /// past it.
+    pub fn consumer_divergence(
+        &self,
+        tp: &TopicPartition,
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+    ) -> Option<(i32, i64)> {
+        let p = self.partition(tp)?;
+        if p.state().leader != self.node_id {
+            return None;
+        }
+        let log = p.log.read();
+        divergence(&log, fetch_offset, last_fetched_epoch)
     }
 
     /// The answer to a follower whose log diverged at `epoch_end`.
@@ -782,6 +797,22 @@ impl ReplicaManager {
     pub fn notify_append(&self, _info: &AppendInfo) {
         self.appends.send_modify(|n| *n += 1);
     }
+}
+
+/// Where a fetcher's log diverged from `log`: it last fetched data of
+/// `last_fetched_epoch` (-1: it does not say) and now asks for
+/// `fetch_offset`, but this log's history of that epoch ends earlier (or the
+/// epoch is unknown here).
+fn divergence(
+    log: &ottla_storage::log::PartitionLog,
+    fetch_offset: i64,
+    last_fetched_epoch: i32,
+) -> Option<(i32, i64)> {
+    if last_fetched_epoch < 0 {
+        return None;
+    }
+    let (epoch, end) = log.end_offset_for_epoch(last_fetched_epoch);
+    (end < fetch_offset || epoch < last_fetched_epoch).then_some((epoch, end))
 }
 
 /// Maps storage errors to Kafka error codes and operator-facing messages.

@@ -25,7 +25,7 @@ use crate::elections::{align_partitions, elect, usable_in, ElectionType, NoElect
 use crate::image::MetadataImage;
 use crate::raft::{Node, Quorum, QuorumConfig, QuorumError, RpcHandler};
 use crate::reassignment::{self, ReassignmentError};
-use crate::records::{MetadataRecord, CONFIG_RESOURCE_TOPIC};
+use crate::records::{MetadataRecord, CONFIG_RESOURCE_TOPIC, MIRROR_NAME_CONFIG};
 
 /// Producer ids handed to a broker per ProducerIds record.
 pub const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -544,7 +544,12 @@ impl Controller {
                 .cloned()
                 .unwrap_or_default();
             let mut next = if replace_all {
-                BTreeMap::new()
+                // The mirror binding is not the client's to replace.
+                current
+                    .iter()
+                    .filter(|(k, _)| k.as_str() == MIRROR_NAME_CONFIG)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
             } else {
                 current.clone()
             };
@@ -608,7 +613,10 @@ impl Controller {
                 }
             }
             if resource_type == CONFIG_RESOURCE_TOPIC {
-                for (k, v) in &next {
+                for (k, v) in next
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != MIRROR_NAME_CONFIG)
+                {
                     validate_topic_config(k, v)
                         .map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
                 }
@@ -971,7 +979,7 @@ pub fn is_internal(name: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::path::Path;
 
     use super::*;
@@ -1000,7 +1008,8 @@ mod tests {
         .unwrap()
     }
 
-    fn controller(dir: &Path) -> Arc<Controller> {
+    /// A single-node controller with broker 1 registered and unfenced.
+    pub(crate) fn controller(dir: &Path) -> Arc<Controller> {
         let c = open(dir);
         let incarnation = Uuid::new_v4();
         c.register_broker(MetadataRecord::RegisterBroker {

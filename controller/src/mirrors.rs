@@ -347,3 +347,126 @@ impl Controller {
         results
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::tests::controller;
+    use crate::AlterOp;
+
+    fn code(r: &ControllerResult<Uuid>) -> i16 {
+        r.as_ref().map_or_else(|e| e.code, |_| 0)
+    }
+
+    #[test]
+    fn mirror_topics_follow_the_binding_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = controller(dir.path());
+        let configs = BTreeMap::from([("bootstrap.servers".to_string(), "src:9092".to_string())]);
+        c.create_mirror("east", &configs, false).unwrap();
+        assert_eq!(
+            c.create_mirror("east", &configs, false).unwrap_err().code,
+            errors::MIRROR_ALREADY_EXISTS.code
+        );
+        let id = Uuid::from_u128(42);
+        let orders = MirrorTopic {
+            name: "orders".into(),
+            source: Some((id, 3)),
+        };
+        let added =
+            c.change_mirror_topics("east", MirrorTopicOp::Add, std::slice::from_ref(&orders));
+        assert_eq!(added[0].1, Ok(id));
+        let image = c.image();
+        let topic = image.topic_by_name("orders").unwrap();
+        assert_eq!((topic.id, topic.partitions.len()), (id, 3));
+        assert_eq!(image.mirror_binding("orders"), Some("east"));
+        let again =
+            c.change_mirror_topics("east", MirrorTopicOp::Add, std::slice::from_ref(&orders));
+        assert_eq!(code(&again[0].1), errors::TOPIC_ALREADY_IN_MIRROR.code);
+
+        // Configs of a bound topic can still change, and the binding stays.
+        c.alter_configs(
+            CONFIG_RESOURCE_TOPIC,
+            "orders",
+            &[("retention.ms".into(), AlterOp::Set, Some("1000".into()))],
+            false,
+            false,
+        )
+        .unwrap();
+        assert_eq!(c.image().mirror_binding("orders"), Some("east"));
+
+        let op = |op| {
+            c.change_mirror_topics("east", op, std::slice::from_ref(&orders))
+                .remove(0)
+                .1
+        };
+        assert_eq!(
+            code(&op(MirrorTopicOp::Resume)),
+            errors::MIRROR_TOPIC_NOT_PAUSED.code
+        );
+        assert_eq!(op(MirrorTopicOp::Pause), Ok(id));
+        assert_eq!(c.image().mirror_binding("orders"), Some("east.paused"));
+        assert_eq!(
+            code(&op(MirrorTopicOp::Pause)),
+            errors::MIRROR_TOPIC_ALREADY_PAUSED.code
+        );
+        assert_eq!(
+            c.delete_mirror("east").unwrap_err().code,
+            errors::MIRROR_NOT_EMPTY.code
+        );
+        assert_eq!(op(MirrorTopicOp::Remove), Ok(id));
+        assert_eq!(c.image().mirror_binding("orders"), Some("east.removed"));
+        assert_eq!(
+            code(&op(MirrorTopicOp::Remove)),
+            errors::MIRROR_TOPIC_BEING_STOPPED.code
+        );
+        c.delete_mirror("east").unwrap();
+        assert!(c.image().mirror_configs("east").is_none());
+        let gone = c.change_mirror_topics("east", MirrorTopicOp::Add, &[orders]);
+        assert_eq!(code(&gone[0].1), errors::UNKNOWN_MIRROR.code);
+
+        // A destination topic with another id is refused.
+        c.create_mirror("west", &configs, false).unwrap();
+        let other = MirrorTopic {
+            name: "orders".into(),
+            source: Some((Uuid::from_u128(7), 3)),
+        };
+        let refused = c.change_mirror_topics("west", MirrorTopicOp::Add, &[other]);
+        assert_eq!(
+            code(&refused[0].1),
+            ResponseError::InconsistentTopicId.code()
+        );
+    }
+
+    #[test]
+    fn leader_epochs_are_bumped_above_what_is_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = controller(dir.path());
+        let configs = BTreeMap::from([("bootstrap.servers".to_string(), "src:9092".to_string())]);
+        c.create_mirror("east", &configs, false).unwrap();
+        let id = Uuid::from_u128(9);
+        let topic = MirrorTopic {
+            name: "t".into(),
+            source: Some((id, 1)),
+        };
+        c.change_mirror_topics("east", MirrorTopicOp::Add, &[topic]);
+        let epoch = c.image().topic_by_id(&id).unwrap().partitions[&0].leader_epoch;
+        assert_eq!(c.bump_leader_epochs(1, &[(id, 0, epoch, 17)]), vec![Ok(17)]);
+        assert_eq!(
+            c.image().topic_by_id(&id).unwrap().partitions[&0].leader_epoch,
+            17
+        );
+        // A stale epoch or another broker is refused; a low minimum still bumps.
+        let stale = c.bump_leader_epochs(1, &[(id, 0, epoch, 30)]);
+        assert_eq!(
+            stale[0].as_ref().unwrap_err().code,
+            ResponseError::FencedLeaderEpoch.code()
+        );
+        let other = c.bump_leader_epochs(2, &[(id, 0, 17, 30)]);
+        assert_eq!(
+            other[0].as_ref().unwrap_err().code,
+            ResponseError::NotLeaderOrFollower.code()
+        );
+        assert_eq!(c.bump_leader_epochs(1, &[(id, 0, 17, 0)]), vec![Ok(18)]);
+    }
+}

@@ -54,15 +54,23 @@ fn topics(names: &[&str]) -> Vec<MirrorTopic> {
 
 /// CreateMirror `name` on `destination`, mirroring from `source`.
 pub fn create_mirror(destination: &str, name: &str, source: &str) {
+    create_mirror_with(destination, name, source, &[]);
+}
+
+/// CreateMirror with more config entries than `bootstrap.servers`.
+pub fn create_mirror_with(destination: &str, name: &str, source: &str, configs: &[(&str, &str)]) {
+    let entry = |name: &str, value: &str| MirrorConfigEntry {
+        name: name.into(),
+        value: Some(value.into()),
+        ..Default::default()
+    };
+    let mut entries = vec![entry("bootstrap.servers", source)];
+    entries.extend(configs.iter().map(|(k, v)| entry(k, v)));
     let response = send(
         destination,
         &CreateMirrorRequest {
             mirror_name: name.into(),
-            configs: vec![MirrorConfigEntry {
-                name: "bootstrap.servers".into(),
-                value: Some(source.into()),
-                ..Default::default()
-            }],
+            configs: entries,
             ..Default::default()
         },
     );

@@ -124,10 +124,28 @@ fn max_epoch(bytes: &[u8]) -> i32 {
         .unwrap_or(-1)
 }
 
+/// The destination's Prometheus text, scraped with Python's urllib.
+fn scrape(port: u16) -> String {
+    ok(ottla_tests::tools::python_script(
+        "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1]).read().decode())",
+        &[&format!("http://127.0.0.1:{port}/metrics")],
+    ))
+}
+
+/// The value of the sample `name{labels}` (labels exactly as printed).
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = format!("{name}{{{labels}}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 #[test]
 fn ottla_mirror_is_byte_identical_read_only_and_fails_over() {
     let source = Ottla::start(&[]);
-    let destination = Ottla::start(&[]);
+    let metrics_port = ottla_tests::ottla::free_port();
+    let metrics = format!("http://127.0.0.1:{metrics_port}");
+    let destination = Ottla::start(&[("metrics.listener", metrics.as_str())]);
     let (src, dst) = (source.bootstrap(), destination.bootstrap());
     create_topic(&src, "orders", 3);
     produce(&src, "orders", 3000);
@@ -138,6 +156,16 @@ fn ottla_mirror_is_byte_identical_read_only_and_fails_over() {
     assert_eq!(added[0].error_code, 0, "{added:?}");
     wait_for_state(&dst, "east", "orders", 3, MIRRORING);
     assert_eq!(wait_identical(&src, &dst, "orders", 3), 3000);
+    let labels = r#"mirror="east",topic="orders",partition="0""#;
+    eventually("mirror metrics", || {
+        let text = scrape(metrics_port);
+        let state = sample(&text, "ottla_mirror_partition_state", labels);
+        let lag = sample(&text, "ottla_mirror_lag_records", labels);
+        let bytes = sample(&text, "ottla_mirror_bytes_total", labels);
+        (state == Some(2.0) && lag == Some(0.0) && bytes.is_some_and(|b| b > 0.0))
+            .then_some(())
+            .ok_or(format!("state {state:?} lag {lag:?} bytes {bytes:?}"))
+    });
 
     // Mirror topics are read-only: a stock producer fails fast, told why.
     let refused = console_produce(&dst, "orders", "nope\n");
@@ -336,4 +364,199 @@ fn cli_workflow_creates_mirrors_adds_topics_and_fails_over() {
     );
     produce(&dst, "events", 100);
     assert_eq!(consume_count(&dst, "events", 1100), 1100);
+}
+
+const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+/// Polls `check` for up to a minute.
+fn eventually(what: &str, mut check: impl FnMut() -> Result<(), String>) {
+    let started = Instant::now();
+    loop {
+        match check() {
+            Ok(()) => return,
+            Err(e) if started.elapsed() > Duration::from_secs(60) => panic!("{what}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(300)),
+        }
+    }
+}
+
+/// Sum of a group's committed offsets on `topic`, from kafka-consumer-groups.
+fn committed_total(bootstrap: &str, group: &str, topic: &str) -> i64 {
+    ok(kafka_tool(
+        "kafka-consumer-groups.sh",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--describe",
+            "--group",
+            group,
+        ],
+        None,
+    ))
+    .lines()
+    .filter(|l| l.split_whitespace().nth(1) == Some(topic))
+    .filter_map(|l| l.split_whitespace().nth(3)?.parse::<i64>().ok())
+    .sum()
+}
+
+#[test]
+fn configs_partitions_group_offsets_and_acls_follow_the_source() {
+    let secured = [
+        ("authorizer.class.name", STANDARD_AUTHORIZER),
+        ("super.users", "User:ANONYMOUS"),
+    ];
+    let source = Ottla::start(&secured);
+    let destination = Ottla::start(&secured);
+    let (src, dst) = (source.bootstrap(), destination.bootstrap());
+    create_topic(&src, "ledger", 2);
+    produce(&src, "ledger", 1000);
+    ottla_tests::mirror::create_mirror_with(
+        &dst,
+        "sync",
+        &src,
+        &[
+            ("mirror.metadata.refresh.interval.ms", "500"),
+            ("mirror.groups.sync.interval.ms", "500"),
+            ("mirror.acls.sync.interval.ms", "500"),
+        ],
+    );
+    topics_op(&dst, TopicOp::Add, "sync", &["ledger"]);
+    wait_for_state(&dst, "sync", "ledger", 2, MIRRORING);
+    assert_eq!(wait_identical(&src, &dst, "ledger", 2), 1000);
+
+    // A topic config changed on the source shows on the destination.
+    ok(kafka_tool(
+        "kafka-configs.sh",
+        &[
+            "--bootstrap-server",
+            &src,
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "ledger",
+            "--add-config",
+            "retention.ms=123456789",
+        ],
+        None,
+    ));
+    eventually("retention.ms synced", || {
+        let described = ok(kafka_tool(
+            "kafka-configs.sh",
+            &[
+                "--bootstrap-server",
+                &dst,
+                "--describe",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                "ledger",
+            ],
+            None,
+        ));
+        described
+            .contains("retention.ms=123456789")
+            .then_some(())
+            .ok_or(described)
+    });
+
+    // Partitions added on the source are created and mirrored.
+    ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &src,
+            "--alter",
+            "--topic",
+            "ledger",
+            "--partitions",
+            "4",
+        ],
+        None,
+    ));
+    produce(&src, "ledger", 400);
+    wait_for_state(&dst, "sync", "ledger", 4, MIRRORING);
+    assert_eq!(wait_identical(&src, &dst, "ledger", 4), 1400);
+
+    // ACLs created on the source are created on the destination.
+    ok(kafka_tool(
+        "kafka-acls.sh",
+        &[
+            "--bootstrap-server",
+            &src,
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--topic",
+            "ledger",
+        ],
+        None,
+    ));
+    eventually("ACL synced", || {
+        let listed = ok(kafka_tool(
+            "kafka-acls.sh",
+            &["--bootstrap-server", &dst, "--list", "--topic", "ledger"],
+            None,
+        ));
+        listed.contains("User:alice").then_some(()).ok_or(listed)
+    });
+
+    // Offsets a group committed on the source are usable after failover.
+    let consumed = ok(kafka_tool(
+        "kafka-console-consumer.sh",
+        &[
+            "--bootstrap-server",
+            &src,
+            "--topic",
+            "ledger",
+            "--group",
+            "billing",
+            "--from-beginning",
+            "--max-messages",
+            "600",
+            "--timeout-ms",
+            "30000",
+        ],
+        None,
+    ));
+    assert_eq!(consumed.lines().count(), 600);
+    let committed = committed_total(&src, "billing", "ledger");
+    assert!(committed >= 600, "committed {committed}");
+    eventually("group offsets synced", || {
+        let synced = committed_total(&dst, "billing", "ledger");
+        (synced == committed)
+            .then_some(())
+            .ok_or(format!("{synced} of {committed}"))
+    });
+    topics_op(&dst, TopicOp::Remove, "sync", &["ledger"]);
+    wait_for_state(&dst, "sync", "ledger", 4, STOPPED);
+    let remaining = (1400 - committed) as usize;
+    let rest = ok(kafka_tool(
+        "kafka-console-consumer.sh",
+        &[
+            "--bootstrap-server",
+            &dst,
+            "--topic",
+            "ledger",
+            "--group",
+            "billing",
+            "--max-messages",
+            &remaining.to_string(),
+            "--timeout-ms",
+            "30000",
+        ],
+        None,
+    ));
+    assert_eq!(
+        rest.lines().count(),
+        remaining,
+        "no record skipped or repeated"
+    );
+    // The group ends at the log end: the 1400 records plus one
+    // MIRROR_PID_RESET marker per partition.
+    let log_end: i64 = (0..4).map(|p| log_bytes(&dst, "ledger", p).1).sum();
+    assert_eq!(log_end, 1404);
+    assert_eq!(committed_total(&dst, "billing", "ledger"), log_end);
 }

@@ -158,7 +158,9 @@ pub async fn handle(
                     f.last_fetched_epoch,
                 )
             } else {
-                None
+                broker
+                    .replicas
+                    .consumer_divergence(tp, f.fetch_offset, f.last_fetched_epoch)
             };
             let o = match diverging {
                 Some(epoch_end) => broker.replicas.diverged(tp, epoch_end),

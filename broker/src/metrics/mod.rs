@@ -36,6 +36,7 @@
 //! | `kafka_controller_{active,fenced}_broker_count` | `ActiveBrokerCount`, `FencedBrokerCount` |
 //! | `kafka_server_group_coordinator_groups{state}` | `group-coordinator-metrics` `classic-group-count{state}` |
 //! | `kafka_server_group_coordinator_rebalances_total` | `classic-group-rebalance-count` |
+//! | `ottla_mirror_partition_state`, `ottla_mirror_lag_records`, `ottla_mirror_lag_ms`, `ottla_mirror_bytes_total`, `ottla_mirror_fetch_errors_total` `{mirror,topic,partition}` | Ottla's own: mirror partitions led here |
 //! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`, `process_start_time_seconds`, `process_threads` | the Prometheus client convention (from `/proc/self`) |
 //!
 //! Cost on the data path: request, error and latency counters are atomics in
@@ -47,6 +48,7 @@ mod cluster;
 mod errors;
 mod histogram;
 mod http;
+mod mirror;
 mod network;
 mod process;
 mod topic;
@@ -72,7 +74,8 @@ use crate::broker::Broker;
 pub fn registry(broker: Arc<Broker>) -> Registry {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(network::NetworkCollector(network())));
-    registry.register_collector(Box::new(cluster::BrokerCollector(broker)));
+    registry.register_collector(Box::new(cluster::BrokerCollector(broker.clone())));
+    registry.register_collector(Box::new(mirror::MirrorCollector(broker)));
     registry.register_collector(Box::new(process::ProcessCollector));
     registry
 }

@@ -194,6 +194,15 @@ impl MirrorManager {
         self.running.lock().get(tp).cloned()
     }
 
+    /// Every mirror partition this broker drives.
+    pub fn running(&self) -> Vec<(TopicPartition, Arc<MirrorPartition>)> {
+        self.running
+            .lock()
+            .iter()
+            .map(|(tp, run)| (tp.clone(), run.clone()))
+            .collect()
+    }
+
     /// Starts drivers for newly led mirror partitions and stops the ones
     /// whose leadership (or binding) is gone. Call on every image change.
     pub fn sync(&self, image: &MetadataImage) {

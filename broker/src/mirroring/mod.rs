@@ -9,5 +9,6 @@ pub mod fetcher;
 pub mod manager;
 pub mod source;
 pub mod state_store;
+pub mod sync;
 
 pub use manager::{MirrorManager, MirrorServices};

@@ -4,9 +4,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{ApiVersionsRequest, MetadataRequest, TopicName};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+use kafka_protocol::messages::{
+    ApiVersionsRequest, DescribeAclsRequest, DescribeConfigsRequest, FindCoordinatorRequest,
+    GroupId, ListGroupsRequest, MetadataRequest, OffsetFetchRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
+use ottla_controller::acls::Acl;
 use ottla_mirror::config::{BrokerAddress, MirrorConfig, SecurityProtocol};
 use ottla_mirror::truncation::SourceLastMirroredEpoch;
 use ottla_protocol::client::KafkaClient;
@@ -16,6 +22,12 @@ use uuid::Uuid;
 
 const METADATA_VERSION: i16 = 12;
 const API_VERSIONS_VERSION: i16 = 3;
+const DESCRIBE_CONFIGS_VERSION: i16 = 4;
+const LIST_GROUPS_VERSION: i16 = 4;
+const FIND_COORDINATOR_VERSION: i16 = 4;
+/// v8: batched groups; committed leader epochs.
+const OFFSET_FETCH_VERSION: i16 = 8;
+const DESCRIBE_ACLS_VERSION: i16 = 2;
 /// Largest answer accepted from the source (a fetch is bounded below this).
 const MAX_RESPONSE: usize = 128 << 20;
 
@@ -165,6 +177,178 @@ impl SourceCluster {
             .ok_or("the source's LastMirroredEpochs answer lacks the partition")?;
         SourceLastMirroredEpoch::from_response(answer.error_code, answer.last_mirrored_epoch)
             .map_err(|e| e.to_string())
+    }
+}
+
+/// One committed offset of a source group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceOffset {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+impl SourceCluster {
+    /// A topic's configs set on the source (not its defaults), by name.
+    pub async fn topic_configs(&self, topic: &str) -> Result<BTreeMap<String, String>, String> {
+        let mut client = self.any_broker().await?;
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_string(topic.to_string())),
+        ]);
+        let response = client
+            .send(DESCRIBE_CONFIGS_VERSION, &request, self.timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        let result = response
+            .results
+            .into_iter()
+            .next()
+            .ok_or("the source's DescribeConfigs answer is empty")?;
+        if result.error_code != 0 {
+            return Err(format!(
+                "the source's configs of {topic}: error code {}",
+                result.error_code
+            ));
+        }
+        Ok(result
+            .configs
+            .into_iter()
+            // Only what was set on the topic itself (DYNAMIC_TOPIC_CONFIG).
+            .filter(|c| c.config_source == 1)
+            .filter_map(|c| Some((c.name.to_string(), c.value?.to_string())))
+            .collect())
+    }
+
+    /// Every consumer group the source lists.
+    pub async fn groups(&self) -> Result<Vec<String>, String> {
+        let mut client = self.any_broker().await?;
+        let response = client
+            .send(
+                LIST_GROUPS_VERSION,
+                &ListGroupsRequest::default(),
+                self.timeout,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        if response.error_code != 0 {
+            return Err(format!(
+                "the source's ListGroups: error code {}",
+                response.error_code
+            ));
+        }
+        Ok(response
+            .groups
+            .into_iter()
+            .map(|g| g.group_id.to_string())
+            .collect())
+    }
+
+    /// A source group's committed offsets, from its coordinator.
+    pub async fn committed_offsets(&self, group: &str) -> Result<Vec<SourceOffset>, String> {
+        let mut client = self.any_broker().await?;
+        let found = client
+            .send(
+                FIND_COORDINATOR_VERSION,
+                &FindCoordinatorRequest::default()
+                    .with_key_type(0)
+                    .with_coordinator_keys(vec![StrBytes::from_string(group.to_string())]),
+                self.timeout,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let coordinator = found
+            .coordinators
+            .into_iter()
+            .next()
+            .filter(|c| c.error_code == 0)
+            .ok_or_else(|| format!("the source has no coordinator for group {group} yet"))?;
+        let mut client = self
+            .connect(&coordinator.host, coordinator.port as u16)
+            .await?;
+        let request =
+            OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+                .with_topics(None)]);
+        let response = client
+            .send(OFFSET_FETCH_VERSION, &request, self.timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        let answer = response
+            .groups
+            .into_iter()
+            .next()
+            .ok_or("the source's OffsetFetch answer is empty")?;
+        if answer.error_code != 0 {
+            return Err(format!(
+                "the source's offsets of group {group}: error code {}",
+                answer.error_code
+            ));
+        }
+        Ok(answer
+            .topics
+            .into_iter()
+            .flat_map(|t| {
+                let topic = t.name.to_string();
+                t.partitions.into_iter().filter_map(move |p| {
+                    (p.error_code == 0 && p.committed_offset >= 0).then(|| SourceOffset {
+                        topic: topic.clone(),
+                        partition: p.partition_index,
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.metadata.map(|m| m.to_string()),
+                    })
+                })
+            })
+            .collect())
+    }
+
+    /// Every ACL on the source, as Kafka's codes.
+    pub async fn acls(&self) -> Result<Vec<Acl>, String> {
+        let mut client = self.any_broker().await?;
+        // Null filters (kafka-protocol defaults nullable strings to "").
+        let request = DescribeAclsRequest::default()
+            .with_resource_type_filter(1)
+            .with_resource_name_filter(None)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_pattern_type_filter(1)
+            .with_operation(1)
+            .with_permission_type(1);
+        let response = client
+            .send(DESCRIBE_ACLS_VERSION, &request, self.timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        if response.error_code != 0 {
+            return Err(format!(
+                "the source's DescribeAcls: error code {} {}",
+                response.error_code,
+                response
+                    .error_message
+                    .map(|m| m.to_string())
+                    .unwrap_or_default()
+            ));
+        }
+        Ok(response
+            .resources
+            .into_iter()
+            .flat_map(|r| {
+                let (resource_type, name, pattern_type) =
+                    (r.resource_type, r.resource_name.to_string(), r.pattern_type);
+                r.acls.into_iter().map(move |a| Acl {
+                    resource_type,
+                    resource_name: name.clone(),
+                    pattern_type,
+                    principal: a.principal.to_string(),
+                    host: a.host.to_string(),
+                    operation: a.operation,
+                    permission: a.permission_type,
+                })
+            })
+            .collect())
     }
 }
 

@@ -147,6 +147,33 @@ pub struct AclBinding<'a> {
     pub principal: &'a str,
 }
 
+impl AclBinding<'static> {
+    /// The names of Kafka's ACL codes (resource type 2-7, operation 2-14,
+    /// permission 2-3), None for a code that is not concrete.
+    pub fn names(
+        resource_type: i8,
+        operation: i8,
+        permission: i8,
+    ) -> Option<(&'static str, &'static str, &'static str)> {
+        let at = |list: &'static [&'static str], code: i8| {
+            usize::try_from(code - 2)
+                .ok()
+                .and_then(|i| list.get(i))
+                .copied()
+        };
+        let permission = match permission {
+            2 => "DENY",
+            3 => "ALLOW",
+            _ => return None,
+        };
+        Some((
+            at(RESOURCE_TYPES, resource_type)?,
+            at(OPERATIONS, operation)?,
+            permission,
+        ))
+    }
+}
+
 const ACL_KEY: &str = "mirror.acl.include";
 
 fn enumeration(
@@ -233,6 +260,17 @@ mod tests {
             permission: "ALLOW",
             principal,
         }
+    }
+
+    #[test]
+    fn acl_codes_have_kafkas_names() {
+        assert_eq!(AclBinding::names(2, 3, 3), Some(("TOPIC", "READ", "ALLOW")));
+        assert_eq!(
+            AclBinding::names(7, 14, 2),
+            Some(("USER", "DESCRIBE_TOKENS", "DENY"))
+        );
+        assert_eq!(AclBinding::names(1, 3, 3), None); // ANY is a filter, not a type
+        assert_eq!(AclBinding::names(2, 3, 1), None);
     }
 
     #[test]
