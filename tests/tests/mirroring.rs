@@ -560,3 +560,109 @@ fn configs_partitions_group_offsets_and_acls_follow_the_source() {
     assert_eq!(log_end, 1404);
     assert_eq!(committed_total(&dst, "billing", "ledger"), log_end);
 }
+
+/// A confluent-kafka (librdkafka) transactional producer writing `n`
+/// records to `topic`, then committing, or leaving the transaction open
+/// (the process exits with it undecided).
+const TXN_PRODUCER: &str = r#"
+import os, sys
+from confluent_kafka import Producer
+bootstrap, topic, txn_id, n, outcome = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+              "transaction.timeout.ms": 600000})
+p.init_transactions(30)
+p.begin_transaction()
+for i in range(n):
+    p.produce(topic, value=f"{txn_id}-{i}".encode())
+p.flush(30)
+if outcome == "commit":
+    p.commit_transaction(30)
+    print("committed")
+else:
+    print("left open", flush=True)
+    os._exit(0)
+"#;
+
+fn transaction(bootstrap: &str, topic: &str, txn_id: &str, n: usize, outcome: &str) {
+    let out = ok(ottla_tests::tools::python_script(
+        TXN_PRODUCER,
+        &[bootstrap, topic, txn_id, &n.to_string(), outcome],
+    ));
+    assert!(
+        out.contains(if outcome == "commit" {
+            "committed"
+        } else {
+            "left open"
+        }),
+        "{out}"
+    );
+}
+
+/// Records a console consumer reads at `isolation` (all of them).
+fn count_records(bootstrap: &str, topic: &str, isolation: &str) -> usize {
+    ok(kafka_tool(
+        "kafka-console-consumer.sh",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--isolation-level",
+            isolation,
+            "--timeout-ms",
+            "8000",
+        ],
+        None,
+    ))
+    .lines()
+    .count()
+}
+
+#[test]
+fn failover_drops_an_open_transaction_and_failback_truncates_the_old_source() {
+    let a = Ottla::start(&[]);
+    let b = Ottla::start(&[]);
+    let (a_bs, b_bs) = (a.bootstrap(), b.bootstrap());
+    create_topic(&a_bs, "txns", 1);
+    transaction(&a_bs, "txns", "committed-on-a", 50, "commit");
+    transaction(&a_bs, "txns", "open-on-a", 20, "open");
+    create_mirror(&b_bs, "from-a", &a_bs);
+    topics_op(&b_bs, TopicOp::Add, "from-a", &["txns"]);
+    wait_for_state(&b_bs, "from-a", "txns", 1, MIRRORING);
+    // The open transaction is mirrored too (read_uncommitted, as stored).
+    let (a_log, _) = log_bytes(&a_bs, "txns", 0);
+    eventually("the open transaction mirrored", || {
+        let (b_log, _) = log_bytes(&b_bs, "txns", 0);
+        (b_log == a_log)
+            .then_some(())
+            .ok_or(format!("{} of {} bytes", b_log.len(), a_log.len()))
+    });
+
+    // Failover: B is cut back to the last stable offset, so the open
+    // transaction is gone; B then takes transactions of its own.
+    topics_op(&b_bs, TopicOp::Remove, "from-a", &["txns"]);
+    let stopped = wait_for_state(&b_bs, "from-a", "txns", 1, STOPPED);
+    assert_eq!(count_records(&b_bs, "txns", "read_uncommitted"), 50);
+    // 50 records, their commit marker, then the MIRROR_PID_RESET barrier.
+    assert_eq!(log_bytes(&b_bs, "txns", 0).1, 52);
+    transaction(&b_bs, "txns", "committed-on-b", 10, "commit");
+    assert_eq!(count_records(&b_bs, "txns", "read_committed"), 60);
+
+    // Failback: A mirrors B. A's log is cut where B's history diverges
+    // from it (A's open transaction), then takes B's records verbatim.
+    create_mirror(&a_bs, "from-b", &b_bs);
+    let added = topics_op(&a_bs, TopicOp::Add, "from-b", &["txns"]);
+    assert_eq!(added[0].error_code, 0, "{added:?}");
+    wait_for_state(&a_bs, "from-b", "txns", 1, MIRRORING);
+    assert_eq!(
+        wait_identical(&b_bs, &a_bs, "txns", 1),
+        log_bytes(&b_bs, "txns", 0).1
+    );
+    assert_eq!(count_records(&a_bs, "txns", "read_committed"), 60);
+    assert_eq!(
+        stopped[0].last_mirrored_epoch,
+        max_epoch(&a_log),
+        "B recorded the last epoch it mirrored from A"
+    );
+}
