@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
-use kafka_protocol::messages::{BrokerId, TopicName};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{BrokerId, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use ottla_protocol::batch::whole_batches_len;
 use ottla_protocol::client::KafkaClient;
@@ -185,14 +186,54 @@ pub fn wait_for_state(
     }
 }
 
-/// Every byte of a partition's log up to its high watermark, read with
-/// consumer fetches from the leader at `bootstrap`, and that high watermark.
-pub fn log_bytes(bootstrap: &str, topic: &str, partition: i32) -> (Vec<u8>, i64) {
+/// The `host:port` of the partition's leader, as the cluster at
+/// `bootstrap` says.
+async fn leader_of(bootstrap: &str, topic: &str, partition: i32) -> Result<(String, u16), String> {
     let (host, port) = split(bootstrap);
+    let mut client = KafkaClient::connect(&host, port, "mirror-test", 64 << 20, TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]));
+    let response = client
+        .send(12, &request, TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let leader = response
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.partition_index == partition)
+        .map(|p| p.leader_id.0)
+        .ok_or_else(|| format!("{topic}-{partition} has no metadata at {bootstrap}"))?;
+    let broker = response
+        .brokers
+        .iter()
+        .find(|b| b.node_id.0 == leader)
+        .ok_or_else(|| format!("{topic}-{partition} has no live leader at {bootstrap}"))?;
+    Ok((broker.host.to_string(), broker.port as u16))
+}
+
+/// Every byte of a partition's log up to its high watermark, read with
+/// consumer fetches from its leader in the cluster at `bootstrap`, and that
+/// high watermark.
+pub fn log_bytes(bootstrap: &str, topic: &str, partition: i32) -> (Vec<u8>, i64) {
+    try_log_bytes(bootstrap, topic, partition).unwrap()
+}
+
+/// [`log_bytes`], or why the log could not be read now (no leader, a
+/// leader that just died, ...).
+pub fn try_log_bytes(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+) -> Result<(Vec<u8>, i64), String> {
     runtime().block_on(async {
+        let (host, port) = leader_of(bootstrap, topic, partition).await?;
         let mut client = KafkaClient::connect(&host, port, "mirror-test", 64 << 20, TIMEOUT)
             .await
-            .unwrap();
+            .map_err(|e| e.to_string())?;
         let mut bytes = Vec::new();
         let mut offset = 0;
         loop {
@@ -207,16 +248,21 @@ pub fn log_bytes(bootstrap: &str, topic: &str, partition: i32) -> (Vec<u8>, i64)
                         .with_partition(partition)
                         .with_fetch_offset(offset)
                         .with_partition_max_bytes(8 << 20)])]);
-            let response = client.send(12, &request, TIMEOUT).await.unwrap();
+            let response = client
+                .send(12, &request, TIMEOUT)
+                .await
+                .map_err(|e| e.to_string())?;
             let data = &response.responses[0].partitions[0];
-            assert_eq!(
-                data.error_code, 0,
-                "fetch of {topic}-{partition} at {offset}"
-            );
+            if data.error_code != 0 {
+                return Err(format!(
+                    "fetch of {topic}-{partition} at {offset}: error {}",
+                    data.error_code
+                ));
+            }
             let records = data.records.clone().unwrap_or_default();
-            let whole = whole_batches_len(&records).unwrap();
+            let whole = whole_batches_len(&records).map_err(|e| e.to_string())?;
             if whole == 0 {
-                return (bytes, data.high_watermark);
+                return Ok((bytes, data.high_watermark));
             }
             let mut batches = ottla_protocol::batch::BatchIter::new(&records[..whole]);
             while let Some(Ok(batch)) = batches.next() {

@@ -8,9 +8,12 @@ use std::time::{Duration, Instant};
 
 use ottla_protocol::batch::BatchIter;
 use ottla_tests::apache_kafka::ApacheKafka;
-use ottla_tests::mirror::{create_mirror, describe, log_bytes, topics_op, wait_for_state, TopicOp};
+use ottla_tests::mirror::{
+    create_mirror, describe, log_bytes, topics_op, try_log_bytes, wait_for_state, TopicOp,
+};
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_tool, ok};
+use ottla_tests::topics::describe as describe_topic;
 
 const MIRRORING: i8 = 2;
 const PAUSED: i8 = 4;
@@ -63,10 +66,17 @@ fn wait_identical(source: &str, destination: &str, topic: &str, partitions: i32)
         let mut same = true;
         let mut records = 0;
         for p in 0..partitions {
-            let (source_bytes, source_hw) = log_bytes(source, topic, p);
-            let (dest_bytes, _) = log_bytes(destination, topic, p);
-            same &= source_bytes == dest_bytes;
-            records += source_hw;
+            match (
+                try_log_bytes(source, topic, p),
+                try_log_bytes(destination, topic, p),
+            ) {
+                (Ok((source_bytes, source_hw)), Ok((dest_bytes, _))) => {
+                    same &= source_bytes == dest_bytes;
+                    records += source_hw;
+                }
+                // A leader moving: try again.
+                _ => same = false,
+            }
         }
         if same {
             return records;
@@ -667,4 +677,95 @@ fn failover_drops_an_open_transaction_and_failback_truncates_the_old_source() {
         max_epoch(&a_log),
         "B recorded the last epoch it mirrored from A"
     );
+}
+
+/// Short failure detection, three replicas everywhere.
+const CLUSTER: &[(&str, &str)] = &[
+    ("broker.heartbeat.interval.ms", "300"),
+    ("broker.session.timeout.ms", "2500"),
+    ("replica.lag.time.max.ms", "4000"),
+    ("replica.fetch.backoff.ms", "200"),
+    ("default.replication.factor", "3"),
+    ("offsets.topic.replication.factor", "3"),
+];
+
+fn all_bootstraps(nodes: &[Ottla]) -> String {
+    nodes
+        .iter()
+        .map(Ottla::bootstrap)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn mirroring_survives_a_source_leader_change_and_a_destination_broker_failure() {
+    let mut source = Ottla::cluster(3, CLUSTER);
+    let mut destination = Ottla::cluster(3, CLUSTER);
+    let src_all = all_bootstraps(&source);
+    ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &source[0].bootstrap(),
+            "--create",
+            "--topic",
+            "events",
+            "--partitions",
+            "2",
+            "--replication-factor",
+            "3",
+            "--config",
+            "min.insync.replicas=2",
+        ],
+        None,
+    ));
+    produce(&src_all, "events", 2000);
+    create_mirror(&destination[0].bootstrap(), "dr", &src_all);
+    topics_op(&destination[0].bootstrap(), TopicOp::Add, "dr", &["events"]);
+    wait_for_state(&destination[0].bootstrap(), "dr", "events", 2, MIRRORING);
+    assert_eq!(
+        wait_identical(
+            &source[0].bootstrap(),
+            &destination[0].bootstrap(),
+            "events",
+            2
+        ),
+        2000
+    );
+
+    // The source partition's leader dies: the fetcher follows the new one.
+    let leader = describe_topic(&source[0], "events")[&0].leader;
+    source[(leader - 1) as usize].kill9();
+    let live_source = source.iter().find(|n| n.is_running()).unwrap().bootstrap();
+    produce(&src_all, "events", 1000);
+    assert_eq!(
+        wait_identical(&live_source, &destination[0].bootstrap(), "events", 2),
+        3000
+    );
+    source[(leader - 1) as usize].restart();
+
+    // The destination partition's leader dies: another replica takes over
+    // the mirror partition from the stored state and goes on fetching.
+    let leader = describe_topic(&destination[0], "events")[&0].leader;
+    destination[(leader - 1) as usize].kill9();
+    let live_destination = destination
+        .iter()
+        .find(|n| n.is_running())
+        .unwrap()
+        .bootstrap();
+    produce(&src_all, "events", 1000);
+    assert_eq!(
+        wait_identical(&source[0].bootstrap(), &live_destination, "events", 2),
+        4000
+    );
+    wait_for_state(&live_destination, "dr", "events", 2, MIRRORING);
+    // The failed broker comes back and catches up as a follower.
+    destination[(leader - 1) as usize].restart();
+    eventually("the restarted replica back in the ISR", || {
+        let view = describe_topic(&destination[0], "events");
+        view.values()
+            .all(|p| p.isr.len() == 3)
+            .then_some(())
+            .ok_or(format!("{view:?}"))
+    });
 }
