@@ -769,3 +769,42 @@ fn mirroring_survives_a_source_leader_change_and_a_destination_broker_failure() 
             .ok_or(format!("{view:?}"))
     });
 }
+
+#[test]
+fn included_source_topics_are_mirrored_and_deleted_ones_stop() {
+    let source = Ottla::start(&[]);
+    let destination = Ottla::start(&[]);
+    let (src, dst) = (source.bootstrap(), destination.bootstrap());
+    create_topic(&src, "auto-a", 2);
+    create_topic(&src, "manual", 1);
+    produce(&src, "auto-a", 500);
+    ottla_tests::mirror::create_mirror_with(
+        &dst,
+        "auto",
+        &src,
+        &[
+            ("mirror.topics.include", "auto-.*"),
+            ("mirror.metadata.refresh.interval.ms", "500"),
+        ],
+    );
+    // Selected by the filter: bound and mirrored without AddTopicsToMirror.
+    wait_for_state(&dst, "auto", "auto-a", 2, MIRRORING);
+    assert_eq!(wait_identical(&src, &dst, "auto-a", 2), 500);
+    create_topic(&src, "auto-b", 1);
+    produce(&src, "auto-b", 100);
+    wait_for_state(&dst, "auto", "auto-b", 1, MIRRORING);
+    assert_eq!(wait_identical(&src, &dst, "auto-b", 1), 100);
+    assert!(
+        describe(&dst, "auto", "manual").is_empty(),
+        "manual was not selected"
+    );
+    // A topic deleted on the source stops mirroring and becomes writable.
+    ok(kafka_tool(
+        "kafka-topics.sh",
+        &["--bootstrap-server", &src, "--delete", "--topic", "auto-a"],
+        None,
+    ));
+    wait_for_state(&dst, "auto", "auto-a", 2, STOPPED);
+    produce(&dst, "auto-a", 10);
+    assert_eq!(consume_count(&dst, "auto-a", 510), 510);
+}

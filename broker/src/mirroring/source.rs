@@ -133,6 +133,28 @@ impl SourceCluster {
         )))
     }
 
+    /// Every topic the source has (internal ones left out): name, id and
+    /// partition count.
+    pub async fn topics(&self) -> Result<Vec<(String, Uuid, i32)>, String> {
+        let mut client = self.any_broker().await?;
+        let request = MetadataRequest::default()
+            .with_topics(None)
+            .with_allow_auto_topic_creation(false);
+        let response = client
+            .send(METADATA_VERSION, &request, self.timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(response
+            .topics
+            .into_iter()
+            .filter(|t| t.error_code == 0 && !t.is_internal)
+            .filter_map(|t| {
+                let name = t.name?.to_string();
+                Some((name, t.topic_id, t.partitions.len() as i32))
+            })
+            .collect())
+    }
+
     /// What the source knows of the last epoch it mirrored from this
     /// cluster for a partition: a source without the API (Apache Kafka)
     /// never mirrored from us.

@@ -20,6 +20,7 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::{BrokerId, GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::Acl;
+use ottla_controller::mirrors::{MirrorTopic, MirrorTopicOp};
 use ottla_controller::records::{CONFIG_RESOURCE_TOPIC, MIRROR_NAME_CONFIG};
 use ottla_controller::{AlterOp, MetadataImage};
 use ottla_mirror::config::{AclBinding, MirrorConfig};
@@ -90,7 +91,7 @@ pub fn run_due(broker: &Arc<Broker>, schedule: &Arc<SyncSchedule>) {
         let Some(config) = mirror_config(&image, mirror) else {
             continue;
         };
-        if mirrored_topics(&image, mirror).is_empty() {
+        if mirrored_topics(&image, mirror).is_empty() && config.topics.include.is_empty() {
             continue;
         }
         for (kind, interval) in [
@@ -142,12 +143,23 @@ async fn on_controller<T: Send + 'static>(
         .map_err(|e| e.to_string())
 }
 
-/// Topic configs and partition counts.
+/// New source topics the mirror's `mirror.topics.include` selects, topics
+/// deleted on the source, topic configs and partition counts.
 async fn sync_metadata(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<(), String> {
     let source = source_of(broker, config)?;
+    if !config.topics.include.is_empty() {
+        add_new_topics(broker, config, &source).await?;
+    }
     let image = broker.controller.image();
     for topic in mirrored_topics(&image, config.name.as_str()) {
         let Some((found, _)) = source.topic(&topic).await? else {
+            // As the seeds say: a topic deleted on the source stops
+            // mirroring (and becomes writable here).
+            info!(
+                topic,
+                "the topic is gone from the source: removing it from the mirror"
+            );
+            change_topics(broker, config, MirrorTopicOp::Remove, vec![(topic, None)]).await?;
             continue;
         };
         let ours = image
@@ -210,6 +222,52 @@ async fn sync_metadata(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<()
         })
         .await?
         .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Binds the source topics the include filter selects that are not bound
+/// to any mirror here yet.
+async fn add_new_topics(
+    broker: &Arc<Broker>,
+    config: &MirrorConfig,
+    source: &SourceCluster,
+) -> Result<(), String> {
+    let image = broker.controller.image();
+    let new: Vec<(String, Option<(uuid::Uuid, i32)>)> = source
+        .topics()
+        .await?
+        .into_iter()
+        .filter(|(name, _, _)| config.topics.matches(name) && image.mirror_binding(name).is_none())
+        .map(|(name, id, partitions)| (name, Some((id, partitions))))
+        .collect();
+    if new.is_empty() {
+        return Ok(());
+    }
+    info!(mirror = %config.name, topics = ?new.iter().map(|(n, _)| n).collect::<Vec<_>>(), "mirroring new source topics");
+    change_topics(broker, config, MirrorTopicOp::Add, new).await
+}
+
+/// Applies `op` to topics of the mirror through the controller.
+async fn change_topics(
+    broker: &Arc<Broker>,
+    config: &MirrorConfig,
+    op: MirrorTopicOp,
+    topics: Vec<(String, Option<(uuid::Uuid, i32)>)>,
+) -> Result<(), String> {
+    let mirror = config.name.to_string();
+    let topics: Vec<MirrorTopic> = topics
+        .into_iter()
+        .map(|(name, source)| MirrorTopic { name, source })
+        .collect();
+    let results = on_controller(broker, move |b| {
+        b.controller.change_mirror_topics(&mirror, op, &topics)
+    })
+    .await?;
+    for (topic, result) in results {
+        if let Err(e) = result {
+            warn!(topic, error = %e, ?op, "mirror topic change refused");
+        }
     }
     Ok(())
 }
