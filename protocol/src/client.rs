@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use thiserror::Error;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::client_security::{ClientSasl, ClientSecurity, ClientTls, SaslExchange};
 use crate::frame::{FrameError, FrameReader};
 use crate::mirror::{self, MirrorMessage, MirrorRequest};
 
@@ -32,6 +34,8 @@ pub enum ClientError {
     Closed { addr: String },
     #[error("{addr} did not answer within {timeout:?}")]
     Timeout { addr: String, timeout: Duration },
+    #[error("{addr}: {message}")]
+    Security { addr: String, message: String },
     #[error("cannot encode api key {key} v{version}: {message}")]
     Encode {
         key: i16,
@@ -50,13 +54,14 @@ pub enum ClientError {
 pub struct KafkaClient {
     addr: String,
     client_id: String,
-    writer: tokio::net::tcp::OwnedWriteHalf,
-    reader: FrameReader<tokio::net::tcp::OwnedReadHalf>,
+    writer: Box<dyn AsyncWrite + Send + Unpin>,
+    reader: FrameReader<Box<dyn AsyncRead + Send + Unpin>>,
     correlation_id: i32,
 }
 
 impl KafkaClient {
-    /// Connects to `host:port`. `max_response` bounds response frames.
+    /// Connects to `host:port` over PLAINTEXT. `max_response` bounds
+    /// response frames.
     pub async fn connect(
         host: &str,
         port: u16,
@@ -64,26 +69,135 @@ impl KafkaClient {
         max_response: usize,
         timeout: Duration,
     ) -> Result<Self, ClientError> {
+        Self::connect_with(
+            host,
+            port,
+            client_id,
+            max_response,
+            timeout,
+            &ClientSecurity::default(),
+        )
+        .await
+    }
+
+    /// Connects to `host:port`, then does the TLS handshake and the SASL
+    /// login `security` asks for, before any request.
+    pub async fn connect_with(
+        host: &str,
+        port: u16,
+        client_id: &str,
+        max_response: usize,
+        timeout: Duration,
+        security: &ClientSecurity,
+    ) -> Result<Self, ClientError> {
         let addr = format!("{host}:{port}");
+        let timed_out = || ClientError::Timeout {
+            addr: addr.clone(),
+            timeout,
+        };
         let stream = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
             .await
-            .map_err(|_| ClientError::Timeout {
-                addr: addr.clone(),
-                timeout,
-            })?
+            .map_err(|_| timed_out())?
             .map_err(|source| ClientError::Connect {
                 addr: addr.clone(),
                 source,
             })?;
         let _ = stream.set_nodelay(true);
-        let (read, writer) = stream.into_split();
-        Ok(Self {
+        let (read, writer): (
+            Box<dyn AsyncRead + Send + Unpin>,
+            Box<dyn AsyncWrite + Send + Unpin>,
+        ) = match &security.tls {
+            None => {
+                let (read, write) = stream.into_split();
+                (Box::new(read), Box::new(write))
+            }
+            Some(tls) => {
+                let name =
+                    ClientTls::server_name(host).map_err(|message| ClientError::Security {
+                        addr: addr.clone(),
+                        message,
+                    })?;
+                let tls_stream =
+                    tokio::time::timeout(timeout, tls.connector().connect(name, stream))
+                        .await
+                        .map_err(|_| timed_out())?
+                        .map_err(|e| ClientError::Security {
+                            addr: addr.clone(),
+                            message: format!("TLS handshake failed: {e}"),
+                        })?;
+                let (read, write) = tokio::io::split(tls_stream);
+                (Box::new(read), Box::new(write))
+            }
+        };
+        let mut client = Self {
             addr,
             client_id: client_id.to_string(),
             writer,
             reader: FrameReader::new(read, max_response),
             correlation_id: 0,
-        })
+        };
+        if let Some(sasl) = &security.sasl {
+            client.authenticate(sasl, timeout).await?;
+        }
+        Ok(client)
+    }
+
+    /// Kafka's SASL login: SaslHandshake v1 naming the mechanism, then
+    /// SaslAuthenticate v2 frames until the mechanism is done.
+    async fn authenticate(
+        &mut self,
+        sasl: &ClientSasl,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        let failed = |addr: &str, message: String| ClientError::Security {
+            addr: addr.to_string(),
+            message,
+        };
+        let handshake = self
+            .send(
+                1,
+                &SaslHandshakeRequest::default()
+                    .with_mechanism(StrBytes::from_static_str(sasl.mechanism.name())),
+                timeout,
+            )
+            .await?;
+        if handshake.error_code != 0 {
+            let enabled: Vec<&str> = handshake.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(failed(
+                &self.addr,
+                format!(
+                    "the broker does not offer SASL mechanism {} (it offers {})",
+                    sasl.mechanism.name(),
+                    enabled.join(", ")
+                ),
+            ));
+        }
+        let mut exchange = SaslExchange::new(sasl);
+        let mut token = Some(exchange.first(sasl));
+        while let Some(out) = token.take() {
+            let answer = self
+                .send(
+                    2,
+                    &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(out)),
+                    timeout,
+                )
+                .await?;
+            if answer.error_code != 0 {
+                return Err(failed(
+                    &self.addr,
+                    format!(
+                        "SASL {} login as {} failed: {}",
+                        sasl.mechanism.name(),
+                        sasl.username,
+                        answer.error_message.as_deref().unwrap_or("no reason given")
+                    ),
+                ));
+            }
+            token = exchange
+                .next(sasl, &answer.auth_bytes)
+                .map_err(|message| failed(&self.addr, message))?;
+        }
+        Ok(())
     }
 
     pub fn addr(&self) -> &str {

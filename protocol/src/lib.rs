@@ -5,6 +5,7 @@ pub mod alloc;
 pub mod api_versions;
 pub mod batch;
 pub mod client;
+pub mod client_security;
 pub mod frame;
 pub mod mirror;
 pub mod names;

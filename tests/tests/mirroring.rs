@@ -808,3 +808,109 @@ fn included_source_topics_are_mirrored_and_deleted_ones_stop() {
     produce(&dst, "auto-a", 10);
     assert_eq!(consume_count(&dst, "auto-a", 510), 510);
 }
+
+#[test]
+fn a_sasl_ssl_source_is_mirrored_over_tls_with_scram() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = ottla_tests::certs::TestPki::new(dir.path());
+    let keystore = pki.server.keystore.display().to_string();
+    let ca = pki.ca.display().to_string();
+    let source = Ottla::start_with_listeners(
+        &["SASL_SSL"],
+        &[
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.location", keystore.as_str()),
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.truststore.location", ca.as_str()),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+        ],
+    );
+    let src = source.bootstrap();
+    ok(kafka_tool(
+        "kafka-configs.sh",
+        &[
+            "--bootstrap-server",
+            &src,
+            "--alter",
+            "--add-config",
+            "SCRAM-SHA-512=[password=mirror-secret]",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "mirror",
+        ],
+        None,
+    ));
+    create_topic(&src, "secured", 2);
+    produce(&src, "secured", 800);
+    let destination = Ottla::start(&[]);
+    let dst = destination.bootstrap();
+    let secure_source = source.bootstrap_of("SASL_SSL");
+    let jaas = |password: &str| {
+        format!(
+            "org.apache.kafka.common.security.scram.ScramLoginModule required \
+             username=\"mirror\" password=\"{password}\";"
+        )
+    };
+    let settings = |jaas: &str| {
+        vec![
+            ("security.protocol", "SASL_SSL".to_string()),
+            ("sasl.mechanism", "SCRAM-SHA-512".to_string()),
+            ("sasl.jaas.config", jaas.to_string()),
+            ("ssl.truststore.location", ca.clone()),
+        ]
+    };
+    let good = settings(&jaas("mirror-secret"));
+    let good: Vec<(&str, &str)> = good.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    ottla_tests::mirror::create_mirror_with(&dst, "secure", &secure_source, &good);
+    let added = topics_op(&dst, TopicOp::Add, "secure", &["secured"]);
+    assert_eq!(added[0].error_code, 0, "{added:?}");
+    wait_for_state(&dst, "secure", "secured", 2, MIRRORING);
+    assert_eq!(wait_identical(&src, &dst, "secured", 2), 800);
+
+    // A wrong password is reported, naming the failed login.
+    let bad = settings(&jaas("wrong"));
+    let bad: Vec<(&str, &str)> = bad.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    ottla_tests::mirror::create_mirror_with(&dst, "refused", &secure_source, &bad);
+    create_topic(&src, "other", 1);
+    let refused = topics_op(&dst, TopicOp::Add, "refused", &["other"]);
+    let message = refused[0].error_message.clone().unwrap_or_default();
+    assert_ne!(refused[0].error_code, 0);
+    assert!(
+        message.contains("SASL") && message.contains("mirror"),
+        "{message}"
+    );
+
+    // The CLI logs in the same way (--command-config), here to the source.
+    let command_config = |password: &str| {
+        let path = dir.path().join(format!("admin-{password}.properties"));
+        std::fs::write(
+            &path,
+            format!(
+                "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n\
+                 sasl.jaas.config={}\nssl.truststore.location={ca}\n",
+                jaas(password)
+            ),
+        )
+        .unwrap();
+        path.display().to_string()
+    };
+    let listed = mirrors_cli(
+        &secure_source,
+        &[
+            "--command-config",
+            &command_config("mirror-secret"),
+            "--list",
+        ],
+    );
+    assert!(listed.status.success(), "{listed:?}");
+    let denied = mirrors_cli(
+        &secure_source,
+        &["--command-config", &command_config("wrong"), "--list"],
+    );
+    assert_eq!(denied.status.code(), Some(1), "{denied:?}");
+    assert!(
+        String::from_utf8_lossy(&denied.stderr).contains("SASL"),
+        "{denied:?}"
+    );
+}

@@ -13,9 +13,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::Acl;
-use ottla_mirror::config::{BrokerAddress, MirrorConfig, SecurityProtocol};
+use ottla_mirror::config::{BrokerAddress, MirrorConfig};
 use ottla_mirror::truncation::SourceLastMirroredEpoch;
 use ottla_protocol::client::KafkaClient;
+use ottla_protocol::client_security::ClientSecurity;
 use ottla_protocol::mirror::epochs::{LastMirroredEpochsRequest, LastMirroredEpochsTopic};
 use ottla_protocol::mirror::MirrorApiKey;
 use uuid::Uuid;
@@ -45,30 +46,32 @@ pub struct SourceCluster {
     bootstrap: Vec<BrokerAddress>,
     client_id: String,
     pub timeout: Duration,
+    security: ClientSecurity,
 }
 
 impl SourceCluster {
     /// Refuses security settings the mirror client cannot use yet, so a
     /// mirror fails at creation rather than at its first fetch.
     pub fn new(config: &MirrorConfig, client_id: String) -> Result<Self, String> {
-        if config.security.protocol != SecurityProtocol::Plaintext {
-            return Err(format!(
-                "security.protocol={:?} for the source cluster is not supported yet: \
-                 the mirror fetcher connects over PLAINTEXT only",
-                config.security.protocol
-            ));
-        }
         Ok(Self {
             bootstrap: config.bootstrap_servers.clone(),
             client_id,
             timeout: Duration::from_secs(30),
+            security: config.security.client_security()?,
         })
     }
 
     pub async fn connect(&self, host: &str, port: u16) -> Result<KafkaClient, String> {
-        KafkaClient::connect(host, port, &self.client_id, MAX_RESPONSE, self.timeout)
-            .await
-            .map_err(|e| e.to_string())
+        KafkaClient::connect_with(
+            host,
+            port,
+            &self.client_id,
+            MAX_RESPONSE,
+            self.timeout,
+            &self.security,
+        )
+        .await
+        .map_err(|e| e.to_string())
     }
 
     /// A connection to the first bootstrap server that answers.

@@ -28,6 +28,8 @@ pub enum ConnectionError {
     NoServer(Vec<(ServerAddress, ClientError)>),
     #[error(transparent)]
     Client(#[from] ClientError),
+    #[error("--command-config: {0}")]
+    Security(String),
     #[error("{addr} answered ApiVersions with {}", error_name(*.code))]
     ApiVersions { addr: String, code: i16 },
     #[error("{addr} does not serve {api} (API key {key} v{MIRROR_API_VERSION}): is it an Ottla broker with cluster mirroring?")]
@@ -65,14 +67,19 @@ impl Connection {
         servers: &[ServerAddress],
         settings: &ClientSettings,
     ) -> Result<Self, ConnectionError> {
+        let security = settings
+            .security
+            .client_security()
+            .map_err(ConnectionError::Security)?;
         let mut failures = Vec::new();
         for server in servers {
-            match KafkaClient::connect(
+            match KafkaClient::connect_with(
                 &server.host,
                 server.port,
                 &settings.client_id,
                 MAX_RESPONSE_BYTES,
                 settings.connect_timeout,
+                &security,
             )
             .await
             {

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! - [`args`]: the command line (clap) and its checks; usage errors exit 2.
-//! - [`settings`]: `--command-config` (PLAINTEXT only) and `--mirror-config`.
+//! - [`settings`]: `--command-config` (with TLS / SASL) and `--mirror-config`.
 //! - [`connection`]: the first bootstrap server that connects, asked which
 //!   mirror APIs it serves.
 //! - [`commands`]: one request per action.

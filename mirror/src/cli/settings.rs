@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ottla_protocol::mirror::admin::MirrorConfigEntry;
+
+use crate::config::{MirrorConfig, SecurityProtocol, SourceSecurity};
 use ottla_protocol::properties::{self, SyntaxError};
 use thiserror::Error;
 
-/// The keys of `--command-config` the CLI uses.
-pub const SECURITY_PROTOCOL: &str = "security.protocol";
+/// The keys of `--command-config` the CLI uses (besides the security ones).
 pub const CLIENT_ID: &str = "client.id";
 pub const REQUEST_TIMEOUT_MS: &str = "request.timeout.ms";
 pub const CONNECT_TIMEOUT_MS: &str = "socket.connection.setup.timeout.ms";
@@ -24,6 +25,8 @@ pub enum SettingsError {
     },
     #[error("{}: {source}", path.display())]
     Syntax { path: PathBuf, source: SyntaxError },
+    #[error("{}: {message}", path.display())]
+    Security { path: PathBuf, message: String },
     #[error("{}: {key}={value}: {message}", path.display())]
     Value {
         path: PathBuf,
@@ -39,6 +42,8 @@ pub struct ClientSettings {
     pub client_id: String,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// `security.protocol` and its TLS / SASL settings.
+    pub security: SourceSecurity,
 }
 
 impl Default for ClientSettings {
@@ -48,13 +53,18 @@ impl Default for ClientSettings {
             client_id: "ottla-mirrors".to_string(),
             connect_timeout: Duration::from_millis(10_000),
             request_timeout: Duration::from_millis(30_000),
+            security: SourceSecurity {
+                protocol: SecurityProtocol::Plaintext,
+                tls: None,
+                sasl: None,
+            },
         }
     }
 }
 
 /// Client settings from `--command-config`, with the keys it does not use
-/// (for a warning). Only PLAINTEXT is supported: any other
-/// `security.protocol` is an error, never silently downgraded.
+/// (for a warning). `security.protocol`, `ssl.*` and `sasl.*` are checked
+/// as a mirror's source settings are (PEM stores; PLAIN and SCRAM).
 pub fn client_settings(
     path: Option<&Path>,
 ) -> Result<(ClientSettings, Vec<String>), SettingsError> {
@@ -78,34 +88,26 @@ pub fn client_settings(
             .map(|ms| Duration::from_millis(u64::from(ms)))
             .ok_or_else(|| value_error(key, value, "not a positive number of milliseconds".into()))
     };
+    let mut security = Vec::new();
     for (key, value) in read(path)? {
         match key.as_str() {
-            SECURITY_PROTOCOL => match value.trim().to_ascii_uppercase().as_str() {
-                "PLAINTEXT" => {}
-                "SSL" | "SASL_PLAINTEXT" | "SASL_SSL" => {
-                    return Err(value_error(
-                        SECURITY_PROTOCOL,
-                        &value,
-                        "not supported: ottla mirrors connects with PLAINTEXT only \
-                         (no TLS or SASL in its client yet)"
-                            .into(),
-                    ))
-                }
-                _ => {
-                    return Err(value_error(
-                        SECURITY_PROTOCOL,
-                        &value,
-                        "not a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)".into(),
-                    ))
-                }
-            },
+            key if is_security_key(key) => security.push((key.to_string(), Some(value))),
             CLIENT_ID => settings.client_id = value,
             REQUEST_TIMEOUT_MS => settings.request_timeout = millis(REQUEST_TIMEOUT_MS, &value)?,
             CONNECT_TIMEOUT_MS => settings.connect_timeout = millis(CONNECT_TIMEOUT_MS, &value)?,
             _ => unused.push(key),
         }
     }
+    settings.security =
+        MirrorConfig::client_security_of(&security).map_err(|e| SettingsError::Security {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
     Ok((settings, unused))
+}
+
+fn is_security_key(key: &str) -> bool {
+    key == "security.protocol" || key.starts_with("ssl.") || key.starts_with("sasl.")
 }
 
 /// The entries of a `--mirror-config` file, for CreateMirror.
@@ -230,28 +232,35 @@ mod tests {
                 client_id: "ops".into(),
                 connect_timeout: Duration::from_secs(2),
                 request_timeout: Duration::from_secs(5),
+                ..ClientSettings::default()
             }
         );
         assert_eq!(unused, ["retries"]);
     }
 
     #[test]
-    fn other_security_protocols_are_refused() {
-        for protocol in ["SSL", "SASL_PLAINTEXT", "sasl_ssl"] {
-            let f = file(&format!("security.protocol={protocol}\n"));
-            let e = client_settings(Some(f.path())).unwrap_err().to_string();
-            assert_eq!(
-                e,
-                format!(
-                    "{}: security.protocol={protocol}: not supported: ottla mirrors connects \
-                     with PLAINTEXT only (no TLS or SASL in its client yet)",
-                    f.path().display()
-                )
-            );
-        }
+    fn security_settings_are_taken_and_checked() {
+        let f = file(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n\
+             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"ops\" password=\"x\";\n",
+        );
+        let (settings, unused) = client_settings(Some(f.path())).unwrap();
+        assert!(unused.is_empty(), "{unused:?}");
+        assert_eq!(settings.security.protocol, SecurityProtocol::SaslPlaintext);
+        let client = settings.security.client_security().unwrap();
+        assert!(client.sasl.is_some() && client.tls.is_none());
+        // SASL without a login, and an unknown protocol, are refused.
+        let f = file("security.protocol=SASL_SSL\n");
+        let e = client_settings(Some(f.path())).unwrap_err().to_string();
+        assert!(e.contains("sasl.jaas.config"), "{e}");
         let f = file("security.protocol=TLS\n");
         let e = client_settings(Some(f.path())).unwrap_err().to_string();
-        assert!(e.ends_with("security.protocol=TLS: not a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"), "{e}");
+        assert!(e.contains("security.protocol"), "{e}");
+        // TLS needs a truststore Ottla can read.
+        let f = file("security.protocol=SSL\nssl.truststore.location=/nonexistent/ca.pem\n");
+        let (settings, _) = client_settings(Some(f.path())).unwrap();
+        let e = settings.security.client_security().err().unwrap();
+        assert!(e.contains("/nonexistent/ca.pem"), "{e}");
     }
 
     #[test]

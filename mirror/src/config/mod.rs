@@ -262,6 +262,19 @@ impl MirrorConfig {
         })
     }
 
+    /// The client security settings among a Kafka client's properties
+    /// (`--command-config`): the other keys are ignored.
+    pub fn client_security_of(
+        entries: &[(String, Option<String>)],
+    ) -> Result<SourceSecurity, ConfigError> {
+        let security: Vec<(String, Option<String>)> = entries
+            .iter()
+            .filter(|(k, _)| security::KEYS.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        security::parse(&Entries::new(&security)?)
+    }
+
     /// Whether a source topic config is copied to the destination topic.
     pub fn syncs_topic_property(&self, name: &str) -> bool {
         !self.excluded_topic_properties.iter().any(|p| p == name)

@@ -3,6 +3,8 @@
 //! PLAIN and SCRAM), so a mirror is refused at creation rather than failing
 //! at its first connection.
 
+use ottla_protocol::client_security::{ClientSasl, ClientSecurity, ClientTls};
+
 use super::{ConfigError, Entries};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,22 +36,15 @@ impl SecurityProtocol {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaslMechanism {
-    Plain,
-    ScramSha256,
-    ScramSha512,
-}
+pub use ottla_protocol::client_security::SaslMechanism;
 
-impl SaslMechanism {
-    fn parse(value: &str) -> Result<Self, String> {
-        match value {
-            "PLAIN" => Ok(Self::Plain),
-            "SCRAM-SHA-256" => Ok(Self::ScramSha256),
-            "SCRAM-SHA-512" => Ok(Self::ScramSha512),
-            "GSSAPI" | "OAUTHBEARER" => Err(format!("{value} is not supported by Ottla's client")),
-            _ => Err("expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512".into()),
-        }
+fn sasl_mechanism(value: &str) -> Result<SaslMechanism, String> {
+    match value {
+        "PLAIN" => Ok(SaslMechanism::Plain),
+        "SCRAM-SHA-256" => Ok(SaslMechanism::ScramSha256),
+        "SCRAM-SHA-512" => Ok(SaslMechanism::ScramSha512),
+        "GSSAPI" | "OAUTHBEARER" => Err(format!("{value} is not supported by Ottla's client")),
+        _ => Err("expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512".into()),
     }
 }
 
@@ -215,7 +210,7 @@ fn tls(entries: &Entries<'_>) -> Result<TlsSettings, ConfigError> {
 
 fn sasl(entries: &Entries<'_>) -> Result<SaslSettings, ConfigError> {
     let mechanism_value = entries.get("sasl.mechanism").unwrap_or("PLAIN");
-    let mechanism = SaslMechanism::parse(mechanism_value)
+    let mechanism = sasl_mechanism(mechanism_value)
         .map_err(|reason| ConfigError::invalid("sasl.mechanism", mechanism_value, &reason))?;
     let jaas_config = entries.get("sasl.jaas.config").ok_or(ConfigError::Missing(
         "sasl.jaas.config",
@@ -243,4 +238,52 @@ pub(super) fn parse(entries: &Entries<'_>) -> Result<SourceSecurity, ConfigError
         tls: protocol.uses_tls().then(|| tls(entries)).transpose()?,
         sasl: protocol.uses_sasl().then(|| sasl(entries)).transpose()?,
     })
+}
+
+impl SourceSecurity {
+    /// The settings as Ottla's client uses them. Stores are read here, so
+    /// a missing file is reported when the settings are taken up.
+    pub fn client_security(&self) -> Result<ClientSecurity, String> {
+        let read = |source: &PemSource| match source {
+            PemSource::File(path) => std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read the PEM store {path}: {e}")),
+            PemSource::Inline(pem) => Ok(pem.expose().to_string()),
+        };
+        let tls = match &self.tls {
+            Some(tls) if self.protocol.uses_tls() => {
+                if !tls.verify_hostname {
+                    return Err(
+                        "ssl.endpoint.identification.algorithm= (no host name check) \
+                                is not supported by Ottla's client yet"
+                            .into(),
+                    );
+                }
+                if tls.key_password.is_some() {
+                    return Err(
+                        "encrypted keystore keys (ssl.key.password) are not supported \
+                                by Ottla's client yet: give an unencrypted PEM key"
+                            .into(),
+                    );
+                }
+                let trusted = tls.truststore.as_ref().ok_or(
+                    "set ssl.truststore.location or ssl.truststore.certificates: Ottla's \
+                     client does not use the system's trusted roots",
+                )?;
+                let trusted = read(trusted)?;
+                // A keystore holds the certificate chain and the key together.
+                let keystore = tls.keystore.as_ref().map(read).transpose()?;
+                let client = keystore.as_deref().map(|pem| (pem, pem));
+                Some(ClientTls::from_pem(&trusted, client)?)
+            }
+            _ => None,
+        };
+        let sasl = match &self.sasl {
+            Some(sasl) if self.protocol.uses_sasl() => Some(ClientSasl::from_jaas(
+                sasl.mechanism,
+                sasl.jaas_config.expose(),
+            )?),
+            _ => None,
+        };
+        Ok(ClientSecurity { tls, sasl })
+    }
 }
