@@ -143,6 +143,10 @@ impl Broker {
         ));
         let mirrors = MirrorManager::new(MirrorServices {
             node_id: settings.node_id,
+            wait_for_all_replicas: settings
+                .static_configs
+                .get("mirror.support.unclean.leader.election")
+                .is_some_and(|v| v.trim() == "true"),
             controller: controller.clone(),
             replicas: replicas.clone(),
             brokers: brokers.clone(),

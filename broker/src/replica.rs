@@ -427,6 +427,29 @@ impl ReplicaManager {
         None
     }
 
+    /// Whether every ISR member (every replica with `all_replicas`) other
+    /// than this leader has fetched since `since` without being past
+    /// `end`: after a leader cut its log at `end`, the followers did too.
+    pub fn followers_within(
+        &self,
+        p: &Partition,
+        end: i64,
+        since: Instant,
+        all_replicas: bool,
+    ) -> bool {
+        let state = p.state();
+        let members = if all_replicas {
+            &state.replicas
+        } else {
+            &state.isr
+        };
+        let followers = p.followers.lock();
+        members
+            .iter()
+            .filter(|r| **r != self.node_id)
+            .all(|r| followers.within_since(*r, end, since))
+    }
+
     /// For a consumer fetch that says which epoch its data was last of (a
     /// mirror fetcher does; Kafka checks any fetch v12+ that does): where
     /// this leader's history of that epoch ends, if the fetcher's log went

@@ -215,6 +215,27 @@ async fn leader_of(bootstrap: &str, topic: &str, partition: i32) -> Result<(Stri
     Ok((broker.host.to_string(), broker.port as u16))
 }
 
+/// A partition's leader epoch in the metadata of the cluster at `bootstrap`.
+pub fn leader_epoch(bootstrap: &str, topic: &str, partition: i32) -> i32 {
+    let (host, port) = split(bootstrap);
+    runtime().block_on(async {
+        let mut client = KafkaClient::connect(&host, port, "mirror-test", 64 << 20, TIMEOUT)
+            .await
+            .unwrap();
+        let request = MetadataRequest::default()
+            .with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]));
+        let response = client.send(12, &request, TIMEOUT).await.unwrap();
+        response
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.partition_index == partition)
+            .map(|p| p.leader_epoch)
+            .unwrap()
+    })
+}
+
 /// Every byte of a partition's log up to its high watermark, read with
 /// consumer fetches from its leader in the cluster at `bootstrap`, and that
 /// high watermark.

@@ -743,6 +743,16 @@ fn mirroring_survives_a_source_leader_change_and_a_destination_broker_failure() 
         3000
     );
     source[(leader - 1) as usize].restart();
+    // The destination's leader epoch follows the source's new epoch, so
+    // clients that saw it in a batch accept the destination's metadata.
+    let mirrored = max_epoch(&log_bytes(&live_source, "events", 0).0);
+    assert!(mirrored >= 1, "the source leader change bumped the epoch");
+    eventually("the destination epoch following the source's", || {
+        let epoch = ottla_tests::mirror::leader_epoch(&destination[0].bootstrap(), "events", 0);
+        (epoch >= mirrored)
+            .then_some(())
+            .ok_or(format!("destination epoch {epoch}, mirrored {mirrored}"))
+    });
 
     // The destination partition's leader dies: another replica takes over
     // the mirror partition from the stored state and goes on fetching.

@@ -315,6 +315,19 @@ configs! {
     /// Server-side assignors of consumer groups, the first being the default.
     GROUP_CONSUMER_ASSIGNORS: Vec<String> = "group.consumer.assignors", List, Some("uniform,range"), Valid::NonEmptyList;
 
+    // ---- cluster mirroring ----
+    /// Partitions of __mirror_state, the mirror partition states.
+    MIRROR_STATE_TOPIC_NUM_PARTITIONS: i32 = "mirror.state.topic.num.partitions", Int, Some("16"), Valid::AtLeast(1);
+    /// Replication factor of __mirror_state (capped at the live brokers).
+    MIRROR_STATE_TOPIC_REPLICATION_FACTOR: i16 = "mirror.state.topic.replication.factor", Short, Some("3"), Valid::AtLeast(1);
+    /// min.insync.replicas of __mirror_state (capped at its replication factor).
+    MIRROR_STATE_TOPIC_MIN_ISR: i32 = "mirror.state.topic.min.isr", Int, Some("2"), Valid::AtLeast(1);
+    /// Segment size of __mirror_state.
+    MIRROR_STATE_TOPIC_SEGMENT_BYTES: i32 = "mirror.state.topic.segment.bytes", Int, Some("104857600"), Valid::AtLeast(1);
+    /// A mirror partition starts fetching only once every replica (not
+    /// only the ISR) has truncated, so an unclean election stays safe.
+    MIRROR_SUPPORT_UNCLEAN_LEADER_ELECTION: bool = "mirror.support.unclean.leader.election", Boolean, Some("false"), Valid::Any;
+
     // ---- transactions and idempotence ----
     /// Replication factor of __transaction_state.
     TRANSACTION_STATE_LOG_REPLICATION_FACTOR: i16 = "transaction.state.log.replication.factor", Short, Some("1"), Valid::AtLeast(1);

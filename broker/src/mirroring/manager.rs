@@ -60,6 +60,9 @@ impl MirrorPartition {
 /// What a driver works with.
 pub struct MirrorServices {
     pub node_id: i32,
+    /// `mirror.support.unclean.leader.election`: PREPARING waits for every
+    /// replica to truncate, not only the ISR, so any of them may lead.
+    pub wait_for_all_replicas: bool,
     pub controller: Arc<Controller>,
     pub replicas: Arc<ReplicaManager>,
     pub brokers: Arc<BrokerClients>,
@@ -470,6 +473,7 @@ impl Driver {
                 }
             }
         };
+        let since = std::time::Instant::now();
         let p = self.partition.clone();
         let cut = blocking(move || {
             let mut log = p.log.write();
@@ -492,7 +496,28 @@ impl Driver {
         })
         .await?;
         info!(partition = %self.partition.tp, ?answer, ?cut, "last mirrored epoch truncation done");
+        self.wait_for_followers_to_truncate(since).await?;
         self.enter(State::Mirroring, None, None).await
+    }
+
+    /// PREPARING ends once every ISR member (every replica, with
+    /// `mirror.support.unclean.leader.election`) has fetched from this
+    /// truncated log without being past its end: none can lead with a tail
+    /// the source does not have.
+    async fn wait_for_followers_to_truncate(
+        &self,
+        since: std::time::Instant,
+    ) -> Result<(), Interrupted> {
+        let end = self.partition.log.read().log_end_offset();
+        let all = self.services.wait_for_all_replicas;
+        while !self
+            .services
+            .replicas
+            .followers_within(&self.partition, end, since, all)
+        {
+            self.pause(Duration::from_millis(100)).await?;
+        }
+        Ok(())
     }
 
     /// MIRRORING: runs the fetcher until the request changes.
@@ -508,8 +533,10 @@ impl Driver {
             &fetching,
         );
         tokio::pin!(fetcher);
+        let mut epoch_check = tokio::time::interval(Duration::from_secs(1));
         loop {
             tokio::select! {
+                _ = epoch_check.tick() => self.follow_source_epoch().await?,
                 result = &mut fetcher => {
                     return match result {
                         Ok(()) => Err(Interrupted::Stopped),
@@ -606,50 +633,67 @@ impl Driver {
         Ok(())
     }
 
-    /// BumpLeaderEpochs through the controller: the new epoch exceeds every
-    /// epoch in the log, so records written after failover never share an
-    /// epoch with mirrored ones. Waits until this broker's metadata has it.
+    /// STOPPING's epoch bump: the new epoch exceeds every epoch in the log,
+    /// so records written after failover never share an epoch with mirrored
+    /// ones.
     async fn bump_leader_epoch(&self) -> Result<(), Interrupted> {
         let latest = self.partition.log.read().latest_epoch().unwrap_or(NO_EPOCH);
-        let state = self.partition.state();
-        if state.leader_epoch > latest {
-            return Ok(());
-        }
-        let controller = self.services.controller.clone();
-        let request = (
-            self.partition.topic_id,
-            self.partition.tp.partition,
-            state.leader_epoch,
-            latest + 1,
-        );
-        let node_id = self.services.node_id;
-        let result = tokio::task::spawn_blocking(move || {
-            controller.bump_leader_epochs(node_id, &[request]).remove(0)
-        })
-        .await
-        .map_err(|e| Interrupted::Failed(e.to_string()))?;
-        let epoch = match result {
-            Ok(epoch) => epoch,
-            Err(e) if e.code == ResponseError::FencedLeaderEpoch.code() => {
-                // Our view was stale; the next metadata decides.
-                self.pause(RETRY).await?;
-                return Err(Interrupted::Failed(format!(
-                    "leader epoch bump refused: {e}"
-                )));
-            }
-            Err(e) if e.code == ResponseError::NotLeaderOrFollower.code() => {
-                return Err(Interrupted::Stopped)
-            }
-            Err(e) => {
-                return Err(Interrupted::Failed(format!(
-                    "leader epoch bump failed: {e}"
-                )))
-            }
-        };
-        while self.partition.state().leader_epoch < epoch {
-            self.pause(Duration::from_millis(20)).await?;
+        self.raise_leader_epoch(latest + 1).await
+    }
+
+    /// While mirroring: keeps this partition's leader epoch at or above the
+    /// newest mirrored epoch, so clients that saw that epoch in a record
+    /// batch (or a committed offset) still accept this cluster's metadata.
+    async fn follow_source_epoch(&self) -> Result<(), Interrupted> {
+        let latest = self.partition.log.read().latest_epoch().unwrap_or(NO_EPOCH);
+        if latest > self.partition.state().leader_epoch {
+            info!(partition = %self.partition.tp, epoch = latest, "raising the leader epoch to the mirrored one");
+            self.raise_leader_epoch(latest).await?;
         }
         Ok(())
+    }
+
+    /// BumpLeaderEpochs through the controller until this broker's
+    /// metadata has a leader epoch of at least `at_least`.
+    async fn raise_leader_epoch(&self, at_least: i32) -> Result<(), Interrupted> {
+        loop {
+            let state = self.partition.state();
+            if state.leader_epoch >= at_least {
+                return Ok(());
+            }
+            let controller = self.services.controller.clone();
+            let request = (
+                self.partition.topic_id,
+                self.partition.tp.partition,
+                state.leader_epoch,
+                at_least,
+            );
+            let node_id = self.services.node_id;
+            let result = tokio::task::spawn_blocking(move || {
+                controller.bump_leader_epochs(node_id, &[request]).remove(0)
+            })
+            .await
+            .map_err(|e| Interrupted::Failed(e.to_string()))?;
+            match result {
+                Ok(epoch) => {
+                    while self.partition.state().leader_epoch < epoch {
+                        self.pause(Duration::from_millis(20)).await?;
+                    }
+                }
+                // This broker's metadata was behind: wait for it, try again.
+                Err(e) if e.code == ResponseError::FencedLeaderEpoch.code() => {
+                    self.pause(Duration::from_millis(100)).await?
+                }
+                Err(e) if e.code == ResponseError::NotLeaderOrFollower.code() => {
+                    return Err(Interrupted::Stopped)
+                }
+                Err(e) => {
+                    return Err(Interrupted::Failed(format!(
+                        "leader epoch bump failed: {e}"
+                    )))
+                }
+            }
+        }
     }
 }
 

@@ -62,6 +62,14 @@ impl Followers {
         f.leader_end_at_last_fetch = leader_end;
     }
 
+    /// Whether follower `id` fetched after `since` from at most `end`: it
+    /// has no records beyond `end` any more (it truncated, if it had to).
+    pub fn within_since(&self, id: i32, end: i64, since: Instant) -> bool {
+        self.by_id
+            .get(&id)
+            .is_some_and(|f| f.last_fetch > since && f.log_end >= 0 && f.log_end <= end)
+    }
+
     pub fn log_end(&self, id: i32) -> i64 {
         self.by_id.get(&id).map_or(-1, |f| f.log_end)
     }
@@ -97,6 +105,22 @@ impl Followers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn followers_are_within_a_cut_log_once_they_fetched_from_it() {
+        let start = Instant::now();
+        let mut f = Followers::default();
+        f.reset(&[1, 2, 3], 1, start);
+        let cut = start + Duration::from_millis(10);
+        assert!(!f.within_since(2, 50, cut), "no fetch yet");
+        f.fetched(2, 80, 50, cut - Duration::from_millis(5));
+        assert!(!f.within_since(2, 50, cut), "fetched before the cut");
+        f.fetched(2, 80, 50, cut + Duration::from_millis(1));
+        assert!(!f.within_since(2, 50, cut), "still past the end");
+        f.fetched(2, 50, 50, cut + Duration::from_millis(2));
+        assert!(f.within_since(2, 50, cut));
+        assert!(!f.within_since(3, 50, cut));
+    }
 
     #[test]
     fn the_high_watermark_follows_the_slowest_isr_member() {
