@@ -790,19 +790,43 @@ fn last_mirrored_epochs_answer(
     }
 }
 
+/// The LME this cluster recorded for each asked partition, under any of
+/// its mirrors (the asking cluster does not know our mirror names), read
+/// from whichever broker coordinates each (mirror, topic, partition).
 async fn last_mirrored_epochs(
     b: Arc<Broker>,
     r: LastMirroredEpochsRequest,
 ) -> LastMirroredEpochsResponse {
-    let states = &b.mirrors.services().states;
-    last_mirrored_epochs_answer(&r, |topic_id, partition| {
-        (
-            0,
-            states
-                .last_mirrored_epoch(topic_id, partition)
-                .unwrap_or(NO_EPOCH),
-        )
-    })
+    let image = b.controller.image();
+    let mirrors: Vec<String> = image.mirrors().map(|(name, _)| name.to_string()).collect();
+    let services = b.mirrors.services();
+    let mut answers: BTreeMap<(uuid::Uuid, i32), (i16, i32)> = BTreeMap::new();
+    for t in &r.topics {
+        for &partition in &t.partitions {
+            let mut answer = (0, NO_EPOCH);
+            for mirror_name in &mirrors {
+                let key = MirrorPartitionKey {
+                    mirror_name: mirror_name.clone(),
+                    topic_id: t.topic_id,
+                    partition,
+                };
+                match services.read_stored(&key).await {
+                    Ok(stored) => {
+                        if let Some(lme) = stored.last_mirrored_epoch {
+                            answer.1 = answer.1.max(lme.last_mirrored_epoch);
+                        }
+                    }
+                    // Not knowing is not "never mirrored": let the asker retry.
+                    Err(_) => answer = (ResponseError::CoordinatorNotAvailable.code(), NO_EPOCH),
+                }
+                if answer.0 != 0 {
+                    break;
+                }
+            }
+            answers.insert((t.topic_id, partition), answer);
+        }
+    }
+    last_mirrored_epochs_answer(&r, |topic_id, partition| answers[&(*topic_id, partition)])
 }
 
 async fn bump_leader_epochs(

@@ -21,7 +21,6 @@ use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
 use ottla_storage::producer_state::AppendOrigin;
 use parking_lot::Mutex;
 use tracing::info;
-use uuid::Uuid;
 
 use crate::coordinator_shards::{replay_records, LedShards};
 use crate::internal_topics::InternalTopic;
@@ -204,34 +203,7 @@ impl MirrorStateStore {
         Ok(())
     }
 
-    /// The last mirrored epoch recorded for a topic partition by any mirror
-    /// whose state this broker coordinates (LastMirroredEpochs, asked by a
-    /// cluster failing back to this one).
-    pub fn last_mirrored_epoch(&self, topic_id: &Uuid, partition: i32) -> Option<i32> {
-        self.shards
-            .loaded()
-            .iter()
-            .flat_map(|shard| {
-                shard
-                    .entries
-                    .lock()
-                    .iter()
-                    .filter_map(|(k, v)| match (k, v) {
-                        (
-                            MirrorStateKey::LastMirroredEpoch(key),
-                            MirrorStateValue::LastMirroredEpoch(value),
-                        ) if key.topic_id == *topic_id && key.partition == partition => {
-                            Some(value.last_mirrored_epoch)
-                        }
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .max()
-    }
-
-    /// Loads every led partition (so LastMirroredEpochs sees them) and drops
-    /// the partitions led elsewhere now.
+    /// Loads every led partition and drops the partitions led elsewhere now.
     pub fn sync(&self, image: &MetadataImage) {
         self.shards.unload_unled(image);
         for p in self.shards.led(image) {
