@@ -374,6 +374,10 @@ for v in sorted(seen):
 "#;
 
 fn create_replicated(node: &Ottla, topic: &str, partitions: u32) {
+    // Two cores shared with JVM tools can delay a heartbeat past the short
+    // session timeout these tests use; a broker fenced for a moment is
+    // unfenced by its next heartbeat, so wait for all three first.
+    node.wait_for_brokers(3, Duration::from_secs(30));
     let out = ok(kafka_tool(
         "kafka-topics.sh",
         &[
