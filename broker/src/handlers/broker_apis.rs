@@ -240,7 +240,13 @@ impl RequestHandler for BrokerApis {
                     blocking(b, move |b| consumer_group::describe(b, v, r)).await?,
                 ),
                 RequestKind::FindCoordinator(r) => {
-                    ResponseKind::FindCoordinator(group::find_coordinator(b, v, &listener, r).await)
+                    // The first lookup creates the internal topic through the
+                    // controller, which blocks: keep the other tasks of this
+                    // worker (heartbeats among them) running meanwhile.
+                    let runtime = tokio::runtime::Handle::current();
+                    ResponseKind::FindCoordinator(tokio::task::block_in_place(|| {
+                        runtime.block_on(group::find_coordinator(b, v, &listener, r))
+                    }))
                 }
                 RequestKind::JoinGroup(r) => {
                     let client_id = header
