@@ -18,7 +18,6 @@ use ottla_controller::acls::operation;
 use ottla_controller::mirrors::{MirrorTopic as ControllerMirrorTopic, MirrorTopicOp};
 use ottla_controller::ControllerError;
 use ottla_mirror::config::{ConfigError, MirrorConfig};
-use ottla_mirror::name::MirrorBinding;
 use ottla_mirror::records::{
     LastMirroredEpochValue, MirrorPartitionKey, MirrorStateValue, PartitionStateValue,
 };
@@ -342,16 +341,9 @@ async fn delete_mirror(b: Arc<Broker>, r: DeleteMirrorRequest) -> DeleteMirrorRe
 
 /// The topics bound to `mirror` (in any state), by name.
 fn bound_topics(image: &ottla_controller::MetadataImage, mirror: &str) -> Vec<String> {
-    image
-        .topic_ids
-        .keys()
-        .filter(|t| {
-            image
-                .mirror_binding(t)
-                .and_then(|b| MirrorBinding::parse(b).ok())
-                .is_some_and(|b| b.mirror.as_str() == mirror)
-        })
-        .cloned()
+    super::topics_of(image, mirror)
+        .into_iter()
+        .map(|(topic, _)| topic)
         .collect()
 }
 

@@ -12,3 +12,19 @@ pub mod state_store;
 pub mod sync;
 
 pub use manager::{MirrorManager, MirrorServices};
+
+use ottla_controller::MetadataImage;
+use ottla_mirror::name::{MirrorBinding, RequestedMirroring};
+
+/// The topics bound to `mirror` (in any state), with what was last asked
+/// of each, in name order.
+pub fn topics_of(image: &MetadataImage, mirror: &str) -> Vec<(String, RequestedMirroring)> {
+    image
+        .topic_ids
+        .keys()
+        .filter_map(|t| {
+            let binding = MirrorBinding::parse(image.mirror_binding(t)?).ok()?;
+            (binding.mirror.as_str() == mirror).then(|| (t.clone(), binding.requested))
+        })
+        .collect()
+}

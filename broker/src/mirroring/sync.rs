@@ -24,7 +24,7 @@ use ottla_controller::mirrors::{MirrorTopic, MirrorTopicOp};
 use ottla_controller::records::{CONFIG_RESOURCE_TOPIC, MIRROR_NAME_CONFIG};
 use ottla_controller::{AlterOp, MetadataImage};
 use ottla_mirror::config::{AclBinding, MirrorConfig};
-use ottla_mirror::name::{MirrorBinding, RequestedMirroring};
+use ottla_mirror::name::RequestedMirroring;
 use ottla_storage::manager::TopicPartition;
 use parking_lot::Mutex;
 use tracing::{debug, info, warn};
@@ -66,18 +66,10 @@ fn mirror_config(image: &MetadataImage, mirror: &str) -> Option<MirrorConfig> {
 
 /// The topics `mirror` is mirroring now (not paused, not removed).
 fn mirrored_topics(image: &MetadataImage, mirror: &str) -> Vec<String> {
-    image
-        .topic_ids
-        .keys()
-        .filter(|t| {
-            image
-                .mirror_binding(t)
-                .and_then(|b| MirrorBinding::parse(b).ok())
-                .is_some_and(|b| {
-                    b.mirror.as_str() == mirror && b.requested == RequestedMirroring::Mirror
-                })
-        })
-        .cloned()
+    super::topics_of(image, mirror)
+        .into_iter()
+        .filter(|(_, requested)| *requested == RequestedMirroring::Mirror)
+        .map(|(topic, _)| topic)
         .collect()
 }
 

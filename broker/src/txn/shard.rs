@@ -7,22 +7,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use anyhow::Context;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use ottla_protocol::batch::{BatchBuilder, BatchIter, SimpleRecord};
-use ottla_protocol::records::{records_section, walk_records};
-use ottla_storage::log::FetchIsolation;
+use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
 use ottla_storage::producer_state::AppendOrigin;
 use parking_lot::{Mutex, RwLock};
 use tracing::{info, warn};
 
 use super::records::{decode_key, decode_value, encode_key, encode_value};
 use super::state::TxnMetadata;
+use crate::coordinator_shards::replay_records;
 use crate::replica::{Partition, ReplicaManager};
-
-/// How much of the log one load step reads.
-const LOAD_READ_BYTES: usize = 1 << 20;
 
 pub type SharedTxn = Arc<Mutex<TxnMetadata>>;
 
@@ -40,62 +35,21 @@ impl TxnShard {
     /// record of an id wins, a tombstone forgets it. Blocking I/O.
     pub fn load(partition: Arc<Partition>, replicas: Arc<ReplicaManager>) -> anyhow::Result<Self> {
         let mut txns: HashMap<String, TxnMetadata> = HashMap::new();
-        let (mut offset, end) = {
-            let log = partition.log.read();
-            (log.log_start_offset(), log.log_end_offset())
-        };
-        while offset < end {
-            let slice = partition
-                .log
-                .read()
-                .read(offset, LOAD_READ_BYTES, FetchIsolation::LogEnd, true)
-                .with_context(|| format!("reading {} at offset {offset}", partition.tp))?
-                .slice;
-            let Some(slice) = slice else { break };
-            let bytes = slice
-                .read()
-                .with_context(|| format!("reading {}", partition.tp))?;
-            let before = offset;
-            for batch in BatchIter::new(&bytes) {
-                let batch = batch.with_context(|| format!("a batch of {}", partition.tp))?;
-                offset = offset.max(batch.next_offset());
-                if batch.is_control() {
-                    continue;
+        replay_records(&partition, |key, value| {
+            let Some(id) = decode_key(key)? else {
+                return Ok(());
+            };
+            match value {
+                None => {
+                    txns.remove(&id);
                 }
-                let section = records_section(&batch)?;
-                let mut failure = None;
-                walk_records(&section, |r| {
-                    if failure.is_some() {
-                        return;
-                    }
-                    let Some(key) = r.key else { return };
-                    let replayed = decode_key(key).and_then(|id| {
-                        let Some(id) = id else { return Ok(()) };
-                        match r.value {
-                            None => {
-                                txns.remove(&id);
-                            }
-                            Some(v) => {
-                                let meta = TxnMetadata::from_log(id.clone(), decode_value(v)?);
-                                txns.insert(id, meta);
-                            }
-                        }
-                        Ok(())
-                    });
-                    if let Err(e) = replayed {
-                        failure = Some(e);
-                    }
-                })?;
-                if let Some(e) = failure {
-                    return Err(e).with_context(|| {
-                        format!("{} near offset {}", partition.tp, batch.base_offset())
-                    });
+                Some(v) => {
+                    let meta = TxnMetadata::from_log(id.clone(), decode_value(v)?);
+                    txns.insert(id, meta);
                 }
             }
-            if offset == before {
-                break;
-            }
-        }
+            Ok(())
+        })?;
         let coordinator_epoch = partition.state().leader_epoch;
         info!(partition = %partition.tp, transactional_ids = txns.len(), coordinator_epoch, "transaction coordinator loaded");
         Ok(Self {
