@@ -4,8 +4,11 @@
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{
+    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
+};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{BrokerId, MetadataRequest, TopicName};
+use kafka_protocol::messages::{BrokerId, ListOffsetsResponse, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use ottla_protocol::batch::whole_batches_len;
 use ottla_protocol::client::KafkaClient;
@@ -236,9 +239,9 @@ pub fn leader_epoch(bootstrap: &str, topic: &str, partition: i32) -> i32 {
     })
 }
 
-/// Every byte of a partition's log up to its high watermark, read with
-/// consumer fetches from its leader in the cluster at `bootstrap`, and that
-/// high watermark.
+/// Every byte of a partition's log from its log start up to its high
+/// watermark, read with consumer fetches from its leader in the cluster at
+/// `bootstrap`, and that high watermark.
 pub fn log_bytes(bootstrap: &str, topic: &str, partition: i32) -> (Vec<u8>, i64) {
     try_log_bytes(bootstrap, topic, partition).unwrap()
 }
@@ -256,7 +259,7 @@ pub fn try_log_bytes(
             .await
             .map_err(|e| e.to_string())?;
         let mut bytes = Vec::new();
-        let mut offset = 0;
+        let mut offset = earliest_offset(&mut client, topic, partition).await?;
         loop {
             let request = FetchRequest::default()
                 .with_replica_id(BrokerId(-1))
@@ -292,4 +295,31 @@ pub fn try_log_bytes(
             bytes.extend_from_slice(&records[..whole]);
         }
     })
+}
+
+/// The partition's log start offset, asked of its leader.
+async fn earliest_offset(
+    client: &mut KafkaClient,
+    topic: &str,
+    partition: i32,
+) -> Result<i64, String> {
+    const EARLIEST: i64 = -2;
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_timestamp(EARLIEST)])]);
+    let response: ListOffsetsResponse = client
+        .send(7, &request, TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let answer = &response.topics[0].partitions[0];
+    match answer.error_code {
+        0 => Ok(answer.offset),
+        code => Err(format!(
+            "earliest offset of {topic}-{partition}: error {code}"
+        )),
+    }
 }

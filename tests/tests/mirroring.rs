@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use ottla_protocol::batch::BatchIter;
+use ottla_protocol::mirror::admin::DescribedMirrorPartition;
 use ottla_tests::apache_kafka::ApacheKafka;
 use ottla_tests::mirror::{
     create_mirror, describe, log_bytes, topics_op, try_log_bytes, wait_for_state, TopicOp,
@@ -18,6 +19,7 @@ use ottla_tests::topics::describe as describe_topic;
 const MIRRORING: i8 = 2;
 const PAUSED: i8 = 4;
 const STOPPED: i8 = 6;
+const FAILED: i8 = 7;
 
 fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
     ok(kafka_tool(
@@ -923,4 +925,126 @@ fn a_sasl_ssl_source_is_mirrored_over_tls_with_scram() {
         String::from_utf8_lossy(&denied.stderr).contains("SASL"),
         "{denied:?}"
     );
+}
+
+/// Flips the last byte of the middle batch of `topic-partition`'s first
+/// segment in a stopped node's log dir (a payload byte, so the batch CRC no
+/// longer matches), and returns the offset after that batch.
+fn corrupt_middle_batch(node: &Ottla, topic: &str, partition: i32) -> i64 {
+    let segment = node
+        .data_dir
+        .join("logs")
+        .join(format!("{topic}-{partition}"))
+        .join(format!("{:020}.log", 0));
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let batches: Vec<(usize, usize, i64)> = BatchIter::new(&bytes)
+        .scan(0usize, |position, batch| {
+            let batch = batch.unwrap();
+            let start = *position;
+            *position += batch.size();
+            Some((start, batch.size(), batch.next_offset()))
+        })
+        .collect();
+    assert!(
+        batches.len() >= 3,
+        "too few batches to corrupt one in the middle"
+    );
+    let (start, size, next_offset) = batches[batches.len() / 2];
+    bytes[start + size - 1] ^= 0xff;
+    std::fs::write(&segment, bytes).unwrap();
+    next_offset
+}
+
+#[test]
+fn a_failed_partition_stops_alone_and_recovers_when_removed_and_added_again() {
+    let mut source = Ottla::start(&[]);
+    let destination = Ottla::start(&[]);
+    let (src, dst) = (source.bootstrap(), destination.bootstrap());
+    create_topic(&src, "ledger", 2);
+    produce(&src, "ledger", 2000);
+    // A batch on the source's disk goes bad while the node is down (a clean
+    // shutdown, so the restart does not recover the segment).
+    source.stop();
+    let past_corruption = corrupt_middle_batch(&source, "ledger", 0);
+    source.restart();
+
+    create_mirror(&dst, "audit", &src);
+    topics_op(&dst, TopicOp::Add, "audit", &["ledger"]);
+    // Partition 0 fails on the corrupt batch and says why; partition 1
+    // keeps mirroring.
+    let failed = eventually_described(&dst, "audit", "ledger", |p| {
+        p.iter()
+            .any(|p| p.partition_index == 0 && p.state == FAILED)
+    });
+    let reason = failed[0].last_error.clone().unwrap_or_default();
+    assert!(reason.contains("CRC mismatch"), "{failed:?}");
+    assert_eq!(failed[1].state, MIRRORING, "{failed:?}");
+    produce(&src, "ledger", 500);
+    eventually("partition 1 mirrors while partition 0 is FAILED", || {
+        let (source_bytes, _) = log_bytes(&src, "ledger", 1);
+        let (dest_bytes, _) = log_bytes(&dst, "ledger", 1);
+        (source_bytes == dest_bytes).then_some(()).ok_or(format!(
+            "{} of {} bytes",
+            dest_bytes.len(),
+            source_bytes.len()
+        ))
+    });
+    assert_eq!(describe(&dst, "audit", "ledger")[0].state, FAILED);
+
+    // The operator drops the bad records on the source, then removes and
+    // re-adds the topic: the partition mirrors again from the source's new
+    // log start, byte for byte.
+    let json = source.data_dir.join("delete.json");
+    std::fs::write(
+        &json,
+        format!(
+            r#"{{"partitions":[{{"topic":"ledger","partition":0,"offset":{past_corruption}}}],"version":1}}"#
+        ),
+    )
+    .unwrap();
+    ok(kafka_tool(
+        "kafka-delete-records.sh",
+        &[
+            "--bootstrap-server",
+            &src,
+            "--offset-json-file",
+            json.to_str().unwrap(),
+        ],
+        None,
+    ));
+    topics_op(&dst, TopicOp::Remove, "audit", &["ledger"]);
+    wait_for_state(&dst, "audit", "ledger", 2, STOPPED);
+    topics_op(&dst, TopicOp::Add, "audit", &["ledger"]);
+    let recovered = wait_for_state(&dst, "audit", "ledger", 2, MIRRORING);
+    assert!(
+        recovered.iter().all(|p| p.last_error.is_none()),
+        "{recovered:?}"
+    );
+    wait_identical(&src, &dst, "ledger", 2);
+    let (recovered_bytes, _) = log_bytes(&dst, "ledger", 0);
+    let first = BatchIter::new(&recovered_bytes).next().unwrap().unwrap();
+    assert_eq!(first.base_offset(), past_corruption);
+}
+
+/// DescribeMirrors' partitions of `topic` (by partition index) once
+/// `done` holds for them.
+fn eventually_described(
+    destination: &str,
+    mirror: &str,
+    topic: &str,
+    done: impl Fn(&[DescribedMirrorPartition]) -> bool,
+) -> Vec<DescribedMirrorPartition> {
+    let started = Instant::now();
+    loop {
+        let mut described = describe(destination, mirror, topic);
+        described.sort_by_key(|p| p.partition_index);
+        if done(&described) {
+            return described;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{topic}: {described:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

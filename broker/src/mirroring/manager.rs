@@ -290,12 +290,21 @@ impl From<anyhow::Error> for Interrupted {
 impl Driver {
     async fn drive(self) {
         let tp = self.partition.tp.clone();
-        match self.steps().await {
-            Ok(()) | Err(Interrupted::Stopped) => {}
-            Err(Interrupted::Failed(reason)) => {
-                warn!(partition = %tp, reason, "mirror partition FAILED");
-                *self.run.stats.last_error.lock() = Some(reason.clone());
-                let _ = self.enter(State::Failed, Some(reason), None).await;
+        loop {
+            match self.steps().await {
+                Ok(()) | Err(Interrupted::Stopped) => return,
+                Err(Interrupted::Failed(reason)) => {
+                    warn!(partition = %tp, reason, "mirror partition FAILED");
+                    *self.run.stats.last_error.lock() = Some(reason.clone());
+                    if self.enter(State::Failed, Some(reason), None).await.is_err() {
+                        return;
+                    }
+                    // FAILED waits in `steps` for the topic's removal, the
+                    // way out; the pause keeps a failing way out from spinning.
+                    if self.pause(RETRY).await.is_err() {
+                        return;
+                    }
+                }
             }
         }
     }
@@ -427,6 +436,9 @@ impl Driver {
             }
         }
         *self.run.state.lock() = target;
+        if current == State::Failed && target != State::Failed {
+            *self.run.stats.last_error.lock() = None;
+        }
         if let Some(lme) = lme {
             *self.run.last_mirrored_epoch.lock() = lme;
         }
