@@ -27,6 +27,7 @@ use crate::log_config::TopicConfigResolver;
 use crate::mirroring::state_store::MirrorStateStore;
 use crate::mirroring::{MirrorManager, MirrorServices};
 use crate::producer_ids::ProducerIdManager;
+use crate::quotas::ClientQuotaManager;
 use crate::replica::{now_ms, IsrChange, ReplicaManager};
 use crate::replication::fetcher::{FetchSettings, ReplicaFetchers};
 use crate::security::authorizer::{Access, Authorizer};
@@ -92,6 +93,7 @@ pub struct Broker {
     pub groups: GroupCoordinator,
     pub txns: TxnCoordinator,
     pub mirrors: MirrorManager,
+    pub client_quotas: ClientQuotaManager,
 }
 
 impl Broker {
@@ -189,6 +191,7 @@ impl Broker {
             configs,
             groups,
             mirrors,
+            client_quotas: ClientQuotaManager::default(),
         });
         info!(node_id = broker.settings.node_id, cluster_id = %broker.cluster_id, "broker started");
         Ok(broker)

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod mirroring;
 pub mod network;
 pub mod producer_ids;
+pub mod quotas;
 pub mod replica;
 pub mod replication;
 pub mod security;

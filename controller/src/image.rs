@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 use crate::acls::Acls;
+use crate::quotas::ClientQuotas;
 use crate::records::{
     Endpoint, MetadataRecord, CONFIG_RESOURCE_MIRROR, CONFIG_RESOURCE_TOPIC, MIRROR_NAME_CONFIG,
 };
@@ -55,6 +56,8 @@ pub struct MetadataImage {
     pub scram_credentials: ScramCredentials,
     /// ACLs by id.
     pub acls: Acls,
+    /// Client quotas by entity.
+    pub client_quotas: ClientQuotas,
 }
 
 impl MetadataImage {
@@ -280,6 +283,9 @@ impl MetadataImage {
             }
             MetadataRecord::RemoveAccessControlEntry { id } => {
                 self.acls.remove(id);
+            }
+            MetadataRecord::ClientQuota { entity, key, value } => {
+                crate::quotas::apply(&mut self.client_quotas, entity, key, *value)
             }
         }
     }

@@ -8,6 +8,7 @@ pub mod controller;
 pub mod elections;
 pub mod image;
 pub mod mirrors;
+pub mod quotas;
 pub mod raft;
 pub mod reassignment;
 pub mod records;

@@ -17,6 +17,7 @@ use thiserror::Error;
 use uuid::Uuid;
 
 use crate::acls::Acl;
+use crate::quotas::QuotaValue;
 use crate::scram::{ScramCredential, ScramMechanism};
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -120,6 +121,14 @@ pub enum MetadataRecord {
         partition: i32,
         leader_epoch: i32,
     },
+    /// type 15: a client quota (KRaft's ClientQuotaRecord): `entity` maps
+    /// entity types to names (`None`: the default entity); `value: None`
+    /// removes the key.
+    ClientQuota {
+        entity: Vec<(String, Option<String>)>,
+        key: String,
+        value: Option<QuotaValue>,
+    },
 }
 
 impl MetadataRecord {
@@ -139,6 +148,7 @@ impl MetadataRecord {
             Self::RemoveAccessControlEntry { .. } => 12,
             Self::PartitionReassignment { .. } => 13,
             Self::LeaderEpochBump { .. } => 14,
+            Self::ClientQuota { .. } => 15,
         }
     }
 
@@ -252,6 +262,17 @@ impl MetadataRecord {
                 w.i32(*partition);
                 w.i32(*leader_epoch);
             }
+            Self::ClientQuota { entity, key, value } => {
+                w.i32(entity.len() as i32);
+                for (entity_type, name) in entity {
+                    w.string(Some(entity_type));
+                    w.string(name.as_deref());
+                }
+                w.string(Some(key));
+                w.opt(value.as_ref(), |w, v| {
+                    w.0.extend_from_slice(&v.0.to_bits().to_be_bytes())
+                });
+            }
         }
         w.0
     }
@@ -341,6 +362,22 @@ impl MetadataRecord {
                 partition: r.i32()?,
                 leader_epoch: r.i32()?,
             },
+            15 => {
+                let n = r.count()?;
+                let entity = (0..n)
+                    .map(|_| {
+                        let entity_type = r
+                            .string()?
+                            .ok_or(DecodeError::Invalid("null quota entity type"))?;
+                        Ok((entity_type, r.string()?))
+                    })
+                    .collect::<Result<_, DecodeError>>()?;
+                Self::ClientQuota {
+                    entity,
+                    key: r.string()?.ok_or(DecodeError::Invalid("null quota key"))?,
+                    value: r.opt(|r| Ok(QuotaValue(f64::from_bits(r.i64()? as u64))))?,
+                }
+            }
             other => return Err(DecodeError::Unknown(other, version)),
         };
         if !r.0.is_empty() {
@@ -616,6 +653,19 @@ mod tests {
                 topic_id: id,
                 partition: 1,
                 leader_epoch: 12,
+            },
+            MetadataRecord::ClientQuota {
+                entity: vec![
+                    ("user".into(), Some("alice".into())),
+                    ("client-id".into(), None),
+                ],
+                key: "request_percentage".into(),
+                value: Some(QuotaValue(12.5)),
+            },
+            MetadataRecord::ClientQuota {
+                entity: vec![("ip".into(), None)],
+                key: "connection_creation_rate".into(),
+                value: None,
             },
         ]
     }

@@ -19,18 +19,24 @@ use uuid::Uuid;
 use crate::apis::leader_hints;
 use crate::broker::Broker;
 use crate::fetch_session::{PartitionFetch, PartitionSeen};
+use crate::quotas::{QuotaClient, QuotaType};
 use crate::replica::{FetchOutcome, ReadSpec};
 
 /// Fetch sessions exist from v7.
 const SESSIONS_FROM: i16 = 7;
 
+/// Answers a Fetch, and says how long of it was spent waiting for data
+/// (long polling), which is not request handling time. A consumer over
+/// its fetch quota (`quota`) is answered empty with a throttle time.
 pub async fn handle(
     broker: &Broker,
     version: i16,
     listener: &str,
     req: FetchRequest,
-) -> FetchResponse {
+    quota: Option<&QuotaClient<'_>>,
+) -> (FetchResponse, Duration) {
     let image = broker.controller.image();
+    let mut waited = Duration::ZERO;
     let by_id = version >= 13;
     let replica_id = if version >= 15 {
         req.replica_state.replica_id.0
@@ -120,17 +126,23 @@ pub async fn handle(
             if version >= SESSIONS_FROM {
                 r = r.with_session_id(0);
             }
-            return r;
+            return (r, waited);
         }
     };
 
     // Read until min_bytes is reached, an error shows up, or max_wait passes.
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
-    let max_total = if version >= 3 {
+    let mut max_total = if version >= 3 {
         req.max_bytes.max(0) as usize
     } else {
         usize::MAX
     };
+    if let Some(allowance) = quota
+        .filter(|_| !is_follower)
+        .and_then(|q| q.window_allowance(QuotaType::Fetch))
+    {
+        max_total = max_total.min(allowance);
+    }
     let outcomes = loop {
         let seen_appends = broker.replicas.append_counter();
         let mut budget = max_total;
@@ -184,7 +196,26 @@ pub async fn handle(
             .replicas
             .wait_for_appends(seen_appends, deadline - now)
             .await;
+        waited += now.elapsed();
     };
+    if let Some(quota) = quota.filter(|_| !is_follower) {
+        let bytes: usize = outcomes
+            .iter()
+            .map(|o| o.records.as_ref().map_or(0, |r| r.len()))
+            .sum();
+        let throttle = quota.record(QuotaType::Fetch, bytes as f64);
+        if !throttle.is_zero() {
+            // Nothing is sent, so nothing counts; the session is left as
+            // it was, so the same records are fetched again afterwards.
+            quota.unrecord(QuotaType::Fetch, bytes as f64);
+            let mut r = FetchResponse::default()
+                .with_throttle_time_ms(throttle.as_millis().min(i32::MAX as u128) as i32);
+            if version >= SESSIONS_FROM {
+                r = r.with_session_id(session.session_id);
+            }
+            return (r, waited);
+        }
+    }
 
     // Assemble, grouping partitions by topic in request order.
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
@@ -256,7 +287,7 @@ pub async fn handle(
     if version >= LEADER_HINTS_FROM {
         add_leader_hints(&image, version, listener, &mut r);
     }
-    r
+    (r, waited)
 }
 
 /// Fetch v12 carries the current leader with leadership errors; v16 adds

@@ -33,6 +33,15 @@ struct ReplicationWait {
     end_offset: i64,
 }
 
+/// The record bytes a Produce carries, which produce quotas count.
+pub fn records_bytes(req: &ProduceRequest) -> usize {
+    req.topic_data
+        .iter()
+        .flat_map(|t| t.partition_data.iter())
+        .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+        .sum()
+}
+
 /// Appends (blocking I/O); [`finish`] then waits for replication.
 pub fn handle(broker: &Broker, version: i16, listener: &str, req: ProduceRequest) -> Appended {
     let image = broker.controller.image();

@@ -1,11 +1,15 @@
 //! Gates of the cluster-wide APIs: DESCRIBE on the cluster to describe it
 //! (log dirs, quorum, ACLs, SCRAM users, reassignments), ALTER to change it
-//! (ACLs, SCRAM credentials, elections, reassignments, feature levels), DESCRIBE_CONFIGS for client quotas; the
-//! cluster's authorized operations in DescribeCluster.
+//! (ACLs, SCRAM credentials, elections, reassignments, feature levels),
+//! DESCRIBE_CONFIGS and ALTER_CONFIGS for client quotas; the cluster's
+//! authorized operations in DescribeCluster.
 
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_client_quotas_response::{
+    AlterClientQuotasResponse, EntryData as AlterClientQuotasEntry,
+};
 use kafka_protocol::messages::alter_partition_reassignments_response::AlterPartitionReassignmentsResponse;
 use kafka_protocol::messages::alter_user_scram_credentials_response::{
     AlterUserScramCredentialsResponse, AlterUserScramCredentialsResult,
@@ -56,6 +60,7 @@ pub fn gate(access: &Arc<Access>, version: i16, body: RequestKind) -> Gate {
         R::ListPartitionReassignments(_) => operation::DESCRIBE,
         R::AlterPartitionReassignments(_) => operation::ALTER,
         R::DescribeClientQuotas(_) => operation::DESCRIBE_CONFIGS,
+        R::AlterClientQuotas(_) => operation::ALTER_CONFIGS,
         // An API nobody wrote a rule for is refused, not let through.
         _ => return Gate::NoRule,
     };
@@ -95,6 +100,19 @@ fn refusal(version: i16, body: RequestKind) -> ResponseKind {
             DescribeClientQuotasResponse::default()
                 .with_error_code(code)
                 .with_error_message(message()),
+        ),
+        RequestKind::AlterClientQuotas(r) => ResponseKind::AlterClientQuotas(
+            AlterClientQuotasResponse::default().with_entries(
+                r.entries
+                    .iter()
+                    .map(|e| {
+                        AlterClientQuotasEntry::default()
+                            .with_error_code(code)
+                            .with_error_message(message())
+                            .with_entity(crate::apis::client_quotas::altered_entity(&e.entity))
+                    })
+                    .collect(),
+            ),
         ),
         RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(
             CreateAclsResponse::default().with_results(

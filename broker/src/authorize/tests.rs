@@ -210,6 +210,10 @@ fn every_served_api_has_a_rule() {
             RequestKind::DescribeClientQuotas(Default::default()),
         ),
         (
+            ApiKey::AlterClientQuotas,
+            RequestKind::AlterClientQuotas(Default::default()),
+        ),
+        (
             ApiKey::DescribeAcls,
             RequestKind::DescribeAcls(Default::default()),
         ),

@@ -6,6 +6,7 @@
 //! APIs are async (they long-poll) and run in place.
 
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use ottla_protocol::api_versions::{ApiTableError, VersionRange};
@@ -20,6 +21,7 @@ use crate::authorize::{gate_request, Gate};
 use crate::broker::Broker;
 use crate::handlers::HandlerRegistry;
 use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
+use crate::quotas::{thread_percent, throttle_time_field, QuotaClient, QuotaType};
 
 /// The versions served, from Kafka 4.x's floors (KIP-896) to what the
 /// handlers implement.
@@ -69,6 +71,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
@@ -124,19 +127,43 @@ impl RequestHandler for BrokerApis {
                     ctx.api
                 ),
             };
+            let started = Instant::now();
+            let image = b.controller.image();
+            let quota = QuotaClient {
+                manager: &b.client_quotas,
+                quotas: &image.client_quotas,
+                user: &ctx.principal.name,
+                client_id: &ctx.client_id,
+            };
+            // Time spent waiting (acks, long polls), which is not handling.
+            let mut waited = Duration::ZERO;
+            let mut byte_throttle = Duration::ZERO;
+            let mut exempt = matches!(body, RequestKind::WriteTxnMarkers(_));
             let mut response = match body {
                 RequestKind::Produce(r) => {
+                    let bytes = produce::records_bytes(&r);
                     let appended =
                         blocking(b, move |b| produce::handle(b, v, &listener, r)).await?;
                     ctx.release_next();
-                    match produce::finish(b, appended).await {
+                    byte_throttle = quota.record(QuotaType::Produce, bytes as f64);
+                    let acks_started = Instant::now();
+                    let finished = produce::finish(b, appended).await;
+                    waited = acks_started.elapsed();
+                    match finished {
                         Some(r) => ResponseKind::Produce(r),
-                        None => return Ok(Response::NoResponse),
+                        None => {
+                            ctx.throttle.mute_for(byte_throttle);
+                            return Ok(Response::NoResponse);
+                        }
                     }
                 }
                 RequestKind::Fetch(r) => {
                     ctx.release_next();
-                    ResponseKind::Fetch(fetch::handle(b, v, &listener, r).await)
+                    exempt = r.replica_id.0 >= 0 || r.replica_state.replica_id.0 >= 0;
+                    let (r, long_poll) = fetch::handle(b, v, &listener, r, Some(&quota)).await;
+                    waited = long_poll;
+                    byte_throttle = Duration::from_millis(r.throttle_time_ms.max(0) as u64);
+                    ResponseKind::Fetch(r)
                 }
                 RequestKind::Metadata(r) => ResponseKind::Metadata(
                     blocking(b, move |b| metadata::handle(b, v, &listener, r)).await?,
@@ -285,9 +312,12 @@ impl RequestHandler for BrokerApis {
                 RequestKind::OffsetDelete(r) => {
                     ResponseKind::OffsetDelete(group::offset_delete(b, v, r).await)
                 }
-                RequestKind::DescribeClientQuotas(r) => {
-                    ResponseKind::DescribeClientQuotas(client_quotas::describe(v, r))
-                }
+                RequestKind::DescribeClientQuotas(r) => ResponseKind::DescribeClientQuotas(
+                    client_quotas::describe(&b.controller.image(), v, r),
+                ),
+                RequestKind::AlterClientQuotas(r) => ResponseKind::AlterClientQuotas(
+                    blocking(b, move |b| client_quotas::alter(b, v, r)).await?,
+                ),
                 RequestKind::DescribeUserScramCredentials(r) => {
                     ResponseKind::DescribeUserScramCredentials(
                         blocking(b, move |b| scram_credentials::describe(b, v, r)).await?,
@@ -314,6 +344,19 @@ impl RequestHandler for BrokerApis {
             };
             if let Some(patch) = patch {
                 patch(&mut response);
+            }
+            let handling = started.elapsed().saturating_sub(waited);
+            let request_throttle = if exempt {
+                Duration::ZERO
+            } else {
+                quota.record(QuotaType::Request, thread_percent(handling))
+            };
+            let throttle = byte_throttle.max(request_throttle);
+            if !throttle.is_zero() {
+                ctx.throttle.mute_for(throttle);
+                if let Some(field) = throttle_time_field(&mut response, v) {
+                    *field = throttle.as_millis().min(i32::MAX as u128) as i32;
+                }
             }
             Ok(Response::Message(response))
         })

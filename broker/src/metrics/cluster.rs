@@ -271,10 +271,31 @@ impl BrokerCollector {
     }
 }
 
+impl BrokerCollector {
+    fn encode_quotas(&self, e: &mut DescriptorEncoder) -> fmt::Result {
+        let totals = self.0.client_quotas.throttle_totals();
+        counter(
+            e,
+            "kafka_server_quota_throttled_responses",
+            "Responses throttled by a client quota, by quota type (produce, fetch, request).",
+            totals.iter().map(|(q, n, _)| ([("quota", q.name())], *n)),
+        )?;
+        counter(
+            e,
+            "kafka_server_quota_throttle_time_seconds",
+            "Throttle time given to clients over their quota (Kafka throttle-time per Produce, Fetch, Request).",
+            totals
+                .iter()
+                .map(|(q, _, ms)| ([("quota", q.name())], *ms as f64 / 1000.0)),
+        )
+    }
+}
+
 impl Collector for BrokerCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
         self.encode_partitions(&mut encoder)?;
         self.encode_controller(&mut encoder)?;
-        self.encode_groups(&mut encoder)
+        self.encode_groups(&mut encoder)?;
+        self.encode_quotas(&mut encoder)
     }
 }

@@ -14,7 +14,6 @@
 //! SaslHandshake and SaslAuthenticate are answered here, in order, and no
 //! other request is served until the client has authenticated.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -33,7 +32,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::handler::{Api, RequestContext, RequestHandler, Response};
+use super::handler::{Api, ConnectionInfo, RequestContext, RequestHandler, Response};
 use super::server::ServerSettings;
 use crate::metrics::{network, ConnectionCounters};
 use crate::security::sasl::session::{Gate, SaslSession};
@@ -99,8 +98,7 @@ struct Queued {
 }
 
 pub(super) struct Connection {
-    pub id: u64,
-    pub peer: SocketAddr,
+    pub info: ConnectionInfo,
     pub service: Arc<Service>,
     pub settings: Arc<ServerSettings>,
 }
@@ -149,7 +147,16 @@ impl Connection {
                 next = tokio::time::timeout(self.settings.idle_timeout, frames.next_frame()) => next,
             };
             let frame = match next {
-                Ok(Ok(Some(frame))) => frame,
+                Ok(Ok(Some(frame))) => {
+                    if let Some(until) = self.info.throttle.muted_until() {
+                        // Over its quota: this client waits out its throttle.
+                        tokio::select! {
+                            _ = closing.cancelled() => return,
+                            _ = tokio::time::sleep_until(until.into()) => {}
+                        }
+                    }
+                    frame
+                }
                 Ok(Ok(None)) => {
                     debug!("client closed the connection");
                     return;
@@ -287,11 +294,11 @@ impl Connection {
             body,
         } = request;
         let (version, correlation_id) = (header.request_api_version, header.correlation_id);
+        let client_id = client_id_of(&header);
         let (ctx, release) = RequestContext::new(
-            self.id,
-            Arc::clone(&self.service.name),
-            self.peer,
+            &self.info,
             principal,
+            client_id,
             Api::Kafka(api_key),
             version,
         );
@@ -309,6 +316,11 @@ impl Connection {
         });
         (task, release)
     }
+}
+
+/// The header's client id, "" when null.
+fn client_id_of(header: &kafka_protocol::messages::RequestHeader) -> Arc<str> {
+    Arc::from(header.client_id.as_deref().unwrap_or(""))
 }
 
 impl Connection {
@@ -339,14 +351,9 @@ impl Connection {
             request.header.request_api_version,
             request.header.correlation_id,
         );
-        let (ctx, release) = RequestContext::new(
-            self.id,
-            Arc::clone(&self.service.name),
-            self.peer,
-            principal,
-            Api::Mirror(key),
-            version,
-        );
+        let client_id = client_id_of(&request.header);
+        let (ctx, release) =
+            RequestContext::new(&self.info, principal, client_id, Api::Mirror(key), version);
         let handler = Arc::clone(&self.service.handler);
         let task = tokio::spawn(async move {
             let body = handler

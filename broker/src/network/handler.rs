@@ -4,6 +4,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
@@ -73,6 +74,38 @@ pub enum Api {
     Mirror(MirrorApiKey),
 }
 
+/// When a connection may be read from again: a client over its quota is
+/// not read from until its throttle time has passed (KIP-219).
+#[derive(Debug, Default)]
+pub struct ConnectionThrottle(Mutex<Option<Instant>>);
+
+impl ConnectionThrottle {
+    /// Mutes the connection for `how_long` from now (a longer mute already
+    /// in place stays).
+    pub fn mute_for(&self, how_long: Duration) {
+        let until = Instant::now() + how_long;
+        let mut muted = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if muted.is_none_or(|m| m < until) {
+            *muted = Some(until);
+        }
+    }
+
+    /// Until when the connection is muted, if it is.
+    pub fn muted_until(&self) -> Option<Instant> {
+        let muted = *self.0.lock().unwrap_or_else(|p| p.into_inner());
+        muted.filter(|m| *m > Instant::now())
+    }
+}
+
+/// What every request on one connection shares.
+#[derive(Debug, Clone)]
+pub struct ConnectionInfo {
+    pub id: u64,
+    pub listener: Arc<str>,
+    pub peer: SocketAddr,
+    pub throttle: Arc<ConnectionThrottle>,
+}
+
 /// Per-request information from the connection.
 #[derive(Debug)]
 pub struct RequestContext {
@@ -81,8 +114,11 @@ pub struct RequestContext {
     pub peer: SocketAddr,
     /// Who the connection authenticated as (User:ANONYMOUS on PLAINTEXT).
     pub principal: Arc<KafkaPrincipal>,
+    /// The request header's client id ("" when null), which quotas key on.
+    pub client_id: Arc<str>,
     pub api: Api,
     pub api_version: i16,
+    pub throttle: Arc<ConnectionThrottle>,
     release: Mutex<Option<oneshot::Sender<()>>>,
 }
 
@@ -91,21 +127,22 @@ impl RequestContext {
     /// its next request. Dropping the context (the handler finished) also
     /// releases it.
     pub(super) fn new(
-        connection_id: u64,
-        listener: Arc<str>,
-        peer: SocketAddr,
+        connection: &ConnectionInfo,
         principal: Arc<KafkaPrincipal>,
+        client_id: Arc<str>,
         api: Api,
         api_version: i16,
     ) -> (Self, oneshot::Receiver<()>) {
         let (tx, rx) = oneshot::channel();
         let ctx = Self {
-            connection_id,
-            listener,
-            peer,
+            connection_id: connection.id,
+            listener: Arc::clone(&connection.listener),
+            peer: connection.peer,
             principal,
+            client_id,
             api,
             api_version,
+            throttle: Arc::clone(&connection.throttle),
             release: Mutex::new(Some(tx)),
         };
         (ctx, rx)

@@ -11,7 +11,8 @@ mod server;
 mod transport;
 
 pub use handler::{
-    Api, HandlerError, HandlerFuture, MirrorHandlerFuture, RequestContext, RequestHandler, Response,
+    Api, ConnectionThrottle, HandlerError, HandlerFuture, MirrorHandlerFuture, RequestContext,
+    RequestHandler, Response,
 };
 pub use quorum::QuorumSlot;
 pub use server::{bind_address, ListenerSpec, Server, ServerSettings};

@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, info_span, warn, Instrument};
 
 use super::connection::{Connection, Service};
-use super::handler::RequestHandler;
+use super::handler::{ConnectionInfo, RequestHandler};
 use super::limits::ConnectionLimits;
 use super::quorum::{quorum_peer, QuorumSlot};
 use crate::config::{keys, BrokerConfig};
@@ -221,8 +221,12 @@ impl Acceptor {
             let connections = Arc::clone(&service.connections);
             connections.opened();
             let connection = Connection {
-                id,
-                peer,
+                info: ConnectionInfo {
+                    id,
+                    listener: Arc::clone(&service.name),
+                    peer,
+                    throttle: Arc::default(),
+                },
                 service: Arc::clone(&service),
                 settings: Arc::clone(&self.settings),
             };

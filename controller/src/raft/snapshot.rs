@@ -143,6 +143,15 @@ fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
             acl: acl.clone(),
         });
     }
+    for (entity, keys) in &image.client_quotas {
+        for (key, value) in keys {
+            out.push(MetadataRecord::ClientQuota {
+                entity: entity.clone().into_iter().collect(),
+                key: key.clone(),
+                value: Some(*value),
+            });
+        }
+    }
     out.push(MetadataRecord::ProducerIds {
         broker_id: -1,
         next_producer_id: image.next_producer_id,

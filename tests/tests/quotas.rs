@@ -1,0 +1,294 @@
+//! Client quotas with the stock tools: `kafka-configs.sh` sets and describes
+//! them (users, clients, both, IPs, defaults), refuses invalid ones with
+//! Kafka's messages, and a producer and a consumer over their byte-rate
+//! quota are slowed down to it with nothing lost.
+
+use std::time::Instant;
+
+use ottla_tests::ottla::{free_port, Ottla};
+use ottla_tests::tools::{kafka_tool, ok, python_script};
+
+fn configs(bootstrap: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["--bootstrap-server", bootstrap];
+    all.extend_from_slice(args);
+    kafka_tool("kafka-configs.sh", &all, None)
+}
+
+fn throttled_total(metrics_port: u16, quota: &str) -> f64 {
+    let text = ok(python_script(
+        "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1]).read().decode())",
+        &[&format!("http://127.0.0.1:{metrics_port}/metrics")],
+    ));
+    let prefix = format!("kafka_server_quota_throttled_responses_total{{quota=\"{quota}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in the metrics:\n{text}"))
+}
+
+#[test]
+fn kafka_configs_sets_describes_and_validates_client_quotas() {
+    let node = Ottla::start(&[]);
+    let b = node.bootstrap();
+    ok(configs(
+        &b,
+        &[
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "billing",
+            "--add-config",
+            "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+        ],
+    ));
+    ok(configs(
+        &b,
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+            "--entity-type",
+            "clients",
+            "--entity-default",
+            "--add-config",
+            "request_percentage=25.5",
+        ],
+    ));
+    ok(configs(
+        &b,
+        &[
+            "--alter",
+            "--entity-type",
+            "ips",
+            "--entity-name",
+            "10.1.2.3",
+            "--add-config",
+            "connection_creation_rate=10",
+        ],
+    ));
+    let billing = ok(configs(
+        &b,
+        &[
+            "--describe",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "billing",
+        ],
+    ));
+    assert!(
+        billing.contains("producer_byte_rate=1048576")
+            && billing.contains("consumer_byte_rate=2097152"),
+        "{billing}"
+    );
+    let alice = ok(configs(
+        &b,
+        &[
+            "--describe",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+            "--entity-type",
+            "clients",
+            "--entity-default",
+        ],
+    ));
+    assert!(alice.contains("request_percentage=25.5"), "{alice}");
+    let ip = ok(configs(
+        &b,
+        &[
+            "--describe",
+            "--entity-type",
+            "ips",
+            "--entity-name",
+            "10.1.2.3",
+        ],
+    ));
+    assert!(ip.contains("connection_creation_rate=10"), "{ip}");
+
+    // Kafka's validation, with its messages.
+    for (entity, config, expected) in [
+        (
+            "clients",
+            "producer_byte_rate=1.5",
+            "producer_byte_rate cannot be a fractional value",
+        ),
+        (
+            "clients",
+            "request_percentage=0",
+            "Quota request_percentage must be greater than 0",
+        ),
+    ] {
+        let name = "other";
+        let refused = configs(
+            &b,
+            &[
+                "--alter",
+                "--entity-type",
+                entity,
+                "--entity-name",
+                name,
+                "--add-config",
+                config,
+            ],
+        );
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&refused.stdout),
+            String::from_utf8_lossy(&refused.stderr)
+        );
+        assert!(text.contains(expected), "{config}: {text}");
+    }
+
+    // Removing a key leaves the others; the quotas survive a restart.
+    ok(configs(
+        &b,
+        &[
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "billing",
+            "--delete-config",
+            "consumer_byte_rate",
+        ],
+    ));
+    let mut node = node;
+    node.stop();
+    node.restart();
+    let billing = ok(configs(
+        &b,
+        &[
+            "--describe",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "billing",
+        ],
+    ));
+    assert!(
+        billing.contains("producer_byte_rate=1048576") && !billing.contains("consumer_byte_rate"),
+        "{billing}"
+    );
+}
+
+/// Seconds a run of `tool` took, after checking it succeeded.
+fn timed(tool: &str, args: &[&str]) -> (f64, String) {
+    let started = Instant::now();
+    let out = ok(kafka_tool(tool, args, None));
+    (started.elapsed().as_secs_f64(), out)
+}
+
+#[test]
+fn producers_and_consumers_over_their_quota_are_slowed_to_it() {
+    const QUOTA: u64 = 100 * 1024;
+    const RECORDS: u64 = 1500;
+    const RECORD_SIZE: u64 = 1000;
+    let metrics_port = free_port();
+    let listener = format!("http://127.0.0.1:{metrics_port}");
+    let node = Ottla::start(&[("metrics.listener", listener.as_str())]);
+    let b = node.bootstrap();
+    for (key, client) in [
+        ("producer_byte_rate", "slow-producer"),
+        ("consumer_byte_rate", "slow-consumer"),
+    ] {
+        ok(configs(
+            &b,
+            &[
+                "--alter",
+                "--entity-type",
+                "clients",
+                "--entity-name",
+                client,
+                "--add-config",
+                &format!("{key}={QUOTA}"),
+            ],
+        ));
+    }
+    // 1.5 MB: the first 10 s worth of quota (1 MB) goes at once, the rest
+    // at 100 KiB/s, so about 5 s of throttling.
+    let (produce_secs, _) = timed(
+        "kafka-producer-perf-test.sh",
+        &[
+            "--topic",
+            "metered",
+            "--num-records",
+            &RECORDS.to_string(),
+            "--record-size",
+            &RECORD_SIZE.to_string(),
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &format!("bootstrap.servers={b}"),
+            "client.id=slow-producer",
+            "acks=1",
+        ],
+    );
+    assert!(
+        produce_secs > 3.5,
+        "1.5 MB at a 100 KiB/s quota took only {produce_secs:.1} s"
+    );
+    assert!(throttled_total(metrics_port, "produce") > 0.0);
+
+    let (consume_secs, consumed) = timed(
+        "kafka-console-consumer.sh",
+        &[
+            "--bootstrap-server",
+            &b,
+            "--topic",
+            "metered",
+            "--from-beginning",
+            "--max-messages",
+            &RECORDS.to_string(),
+            "--timeout-ms",
+            "60000",
+            "--consumer-property",
+            "client.id=slow-consumer",
+        ],
+    );
+    let records = consumed
+        .lines()
+        .filter(|l| l.len() as u64 == RECORD_SIZE)
+        .count() as u64;
+    assert_eq!(
+        records,
+        RECORDS,
+        "records lost or doubled:\n{}",
+        consumed
+            .lines()
+            .filter(|l| l.len() as u64 != RECORD_SIZE)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        consume_secs > 3.5,
+        "1.5 MB at a 100 KiB/s quota was consumed in {consume_secs:.1} s"
+    );
+    assert!(throttled_total(metrics_port, "fetch") > 0.0);
+
+    // A client without a quota is not slowed down.
+    let (free_secs, _) = timed(
+        "kafka-producer-perf-test.sh",
+        &[
+            "--topic",
+            "metered",
+            "--num-records",
+            &RECORDS.to_string(),
+            "--record-size",
+            &RECORD_SIZE.to_string(),
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &format!("bootstrap.servers={b}"),
+            "client.id=unmetered",
+        ],
+    );
+    assert!(
+        free_secs < produce_secs,
+        "unmetered {free_secs:.1} s, metered {produce_secs:.1} s"
+    );
+}
