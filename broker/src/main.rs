@@ -16,6 +16,7 @@ use ottla_broker::handlers::broker_apis::BrokerSlot;
 use ottla_broker::handlers::{broker_registry, controller_registry, HandlerRegistry};
 use ottla_broker::metrics::{self, MetricsServer};
 use ottla_broker::network::{bind_address, ListenerSpec, QuorumSlot, Server, ServerSettings};
+use ottla_broker::quotas::IpConnectionQuotas;
 use ottla_broker::replication::fetcher::FetchSettings;
 use ottla_broker::security::authorizer::Authorizer;
 use ottla_broker::security::credentials::MetadataCredentials;
@@ -193,6 +194,8 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
             let registry = Arc::new(metrics::registry(broker.clone()));
             tokio::spawn(metrics_server.serve(registry, stop_broker_listeners.clone()));
         }
+        let broker_server = broker_server
+            .with_connection_rate_quotas(Arc::new(IpConnectionQuotas(controller.clone())));
         let serving = tokio::spawn(broker_server.run(stop_broker_listeners.clone()));
         signalled.cancelled().await;
         broker.controlled_shutdown().await;

@@ -8,15 +8,20 @@
 //! percentage of one thread) are measured; replication is not.
 
 use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::ResponseKind;
 use ottla_controller::quotas::{
-    ClientQuotas, QuotaEntity, CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE,
-    REQUEST_PERCENTAGE, USER,
+    ClientQuotas, QuotaEntity, CLIENT_ID, CONNECTION_CREATION_RATE, CONSUMER_BYTE_RATE, IP,
+    PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, USER,
 };
+use ottla_controller::Controller;
 use parking_lot::Mutex;
+
+use crate::network::ConnectionRateQuotas;
 
 /// Kafka's defaults: 11 one-second windows.
 const WINDOWS: u32 = 11;
@@ -75,21 +80,25 @@ struct SensorKey {
 
 /// A windowed rate, as Kafka's `Rate` over `SampledStat` computes it.
 #[derive(Debug)]
-struct SampledRate {
+pub(crate) struct SampledRate {
     /// (window start, total recorded in it), oldest first.
     windows: VecDeque<(Instant, f64)>,
     last_used: Instant,
 }
 
 impl SampledRate {
-    fn new(now: Instant) -> Self {
+    pub(crate) fn new(now: Instant) -> Self {
         Self {
             windows: VecDeque::new(),
             last_used: now,
         }
     }
 
-    fn record(&mut self, value: f64, now: Instant) {
+    pub(crate) fn idle_since(&self, now: Instant, how_long: Duration) -> bool {
+        now.duration_since(self.last_used) >= how_long
+    }
+
+    pub(crate) fn record(&mut self, value: f64, now: Instant) {
         self.last_used = now;
         while self
             .windows
@@ -107,7 +116,7 @@ impl SampledRate {
     /// The rate per second and the span it was measured over, which is
     /// never less than all but one window (so a new client's first burst is
     /// not measured over a few milliseconds).
-    fn rate(&self, now: Instant) -> (f64, Duration) {
+    pub(crate) fn rate(&self, now: Instant) -> (f64, Duration) {
         let total: f64 = self.windows.iter().map(|(_, v)| v).sum();
         let elapsed = self
             .windows
@@ -238,7 +247,7 @@ impl ClientQuotaManager {
         };
         let mut sensors = self.sensors.lock();
         if !sensors.contains_key(&key) {
-            sensors.retain(|_, s| now.duration_since(s.last_used) < SENSOR_EXPIRY);
+            sensors.retain(|_, s| !s.idle_since(now, SENSOR_EXPIRY));
         }
         let sensor = sensors.entry(key).or_insert_with(|| SampledRate::new(now));
         sensor.record(value, now);
@@ -248,6 +257,27 @@ impl ClientQuotaManager {
         }
         span.mul_f64((rate - bound) / bound)
             .min(quota.max_throttle())
+    }
+}
+
+/// `connection_creation_rate` quotas of IP entities in the metadata image:
+/// the IP's own, else the default IP quota.
+pub struct IpConnectionQuotas(pub Arc<Controller>);
+
+impl ConnectionRateQuotas for IpConnectionQuotas {
+    fn for_ip(&self, ip: IpAddr) -> Option<f64> {
+        let image = self.0.image();
+        if image.client_quotas.is_empty() {
+            return None;
+        }
+        [Some(ip.to_string()), None].into_iter().find_map(|name| {
+            let entity: QuotaEntity = [(IP.to_string(), name)].into();
+            image
+                .client_quotas
+                .get(&entity)?
+                .get(CONNECTION_CREATION_RATE)
+                .map(|v| v.0)
+        })
     }
 }
 

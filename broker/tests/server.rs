@@ -17,7 +17,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use ottla_broker::handlers::{node_features, HandlerRegistry};
 use ottla_broker::network::{
-    HandlerFuture, ListenerSpec, RequestContext, RequestHandler, Response, Server, ServerSettings,
+    HandlerFuture, ListenerSpec, RequestContext, RequestHandler, RequestMemory, Response, Server,
+    ServerSettings,
 };
 use ottla_protocol::api_versions::VersionRange;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -399,6 +400,37 @@ async fn small_max_request_size_is_enforced() {
     let mut client = Client::connect(server.addr).await;
     client.send_frame(&[0; 65]).await;
     assert!(client.is_closed().await);
+    assert_still_serving(server.addr).await;
+}
+
+#[tokio::test]
+async fn request_memory_bounds_what_is_read_before_handling() {
+    let settings = ServerSettings {
+        request_memory: Some(RequestMemory::new(1000)),
+        ..ServerSettings::default()
+    };
+    let server = start_with(settings).await;
+    // A client announces a 995-byte request and sends 10 bytes of it: the
+    // 995 bytes are reserved, so another client's request must wait.
+    let mut hog = Client::connect(server.addr).await;
+    let mut partial = 995i32.to_be_bytes().to_vec();
+    partial.extend_from_slice(&[0; 10]);
+    hog.send_raw(&partial).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let waiting = tokio::spawn(async move {
+        let mut client = Client::connect(server.addr).await;
+        let response = api_versions(&mut client, 3, 3, 7).await;
+        (response.error_code, server)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a request was read while the memory pool was exhausted"
+    );
+    // The hog leaves; its reservation returns and the other request runs.
+    drop(hog);
+    let (code, server) = waiting.await.unwrap();
+    assert_eq!(code, 0);
     assert_still_serving(server.addr).await;
 }
 

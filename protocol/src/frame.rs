@@ -96,6 +96,25 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         self.max = max;
     }
 
+    /// The size of the next frame, once its prefix has arrived (validated
+    /// against the cap), or `None` on a clean end of stream between frames.
+    /// Lets a caller reserve memory before the body is read.
+    ///
+    /// Cancel-safe, like [`next_frame`](Self::next_frame).
+    pub async fn next_frame_len(&mut self) -> Result<Option<usize>, FrameError> {
+        while self.buf.len() < SIZE_PREFIX_LEN {
+            self.buf.reserve(MIN_READ);
+            if self.inner.read_buf(&mut self.buf).await? == 0 {
+                return match self.buf.len() {
+                    0 => Ok(None),
+                    buffered => Err(FrameError::Truncated { buffered }),
+                };
+            }
+        }
+        let prefix = *self.buf.first_chunk().expect("a whole prefix is buffered");
+        frame_len(prefix, self.max).map(Some)
+    }
+
     /// The next frame, or `None` on a clean end of stream between frames.
     ///
     /// Cancel-safe: bytes already read stay buffered in `self`, so it can be
@@ -219,5 +238,27 @@ mod tests {
         assert_eq!(&frame[..], &payload[..]);
         writer.await.unwrap();
         assert!(reader.next_frame().await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn the_length_comes_before_the_body() {
+        let wire = framed(&[b"one", b"two!"]);
+        let mut reader = FrameReader::new(&wire[..], 100);
+        assert_eq!(reader.next_frame_len().await.unwrap(), Some(3));
+        assert_eq!(
+            reader.next_frame_len().await.unwrap(),
+            Some(3),
+            "peeking consumes nothing"
+        );
+        assert_eq!(reader.next_frame().await.unwrap().unwrap(), &b"one"[..]);
+        assert_eq!(reader.next_frame_len().await.unwrap(), Some(4));
+        assert_eq!(reader.next_frame().await.unwrap().unwrap(), &b"two!"[..]);
+        assert_eq!(reader.next_frame_len().await.unwrap(), None);
+        let oversized = framed(&[&[0u8; 101]]);
+        let mut reader = FrameReader::new(&oversized[..], 100);
+        assert!(matches!(
+            reader.next_frame_len().await,
+            Err(FrameError::TooLarge { size: 101, .. })
+        ));
     }
 }

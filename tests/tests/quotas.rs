@@ -292,3 +292,50 @@ fn producers_and_consumers_over_their_quota_are_slowed_to_it() {
         "unmetered {free_secs:.1} s, metered {produce_secs:.1} s"
     );
 }
+
+/// Whether a fresh connection to `bootstrap` gets an answer to ApiVersions
+/// v0 (false: the broker closed it).
+fn answered(bootstrap: &str) -> bool {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(bootstrap).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    // size 10; key 18, version 0, correlation id 1, null client id.
+    let request = [0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff];
+    if stream.write_all(&request).is_err() {
+        return false;
+    }
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).is_ok()
+}
+
+#[test]
+fn an_ip_over_its_connection_creation_rate_is_refused() {
+    let node = Ottla::start(&[]);
+    let b = node.bootstrap();
+    ok(configs(
+        &b,
+        &[
+            "--alter",
+            "--entity-type",
+            "ips",
+            "--entity-name",
+            "127.0.0.1",
+            "--add-config",
+            "connection_creation_rate=3",
+        ],
+    ));
+    // 3 per second, measured over 10 s: about 30 connections, some of
+    // them already taken by kafka-configs.sh.
+    let outcomes: Vec<bool> = (0..45).map(|_| answered(&b)).collect();
+    let served = outcomes.iter().filter(|a| **a).count();
+    assert!(
+        (20..=30).contains(&served),
+        "{served} of 45 connections served at 3/s"
+    );
+    assert!(!outcomes[44], "the last connection should be refused");
+    assert!(node
+        .log()
+        .contains("connection_creation_rate quota is exceeded"));
+}

@@ -142,6 +142,10 @@ configs! {
     MAX_CONNECTIONS: i32 = "max.connections", Int, Some("2147483647"), Valid::AtLeast(0);
     /// Maximum connections from one IP address.
     MAX_CONNECTIONS_PER_IP: i32 = "max.connections.per.ip", Int, Some("2147483647"), Valid::AtLeast(0);
+    /// Bytes of requests read but not yet handled, over all connections;
+    /// connections wait for memory beyond it. -1: unbounded (Kafka's
+    /// default); Ottla bounds it by default.
+    QUEUED_MAX_REQUEST_BYTES: i64 = "queued.max.request.bytes", Long, Some("1073741824"), Valid::AtLeast(-1);
     /// Ottla's Prometheus endpoint, `[http://]host:port` (serving /metrics); unset disables it.
     METRICS_LISTENER: Option<String> = "metrics.listener", String, None, Valid::Any;
 

@@ -51,7 +51,6 @@ const KEYS: &[&str] = &[
     "offsets.topic.compression.codec",
     "principal.builder.class",
     "producer.purgatory.purge.interval.requests",
-    "queued.max.request.bytes",
     "queued.max.requests",
     "quota.window.num",
     "quota.window.size.seconds",

@@ -21,13 +21,13 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use ottla_protocol::api_versions::ApiVersionsTable;
-use ottla_protocol::frame::FrameReader;
+use ottla_protocol::frame::{FrameError, FrameReader};
 use ottla_protocol::mirror::envelope::{decode_mirror_request, mirror_response_head};
 use ottla_protocol::mirror::MirrorApiKey;
 use ottla_protocol::request::{decode_request, Request, RequestError, RequestPrefix};
 use ottla_protocol::response::{encode_response, encode_response_head, EncodeError};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -144,9 +144,10 @@ impl Connection {
             }
             let next = tokio::select! {
                 _ = closing.cancelled() => return,
-                next = tokio::time::timeout(self.settings.idle_timeout, frames.next_frame()) => next,
+                next = tokio::time::timeout(self.settings.idle_timeout, self.next_frame(&mut frames)) => next,
             };
-            let frame = match next {
+            // Held until the handler lets this connection go on (below).
+            let (frame, _memory) = match next {
                 Ok(Ok(Some(frame))) => {
                     if let Some(until) = self.info.throttle.muted_until() {
                         // Over its quota: this client waits out its throttle.
@@ -203,6 +204,22 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// The next frame and, under `queued.max.request.bytes`, the memory
+    /// reserved for it before its body was read.
+    async fn next_frame<R: AsyncRead + Unpin>(
+        &self,
+        frames: &mut FrameReader<R>,
+    ) -> Result<Option<(Bytes, Option<OwnedSemaphorePermit>)>, FrameError> {
+        let reserved = match &self.settings.request_memory {
+            None => None,
+            Some(memory) => match frames.next_frame_len().await? {
+                None => return Ok(None),
+                Some(len) => Some(memory.reserve(len).await),
+            },
+        };
+        Ok(frames.next_frame().await?.map(|frame| (frame, reserved)))
     }
 
     /// Decodes a frame and starts answering it. ApiVersions and SASL

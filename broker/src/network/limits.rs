@@ -1,12 +1,17 @@
 //! `max.connections` and `max.connections.per.ip`, as Kafka applies them:
 //! at the broker-wide limit the acceptors stop accepting until a connection
 //! closes; a client IP over its limit has its new connection closed at once.
+//! Likewise for an IP creating connections faster than its
+//! `connection_creation_rate` quota (KIP-612).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::quotas::SampledRate;
 
 #[derive(Debug)]
 pub(super) struct ConnectionLimits {
@@ -72,9 +77,73 @@ impl Drop for ConnectionSlot {
     }
 }
 
+/// Per-IP `connection_creation_rate` quotas, looked up as connections
+/// are accepted.
+pub trait ConnectionRateQuotas: Send + Sync {
+    /// Connections per second `ip` may open, if a quota applies to it.
+    fn for_ip(&self, ip: IpAddr) -> Option<f64>;
+}
+
+/// Measures each IP's connection creation rate against its quota.
+pub(super) struct ConnectionRates {
+    quotas: Arc<dyn ConnectionRateQuotas>,
+    rates: Mutex<HashMap<IpAddr, SampledRate>>,
+}
+
+impl ConnectionRates {
+    pub(super) fn new(quotas: Arc<dyn ConnectionRateQuotas>) -> Self {
+        Self {
+            quotas,
+            rates: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Counts a new connection from `ip`; false (and not counted) when it
+    /// would take the IP over its quota.
+    pub(super) fn admit(&self, ip: IpAddr) -> bool {
+        let Some(quota) = self.quotas.for_ip(ip) else {
+            return true;
+        };
+        let now = Instant::now();
+        let mut rates = self.rates.lock().unwrap_or_else(|p| p.into_inner());
+        if !rates.contains_key(&ip) {
+            rates.retain(|_, r| !r.idle_since(now, RATE_EXPIRY));
+        }
+        let rate = rates.entry(ip).or_insert_with(|| SampledRate::new(now));
+        rate.record(1.0, now);
+        if rate.rate(now).0 > quota {
+            rate.record(-1.0, now);
+            return false;
+        }
+        true
+    }
+}
+
+/// An IP's rate is forgotten after this long without connections.
+const RATE_EXPIRY: Duration = Duration::from_secs(3600);
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Fixed(f64);
+
+    impl ConnectionRateQuotas for Fixed {
+        fn for_ip(&self, ip: IpAddr) -> Option<f64> {
+            (ip == IpAddr::from([10, 0, 0, 1])).then_some(self.0)
+        }
+    }
+
+    #[test]
+    fn an_ip_over_its_connection_rate_is_refused() {
+        // 2 per second over the 10 s the rate is measured on: 20 at once.
+        let rates = ConnectionRates::new(Arc::new(Fixed(2.0)));
+        let limited: IpAddr = "10.0.0.1".parse().unwrap();
+        let admitted = (0..30).filter(|_| rates.admit(limited)).count();
+        assert_eq!(admitted, 20);
+        let other: IpAddr = "10.0.0.2".parse().unwrap();
+        assert!((0..30).all(|_| rates.admit(other)));
+    }
 
     #[tokio::test]
     async fn per_ip_and_total_limits() {

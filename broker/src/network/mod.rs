@@ -6,6 +6,7 @@
 mod connection;
 mod handler;
 mod limits;
+mod memory;
 mod quorum;
 mod server;
 mod transport;
@@ -14,5 +15,7 @@ pub use handler::{
     Api, ConnectionThrottle, HandlerError, HandlerFuture, MirrorHandlerFuture, RequestContext,
     RequestHandler, Response,
 };
+pub use limits::ConnectionRateQuotas;
+pub use memory::RequestMemory;
 pub use quorum::QuorumSlot;
 pub use server::{bind_address, ListenerSpec, Server, ServerSettings};

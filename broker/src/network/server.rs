@@ -16,7 +16,8 @@ use tracing::{debug, info, info_span, warn, Instrument};
 
 use super::connection::{Connection, Service};
 use super::handler::{ConnectionInfo, RequestHandler};
-use super::limits::ConnectionLimits;
+use super::limits::{ConnectionLimits, ConnectionRateQuotas, ConnectionRates};
+use super::memory::RequestMemory;
 use super::quorum::{quorum_peer, QuorumSlot};
 use crate::config::{keys, BrokerConfig};
 use crate::metrics::network;
@@ -45,6 +46,8 @@ pub struct ServerSettings {
     pub send_buffer_size: Option<u32>,
     pub recv_buffer_size: Option<u32>,
     pub listen_backlog: u32,
+    /// queued.max.request.bytes, shared by every listener; `None`: unbounded.
+    pub request_memory: Option<Arc<RequestMemory>>,
 }
 
 impl Default for ServerSettings {
@@ -59,6 +62,7 @@ impl Default for ServerSettings {
             send_buffer_size: Some(102_400),
             recv_buffer_size: Some(102_400),
             listen_backlog: 50,
+            request_memory: None,
         }
     }
 }
@@ -77,6 +81,10 @@ impl ServerSettings {
             send_buffer_size: size(config.get(keys::SOCKET_SEND_BUFFER_BYTES)),
             recv_buffer_size: size(config.get(keys::SOCKET_RECEIVE_BUFFER_BYTES)),
             listen_backlog: size(config.get(keys::SOCKET_LISTEN_BACKLOG_SIZE)).unwrap_or(50),
+            request_memory: usize::try_from(config.get(keys::QUEUED_MAX_REQUEST_BYTES))
+                .ok()
+                .filter(|&bytes| bytes > 0)
+                .map(RequestMemory::new),
             ..Self::default()
         }
     }
@@ -97,6 +105,7 @@ pub struct ListenerSpec {
 pub struct Server {
     listeners: Vec<(Arc<Service>, TcpListener)>,
     settings: Arc<ServerSettings>,
+    connection_rates: Option<Arc<dyn ConnectionRateQuotas>>,
 }
 
 impl Server {
@@ -123,7 +132,14 @@ impl Server {
         Ok(Self {
             listeners,
             settings: Arc::new(settings),
+            connection_rates: None,
         })
+    }
+
+    /// Enforces per-IP `connection_creation_rate` quotas from `quotas`.
+    pub fn with_connection_rate_quotas(mut self, quotas: Arc<dyn ConnectionRateQuotas>) -> Self {
+        self.connection_rates = Some(quotas);
+        self
     }
 
     /// Each listener's name and bound address (with the real port when 0
@@ -147,6 +163,7 @@ impl Server {
                 self.settings.max_connections,
                 self.settings.max_connections_per_ip,
             ),
+            rates: self.connection_rates.map(ConnectionRates::new),
             next_id: AtomicU64::new(1),
             tracker: tracker.clone(),
             shutdown: shutdown.clone(),
@@ -181,6 +198,7 @@ impl Server {
 struct Acceptor {
     settings: Arc<ServerSettings>,
     limits: Arc<ConnectionLimits>,
+    rates: Option<ConnectionRates>,
     next_id: AtomicU64,
     tracker: TaskTracker,
     shutdown: CancellationToken,
@@ -213,6 +231,10 @@ impl Acceptor {
                 info!("refusing connection from {peer}: max.connections.per.ip reached");
                 continue;
             };
+            if self.rates.as_ref().is_some_and(|r| !r.admit(peer.ip())) {
+                info!("refusing connection from {peer}: its connection_creation_rate quota is exceeded");
+                continue;
+            }
             // Kafka disables Nagle: requests and responses are whole frames.
             if let Err(e) = stream.set_nodelay(true) {
                 debug!("cannot set TCP_NODELAY for {peer}: {e}");
