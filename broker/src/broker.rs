@@ -140,6 +140,7 @@ impl Broker {
         let brokers = Arc::new(BrokerClients::new(
             settings.node_id,
             settings.replica_fetch.listener.clone(),
+            settings.replica_fetch.security.clone(),
             controller.clone(),
             settings.replica_fetch.socket_timeout,
         ));

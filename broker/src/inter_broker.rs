@@ -1,6 +1,6 @@
 //! Requests this broker sends to other brokers (transaction markers to
 //! partition leaders): one lazily opened connection per broker, on the
-//! inter-broker listener, reopened after any failure.
+//! inter-broker listener with its security, reopened after any failure.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,6 +9,7 @@ use std::time::Duration;
 use kafka_protocol::protocol::Request;
 use ottla_controller::{Controller, MetadataImage};
 use ottla_protocol::client::{ClientError, KafkaClient};
+use ottla_protocol::client_security::ClientSecurity;
 use ottla_protocol::mirror::MirrorRequest;
 use parking_lot::Mutex;
 
@@ -18,6 +19,7 @@ const MAX_RESPONSE: usize = 100 << 20;
 pub struct BrokerClients {
     node_id: i32,
     listener: String,
+    security: ClientSecurity,
     controller: Arc<Controller>,
     timeout: Duration,
     connections: Mutex<HashMap<i32, Arc<tokio::sync::Mutex<Option<KafkaClient>>>>>,
@@ -27,12 +29,14 @@ impl BrokerClients {
     pub fn new(
         node_id: i32,
         listener: String,
+        security: ClientSecurity,
         controller: Arc<Controller>,
         timeout: Duration,
     ) -> Self {
         Self {
             node_id,
             listener,
+            security,
             controller,
             timeout,
             connections: Mutex::default(),
@@ -77,9 +81,16 @@ impl BrokerClients {
             let (host, port) = endpoint_of(&image, broker, &self.listener)
                 .ok_or_else(|| format!("broker {broker} has no {} endpoint", self.listener))?;
             let client_id = format!("broker-{}", self.node_id);
-            let client = KafkaClient::connect(&host, port, &client_id, MAX_RESPONSE, self.timeout)
-                .await
-                .map_err(|e| e.to_string())?;
+            let client = KafkaClient::connect_with(
+                &host,
+                port,
+                &client_id,
+                MAX_RESPONSE,
+                self.timeout,
+                &self.security,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
             *conn = Some(client);
         }
         Ok(conn)

@@ -21,10 +21,11 @@ use ottla_broker::replication::fetcher::FetchSettings;
 use ottla_broker::security::authorizer::Authorizer;
 use ottla_broker::security::credentials::MetadataCredentials;
 use ottla_broker::security::sasl::ScramCredentialStore;
-use ottla_broker::security::ListenerSecurity;
+use ottla_broker::security::{inter_broker_client, ListenerSecurity};
 use ottla_controller::records::Endpoint;
 use ottla_controller::{Controller, ControllerSettings, Node, QuorumConfig, TopicDefaults};
 use ottla_protocol::api_versions::FinalizedFeatures;
+use ottla_protocol::client_security::ClientSecurity;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -126,6 +127,9 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     if config.quorum_voters.is_empty() {
         anyhow::bail!("controller.quorum.bootstrap.servers (a dynamic quorum) is not supported yet: list the voters in controller.quorum.voters");
     }
+    // Checked before anything starts, so a bad login or trust store is
+    // reported at once.
+    let inter_broker = inter_broker_client(&config).map_err(anyhow::Error::msg)?;
     let slot: BrokerSlot = Arc::default();
     let finalized = ottla_broker::features::initial_finalized();
     let credentials: Arc<dyn ScramCredentialStore> = Arc::new(MetadataCredentials(slot.clone()));
@@ -182,7 +186,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     let signalled = CancellationToken::new();
     tokio::spawn(cancel_on_signal(signalled.clone()));
     if let Some(broker_server) = broker_server {
-        let settings = broker_settings(&config, finalized.clone());
+        let settings = broker_settings(&config, finalized.clone(), inter_broker);
         let for_open = controller.clone();
         let broker =
             tokio::task::spawn_blocking(move || Broker::open(settings, for_open)).await??;
@@ -264,6 +268,7 @@ fn controller_settings(config: &BrokerConfig) -> ControllerSettings {
 fn broker_settings(
     config: &BrokerConfig,
     finalized_features: Arc<FinalizedFeatures>,
+    inter_broker: ClientSecurity,
 ) -> BrokerSettings {
     let ms = |v: i64| Duration::from_millis(v.clamp(1, i64::from(u32::MAX)) as u64);
     BrokerSettings {
@@ -317,6 +322,7 @@ fn broker_settings(
                 .inter_broker_listener_name
                 .clone()
                 .unwrap_or_else(|| "PLAINTEXT".to_string()),
+            security: inter_broker,
         },
         controlled_shutdown_timeout: Duration::from_secs(30),
         authorizer: Authorizer::from_config(config).map(Arc::new),

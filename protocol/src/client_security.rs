@@ -42,14 +42,33 @@ impl ClientTls {
     /// From PEM text: the CA certificates to trust, and optionally a client
     /// certificate chain with its (unencrypted) private key.
     pub fn from_pem(trusted: &str, client: Option<(&str, &str)>) -> Result<Self, String> {
-        let mut roots = rustls::RootCertStore::empty();
         let certs = CertificateDer::pem_slice_iter(trusted.as_bytes())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("the truststore is not valid PEM: {e}"))?;
-        if certs.is_empty() {
+        let client = client
+            .map(|(chain, key)| {
+                let chain = CertificateDer::pem_slice_iter(chain.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("the keystore certificate chain is not valid PEM: {e}"))?;
+                let key = PrivateKeyDer::from_pem_slice(key.as_bytes())
+                    .map_err(|e| format!("the keystore key is not a PEM private key: {e}"))?;
+                Ok::<_, String>((chain, key))
+            })
+            .transpose()?;
+        Self::from_der(certs, client)
+    }
+
+    /// From decoded certificates: the CAs to trust, and optionally a client
+    /// certificate chain with its private key.
+    pub fn from_der(
+        trusted: Vec<CertificateDer<'static>>,
+        client: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    ) -> Result<Self, String> {
+        if trusted.is_empty() {
             return Err("the truststore holds no certificate".into());
         }
-        for cert in certs {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in trusted {
             roots
                 .add(cert)
                 .map_err(|e| format!("a truststore certificate is not usable: {e}"))?;
@@ -61,16 +80,9 @@ impl ClientTls {
             .with_root_certificates(roots);
         let config = match client {
             None => builder.with_no_client_auth(),
-            Some((chain, key)) => {
-                let chain = CertificateDer::pem_slice_iter(chain.as_bytes())
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| format!("the keystore certificate chain is not valid PEM: {e}"))?;
-                let key = PrivateKeyDer::from_pem_slice(key.as_bytes())
-                    .map_err(|e| format!("the keystore key is not a PEM private key: {e}"))?;
-                builder
-                    .with_client_auth_cert(chain, key)
-                    .map_err(|e| format!("the keystore is not usable: {e}"))?
-            }
+            Some((chain, key)) => builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("the keystore is not usable: {e}"))?,
         };
         Ok(Self {
             connector: TlsConnector::from(Arc::new(config)),

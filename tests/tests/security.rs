@@ -628,3 +628,129 @@ fn scram_credentials_reach_every_node_and_survive_restarts() {
     let errors = python_errors(&bootstrap, &wrong);
     assert!(errors.contains("Authentication failed"), "{errors}");
 }
+
+/// A 3-node cluster whose brokers replicate, send transaction markers and
+/// reach each other only over SASL_SSL (PLAIN login, TLS with the CA):
+/// acks=all with min.insync.replicas=3 succeeds only if every follower
+/// fetches over it.
+#[test]
+fn brokers_replicate_over_a_sasl_ssl_inter_broker_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::new(dir.path());
+    let keystore = pki.server.keystore.display().to_string();
+    let ca = pki.ca.display().to_string();
+    let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+        username=\"broker\" password=\"broker-secret\" user_broker=\"broker-secret\";";
+    let nodes = Ottla::cluster_with_listeners(
+        3,
+        &["SASL_SSL"],
+        &[
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.location", keystore.as_str()),
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.truststore.location", ca.as_str()),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            ("listener.name.sasl_ssl.plain.sasl.jaas.config", jaas),
+            ("inter.broker.listener.name", "SASL_SSL"),
+            ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
+        ],
+    );
+    let bootstrap = nodes[0].bootstrap();
+    ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--create",
+            "--topic",
+            "guarded",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "3",
+            "--config",
+            "min.insync.replicas=3",
+        ],
+        None,
+    ));
+    ok(kafka_tool(
+        "kafka-producer-perf-test.sh",
+        &[
+            "--topic",
+            "guarded",
+            "--num-records",
+            "3000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &format!("bootstrap.servers={bootstrap}"),
+            "acks=all",
+            "delivery.timeout.ms=60000",
+        ],
+        None,
+    ));
+    let described = ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--describe",
+            "--topic",
+            "guarded",
+        ],
+        None,
+    ));
+    let full_isr = described
+        .lines()
+        .filter(|l| l.contains("Partition:"))
+        .filter(|l| {
+            l.split("Isr:")
+                .nth(1)
+                .is_some_and(|isr| isr.split(',').count() == 3)
+        })
+        .count();
+    assert_eq!(full_isr, 3, "{described}");
+    drop(nodes);
+}
+
+#[test]
+fn an_inter_broker_listener_without_a_broker_login_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::new(dir.path());
+    let keystore = pki.server.keystore.display().to_string();
+    let ca = pki.ca.display().to_string();
+    let port = ottla_tests::ottla::free_port();
+    let controller = ottla_tests::ottla::free_port();
+    let data = dir.path().join("data");
+    let out = std::process::Command::new(ottla_tests::ottla::ottla_binary())
+        .args(["server"])
+        .args(
+            [
+                format!(
+                    "listeners=SASL_SSL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}"
+                ),
+                format!("controller.quorum.voters=1@127.0.0.1:{controller}"),
+                format!("log.dirs={}", data.display()),
+                "inter.broker.listener.name=SASL_SSL".into(),
+                "sasl.mechanism.inter.broker.protocol=PLAIN".into(),
+                "sasl.enabled.mechanisms=PLAIN".into(),
+                format!("sasl.jaas.config={PLAIN_JAAS}"),
+                "ssl.keystore.type=PEM".into(),
+                format!("ssl.keystore.location={keystore}"),
+                "ssl.truststore.type=PEM".into(),
+                format!("ssl.truststore.location={ca}"),
+            ]
+            .iter()
+            .flat_map(|o| ["--override".to_string(), o.clone()]),
+        )
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("inter-broker listener SASL_SSL") && stderr.contains("username=\"...\""),
+        "{stderr}"
+    );
+}

@@ -56,6 +56,7 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
             backoff: Duration::from_secs(1),
             socket_timeout: Duration::from_secs(30),
             listener: "PLAINTEXT".to_string(),
+            security: Default::default(),
         },
         controlled_shutdown_timeout: Duration::from_secs(5),
         authorizer: None,

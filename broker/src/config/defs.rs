@@ -385,7 +385,9 @@ configs! {
     SSL_PRINCIPAL_MAPPING_RULES: String = "ssl.principal.mapping.rules", String, Some("DEFAULT"), Valid::OneOf(&["DEFAULT"]);
     /// SASL mechanisms SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
     SASL_ENABLED_MECHANISMS: Vec<String> = "sasl.enabled.mechanisms", List, Some("GSSAPI"), Valid::Any;
-    /// JAAS login module for SASL listeners without a listener.name.<listener>.<mechanism>.sasl.jaas.config; PLAIN users are user_<name>="<password>" options.
+    /// The mechanism this broker logs in with on a SASL inter-broker listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    SASL_MECHANISM_INTER_BROKER_PROTOCOL: String = "sasl.mechanism.inter.broker.protocol", String, Some("GSSAPI"), Valid::Any;
+    /// JAAS login module for SASL listeners without a listener.name.<listener>.<mechanism>.sasl.jaas.config; PLAIN users are user_<name>="<password>" options, and username/password are this broker's own login to other brokers.
     SASL_JAAS_CONFIG: Option<String> = "sasl.jaas.config", Password, None, Valid::Any;
     /// Largest frame a client may send before it has authenticated.
     SASL_SERVER_MAX_RECEIVE_SIZE: i32 = "sasl.server.max.receive.size", Int, Some("524288"), Valid::AtLeast(1);

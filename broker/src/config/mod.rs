@@ -433,7 +433,6 @@ impl BrokerConfig {
                 ));
             }
             self.resolve_inter_broker_listener()?;
-            self.check_inter_broker_protocol()?;
         }
         // The scheme is optional: `http://0.0.0.0:9308` or `0.0.0.0:9308`.
         self.metrics_listener = self
@@ -512,10 +511,9 @@ impl BrokerConfig {
         Ok(())
     }
 
-    /// Ottla's own clients (quorum RPC, replica fetchers) speak PLAINTEXT
-    /// only so far, so the listeners they use must be PLAINTEXT: a TLS or
-    /// SASL listener there would look protected while it is not, or cut
-    /// replication.
+    /// The quorum RPC between controllers speaks PLAINTEXT only so far, so
+    /// controller listeners must be PLAINTEXT: a TLS or SASL listener there
+    /// would look protected while it is not.
     fn check_internal_listeners(&self) -> Result<(), ConfigError> {
         match self
             .controller_listeners()
@@ -532,24 +530,6 @@ impl BrokerConfig {
                 ),
             )),
             None => Ok(()),
-        }
-    }
-
-    fn check_inter_broker_protocol(&self) -> Result<(), ConfigError> {
-        let name = self
-            .inter_broker_listener_name
-            .as_deref()
-            .unwrap_or_default();
-        match self.listeners.iter().find(|l| l.name == name) {
-            Some(l) if l.protocol != SecurityProtocol::Plaintext => Err(invalid(
-                "inter.broker.listener.name",
-                format!(
-                    "{name} uses {}, but replication between brokers speaks PLAINTEXT only \
-                     so far: name a PLAINTEXT listener",
-                    l.protocol.name()
-                ),
-            )),
-            _ => Ok(()),
         }
     }
 

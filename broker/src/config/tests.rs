@@ -398,15 +398,4 @@ fn internal_listeners_stay_plaintext_until_ottlas_clients_speak_tls() {
         ),
         "{controller_ssl}"
     );
-    let inter_broker = error(&[
-        (
-            "listeners",
-            "PLAINTEXT://:9092,CONTROLLER://:9093,SASL_SSL://:9094",
-        ),
-        ("inter.broker.listener.name", "SASL_SSL"),
-    ]);
-    assert!(
-        inter_broker.starts_with("invalid inter.broker.listener.name: SASL_SSL uses SASL_SSL"),
-        "{inter_broker}"
-    );
 }

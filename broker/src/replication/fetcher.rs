@@ -16,6 +16,7 @@ use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::MetadataImage;
 use ottla_protocol::client::KafkaClient;
+use ottla_protocol::client_security::ClientSecurity;
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
@@ -37,8 +38,9 @@ pub struct FetchSettings {
     pub response_max_bytes: i32,
     pub backoff: Duration,
     pub socket_timeout: Duration,
-    /// The listener brokers replicate over.
+    /// The listener brokers replicate over, and how to connect to it.
     pub listener: String,
+    pub security: ClientSecurity,
 }
 
 /// The running fetch loops, by leader broker id.
@@ -118,12 +120,13 @@ impl ReplicaFetchers {
     async fn connect(&self, leader: i32) -> Option<KafkaClient> {
         let (host, port) = self.leader_address(leader)?;
         let client_id = format!("replica-fetcher-{}", self.replicas.node_id());
-        match KafkaClient::connect(
+        match KafkaClient::connect_with(
             &host,
             port,
             &client_id,
             self.settings.response_max_bytes.max(1 << 20) as usize + (1 << 20),
             self.settings.socket_timeout,
+            &self.settings.security,
         )
         .await
         {

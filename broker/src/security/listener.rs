@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ottla_protocol::client_security::{ClientSasl, ClientSecurity, SaslMechanism};
 use tokio_rustls::TlsAcceptor;
 
 use super::sasl::{jaas, Mechanism, SaslSettings, ScramCredentialStore};
@@ -150,4 +151,62 @@ fn plain_users(
         ));
     }
     Ok(users)
+}
+
+/// How this broker's own clients (replica fetchers, transaction markers,
+/// mirror-state RPCs) connect to other brokers' inter-broker listener: TLS
+/// with the listener's trust store and key store, SASL with
+/// `sasl.mechanism.inter.broker.protocol` and this broker's login from the
+/// listener's JAAS entry (`username`/`password`).
+pub fn inter_broker_client(config: &BrokerConfig) -> Result<ClientSecurity, String> {
+    let name = config
+        .inter_broker_listener_name
+        .as_deref()
+        .unwrap_or("PLAINTEXT");
+    let Some(listener) = config.listeners.iter().find(|l| l.name == name) else {
+        return Ok(ClientSecurity::default());
+    };
+    let in_listener = |e: String| {
+        format!(
+            "inter-broker listener {name} ({}): {e}",
+            listener.protocol.name()
+        )
+    };
+    let tls = listener
+        .protocol
+        .uses_tls()
+        .then(|| tls::client(&tls_settings(config, name)?))
+        .transpose()
+        .map_err(in_listener)?;
+    let sasl = listener
+        .protocol
+        .uses_sasl()
+        .then(|| inter_broker_login(config, name))
+        .transpose()
+        .map_err(in_listener)?;
+    Ok(ClientSecurity { tls, sasl })
+}
+
+fn inter_broker_login(config: &BrokerConfig, listener: &str) -> Result<ClientSasl, String> {
+    let name = config.get(keys::SASL_MECHANISM_INTER_BROKER_PROTOCOL);
+    let mechanism = match name.as_str() {
+        "PLAIN" => SaslMechanism::Plain,
+        "SCRAM-SHA-256" => SaslMechanism::ScramSha256,
+        "SCRAM-SHA-512" => SaslMechanism::ScramSha512,
+        other => {
+            return Err(format!(
+                "sasl.mechanism.inter.broker.protocol={other} is not supported: set PLAIN, \
+                 SCRAM-SHA-256 or SCRAM-SHA-512"
+            ))
+        }
+    };
+    let key = format!(
+        "listener.name.{}.{}.sasl.jaas.config",
+        listener.to_ascii_lowercase(),
+        name.to_ascii_lowercase()
+    );
+    let jaas = config.jaas_config_for(listener, &name).ok_or_else(|| {
+        format!("brokers log in to each other with {name}: set {key} with username=\"...\" password=\"...\"")
+    })?;
+    ClientSasl::from_jaas(mechanism, &jaas).map_err(|e| format!("{key}: {e}"))
 }

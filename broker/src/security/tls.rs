@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use ottla_protocol::client_security::ClientTls;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
@@ -158,33 +159,16 @@ fn client_verifier(
     auth: ClientAuth,
     provider: Arc<CryptoProvider>,
 ) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, String> {
-    require_pem("ssl.truststore.type", &s.truststore_type)?;
-    let blocks = match (&s.truststore_location, &s.truststore_certificates) {
-        (Some(path), None) => read_pem_file("ssl.truststore.location", path)?,
-        (None, Some(certs)) => parse_pem("ssl.truststore.certificates", certs)?,
-        (None, None) => {
-            return Err(
-                "ssl.client.auth=required or requested needs the CA certificates that \
-                 sign client certificates: set ssl.truststore.location (a PEM file) or \
-                 ssl.truststore.certificates"
-                    .into(),
-            )
-        }
-        (Some(_), Some(_)) => {
-            return Err(
-                "set either ssl.truststore.location or ssl.truststore.certificates, not both"
-                    .into(),
-            )
-        }
-    };
+    let certificates = trusted_certificates(
+        s,
+        "ssl.client.auth=required or requested needs the CA certificates that sign client \
+         certificates",
+    )?;
     let mut roots = RootCertStore::empty();
-    for block in blocks.into_iter().filter(|b| b.label == "CERTIFICATE") {
+    for certificate in certificates {
         roots
-            .add(CertificateDer::from(block.der))
+            .add(certificate)
             .map_err(|e| format!("the truststore has an unusable CA certificate: {e}"))?;
-    }
-    if roots.is_empty() {
-        return Err("the truststore has no CERTIFICATE block".into());
     }
     let builder = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
     let builder = match auth {
@@ -194,6 +178,49 @@ fn client_verifier(
     builder
         .build()
         .map_err(|e| format!("cannot verify client certificates: {e}"))
+}
+
+/// The CA certificates of `ssl.truststore.location` or
+/// `ssl.truststore.certificates`; `why` says what needs them when neither
+/// is set.
+fn trusted_certificates(
+    s: &TlsSettings,
+    why: &str,
+) -> Result<Vec<CertificateDer<'static>>, String> {
+    require_pem("ssl.truststore.type", &s.truststore_type)?;
+    let blocks = match (&s.truststore_location, &s.truststore_certificates) {
+        (Some(path), None) => read_pem_file("ssl.truststore.location", path)?,
+        (None, Some(certs)) => parse_pem("ssl.truststore.certificates", certs)?,
+        (None, None) => {
+            return Err(format!(
+                "{why}: set ssl.truststore.location (a PEM file) or ssl.truststore.certificates"
+            ))
+        }
+        (Some(_), Some(_)) => {
+            return Err(
+                "set either ssl.truststore.location or ssl.truststore.certificates, not both"
+                    .into(),
+            )
+        }
+    };
+    let certificates: Vec<_> = blocks
+        .into_iter()
+        .filter(|b| b.label == "CERTIFICATE")
+        .map(|b| CertificateDer::from(b.der))
+        .collect();
+    if certificates.is_empty() {
+        return Err("the truststore has no CERTIFICATE block".into());
+    }
+    Ok(certificates)
+}
+
+/// How this broker connects to another broker's TLS listener: trusting the
+/// listener's trust store, and presenting its own key store (as Kafka does)
+/// so `ssl.client.auth=required` holds between brokers too.
+pub fn client(s: &TlsSettings) -> Result<ClientTls, String> {
+    let trusted = trusted_certificates(s, "connecting to other brokers over TLS needs the CA certificates that sign their certificates")?;
+    let own = key_store(s)?;
+    ClientTls::from_der(trusted, Some(own))
 }
 
 fn protocol_versions(names: &[String]) -> Result<Vec<&'static SupportedProtocolVersion>, String> {
