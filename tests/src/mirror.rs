@@ -12,6 +12,7 @@ use kafka_protocol::messages::{BrokerId, ListOffsetsResponse, MetadataRequest, T
 use kafka_protocol::protocol::StrBytes;
 use ottla_protocol::batch::whole_batches_len;
 use ottla_protocol::client::KafkaClient;
+use ottla_protocol::client_security::ClientSecurity;
 use ottla_protocol::mirror::admin::{
     CreateMirrorRequest, DescribeMirrorsRequest, DescribedMirrorPartition, MirrorConfigEntry,
 };
@@ -37,11 +38,21 @@ fn split(bootstrap: &str) -> (String, u16) {
 
 /// Sends one mirror request to `bootstrap` and returns the answer.
 pub fn send<R: MirrorRequest>(bootstrap: &str, request: &R) -> R::Response {
+    send_as(bootstrap, &ClientSecurity::default(), request)
+}
+
+/// [`send`] over a connection secured (and logged in) with `security`.
+pub fn send_as<R: MirrorRequest>(
+    bootstrap: &str,
+    security: &ClientSecurity,
+    request: &R,
+) -> R::Response {
     let (host, port) = split(bootstrap);
     runtime().block_on(async {
-        let mut client = KafkaClient::connect(&host, port, "mirror-test", 64 << 20, TIMEOUT)
-            .await
-            .unwrap();
+        let mut client =
+            KafkaClient::connect_with(&host, port, "mirror-test", 64 << 20, TIMEOUT, security)
+                .await
+                .unwrap();
         client.send_mirror(0, request, TIMEOUT).await.unwrap()
     })
 }

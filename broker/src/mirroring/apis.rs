@@ -1,10 +1,15 @@
 //! The handlers of the mirror APIs (keys 95-106): decode the body, check
 //! the caller may do this, act, encode the answer.
 //!
-//! Authorization (with an authorizer configured): changing mirrors and
-//! their topics needs ALTER on the cluster, listing and describing them
-//! DESCRIBE on the cluster, LastMirroredEpochs (asked by a cluster failing
-//! back) DESCRIBE on the cluster, and the broker-to-broker APIs
+//! Authorization (with an authorizer configured), on Ottla's CLUSTER_MIRROR
+//! resource (the mirror's name) or, for every mirror at once, the cluster:
+//! CreateMirror needs CREATE on the mirror (or ALTER on the cluster),
+//! DeleteMirror DELETE on it (or ALTER on the cluster), the topic
+//! operations ALTER on it (or on the cluster) plus READ on each topic,
+//! whose refusal fails that topic alone; ListMirrors and DescribeMirrors
+//! show the mirrors the caller may DESCRIBE (or all, with DESCRIBE on the
+//! cluster). LastMirroredEpochs (asked by a cluster failing back) needs
+//! DESCRIBE on the cluster, and the broker-to-broker APIs
 //! (Read/WriteMirrorStates, BumpLeaderEpochs) CLUSTER_ACTION.
 
 use std::collections::BTreeMap;
@@ -14,7 +19,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use ottla_controller::acls::operation;
+use ottla_controller::acls::{operation, resource};
 use ottla_controller::mirrors::{MirrorTopic as ControllerMirrorTopic, MirrorTopicOp};
 use ottla_controller::ControllerError;
 use ottla_mirror::config::{ConfigError, MirrorConfig};
@@ -47,6 +52,7 @@ use super::state_store::StoredState;
 use crate::broker::Broker;
 use crate::handlers::broker_apis::BrokerSlot;
 use crate::network::{MirrorHandlerFuture, RequestContext, RequestHandler};
+use crate::security::authorizer::Access;
 
 /// Serves the mirror APIs on the broker listeners.
 pub struct MirrorApis {
@@ -76,13 +82,21 @@ impl RequestHandler for MirrorApis {
                 .ok_or_else(|| anyhow::anyhow!("request before the broker was started"))?
                 .clone();
             let version = ctx.api_version;
-            let access = b.access(&ctx.principal, ctx.peer.ip());
-            let allowed = |op| access.cluster(op);
+            let access = Arc::new(b.access(&ctx.principal, ctx.peer.ip()));
+            let cluster = |op| access.cluster(op);
+            // `op` on the named mirror, or on every mirror through the cluster.
+            let on_mirror = |op, cluster_op, name: &str| {
+                access.cluster(cluster_op) || access.allowed(op, resource::CLUSTER_MIRROR, name)
+            };
             macro_rules! serve {
-                ($request:ty, $op:expr, $refuse:expr, $handle:expr) => {{
+                ($request:ty, |$r:ident| $allowed:expr, $refuse:expr, $handle:expr) => {{
                     let request = <$request as MirrorMessage>::decode(&body, version)
                         .with_context(|| format!("decoding {key:?}"))?;
-                    let response = if allowed($op) {
+                    let allowed = {
+                        let $r = &request;
+                        $allowed
+                    };
+                    let response = if allowed {
                         #[allow(clippy::redundant_closure_call)]
                         ($handle)(b.clone(), request).await
                     } else {
@@ -92,10 +106,39 @@ impl RequestHandler for MirrorApis {
                     response.encode(version)?.freeze()
                 }};
             }
+            // The four topic-set APIs: ALTER on the mirror (READ on each
+            // topic is checked per topic).
+            macro_rules! topic_op {
+                ($request:ty, $response:ty, $op:ident) => {
+                    serve!(
+                        $request,
+                        |r| on_mirror(operation::ALTER, operation::ALTER, &r.mirror_name),
+                        |_| refused_topics!($response),
+                        |b, r: $request| {
+                            let access = Arc::clone(&access);
+                            async move {
+                                let (error_code, error_message, topics) = change_topics(
+                                    b,
+                                    &access,
+                                    &r.mirror_name,
+                                    MirrorTopicOp::$op,
+                                    r.topics,
+                                )
+                                .await;
+                                <$response>::default().with_outcome(
+                                    error_code,
+                                    error_message,
+                                    topics,
+                                )
+                            }
+                        }
+                    )
+                };
+            }
             let encoded = match key {
                 MirrorApiKey::CreateMirror => serve!(
                     CreateMirrorRequest,
-                    operation::ALTER,
+                    |r| on_mirror(operation::CREATE, operation::ALTER, &r.mirror_name),
                     |_| CreateMirrorResponse {
                         error_code: MIRROR_AUTHORIZATION_FAILED.code,
                         error_message: Some(MIRROR_AUTHORIZATION_FAILED.message.into()),
@@ -105,7 +148,7 @@ impl RequestHandler for MirrorApis {
                 ),
                 MirrorApiKey::DeleteMirror => serve!(
                     DeleteMirrorRequest,
-                    operation::ALTER,
+                    |r| on_mirror(operation::DELETE, operation::ALTER, &r.mirror_name),
                     |_| DeleteMirrorResponse {
                         error_code: MIRROR_AUTHORIZATION_FAILED.code,
                         error_message: Some(MIRROR_AUTHORIZATION_FAILED.message.into()),
@@ -115,100 +158,90 @@ impl RequestHandler for MirrorApis {
                 ),
                 MirrorApiKey::ListMirrors => serve!(
                     ListMirrorsRequest,
-                    operation::DESCRIBE,
-                    |_| ListMirrorsResponse {
-                        error_code: MIRROR_AUTHORIZATION_FAILED.code,
-                        ..Default::default()
-                    },
-                    list_mirrors
+                    |_r| true,
+                    |_| unreachable!("listing is filtered, never refused"),
+                    |b, r| {
+                        let access = Arc::clone(&access);
+                        async move {
+                            let mut listed = list_mirrors(b, r).await;
+                            listed.mirrors.retain(|m| {
+                                access.cluster(operation::DESCRIBE)
+                                    || access.allowed(
+                                        operation::DESCRIBE,
+                                        resource::CLUSTER_MIRROR,
+                                        &m.mirror_name,
+                                    )
+                            });
+                            listed
+                        }
+                    }
                 ),
                 MirrorApiKey::DescribeMirrors => serve!(
                     DescribeMirrorsRequest,
-                    operation::DESCRIBE,
-                    |r: DescribeMirrorsRequest| DescribeMirrorsResponse {
-                        mirrors: r
-                            .mirror_names
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(|mirror_name| DescribedMirror {
-                                mirror_name,
-                                error_code: MIRROR_AUTHORIZATION_FAILED.code,
-                                ..Default::default()
-                            })
-                            .collect(),
-                        ..Default::default()
-                    },
-                    describe_mirrors
+                    |_r| true,
+                    |_| unreachable!("describing is filtered, never refused"),
+                    |b, r: DescribeMirrorsRequest| {
+                        let access = Arc::clone(&access);
+                        async move {
+                            let named = r.mirror_names.is_some();
+                            let mut described = describe_mirrors(b, r).await;
+                            let may = |name: &str| {
+                                access.cluster(operation::DESCRIBE)
+                                    || access.allowed(
+                                        operation::DESCRIBE,
+                                        resource::CLUSTER_MIRROR,
+                                        name,
+                                    )
+                            };
+                            if named {
+                                for m in &mut described.mirrors {
+                                    if !may(&m.mirror_name) {
+                                        *m = DescribedMirror {
+                                            mirror_name: std::mem::take(&mut m.mirror_name),
+                                            error_code: MIRROR_AUTHORIZATION_FAILED.code,
+                                            error_message: Some(
+                                                MIRROR_AUTHORIZATION_FAILED.message.into(),
+                                            ),
+                                            ..Default::default()
+                                        };
+                                    }
+                                }
+                            } else {
+                                described.mirrors.retain(|m| may(&m.mirror_name));
+                            }
+                            described
+                        }
+                    }
                 ),
-                MirrorApiKey::AddTopicsToMirror => serve!(
+                MirrorApiKey::AddTopicsToMirror => topic_op!(
                     topics::AddTopicsToMirrorRequest,
-                    operation::ALTER,
-                    |_| refused_topics!(topics::AddTopicsToMirrorResponse),
-                    |b, r: topics::AddTopicsToMirrorRequest| async move {
-                        let (error_code, error_message, topics) =
-                            change_topics(b, &r.mirror_name, MirrorTopicOp::Add, r.topics).await;
-                        topics::AddTopicsToMirrorResponse {
-                            error_code,
-                            error_message,
-                            topics,
-                            ..Default::default()
-                        }
-                    }
+                    topics::AddTopicsToMirrorResponse,
+                    Add
                 ),
-                MirrorApiKey::RemoveTopicsFromMirror => serve!(
+                MirrorApiKey::RemoveTopicsFromMirror => topic_op!(
                     topics::RemoveTopicsFromMirrorRequest,
-                    operation::ALTER,
-                    |_| refused_topics!(topics::RemoveTopicsFromMirrorResponse),
-                    |b, r: topics::RemoveTopicsFromMirrorRequest| async move {
-                        let (error_code, error_message, topics) =
-                            change_topics(b, &r.mirror_name, MirrorTopicOp::Remove, r.topics).await;
-                        topics::RemoveTopicsFromMirrorResponse {
-                            error_code,
-                            error_message,
-                            topics,
-                            ..Default::default()
-                        }
-                    }
+                    topics::RemoveTopicsFromMirrorResponse,
+                    Remove
                 ),
-                MirrorApiKey::PauseMirrorTopics => serve!(
+                MirrorApiKey::PauseMirrorTopics => topic_op!(
                     topics::PauseMirrorTopicsRequest,
-                    operation::ALTER,
-                    |_| refused_topics!(topics::PauseMirrorTopicsResponse),
-                    |b, r: topics::PauseMirrorTopicsRequest| async move {
-                        let (error_code, error_message, topics) =
-                            change_topics(b, &r.mirror_name, MirrorTopicOp::Pause, r.topics).await;
-                        topics::PauseMirrorTopicsResponse {
-                            error_code,
-                            error_message,
-                            topics,
-                            ..Default::default()
-                        }
-                    }
+                    topics::PauseMirrorTopicsResponse,
+                    Pause
                 ),
-                MirrorApiKey::ResumeMirrorTopics => serve!(
+                MirrorApiKey::ResumeMirrorTopics => topic_op!(
                     topics::ResumeMirrorTopicsRequest,
-                    operation::ALTER,
-                    |_| refused_topics!(topics::ResumeMirrorTopicsResponse),
-                    |b, r: topics::ResumeMirrorTopicsRequest| async move {
-                        let (error_code, error_message, topics) =
-                            change_topics(b, &r.mirror_name, MirrorTopicOp::Resume, r.topics).await;
-                        topics::ResumeMirrorTopicsResponse {
-                            error_code,
-                            error_message,
-                            topics,
-                            ..Default::default()
-                        }
-                    }
+                    topics::ResumeMirrorTopicsResponse,
+                    Resume
                 ),
                 MirrorApiKey::ReadMirrorStates => serve!(
                     ReadMirrorStatesRequest,
-                    operation::CLUSTER_ACTION,
+                    |_r| cluster(operation::CLUSTER_ACTION),
                     |r: ReadMirrorStatesRequest| read_states_refused(r),
                     read_states
                 ),
                 MirrorApiKey::WriteMirrorStates => serve!(
                     WriteMirrorStatesRequest,
-                    operation::CLUSTER_ACTION,
+                    |_r| cluster(operation::CLUSTER_ACTION),
                     |r: WriteMirrorStatesRequest| write_states_answer(&r, |_| {
                         ResponseError::ClusterAuthorizationFailed.code()
                     }),
@@ -216,7 +249,7 @@ impl RequestHandler for MirrorApis {
                 ),
                 MirrorApiKey::LastMirroredEpochs => serve!(
                     LastMirroredEpochsRequest,
-                    operation::DESCRIBE,
+                    |_r| cluster(operation::DESCRIBE),
                     |r: LastMirroredEpochsRequest| last_mirrored_epochs_answer(&r, |_, _| {
                         (ResponseError::ClusterAuthorizationFailed.code(), NO_EPOCH)
                     }),
@@ -224,7 +257,7 @@ impl RequestHandler for MirrorApis {
                 ),
                 MirrorApiKey::BumpLeaderEpochs => serve!(
                     BumpLeaderEpochsRequest,
-                    operation::CLUSTER_ACTION,
+                    |_r| cluster(operation::CLUSTER_ACTION),
                     |_| BumpLeaderEpochsResponse {
                         error_code: ResponseError::ClusterAuthorizationFailed.code(),
                         ..Default::default()
@@ -248,22 +281,40 @@ macro_rules! refused_topics {
 }
 use refused_topics;
 
-trait WithError {
+trait TopicSetResponse: Sized {
     fn with_error(self, code: i16, message: &str) -> Self;
+    fn with_outcome(
+        self,
+        code: i16,
+        message: Option<String>,
+        topics: Vec<MirrorTopicResult>,
+    ) -> Self;
 }
 
-macro_rules! impl_with_error {
+macro_rules! impl_topic_set_response {
     ($($response:ty),*) => {$(
-        impl WithError for $response {
+        impl TopicSetResponse for $response {
             fn with_error(mut self, code: i16, message: &str) -> Self {
                 self.error_code = code;
                 self.error_message = Some(message.to_string());
                 self
             }
+
+            fn with_outcome(
+                mut self,
+                code: i16,
+                message: Option<String>,
+                topics: Vec<MirrorTopicResult>,
+            ) -> Self {
+                self.error_code = code;
+                self.error_message = message;
+                self.topics = topics;
+                self
+            }
         }
     )*};
 }
-impl_with_error!(
+impl_topic_set_response!(
     topics::AddTopicsToMirrorResponse,
     topics::RemoveTopicsFromMirrorResponse,
     topics::PauseMirrorTopicsResponse,
@@ -465,6 +516,28 @@ async fn describe_partition(
 }
 
 async fn change_topics(
+    b: Arc<Broker>,
+    access: &Access,
+    mirror: &str,
+    op: MirrorTopicOp,
+    requested: Vec<MirrorTopic>,
+) -> (i16, Option<String>, Vec<MirrorTopicResult>) {
+    // Mirroring a topic touches its data too: READ on it is needed as well.
+    let (requested, unreadable): (Vec<_>, Vec<_>) = requested
+        .into_iter()
+        .partition(|t| access.topic(operation::READ, &t.name));
+    let (error_code, error_message, mut topics) =
+        change_readable_topics(b, mirror, op, requested).await;
+    topics.extend(unreadable.into_iter().map(|t| MirrorTopicResult {
+        error_code: ResponseError::TopicAuthorizationFailed.code(),
+        error_message: Some(format!("Not authorized to read topic {}.", t.name)),
+        name: t.name,
+        ..Default::default()
+    }));
+    (error_code, error_message, topics)
+}
+
+async fn change_readable_topics(
     b: Arc<Broker>,
     mirror: &str,
     op: MirrorTopicOp,
