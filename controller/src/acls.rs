@@ -132,7 +132,9 @@ impl AclFilter {
     /// is allowed; UNKNOWN values are not).
     pub fn validate(&self) -> ControllerResult<()> {
         let known = |v: i8, max: i8| (1..=max).contains(&v);
-        if !known(self.resource_type, resource::USER)
+        let resource_type =
+            self.resource_type == resource::ANY || resource::CONCRETE.contains(&self.resource_type);
+        if !resource_type
             || !known(self.pattern_type, pattern::PREFIXED)
             || !known(self.operation, operation::TWO_PHASE_COMMIT)
             || !known(self.permission, permission::ALLOW)

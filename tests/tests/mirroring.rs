@@ -1064,16 +1064,10 @@ fn login(user: &str) -> ottla_protocol::client_security::ClientSecurity {
 
 #[test]
 fn cluster_mirror_acls_govern_who_may_change_and_see_a_mirror() {
-    use kafka_protocol::messages::create_acls_request::{AclCreation, CreateAclsRequest};
-    use kafka_protocol::protocol::StrBytes;
     use ottla_protocol::mirror::admin::{DescribeMirrorsRequest, ListMirrorsRequest};
     use ottla_protocol::mirror::topics::{AddTopicsToMirrorRequest, MirrorTopic};
     use ottla_tests::mirror::send_as;
 
-    const CLUSTER_MIRROR: i8 = 64;
-    const TOPIC: i8 = 2;
-    const READ: i8 = 3;
-    const ALTER: i8 = 7;
     let source = Ottla::start(&[]);
     let destination = Ottla::start_with_listeners(
         &["SASL_PLAINTEXT"],
@@ -1097,28 +1091,44 @@ fn cluster_mirror_acls_govern_who_may_change_and_see_a_mirror() {
     create_topic(&src, "secret", 1);
     create_mirror(&dst, "east", &src);
     create_mirror(&dst, "west", &src);
-    // alice may alter mirror east and read orders (super user ANONYMOUS
-    // grants it over PLAINTEXT; kafka-acls.sh cannot name this resource type).
-    let grant = |resource_type: i8, name: &str, operation: i8| {
-        AclCreation::default()
-            .with_resource_type(resource_type)
-            .with_resource_name(StrBytes::from_string(name.into()))
-            .with_resource_pattern_type(3)
-            .with_principal(StrBytes::from_static_str("User:alice"))
-            .with_host(StrBytes::from_static_str("*"))
-            .with_operation(operation)
-            .with_permission_type(3)
-    };
-    let created = ottla_tests::wire::WireClient::connect(&dst).send(
-        3,
-        &CreateAclsRequest::default().with_creations(vec![
-            grant(CLUSTER_MIRROR, "east", ALTER),
-            grant(TOPIC, "orders", READ),
-        ]),
+    // alice may alter mirror east (with `ottla mirrors`: kafka-acls.sh
+    // cannot name the resource) and read orders (kafka-acls.sh).
+    let granted = mirrors_cli(
+        &dst,
+        &[
+            "--add-acl",
+            "--mirror",
+            "east",
+            "--principal",
+            "User:alice",
+            "--operation",
+            "ALTER",
+        ],
     );
+    assert!(granted.status.success(), "{granted:?}");
+    ok(kafka_tool(
+        "kafka-acls.sh",
+        &[
+            "--bootstrap-server",
+            &dst,
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--topic",
+            "orders",
+        ],
+        None,
+    ));
+    let listed = mirrors_cli(&dst, &["--list-acls", "--mirror", "east"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
     assert!(
-        created.results.iter().all(|r| r.error_code == 0),
-        "{created:?}"
+        listed
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["east", "User:alice", "*", "ALTER", "ALLOW"]),
+        "{listed}"
     );
 
     let add = |user: &str, mirror: &str, names: &[&str]| {

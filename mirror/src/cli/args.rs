@@ -13,12 +13,15 @@ use clap::builder::NonEmptyStringValueParser;
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser};
 
+use super::acls::{AclOperation, MirrorAcl};
+
 const EXAMPLES: &str = "\
 Examples:
   ottla mirrors --bootstrap-server dest:9092 --create --mirror m1 --mirror-config m1.properties
   ottla mirrors --bootstrap-server dest:9092 --add --mirror m1 --topics orders,payments
   ottla mirrors --bootstrap-server dest:9092 --describe --mirror m1
-  ottla mirrors --bootstrap-server dest:9092 --remove --mirror m1 --topics orders   # failover";
+  ottla mirrors --bootstrap-server dest:9092 --remove --mirror m1 --topics orders   # failover
+  ottla mirrors --bootstrap-server dest:9092 --add-acl --mirror m1 --principal User:ops --operation ALTER";
 
 /// Manages the cluster mirrors of a destination cluster (KIP-1279).
 #[derive(Debug, Parser)]
@@ -51,7 +54,7 @@ pub struct MirrorsArgs {
         long,
         value_name = "NAME",
         value_parser = NonEmptyStringValueParser::new(),
-        required_unless_present_any = ["list", "describe"],
+        required_unless_present_any = ["list", "describe", "list_acls"],
         conflicts_with = "list"
     )]
     pub mirror: Vec<String>,
@@ -75,6 +78,29 @@ pub struct MirrorsArgs {
         requires = "topic_action"
     )]
     pub topics: Vec<String>,
+
+    /// With --add-acl / --remove-acl: whose ACL, e.g. User:alice.
+    #[arg(long, value_name = "TYPE:NAME", requires = "acl_action")]
+    pub principal: Option<String>,
+
+    /// With --add-acl / --remove-acl: ALL, CREATE, DELETE, ALTER, DESCRIBE,
+    /// ALTER_CONFIGS, DESCRIBE_CONFIGS; comma-separated and/or repeated.
+    #[arg(
+        long,
+        value_name = "OPERATION[,OPERATION...]",
+        value_delimiter = ',',
+        value_parser = AclOperation::parse,
+        requires = "acl_action"
+    )]
+    pub operation: Vec<AclOperation>,
+
+    /// With --add-acl / --remove-acl: the client host (default: every host).
+    #[arg(long, value_name = "HOST", requires = "acl_action")]
+    pub host: Option<String>,
+
+    /// With --add-acl / --remove-acl: a DENY ACL instead of ALLOW.
+    #[arg(long, requires = "acl_action")]
+    pub deny: bool,
 }
 
 /// The actions; exactly one is given. The one-member groups exist for
@@ -106,6 +132,16 @@ pub struct ActionFlags {
     /// Resume paused --topics.
     #[arg(long, group = "topic_action", requires = "topics")]
     pub resume: bool,
+    /// Allow (with --deny: deny) --principal the --operation on the mirror
+    /// (an ACL on Ottla's CLUSTER_MIRROR resource).
+    #[arg(long, group = "acl_action", requires_all = ["principal", "operation"])]
+    pub add_acl: bool,
+    /// Remove the ACLs --add-acl with the same options adds.
+    #[arg(long, group = "acl_action", requires_all = ["principal", "operation"])]
+    pub remove_acl: bool,
+    /// List the ACLs of --mirror, or of every mirror.
+    #[arg(long)]
+    pub list_acls: bool,
 }
 
 /// One `--bootstrap-server` entry.
@@ -178,6 +214,12 @@ pub enum Action {
         mirror: String,
         topics: Vec<String>,
     },
+    AddAcl(MirrorAcl),
+    RemoveAcl(MirrorAcl),
+    /// No mirror: every mirror's ACLs.
+    ListAcls {
+        mirror: Option<String>,
+    },
 }
 
 /// The four topic-set operations, which share one request and response shape.
@@ -224,6 +266,10 @@ impl MirrorsArgs {
             mirror_config,
             validate_only,
             topics,
+            principal,
+            operation,
+            host,
+            deny,
         } = self;
         if !a.describe && mirror.len() > 1 {
             return Err(MirrorsArgs::command().error(
@@ -260,6 +306,23 @@ impl MirrorsArgs {
                 op,
                 mirror: one_mirror(),
                 topics,
+            }
+        } else if a.add_acl || a.remove_acl {
+            let acl = MirrorAcl {
+                mirror: one_mirror(),
+                principal: principal.unwrap_or_default(),
+                host: host.unwrap_or_else(|| "*".to_string()),
+                operations: operation,
+                deny,
+            };
+            if a.add_acl {
+                Action::AddAcl(acl)
+            } else {
+                Action::RemoveAcl(acl)
+            }
+        } else if a.list_acls {
+            Action::ListAcls {
+                mirror: mirror.pop(),
             }
         } else {
             unreachable!("clap requires one action")
@@ -333,6 +396,49 @@ mod tests {
                 mirrors: vec!["a".into(), "b".into()]
             }
         );
+    }
+
+    #[test]
+    fn acl_actions() {
+        let acl = |operations: Vec<AclOperation>, deny, host: &str| MirrorAcl {
+            mirror: "m".into(),
+            principal: "User:ops".into(),
+            host: host.into(),
+            operations,
+            deny,
+        };
+        assert_eq!(
+            parse("--add-acl --mirror m --principal User:ops --operation alter,describe")
+                .unwrap()
+                .action,
+            Action::AddAcl(acl(vec![AclOperation(7), AclOperation(8)], false, "*"))
+        );
+        assert_eq!(
+            parse("--remove-acl --mirror m --principal User:ops --operation ALL --deny --host 10.0.0.1")
+                .unwrap()
+                .action,
+            Action::RemoveAcl(acl(vec![AclOperation(2)], true, "10.0.0.1"))
+        );
+        assert_eq!(
+            parse("--list-acls").unwrap().action,
+            Action::ListAcls { mirror: None }
+        );
+        assert_eq!(
+            parse("--list-acls --mirror m").unwrap().action,
+            Action::ListAcls {
+                mirror: Some("m".into())
+            }
+        );
+        // What each action needs, and what belongs to ACL actions only.
+        for bad in [
+            "--add-acl --mirror m --operation ALTER",
+            "--add-acl --mirror m --principal User:ops",
+            "--add-acl --principal User:ops --operation ALTER",
+            "--list --principal User:ops",
+            "--add-acl --mirror m --principal User:ops --operation read",
+        ] {
+            usage_error(bad);
+        }
     }
 
     #[test]

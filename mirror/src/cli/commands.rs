@@ -10,9 +10,12 @@ use ottla_protocol::mirror::topics::{
 };
 use thiserror::Error;
 
+use kafka_protocol::messages::ApiKey;
+
+use super::acls::{describe_request, rows};
 use super::args::{Action, Invocation, TopicOp};
 use super::connection::{Connection, ConnectionError};
-use super::output::{Answer, TopicSetResult};
+use super::output::{Answer, ErrorView, TopicSetResult};
 use super::settings::{self, SettingsError};
 
 #[derive(Debug, Error)]
@@ -93,6 +96,50 @@ pub async fn execute(
                 })
                 .await?,
         ),
+        Action::AddAcl(acl) => {
+            let response = connection
+                .send_kafka(ApiKey::CreateAcls, 3, &acl.create_request())
+                .await?;
+            Answer::AclAdded {
+                acl: acl.clone(),
+                errors: response
+                    .results
+                    .iter()
+                    .map(|r| ErrorView::of(r.error_code, r.error_message.as_deref()))
+                    .collect(),
+            }
+        }
+        Action::RemoveAcl(acl) => {
+            let response = connection
+                .send_kafka(ApiKey::DeleteAcls, 3, &acl.delete_request())
+                .await?;
+            Answer::AclRemoved {
+                acl: acl.clone(),
+                removed: response
+                    .filter_results
+                    .iter()
+                    .map(|r| r.matching_acls.len())
+                    .sum(),
+                errors: response
+                    .filter_results
+                    .iter()
+                    .filter_map(|r| ErrorView::of(r.error_code, r.error_message.as_deref()))
+                    .collect(),
+            }
+        }
+        Action::ListAcls { mirror } => {
+            let response = connection
+                .send_kafka(
+                    ApiKey::DescribeAcls,
+                    3,
+                    &describe_request(mirror.as_deref()),
+                )
+                .await?;
+            Answer::AclsListed {
+                error: ErrorView::of(response.error_code, response.error_message.as_deref()),
+                acls: rows(&response),
+            }
+        }
         Action::Topics { op, mirror, topics } => {
             let names: Vec<MirrorTopic> = topics
                 .iter()

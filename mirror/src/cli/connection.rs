@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::ApiVersionsRequest;
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest};
+use kafka_protocol::protocol::{Request, StrBytes};
 use ottla_protocol::client::{ClientError, KafkaClient};
 use ottla_protocol::mirror::MirrorRequest;
 use ottla_protocol::names::error_name;
@@ -38,6 +38,8 @@ pub enum ConnectionError {
         api: &'static str,
         key: i16,
     },
+    #[error("{addr} does not serve {api:?} at a version ottla mirrors knows")]
+    UnsupportedKafka { addr: String, api: ApiKey },
 }
 
 fn tried(failures: &[(ServerAddress, ClientError)]) -> String {
@@ -132,6 +134,29 @@ impl Connection {
         Ok(self
             .client
             .send_mirror(MIRROR_API_VERSION, request, self.settings.request_timeout)
+            .await?)
+    }
+
+    /// Sends one Kafka request at the highest version both sides know, up
+    /// to `max_version`, if the broker serves it.
+    pub async fn send_kafka<R: Request>(
+        &mut self,
+        key: ApiKey,
+        max_version: i16,
+        request: &R,
+    ) -> Result<R::Response, ConnectionError> {
+        let version = self
+            .api_versions
+            .iter()
+            .find(|v| v.api_key == key as i16 && v.min_version <= max_version)
+            .map(|v| v.max_version.min(max_version))
+            .ok_or_else(|| ConnectionError::UnsupportedKafka {
+                addr: self.client.addr().to_string(),
+                api: key,
+            })?;
+        Ok(self
+            .client
+            .send(version, request, self.settings.request_timeout)
             .await?)
     }
 }

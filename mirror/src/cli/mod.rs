@@ -9,6 +9,8 @@
 //!   --list
 //!   --describe [--mirror NAME]...
 //!   --add | --remove | --pause | --resume --mirror NAME --topics T1,T2
+//!   --add-acl | --remove-acl --mirror NAME --principal P --operation OP[,OP] [--host H] [--deny]
+//!   --list-acls [--mirror NAME]
 //! ```
 //!
 //! - [`args`]: the command line (clap) and its checks; usage errors exit 2.
@@ -16,9 +18,12 @@
 //! - [`connection`]: the first bootstrap server that connects, asked which
 //!   mirror APIs it serves.
 //! - [`commands`]: one request per action.
+//! - [`acls`]: ACLs on the CLUSTER_MIRROR resource, which kafka-acls.sh
+//!   cannot name.
 //! - [`output`]: tables, result lines or one JSON document; errors (with the
 //!   Kafka error name) on stderr and exit status 1.
 
+pub mod acls;
 pub mod args;
 pub mod commands;
 pub mod connection;

@@ -18,6 +18,7 @@ use ottla_protocol::names::{error_name, uuid_text};
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::acls::{AclRow, MirrorAcl};
 use super::args::TopicOp;
 use crate::state::MirrorPartitionState;
 
@@ -41,6 +42,20 @@ pub enum Answer {
         /// The topics asked for, to notice any the answer leaves out.
         requested: Vec<String>,
         result: TopicSetResult,
+    },
+    /// One outcome per operation of the ACL (None: added).
+    AclAdded {
+        acl: MirrorAcl,
+        errors: Vec<Option<ErrorView>>,
+    },
+    AclRemoved {
+        acl: MirrorAcl,
+        removed: usize,
+        errors: Vec<ErrorView>,
+    },
+    AclsListed {
+        error: Option<ErrorView>,
+        acls: Vec<AclRow>,
     },
 }
 
@@ -140,7 +155,143 @@ pub fn render(answer: &Answer, json: bool) -> Rendered {
             requested,
             result,
         } => render_topics(*op, mirror, requested, result, json),
+        Answer::AclAdded { acl, errors } => render_acl_added(acl, errors, json),
+        Answer::AclRemoved {
+            acl,
+            removed,
+            errors,
+        } => render_acl_removed(acl, *removed, errors, json),
+        Answer::AclsListed { error, acls } => render_acls(error, acls, json),
     }
+}
+
+/// `ALLOW User:alice from * to ALTER`.
+fn acl_text(acl: &MirrorAcl, operation: &str) -> String {
+    let permission = if acl.deny { "DENY" } else { "ALLOW" };
+    format!(
+        "{permission} {} from {} to {operation} mirror {}",
+        acl.principal, acl.host, acl.mirror
+    )
+}
+
+#[derive(Serialize)]
+struct AclChangeView<'a> {
+    mirror: &'a str,
+    principal: &'a str,
+    host: &'a str,
+    permission: &'static str,
+    operations: Vec<AclOperationView>,
+    removed: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct AclOperationView {
+    operation: String,
+    error: Option<ErrorView>,
+}
+
+fn acl_change_view<'a>(
+    acl: &'a MirrorAcl,
+    errors: impl Iterator<Item = Option<ErrorView>>,
+    removed: Option<usize>,
+) -> AclChangeView<'a> {
+    AclChangeView {
+        mirror: &acl.mirror,
+        principal: &acl.principal,
+        host: &acl.host,
+        permission: if acl.deny { "DENY" } else { "ALLOW" },
+        operations: acl
+            .operations
+            .iter()
+            .zip(errors.chain(std::iter::repeat(None)))
+            .map(|(op, error)| AclOperationView {
+                operation: op.name(),
+                error,
+            })
+            .collect(),
+        removed,
+    }
+}
+
+fn render_acl_added(acl: &MirrorAcl, errors: &[Option<ErrorView>], json: bool) -> Rendered {
+    let view = acl_change_view(acl, errors.iter().cloned(), None);
+    let mut out = Rendered::default();
+    for op in &view.operations {
+        match &op.error {
+            Some(e) => out.error(format_args!(
+                "Cannot add ACL {}: {e}",
+                acl_text(acl, &op.operation)
+            )),
+            None if !json => out
+                .stdout
+                .push_str(&format!("Added ACL {}\n", acl_text(acl, &op.operation))),
+            None => {}
+        }
+    }
+    if json {
+        out.stdout = to_json(&view);
+    }
+    out
+}
+
+fn render_acl_removed(
+    acl: &MirrorAcl,
+    removed: usize,
+    errors: &[ErrorView],
+    json: bool,
+) -> Rendered {
+    let view = acl_change_view(acl, std::iter::empty(), Some(removed));
+    let mut out = Rendered::default();
+    for e in errors {
+        out.error(format_args!(
+            "Cannot remove ACLs of mirror {}: {e}",
+            acl.mirror
+        ));
+    }
+    out.stdout = if json {
+        to_json(&view)
+    } else {
+        format!(
+            "Removed {removed} ACL(s) for {} on mirror {}\n",
+            acl.principal, acl.mirror
+        )
+    };
+    out
+}
+
+#[derive(Serialize)]
+struct AclListView<'a> {
+    error: &'a Option<ErrorView>,
+    acls: &'a [AclRow],
+}
+
+const ACL_HEADERS: [&str; 5] = ["MIRROR", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION"];
+
+fn render_acls(error: &Option<ErrorView>, acls: &[AclRow], json: bool) -> Rendered {
+    let mut out = Rendered::default();
+    if let Some(e) = error {
+        out.error(format_args!("Error: {e}"));
+    }
+    out.stdout = if json {
+        to_json(&AclListView { error, acls })
+    } else if error.is_some() {
+        String::new()
+    } else {
+        let rows: Vec<Vec<String>> = acls
+            .iter()
+            .map(|a| {
+                vec![
+                    a.mirror.clone(),
+                    a.principal.clone(),
+                    a.host.clone(),
+                    a.operation.clone(),
+                    a.permission.clone(),
+                ]
+            })
+            .collect();
+        table(&ACL_HEADERS, &rows)
+    };
+    out
 }
 
 #[derive(Serialize)]

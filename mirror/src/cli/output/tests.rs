@@ -480,3 +480,66 @@ wide-cell  x
 "
     );
 }
+
+#[test]
+fn acl_lines_tables_and_json() {
+    use crate::cli::acls::{AclOperation, AclRow, MirrorAcl};
+    let acl = MirrorAcl {
+        mirror: "east".into(),
+        principal: "User:ops".into(),
+        host: "*".into(),
+        operations: vec![AclOperation(7), AclOperation(8)],
+        deny: false,
+    };
+    let refused = ErrorView::of(31, Some("Cluster authorization failed."));
+    let out = render(
+        &Answer::AclAdded {
+            acl: acl.clone(),
+            errors: vec![None, refused],
+        },
+        false,
+    );
+    assert_eq!(
+        out.stdout,
+        "Added ACL ALLOW User:ops from * to ALTER mirror east\n"
+    );
+    assert!(out.failed);
+    assert!(
+        out.stderr
+            .starts_with("Cannot add ACL ALLOW User:ops from * to DESCRIBE mirror east: "),
+        "{}",
+        out.stderr
+    );
+    let out = render(
+        &Answer::AclRemoved {
+            acl,
+            removed: 2,
+            errors: vec![],
+        },
+        true,
+    );
+    let json = parse_json(&out.stdout);
+    assert_eq!(json["removed"], 2);
+    assert_eq!(json["operations"][1]["operation"], "DESCRIBE");
+    let row = AclRow {
+        mirror: "east".into(),
+        principal: "User:ops".into(),
+        host: "*".into(),
+        operation: "ALTER".into(),
+        permission: "ALLOW".into(),
+    };
+    let out = render(
+        &Answer::AclsListed {
+            error: None,
+            acls: vec![row],
+        },
+        false,
+    );
+    assert_eq!(
+        cells(&out.stdout),
+        [
+            vec!["MIRROR", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION"],
+            vec!["east", "User:ops", "*", "ALTER", "ALLOW"],
+        ]
+    );
+}
