@@ -30,6 +30,7 @@ use crate::producer_ids::ProducerIdManager;
 use crate::quotas::ClientQuotaManager;
 use crate::replica::{now_ms, IsrChange, ReplicaManager};
 use crate::replication::fetcher::{FetchSettings, ReplicaFetchers};
+use crate::replication::throttle::ReplicationThrottle;
 use crate::security::authorizer::{Access, Authorizer};
 use crate::security::KafkaPrincipal;
 use crate::txn::{Services, TxnCoordinator};
@@ -94,6 +95,7 @@ pub struct Broker {
     pub txns: TxnCoordinator,
     pub mirrors: MirrorManager,
     pub client_quotas: ClientQuotaManager,
+    pub replication_throttle: Arc<ReplicationThrottle>,
 }
 
 impl Broker {
@@ -137,6 +139,10 @@ impl Broker {
             replicas.clone(),
         );
         let producer_ids = ProducerIdManager::new(controller.clone(), settings.node_id);
+        let replication_throttle = Arc::new(ReplicationThrottle::new(
+            settings.node_id,
+            &settings.static_configs,
+        ));
         let brokers = Arc::new(BrokerClients::new(
             settings.node_id,
             settings.replica_fetch.listener.clone(),
@@ -178,7 +184,11 @@ impl Broker {
                 settings.fetch_session_slots,
                 Duration::from_secs(120),
             ),
-            fetchers: ReplicaFetchers::new(settings.replica_fetch.clone(), replicas.clone()),
+            fetchers: ReplicaFetchers::new(
+                settings.replica_fetch.clone(),
+                replicas.clone(),
+                replication_throttle.clone(),
+            ),
             incarnation,
             brokers,
             shutting_down: AtomicBool::new(false),
@@ -193,6 +203,7 @@ impl Broker {
             groups,
             mirrors,
             client_quotas: ClientQuotaManager::default(),
+            replication_throttle,
         });
         info!(node_id = broker.settings.node_id, cluster_id = %broker.cluster_id, "broker started");
         Ok(broker)

@@ -219,6 +219,12 @@ impl ReplicaManager {
         &self.logs
     }
 
+    /// Whether `replica` is in `tp`'s ISR here.
+    pub fn in_isr(&self, tp: &TopicPartition, replica: i32) -> bool {
+        self.partition(tp)
+            .is_some_and(|p| p.state().isr.contains(&replica))
+    }
+
     pub fn partition(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
         self.partitions.read().get(tp).cloned()
     }

@@ -599,3 +599,152 @@ fn reassignment_grows_the_replication_factor_and_moves_a_partition() {
     assert_eq!(total_offsets(&nodes[2], "moves"), 5_000);
     assert_eq!(consume_count(&nodes[2], "moves", 5_000), 5_000);
 }
+
+/// The Prometheus text of `node`, whose metrics listener took a free port
+/// (`metrics.listener=http://127.0.0.1:0`) and logged it.
+fn scrape(node: &Ottla) -> String {
+    let log = node.log();
+    let marker = "metrics listening on http://";
+    let start = log.find(marker).expect("the metrics listener is logged") + marker.len();
+    let address = &log[start..start + log[start..].find('/').unwrap()];
+    ok(ottla_tests::tools::python_script(
+        "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1]).read().decode())",
+        &[&format!("http://{address}/metrics")],
+    ))
+}
+
+/// The value of the sample `series` (name and labels exactly as printed).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Also the cluster metrics scrape: the active controller's quorum figures,
+/// throttled replication bytes on both sides, the ISR expansion and the new
+/// replica's log size.
+#[test]
+fn a_throttled_reassignment_is_held_to_its_rate() {
+    let mut settings = CLUSTER_SETTINGS.to_vec();
+    settings.push(("metrics.listener", "http://127.0.0.1:0"));
+    let nodes = Ottla::cluster(3, &settings);
+    ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &nodes[0].bootstrap(),
+            "--create",
+            "--topic",
+            "slow",
+            "--replica-assignment",
+            "1",
+        ],
+        None,
+    ));
+    // About 2.4 MB: the first ~1 MB (10 s of the quota) goes at once, the
+    // rest at 100 kB/s.
+    let sent = produce(&nodes[0], "slow", 20_000);
+    assert!(sent.contains("20000 records sent"), "{sent}");
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"version":1,"partitions":[{"topic":"slow","partition":0,"replicas":[1,2]}]}"#,
+    )
+    .unwrap();
+    let bootstrap = nodes[1].bootstrap();
+    let reassign = |args: &[&str]| {
+        let mut all = vec![
+            "--bootstrap-server",
+            bootstrap.as_str(),
+            "--reassignment-json-file",
+            plan.to_str().unwrap(),
+        ];
+        all.extend_from_slice(args);
+        ok(kafka_tool("kafka-reassign-partitions.sh", &all, None))
+    };
+    let started_at = Instant::now();
+    let started = reassign(&["--execute", "--throttle", "100000"]);
+    assert!(
+        started.contains("The inter-broker throttle limit was set to 100000 B/s"),
+        "{started}"
+    );
+    let verified = loop {
+        let verified = reassign(&["--verify"]);
+        if verified.contains("Reassignment of partition slow-0 is completed") {
+            break verified;
+        }
+        assert!(
+            started_at.elapsed() < Duration::from_secs(120),
+            "reassignment never completed: {verified}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let took = started_at.elapsed();
+    assert!(
+        took > Duration::from_secs(6),
+        "2.4 MB moved in {took:?} under a 100 kB/s throttle"
+    );
+    // --verify of a finished reassignment lifts the throttle.
+    assert!(
+        verified.contains("Clearing broker-level throttles")
+            && verified.contains("Clearing topic-level throttles"),
+        "{verified}"
+    );
+    eprintln!("throttled reassignment took {took:?}");
+    let configs = ok(kafka_tool(
+        "kafka-configs.sh",
+        &[
+            "--bootstrap-server",
+            &nodes[0].bootstrap(),
+            "--describe",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "slow",
+        ],
+        None,
+    ));
+    assert!(
+        !configs.contains("replication.throttled.replicas"),
+        "{configs}"
+    );
+    let view = describe(&nodes[2], "slow");
+    assert_eq!(view[&0].isr.len(), 2, "{view:?}");
+    assert_eq!(total_offsets(&nodes[2], "slow"), 20_000);
+
+    let texts: Vec<String> = nodes.iter().map(scrape).collect();
+    let active: Vec<&String> = texts
+        .iter()
+        .filter(|t| sample(t, "kafka_controller_active_controller_count") == Some(1.0))
+        .collect();
+    assert_eq!(active.len(), 1, "exactly one active controller");
+    for voter in 1..=3 {
+        let lag = sample(
+            active[0],
+            &format!("kafka_server_raft_metrics_voter_lag_records{{voter=\"{voter}\"}}"),
+        );
+        assert!(
+            lag.is_some_and(|l| (0.0..1000.0).contains(&l)),
+            "voter {voter}: {lag:?}"
+        );
+    }
+    let throttled = |node: usize, side: &str| {
+        sample(
+            &texts[node],
+            &format!("kafka_server_replication_throttled_bytes_total{{side=\"{side}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    assert!(throttled(0, "leader") > 1e6, "{}", texts[0]);
+    assert!(throttled(1, "follower") > 1e6, "{}", texts[1]);
+    assert!(
+        sample(&texts[0], "kafka_server_replicamanager_isr_expands_total")
+            .is_some_and(|n| n >= 1.0)
+    );
+    let size = sample(
+        &texts[1],
+        "kafka_log_size_bytes{topic=\"slow\",partition=\"0\"}",
+    );
+    assert!(size.is_some_and(|s| s > 2e6), "{size:?}");
+}

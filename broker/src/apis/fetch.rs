@@ -21,6 +21,7 @@ use crate::broker::Broker;
 use crate::fetch_session::{PartitionFetch, PartitionSeen};
 use crate::quotas::{QuotaClient, QuotaType};
 use crate::replica::{FetchOutcome, ReadSpec};
+use crate::replication::throttle::{is_throttled, Side};
 
 /// Fetch sessions exist from v7.
 const SESSIONS_FROM: i16 = 7;
@@ -143,17 +144,48 @@ pub async fn handle(
     {
         max_total = max_total.min(allowance);
     }
+    // Replicas catching up under a leader throttle get no data while the
+    // throttle is exceeded.
+    let node_id = broker.node_id();
+    let leader_throttle = if is_follower {
+        broker
+            .replication_throttle
+            .limit(&image, Side::Leader)
+            .map(|limit| {
+                let throttled: Vec<bool> = session
+                    .partitions
+                    .iter()
+                    .map(|(tp, _)| {
+                        is_throttled(&image, Side::Leader, &tp.topic, tp.partition, node_id)
+                            && !broker.replicas.in_isr(tp, replica_id)
+                    })
+                    .collect();
+                (limit, throttled)
+            })
+    } else {
+        None
+    };
     let outcomes = loop {
         let seen_appends = broker.replicas.append_counter();
+        let throttle_exceeded = leader_throttle
+            .as_ref()
+            .is_some_and(|(limit, _)| broker.replication_throttle.exceeded(Side::Leader, *limit));
         let mut budget = max_total;
         let mut total = 0usize;
         let mut any_error = false;
         let mut outcomes = Vec::with_capacity(session.partitions.len());
-        for (tp, f) in &session.partitions {
-            let limit = (f.max_bytes.max(0) as usize).min(budget);
+        for (i, (tp, f)) in session.partitions.iter().enumerate() {
+            let throttled = leader_throttle
+                .as_ref()
+                .is_some_and(|(_, throttled)| throttled[i]);
+            let limit = if throttled && throttle_exceeded {
+                0
+            } else {
+                (f.max_bytes.max(0) as usize).min(budget)
+            };
             // As Kafka: only the first partition with data may exceed the
             // limits by one batch, so that a fetch always makes progress.
-            let min_one = total == 0;
+            let min_one = total == 0 && limit > 0;
             let spec = ReadSpec {
                 offset: f.fetch_offset,
                 max_bytes: limit,
@@ -179,6 +211,9 @@ pub async fn handle(
                 None => broker.replicas.read(tp, &spec),
             };
             let n = o.records.as_ref().map_or(0, |r| r.len());
+            if throttled {
+                broker.replication_throttle.record(Side::Leader, n);
+            }
             total += n;
             budget = budget.saturating_sub(n);
             any_error |= o.error.is_some();

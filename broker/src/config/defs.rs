@@ -146,6 +146,12 @@ configs! {
     /// connections wait for memory beyond it. -1: unbounded (Kafka's
     /// default); Ottla bounds it by default.
     QUEUED_MAX_REQUEST_BYTES: i64 = "queued.max.request.bytes", Long, Some("1073741824"), Valid::AtLeast(-1);
+    /// Bytes/s this broker serves to throttled replicas out of the ISR
+    /// (`leader.replication.throttled.replicas`); dynamic.
+    LEADER_REPLICATION_THROTTLED_RATE: i64 = "leader.replication.throttled.rate", Long, Some("9223372036854775807"), Valid::AtLeast(1);
+    /// Bytes/s this broker fetches for throttled replicas out of the ISR
+    /// (`follower.replication.throttled.replicas`); dynamic.
+    FOLLOWER_REPLICATION_THROTTLED_RATE: i64 = "follower.replication.throttled.rate", Long, Some("9223372036854775807"), Valid::AtLeast(1);
     /// Ottla's Prometheus endpoint, `[http://]host:port` (serving /metrics); unset disables it.
     METRICS_LISTENER: Option<String> = "metrics.listener", String, None, Valid::Any;
 

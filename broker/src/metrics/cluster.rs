@@ -16,6 +16,7 @@ use super::topic::{Traffic, COUNTERS};
 use super::{counter, gauge, Field, NO_LABELS};
 use crate::broker::Broker;
 use crate::group::GroupState;
+use crate::replication::throttle::Side;
 
 static REBALANCES: AtomicU64 = AtomicU64::new(0);
 
@@ -199,6 +200,29 @@ impl BrokerCollector {
             "The metadata quorum's epoch (Raft term) (Kafka raft-metrics current-epoch).",
             [(NO_LABELS, epoch)],
         )?;
+        if controller.is_active() {
+            if let Ok(quorum) = controller.describe_quorum() {
+                gauge(
+                    e,
+                    "kafka_server_raft_metrics_high_watermark",
+                    "The metadata log's high watermark, on the active controller (Kafka raft-metrics high-watermark).",
+                    [(NO_LABELS, quorum.high_watermark)],
+                )?;
+                gauge(
+                    e,
+                    "kafka_server_raft_metrics_voter_lag_records",
+                    "Metadata records each voter is behind the high watermark, on the active controller (DescribeQuorum's lag).",
+                    quorum.voters.iter().map(|v| {
+                        let lag = if v.log_end_offset < 0 {
+                            -1
+                        } else {
+                            (quorum.high_watermark - v.log_end_offset).max(0)
+                        };
+                        ([("voter", v.id.to_string())], lag)
+                    }),
+                )?;
+            }
+        }
         gauge(
             e,
             "kafka_controller_last_applied_record_offset",
@@ -273,6 +297,15 @@ impl BrokerCollector {
 
 impl BrokerCollector {
     fn encode_quotas(&self, e: &mut DescriptorEncoder) -> fmt::Result {
+        let replication = &self.0.replication_throttle;
+        counter(
+            e,
+            "kafka_server_replication_throttled_bytes",
+            "Bytes of throttled replicas moved, by side (Kafka LeaderReplication / FollowerReplication byte-rate).",
+            Side::BOTH
+                .iter()
+                .map(|s| ([("side", s.name())], replication.throttled_bytes(*s))),
+        )?;
         let totals = self.0.client_quotas.throttle_totals();
         counter(
             e,

@@ -3,7 +3,7 @@
 //! follows from that leader, appending what comes back byte for byte and
 //! truncating where the leader says this log diverged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +21,9 @@ use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
+use ottla_storage::manager::TopicPartition;
+
+use super::throttle::{is_throttled, ReplicationThrottle, Side};
 use crate::inter_broker::endpoint_of;
 use crate::replica::{Partition, ReplicaManager};
 
@@ -28,6 +31,9 @@ use crate::replica::{Partition, ReplicaManager};
 const FETCH_VERSION: i16 = 12;
 const LIST_OFFSETS_VERSION: i16 = 1;
 const EARLIEST_TIMESTAMP: i64 = -2;
+/// How long a fetch loop waits when the follower throttle holds back every
+/// partition it follows from a leader.
+const THROTTLED_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Replica fetch settings (`replica.fetch.*`).
 #[derive(Debug, Clone)]
@@ -47,15 +53,21 @@ pub struct FetchSettings {
 pub struct ReplicaFetchers {
     settings: FetchSettings,
     replicas: Arc<ReplicaManager>,
+    throttle: Arc<ReplicationThrottle>,
     image: Mutex<Arc<MetadataImage>>,
     loops: Mutex<BTreeMap<i32, JoinHandle<()>>>,
 }
 
 impl ReplicaFetchers {
-    pub fn new(settings: FetchSettings, replicas: Arc<ReplicaManager>) -> Arc<Self> {
+    pub fn new(
+        settings: FetchSettings,
+        replicas: Arc<ReplicaManager>,
+        throttle: Arc<ReplicationThrottle>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             settings,
             replicas,
+            throttle,
             image: Mutex::new(Arc::new(MetadataImage::empty())),
             loops: Mutex::default(),
         })
@@ -143,8 +155,13 @@ impl ReplicaFetchers {
         client: &mut KafkaClient,
         partitions: &[Arc<Partition>],
     ) -> anyhow::Result<()> {
+        let throttled = self.throttled(partitions);
+        let over_quota = self.throttle_exceeded();
         let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
         for p in partitions {
+            if over_quota && throttled.contains(&p.tp) {
+                continue;
+            }
             let (log_end, log_start, last_epoch) = {
                 let log = p.log.read();
                 (
@@ -162,6 +179,11 @@ impl ReplicaFetchers {
                     .with_log_start_offset(log_start)
                     .with_partition_max_bytes(self.settings.max_bytes),
             );
+        }
+        if topics.is_empty() {
+            // Every partition waits for the follower throttle.
+            tokio::time::sleep(THROTTLED_BACKOFF).await;
+            return Ok(());
         }
         let request = FetchRequest::default()
             .with_replica_id(BrokerId(self.replicas.node_id()))
@@ -192,10 +214,37 @@ impl ReplicaFetchers {
                 }) else {
                     continue;
                 };
+                if throttled.contains(&p.tp) {
+                    let bytes = data.records.as_ref().map_or(0, |r| r.len());
+                    self.throttle.record(Side::Follower, bytes);
+                }
                 self.apply(client, p, data).await?;
             }
         }
         Ok(())
+    }
+
+    /// The partitions whose follower-side traffic is throttled now: named
+    /// in their topic's throttle list while this replica is out of the ISR.
+    fn throttled(&self, partitions: &[Arc<Partition>]) -> HashSet<TopicPartition> {
+        let image = self.image.lock().clone();
+        if self.throttle.limit(&image, Side::Follower).is_none() {
+            return HashSet::new();
+        }
+        let me = self.replicas.node_id();
+        partitions
+            .iter()
+            .filter(|p| !p.state().isr.contains(&me))
+            .filter(|p| is_throttled(&image, Side::Follower, &p.tp.topic, p.tp.partition, me))
+            .map(|p| p.tp.clone())
+            .collect()
+    }
+
+    fn throttle_exceeded(&self) -> bool {
+        let image = self.image.lock().clone();
+        self.throttle
+            .limit(&image, Side::Follower)
+            .is_some_and(|limit| self.throttle.exceeded(Side::Follower, limit))
     }
 
     /// Applies one partition's answer.

@@ -1,9 +1,11 @@
 //! Replication between brokers: followers fetch from leaders
 //! ([`fetcher`]), leaders track what each follower has ([`progress`]) to
-//! move the high watermark and the ISR.
+//! move the high watermark and the ISR, and both sides bound the traffic of
+//! replicas catching up ([`throttle`]).
 
 pub mod fetcher;
 pub mod progress;
+pub mod throttle;
 
 #[cfg(test)]
 mod tests;

@@ -29,6 +29,8 @@ const DYNAMIC: &[&str] = &[
     "max.connections",
     "max.connections.per.ip",
     "producer.id.expiration.ms",
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
     "transaction.partition.verification.enable",
 ];
 
