@@ -11,27 +11,14 @@ use super::{invalid_request, static_config, with_overrides, RESOURCE_BROKER};
 use crate::broker::Broker;
 use crate::config::{is_listener_scoped, ConfigError};
 
-/// Kafka's dynamic broker keys (DynamicBrokerConfig.AllDynamicConfigs)
-/// that Ottla knows, besides the `log.*` defaults of topic keys. Listener
-/// keys are left out: Ottla binds its listeners once, at start-up.
+/// The broker keys Ottla applies at runtime besides the `log.*` defaults
+/// of topic keys (read through the topic config resolver): the replication
+/// throttles. Kafka lets more change dynamically (thread counts, cleaner
+/// settings, connection limits, ...); Ottla reads those once, at start-up,
+/// so it refuses to store a dynamic value it would not apply.
 const DYNAMIC: &[&str] = &[
-    "log.cleaner.threads",
-    "log.cleaner.dedupe.buffer.size",
-    "log.cleaner.io.buffer.load.factor",
-    "log.cleaner.io.buffer.size",
-    "log.cleaner.io.max.bytes.per.second",
-    "log.cleaner.backoff.ms",
-    "message.max.bytes",
-    "num.io.threads",
-    "num.network.threads",
-    "num.replica.fetchers",
-    "num.recovery.threads.per.data.dir",
-    "max.connections",
-    "max.connections.per.ip",
-    "producer.id.expiration.ms",
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
-    "transaction.partition.verification.enable",
 ];
 
 /// Whether Kafka lets `name` change without a restart. The broker-level

@@ -458,6 +458,21 @@ fn broker_refusals_follow_kafka() {
         message,
         "Cannot update these configs dynamically: [num.partitions]"
     );
+    // Keys Ottla reads only at start-up (Kafka's are dynamic) are refused
+    // rather than stored without effect; the replication throttles apply.
+    let (_, message) = refusal("", vec![op("num.io.threads", SET, Some("4"))]);
+    assert_eq!(
+        message,
+        "Cannot update these configs dynamically: [num.io.threads]"
+    );
+    assert_eq!(
+        refusal(
+            "1",
+            vec![op("leader.replication.throttled.rate", SET, Some("1000"))]
+        )
+        .0,
+        0
+    );
     // TLS and SASL settings apply when listeners are bound, so they are
     // refused rather than stored without effect.
     let (code, message) = refusal(
