@@ -138,7 +138,15 @@ impl RequestHandler for BrokerApis {
             // Time spent waiting (acks, long polls), which is not handling.
             let mut waited = Duration::ZERO;
             let mut byte_throttle = Duration::ZERO;
-            let mut exempt = matches!(body, RequestKind::WriteTxnMarkers(_));
+            // Not counted against request quotas: markers between brokers,
+            // and the group calls whose handlers mostly wait for the other
+            // members (Kafka parks those in purgatory, off its threads).
+            let mut exempt = matches!(
+                body,
+                RequestKind::WriteTxnMarkers(_)
+                    | RequestKind::JoinGroup(_)
+                    | RequestKind::SyncGroup(_)
+            );
             let mut response = match body {
                 RequestKind::Produce(r) => {
                     let bytes = produce::records_bytes(&r);
