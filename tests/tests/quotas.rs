@@ -211,23 +211,27 @@ fn producers_and_consumers_over_their_quota_are_slowed_to_it() {
     }
     // 1.5 MB: the first 10 s worth of quota (1 MB) goes at once, the rest
     // at 100 KiB/s, so about 5 s of throttling.
-    let (produce_secs, _) = timed(
-        "kafka-producer-perf-test.sh",
-        &[
-            "--topic",
-            "metered",
-            "--num-records",
-            &RECORDS.to_string(),
-            "--record-size",
-            &RECORD_SIZE.to_string(),
-            "--throughput",
-            "-1",
-            "--producer-props",
-            &format!("bootstrap.servers={b}"),
-            "client.id=slow-producer",
-            "acks=1",
-        ],
-    );
+    let produce_as = |client_id: &str| {
+        timed(
+            "kafka-producer-perf-test.sh",
+            &[
+                "--topic",
+                "metered",
+                "--num-records",
+                &RECORDS.to_string(),
+                "--record-size",
+                &RECORD_SIZE.to_string(),
+                "--throughput",
+                "-1",
+                "--producer-props",
+                &format!("bootstrap.servers={b}"),
+                &format!("client.id={client_id}"),
+                "acks=1",
+            ],
+        )
+        .0
+    };
+    let produce_secs = produce_as("slow-producer");
     assert!(
         produce_secs > 3.5,
         "1.5 MB at a 100 KiB/s quota took only {produce_secs:.1} s"
@@ -271,22 +275,7 @@ fn producers_and_consumers_over_their_quota_are_slowed_to_it() {
     assert!(throttled_total(metrics_port, "fetch") > 0.0);
 
     // A client without a quota is not slowed down.
-    let (free_secs, _) = timed(
-        "kafka-producer-perf-test.sh",
-        &[
-            "--topic",
-            "metered",
-            "--num-records",
-            &RECORDS.to_string(),
-            "--record-size",
-            &RECORD_SIZE.to_string(),
-            "--throughput",
-            "-1",
-            "--producer-props",
-            &format!("bootstrap.servers={b}"),
-            "client.id=unmetered",
-        ],
-    );
+    let free_secs = produce_as("unmetered");
     assert!(
         free_secs < produce_secs,
         "unmetered {free_secs:.1} s, metered {produce_secs:.1} s"
