@@ -84,10 +84,8 @@ impl RequestHandler for MirrorApis {
             let version = ctx.api_version;
             let access = Arc::new(b.access(&ctx.principal, ctx.peer.ip()));
             let cluster = |op| access.cluster(op);
-            // `op` on the named mirror, or on every mirror through the cluster.
-            let on_mirror = |op, cluster_op, name: &str| {
-                access.cluster(cluster_op) || access.allowed(op, resource::CLUSTER_MIRROR, name)
-            };
+            let on_mirror =
+                |op, cluster_op, name: &str| may_on_mirror(&access, op, cluster_op, name);
             macro_rules! serve {
                 ($request:ty, |$r:ident| $allowed:expr, $refuse:expr, $handle:expr) => {{
                     let request = <$request as MirrorMessage>::decode(&body, version)
@@ -165,12 +163,12 @@ impl RequestHandler for MirrorApis {
                         async move {
                             let mut listed = list_mirrors(b, r).await;
                             listed.mirrors.retain(|m| {
-                                access.cluster(operation::DESCRIBE)
-                                    || access.allowed(
-                                        operation::DESCRIBE,
-                                        resource::CLUSTER_MIRROR,
-                                        &m.mirror_name,
-                                    )
+                                may_on_mirror(
+                                    &access,
+                                    operation::DESCRIBE,
+                                    operation::DESCRIBE,
+                                    &m.mirror_name,
+                                )
                             });
                             listed
                         }
@@ -186,12 +184,12 @@ impl RequestHandler for MirrorApis {
                             let named = r.mirror_names.is_some();
                             let mut described = describe_mirrors(b, r).await;
                             let may = |name: &str| {
-                                access.cluster(operation::DESCRIBE)
-                                    || access.allowed(
-                                        operation::DESCRIBE,
-                                        resource::CLUSTER_MIRROR,
-                                        name,
-                                    )
+                                may_on_mirror(
+                                    &access,
+                                    operation::DESCRIBE,
+                                    operation::DESCRIBE,
+                                    name,
+                                )
                             };
                             if named {
                                 for m in &mut described.mirrors {
@@ -268,6 +266,12 @@ impl RequestHandler for MirrorApis {
             Ok(encoded)
         })
     }
+}
+
+/// `op` on the named mirror, or `cluster_op` on the cluster, which covers
+/// every mirror.
+fn may_on_mirror(access: &Access, op: i8, cluster_op: i8, mirror: &str) -> bool {
+    access.cluster(cluster_op) || access.allowed(op, resource::CLUSTER_MIRROR, mirror)
 }
 
 /// The answer to a topic-set request the caller may not make.

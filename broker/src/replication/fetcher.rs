@@ -155,8 +155,7 @@ impl ReplicaFetchers {
         client: &mut KafkaClient,
         partitions: &[Arc<Partition>],
     ) -> anyhow::Result<()> {
-        let throttled = self.throttled(partitions);
-        let over_quota = self.throttle_exceeded();
+        let (throttled, over_quota) = self.throttled(partitions);
         let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
         for p in partitions {
             if over_quota && throttled.contains(&p.tp) {
@@ -224,27 +223,22 @@ impl ReplicaFetchers {
         Ok(())
     }
 
-    /// The partitions whose follower-side traffic is throttled now: named
-    /// in their topic's throttle list while this replica is out of the ISR.
-    fn throttled(&self, partitions: &[Arc<Partition>]) -> HashSet<TopicPartition> {
+    /// The partitions whose follower-side traffic is throttled (named in
+    /// their topic's throttle list while this replica is out of the ISR),
+    /// and whether the follower throttle is exceeded now.
+    fn throttled(&self, partitions: &[Arc<Partition>]) -> (HashSet<TopicPartition>, bool) {
         let image = self.image.lock().clone();
-        if self.throttle.limit(&image, Side::Follower).is_none() {
-            return HashSet::new();
-        }
+        let Some(limit) = self.throttle.limit(&image, Side::Follower) else {
+            return (HashSet::new(), false);
+        };
         let me = self.replicas.node_id();
-        partitions
+        let throttled = partitions
             .iter()
             .filter(|p| !p.state().isr.contains(&me))
             .filter(|p| is_throttled(&image, Side::Follower, &p.tp.topic, p.tp.partition, me))
             .map(|p| p.tp.clone())
-            .collect()
-    }
-
-    fn throttle_exceeded(&self) -> bool {
-        let image = self.image.lock().clone();
-        self.throttle
-            .limit(&image, Side::Follower)
-            .is_some_and(|limit| self.throttle.exceeded(Side::Follower, limit))
+            .collect();
+        (throttled, self.throttle.exceeded(Side::Follower, limit))
     }
 
     /// Applies one partition's answer.
