@@ -4,6 +4,7 @@
 //! node on localhost:9092 (controller on 9093) with data in ./ottla-data.
 
 use std::io::IsTerminal;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,13 +16,18 @@ use ottla_broker::config::{keys, BrokerConfig, Listener};
 use ottla_broker::handlers::broker_apis::BrokerSlot;
 use ottla_broker::handlers::{broker_registry, controller_registry, HandlerRegistry};
 use ottla_broker::metrics::{self, MetricsServer};
-use ottla_broker::network::{bind_address, ListenerSpec, QuorumSlot, Server, ServerSettings};
+use ottla_broker::network::{
+    bind_address, ListenerSpec, QuorumEndpoint, QuorumSlot, Server, ServerSettings,
+};
 use ottla_broker::quotas::IpConnectionQuotas;
 use ottla_broker::replication::fetcher::FetchSettings;
-use ottla_broker::security::authorizer::Authorizer;
+use ottla_broker::security::authorizer::{Access, Authorizer};
 use ottla_broker::security::credentials::MetadataCredentials;
 use ottla_broker::security::sasl::ScramCredentialStore;
-use ottla_broker::security::{inter_broker_client, ListenerSecurity};
+use ottla_broker::security::{
+    controller_client, inter_broker_client, KafkaPrincipal, ListenerSecurity,
+};
+use ottla_controller::acls::operation;
 use ottla_controller::records::Endpoint;
 use ottla_controller::{Controller, ControllerSettings, Node, QuorumConfig, TopicDefaults};
 use ottla_protocol::api_versions::FinalizedFeatures;
@@ -130,6 +136,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     // Checked before anything starts, so a bad login or trust store is
     // reported at once.
     let inter_broker = inter_broker_client(&config).map_err(anyhow::Error::msg)?;
+    let to_controllers = controller_client(&config).map_err(anyhow::Error::msg)?;
     let slot: BrokerSlot = Arc::default();
     let finalized = ottla_broker::features::initial_finalized();
     let credentials: Arc<dyn ScramCredentialStore> = Arc::new(MetadataCredentials(slot.clone()));
@@ -177,10 +184,10 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         advertised = ?config.advertised_listeners.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "ottla started"
     );
-    let controller_settings = controller_settings(&config);
+    let controller_settings = controller_settings(&config, to_controllers);
     let controller =
         tokio::task::spawn_blocking(move || Controller::start(controller_settings)).await??;
-    let _ = quorum_slot.set(controller.rpc_handler());
+    let _ = quorum_slot.set(quorum_endpoint(&config, &controller));
     let stop_controller_listener = CancellationToken::new();
     let controller_listener = tokio::spawn(controller_server.run(stop_controller_listener.clone()));
     let signalled = CancellationToken::new();
@@ -219,7 +226,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
 }
 
 /// What the controller needs from the configuration.
-fn controller_settings(config: &BrokerConfig) -> ControllerSettings {
+fn controller_settings(config: &BrokerConfig, peer_security: ClientSecurity) -> ControllerSettings {
     let ms = |v: i64| Duration::from_millis(v.clamp(1, i64::from(u32::MAX)) as u64);
     let election = ms(i64::from(
         config.get(keys::CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS),
@@ -246,6 +253,7 @@ fn controller_settings(config: &BrokerConfig) -> ControllerSettings {
                 config.get(keys::CONTROLLER_QUORUM_REQUEST_TIMEOUT_MS),
             ))
             .max(Duration::from_secs(5)),
+            peer_security,
             ..QuorumConfig::default()
         },
         defaults: TopicDefaults {
@@ -260,6 +268,20 @@ fn controller_settings(config: &BrokerConfig) -> ControllerSettings {
                     .get(keys::LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS)
                     .unsigned_abs(),
             )
+        }),
+    }
+}
+
+/// The quorum's side of the controller listeners. As in Kafka, a peer
+/// needs CLUSTER_ACTION on the cluster (with the authorizer on).
+fn quorum_endpoint(config: &BrokerConfig, controller: &Arc<Controller>) -> QuorumEndpoint {
+    let authorizer = Authorizer::from_config(config).map(Arc::new);
+    let acls_from = Arc::clone(controller);
+    QuorumEndpoint {
+        handler: controller.rpc_handler(),
+        admits: Box::new(move |principal: &KafkaPrincipal, host: IpAddr| {
+            Access::new(authorizer.clone(), acls_from.image(), principal, host)
+                .cluster(operation::CLUSTER_ACTION)
         }),
     }
 }

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use thiserror::Error;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::client_security::{ClientSasl, ClientSecurity, ClientTls, SaslExchange};
@@ -54,8 +54,8 @@ pub enum ClientError {
 pub struct KafkaClient {
     addr: String,
     client_id: String,
-    writer: Box<dyn AsyncWrite + Send + Unpin>,
-    reader: FrameReader<Box<dyn AsyncRead + Send + Unpin>>,
+    writer: Box<dyn AsyncWrite + Send + Sync + Unpin>,
+    reader: FrameReader<Box<dyn AsyncRead + Send + Sync + Unpin>>,
     correlation_id: i32,
 }
 
@@ -104,8 +104,8 @@ impl KafkaClient {
             })?;
         let _ = stream.set_nodelay(true);
         let (read, writer): (
-            Box<dyn AsyncRead + Send + Unpin>,
-            Box<dyn AsyncWrite + Send + Unpin>,
+            Box<dyn AsyncRead + Send + Sync + Unpin>,
+            Box<dyn AsyncWrite + Send + Sync + Unpin>,
         ) = match &security.tls {
             None => {
                 let (read, write) = stream.into_split();
@@ -198,6 +198,22 @@ impl KafkaClient {
                 .map_err(|message| failed(&self.addr, message))?;
         }
         Ok(())
+    }
+
+    /// The connection itself, secured and logged in, for a caller that
+    /// speaks another protocol over it from now on (the metadata quorum's
+    /// RPC). Bytes already read are replayed first.
+    pub fn into_stream(
+        self,
+    ) -> (
+        impl AsyncRead + Send + Sync + Unpin + 'static,
+        Box<dyn AsyncWrite + Send + Sync + Unpin>,
+    ) {
+        let (read, buffered) = self.reader.into_parts();
+        (
+            AsyncReadExt::chain(std::io::Cursor::new(buffered.freeze()), read),
+            self.writer,
+        )
     }
 
     pub fn addr(&self) -> &str {

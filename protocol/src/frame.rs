@@ -90,6 +90,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// The stream and what was read from it beyond the frames returned so
+    /// far, for a caller that switches the connection to another protocol.
+    pub fn into_parts(self) -> (R, BytesMut) {
+        (self.inner, self.buf)
+    }
+
     /// Changes the frame cap, e.g. a smaller one until a client has
     /// authenticated.
     pub fn set_max(&mut self, max: usize) {

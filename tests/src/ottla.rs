@@ -27,6 +27,9 @@ pub fn ottla_binary() -> PathBuf {
     bin
 }
 
+/// `authorizer.class.name` for Kafka's (and Ottla's) ACL authorizer.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
 /// A fresh Kafka cluster id: 16 random bytes in URL-safe base64.
 fn cluster_id() -> String {
     use base64::Engine;

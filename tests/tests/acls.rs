@@ -11,13 +11,12 @@
 use std::path::PathBuf;
 use std::process::Output;
 
-use ottla_tests::ottla::Ottla;
+use ottla_tests::ottla::{Ottla, STANDARD_AUTHORIZER};
 use ottla_tests::tools::{kafka_tool, ok, python_script};
 use ottla_tests::topics::describe;
 
 const JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
     user_admin=\"admin-secret\" user_alice=\"alice-secret\" user_bob=\"bob-secret\";";
-const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
 
 struct Secured {
     node: Ottla,
@@ -480,18 +479,26 @@ fn wait_for_isr(node: &Ottla, topic: &str, want: usize) {
     }
 }
 
-/// Followers fetch as their inter-broker principal (User:ANONYMOUS over
-/// PLAINTEXT) and need CLUSTER_ACTION: a DENY of it shrinks every ISR to
-/// its leader, and removing it lets the followers back in.
+/// Followers fetch as their inter-broker principal (User:broker over
+/// SASL_PLAINTEXT) and need CLUSTER_ACTION: a DENY of it shrinks every ISR
+/// to its leader, and removing it lets the followers back in. The
+/// controllers, ANONYMOUS on their PLAINTEXT listener, keep theirs.
 #[test]
 fn replication_needs_cluster_action() {
-    let nodes = Ottla::cluster(
+    let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+        username=\"broker\" password=\"broker-secret\" user_broker=\"broker-secret\";";
+    let nodes = Ottla::cluster_with_listeners(
         3,
+        &["SASL_PLAINTEXT"],
         &[
             ("broker.heartbeat.interval.ms", "300"),
             ("broker.session.timeout.ms", "2500"),
             ("replica.lag.time.max.ms", "3000"),
             ("replica.fetch.backoff.ms", "200"),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            ("listener.name.sasl_plaintext.plain.sasl.jaas.config", jaas),
+            ("inter.broker.listener.name", "SASL_PLAINTEXT"),
+            ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
             ("authorizer.class.name", STANDARD_AUTHORIZER),
             // No super user: without ACLs everything is allowed.
             ("allow.everyone.if.no.acl.found", "true"),
@@ -522,11 +529,14 @@ fn replication_needs_cluster_action() {
         all.extend_from_slice(args);
         ok(kafka_tool("kafka-acls.sh", &all, None))
     };
-    // ALLOW ALL keeps the cluster administrable; the DENY wins for CLUSTER_ACTION.
+    // ALLOW ALL keeps the cluster administrable and the quorum running;
+    // the DENY wins for the brokers' CLUSTER_ACTION.
     acls(&[
         "--add",
         "--allow-principal",
         "User:ANONYMOUS",
+        "--allow-principal",
+        "User:broker",
         "--operation",
         "All",
         "--cluster",
@@ -534,7 +544,7 @@ fn replication_needs_cluster_action() {
     acls(&[
         "--add",
         "--deny-principal",
-        "User:ANONYMOUS",
+        "User:broker",
         "--operation",
         "ClusterAction",
         "--cluster",
@@ -545,7 +555,7 @@ fn replication_needs_cluster_action() {
         "--remove",
         "--force",
         "--deny-principal",
-        "User:ANONYMOUS",
+        "User:broker",
         "--operation",
         "ClusterAction",
         "--cluster",

@@ -12,7 +12,7 @@ use ottla_tests::apache_kafka::ApacheKafka;
 use ottla_tests::mirror::{
     create_mirror, describe, log_bytes, topics_op, try_log_bytes, wait_for_state, TopicOp,
 };
-use ottla_tests::ottla::Ottla;
+use ottla_tests::ottla::{Ottla, STANDARD_AUTHORIZER};
 use ottla_tests::tools::{kafka_tool, ok};
 use ottla_tests::topics::describe as describe_topic;
 
@@ -377,8 +377,6 @@ fn cli_workflow_creates_mirrors_adds_topics_and_fails_over() {
     produce(&dst, "events", 100);
     assert_eq!(consume_count(&dst, "events", 1100), 1100);
 }
-
-const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
 
 /// Polls `check` for up to a minute.
 fn eventually(what: &str, mut check: impl FnMut() -> Result<(), String>) {
@@ -1096,10 +1094,7 @@ fn cluster_mirror_acls_govern_who_may_change_and_see_a_mirror() {
                 "org.apache.kafka.common.security.plain.PlainLoginModule required \
                  user_alice=\"alice-secret\" user_bob=\"bob-secret\";",
             ),
-            (
-                "authorizer.class.name",
-                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            ),
+            ("authorizer.class.name", STANDARD_AUTHORIZER),
             ("super.users", "User:ANONYMOUS"),
         ],
     );

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::{MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::StrBytes;
 use ottla_tests::certs::TestPki;
-use ottla_tests::ottla::Ottla;
+use ottla_tests::ottla::{Ottla, STANDARD_AUTHORIZER};
 use ottla_tests::tools::{kafka_tool, ok, python_script};
 use ottla_tests::wire::WireClient;
 
@@ -633,14 +633,18 @@ fn scram_credentials_reach_every_node_and_survive_restarts() {
 /// reach each other only over SASL_SSL (PLAIN login, TLS with the CA):
 /// acks=all with min.insync.replicas=3 succeeds only if every follower
 /// fetches over it.
+/// Brokers replicate, and controllers run the metadata quorum, only over
+/// SASL_SSL listeners (PLAIN): the cluster forms, replicates with a full
+/// ISR, and a logged-in user without CLUSTER_ACTION cannot join the quorum.
 #[test]
-fn brokers_replicate_over_a_sasl_ssl_inter_broker_listener() {
+fn brokers_and_controllers_talk_only_over_sasl_ssl() {
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::new(dir.path());
     let keystore = pki.server.keystore.display().to_string();
     let ca = pki.ca.display().to_string();
     let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required \
-        username=\"broker\" password=\"broker-secret\" user_broker=\"broker-secret\";";
+        username=\"broker\" password=\"broker-secret\" user_broker=\"broker-secret\" \
+        user_intruder=\"intruder-secret\";";
     let nodes = Ottla::cluster_with_listeners(
         3,
         &["SASL_SSL"],
@@ -650,11 +654,21 @@ fn brokers_replicate_over_a_sasl_ssl_inter_broker_listener() {
             ("ssl.truststore.type", "PEM"),
             ("ssl.truststore.location", ca.as_str()),
             ("sasl.enabled.mechanisms", "PLAIN"),
+            (
+                "listener.security.protocol.map",
+                "CONTROLLER:SASL_SSL,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
+            ),
             ("listener.name.sasl_ssl.plain.sasl.jaas.config", jaas),
+            ("listener.name.controller.plain.sasl.jaas.config", jaas),
             ("inter.broker.listener.name", "SASL_SSL"),
             ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
+            ("sasl.mechanism.controller.protocol", "PLAIN"),
+            ("authorizer.class.name", STANDARD_AUTHORIZER),
+            // ANONYMOUS for the test's own tools on the PLAINTEXT listener.
+            ("super.users", "User:broker;User:ANONYMOUS"),
         ],
     );
+    intruder_cannot_join_the_quorum(&nodes[0], &pki.ca);
     let bootstrap = nodes[0].bootstrap();
     ok(kafka_tool(
         "kafka-topics.sh",
@@ -713,6 +727,60 @@ fn brokers_replicate_over_a_sasl_ssl_inter_broker_listener() {
         .count();
     assert_eq!(full_isr, 3, "{described}");
     drop(nodes);
+}
+
+/// A PLAIN user that logs in on the controller listener and then speaks
+/// the quorum's RPC is refused for want of CLUSTER_ACTION.
+fn intruder_cannot_join_the_quorum(node: &Ottla, ca: &Path) {
+    use ottla_protocol::client::KafkaClient;
+    use ottla_protocol::client_security::{ClientSasl, ClientSecurity, ClientTls, SaslMechanism};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let security = ClientSecurity {
+        tls: Some(ClientTls::from_pem(&std::fs::read_to_string(ca).unwrap(), None).unwrap()),
+        sasl: Some(ClientSasl {
+            mechanism: SaslMechanism::Plain,
+            username: "intruder".into(),
+            password: "intruder-secret".into(),
+        }),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let answer = runtime.block_on(async {
+        let timeout = Duration::from_secs(10);
+        let client = KafkaClient::connect_with(
+            "127.0.0.1",
+            node.controller_port,
+            "intruder",
+            1 << 20,
+            timeout,
+            &security,
+        )
+        .await
+        .expect("the intruder's PLAIN login itself is valid");
+        let (mut read, mut write) = client.into_stream();
+        // A quorum RPC frame: size, key 30000, version 0, a body.
+        let mut frame = 8u32.to_be_bytes().to_vec();
+        frame.extend_from_slice(&30_000i16.to_be_bytes());
+        frame.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        write.write_all(&frame).await.unwrap();
+        let mut buf = Vec::new();
+        tokio::time::timeout(timeout, read.read_to_end(&mut buf))
+            .await
+            .expect("the connection is closed, not left hanging")
+            .map(|_| buf)
+    });
+    assert!(
+        answer.as_ref().is_ok_and(Vec::is_empty),
+        "closed without an answer: {answer:?}"
+    );
+    let log = node.log();
+    assert!(
+        log.contains("refusing a quorum RPC connection: User:intruder may not take part"),
+        "{log}"
+    );
 }
 
 #[test]

@@ -393,6 +393,8 @@ configs! {
     SASL_ENABLED_MECHANISMS: Vec<String> = "sasl.enabled.mechanisms", List, Some("GSSAPI"), Valid::Any;
     /// The mechanism this broker logs in with on a SASL inter-broker listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
     SASL_MECHANISM_INTER_BROKER_PROTOCOL: String = "sasl.mechanism.inter.broker.protocol", String, Some("GSSAPI"), Valid::Any;
+    /// The mechanism controllers (and brokers, to reach them) log in with on a SASL controller listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    SASL_MECHANISM_CONTROLLER_PROTOCOL: String = "sasl.mechanism.controller.protocol", String, Some("GSSAPI"), Valid::Any;
     /// JAAS login module for SASL listeners without a listener.name.<listener>.<mechanism>.sasl.jaas.config; PLAIN users are user_<name>="<password>" options, and username/password are this broker's own login to other brokers.
     SASL_JAAS_CONFIG: Option<String> = "sasl.jaas.config", Password, None, Valid::Any;
     /// Largest frame a client may send before it has authenticated.

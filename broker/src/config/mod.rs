@@ -424,7 +424,6 @@ impl BrokerConfig {
             ));
         }
         self.resolve_advertised(&map)?;
-        self.check_internal_listeners()?;
         if self.roles.broker {
             if self.advertised_listeners.is_empty() {
                 return Err(invalid(
@@ -509,28 +508,6 @@ impl BrokerConfig {
         }
         self.inter_broker_listener_name = Some(name);
         Ok(())
-    }
-
-    /// The quorum RPC between controllers speaks PLAINTEXT only so far, so
-    /// controller listeners must be PLAINTEXT: a TLS or SASL listener there
-    /// would look protected while it is not.
-    fn check_internal_listeners(&self) -> Result<(), ConfigError> {
-        match self
-            .controller_listeners()
-            .find(|l| l.protocol != SecurityProtocol::Plaintext)
-        {
-            Some(l) => Err(invalid(
-                "controller.listener.names",
-                format!(
-                    "controller listener {} uses {}, but the metadata quorum between \
-                     controllers speaks PLAINTEXT only so far: map it to PLAINTEXT in \
-                     listener.security.protocol.map and keep it on a private network",
-                    l.name,
-                    l.protocol.name()
-                ),
-            )),
-            None => Ok(()),
-        }
     }
 
     fn resolve_quorum(&mut self) -> Result<(), ConfigError> {

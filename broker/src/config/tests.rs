@@ -385,17 +385,3 @@ fn listener_prefixed_security_keys() {
     );
     assert!(error(&[("listener.name.x.num.partitions", "3")]).contains("unknown config key"));
 }
-
-#[test]
-fn internal_listeners_stay_plaintext_until_ottlas_clients_speak_tls() {
-    let controller_ssl = error(&[(
-        "listener.security.protocol.map",
-        "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT",
-    )]);
-    assert!(
-        controller_ssl.starts_with(
-            "invalid controller.listener.names: controller listener CONTROLLER uses SSL"
-        ),
-        "{controller_ssl}"
-    );
-}

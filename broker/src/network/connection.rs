@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::handler::{Api, ConnectionInfo, RequestContext, RequestHandler, Response};
+use super::quorum::{is_quorum_frame, QuorumEndpoint, QuorumSwitch};
 use super::server::ServerSettings;
 use crate::metrics::{network, ConnectionCounters};
 use crate::security::sasl::session::{Gate, SaslSession};
@@ -118,19 +119,29 @@ impl Connection {
     {
         let closing = shutdown.child_token();
         let (tx, rx) = mpsc::channel(self.settings.max_in_flight_per_connection);
-        tokio::join!(
+        let (switch, write) = tokio::join!(
             self.read_requests(read, auth, tx, &closing),
             write_responses(write, rx, &closing)
         );
+        match (switch, write) {
+            (Some(quorum), Some(write)) => quorum.serve(write).await,
+            // Let the client see EOF.
+            (_, Some(mut write)) => {
+                let _ = write.shutdown().await;
+            }
+            (_, None) => {}
+        }
     }
 
+    /// Reads and dispatches requests until the connection ends, or until a
+    /// quorum RPC hands it over to the metadata quorum.
     async fn read_requests<R: AsyncRead + Unpin>(
         &self,
         read: R,
         mut auth: Auth,
         queue: mpsc::Sender<Queued>,
         closing: &CancellationToken,
-    ) {
+    ) -> Option<QuorumSwitch<R>> {
         let mut frames = FrameReader::new(read, self.settings.max_request_size);
         loop {
             if let Auth::Sasl(session) = &auth {
@@ -143,7 +154,7 @@ impl Connection {
                 frames.set_max(max);
             }
             let next = tokio::select! {
-                _ = closing.cancelled() => return,
+                _ = closing.cancelled() => return None,
                 next = tokio::time::timeout(self.settings.idle_timeout, self.next_frame(&mut frames)) => next,
             };
             // Held until the handler lets this connection go on (below).
@@ -152,7 +163,7 @@ impl Connection {
                     if let Some(until) = self.info.throttle.muted_until() {
                         // Over its quota: this client waits out its throttle.
                         tokio::select! {
-                            _ = closing.cancelled() => return,
+                            _ = closing.cancelled() => return None,
                             _ = tokio::time::sleep_until(until.into()) => {}
                         }
                     }
@@ -160,50 +171,63 @@ impl Connection {
                 }
                 Ok(Ok(None)) => {
                     debug!("client closed the connection");
-                    return;
+                    return None;
                 }
                 Ok(Err(e)) => {
                     info!("closing connection: {e}");
-                    return;
+                    return None;
                 }
                 Err(_) => {
                     debug!("closing idle connection");
-                    return;
+                    return None;
                 }
             };
+            if let Some(endpoint) = self.quorum_endpoint(&frame) {
+                let peer = self.info.peer.ip();
+                return QuorumSwitch::admit(endpoint, &auth, peer, frame, frames)
+                    .inspect_err(|reason| warn!("refusing a quorum RPC connection: {reason}"))
+                    .ok();
+            }
             let (pending, release) = match self.dispatch(frame, &mut auth) {
                 Ok(Dispatched::Queued(pending, release)) => (pending, release),
                 Ok(Dispatched::AuthFailed { response, reason }) => {
                     warn!("failed authentication: {reason}");
                     // Slows password guessing; only this connection waits.
                     tokio::select! {
-                        _ = closing.cancelled() => return,
+                        _ = closing.cancelled() => return None,
                         _ = tokio::time::sleep(self.service.security.failed_auth_delay) => {}
                     }
                     if let Some(response) = response {
                         let _ = queue.send(response).await;
                     }
-                    return;
+                    return None;
                 }
                 Ok(Dispatched::Refused(reason)) => {
                     info!("closing connection: {reason}");
-                    return;
+                    return None;
                 }
                 Err(e) => {
                     info!("closing connection: {e}");
-                    return;
+                    return None;
                 }
             };
             if queue.send(pending).await.is_err() {
-                return;
+                return None;
             }
             if let Some(release) = release {
                 tokio::select! {
-                    _ = closing.cancelled() => return,
+                    _ = closing.cancelled() => return None,
                     _ = release => {}
                 }
             }
         }
+    }
+
+    /// The quorum to hand this connection to, when `frame` is a quorum RPC
+    /// on a controller listener.
+    fn quorum_endpoint(&self, frame: &[u8]) -> Option<&QuorumEndpoint> {
+        let endpoint = self.service.quorum.as_ref()?.get()?;
+        is_quorum_frame(frame).then_some(endpoint)
     }
 
     /// The next frame and, under `queued.max.request.bytes`, the memory
@@ -517,12 +541,15 @@ fn log_request(api: Api, started: Instant, response_bytes: usize) {
     );
 }
 
+/// Writes responses in request order until the reader stops queueing them
+/// (then returns the writer, still open) or writing fails.
 async fn write_responses<W: AsyncWrite + Unpin>(
     mut write: W,
     mut queue: mpsc::Receiver<Queued>,
     closing: &CancellationToken,
-) {
+) -> Option<W> {
     let metrics = network();
+    let mut failed = false;
     while let Some(Queued {
         pending,
         api,
@@ -542,6 +569,7 @@ async fn write_responses<W: AsyncWrite + Unpin>(
                 let mut out = frame.head.chain(frame.body);
                 if let Err(e) = write.write_all_buf(&mut out).await {
                     debug!("write failed: {e}");
+                    failed = true;
                     break;
                 }
                 if let Api::Kafka(key) = api {
@@ -557,6 +585,7 @@ async fn write_responses<W: AsyncWrite + Unpin>(
             }
             Ok(Outcome::Close) => {
                 debug!("handler closed the connection");
+                failed = true;
                 break;
             }
             Err(reason) => {
@@ -565,11 +594,16 @@ async fn write_responses<W: AsyncWrite + Unpin>(
                     metrics.error(key, ResponseError::UnknownServerError.code());
                 }
                 warn!("closing connection: {reason}");
+                failed = true;
                 break;
             }
         }
     }
+    if !failed {
+        return Some(write);
+    }
     // Stop the reader too, then let the client see EOF.
     closing.cancel();
     let _ = write.shutdown().await;
+    None
 }

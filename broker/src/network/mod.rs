@@ -17,5 +17,5 @@ pub use handler::{
 };
 pub use limits::ConnectionRateQuotas;
 pub use memory::RequestMemory;
-pub use quorum::QuorumSlot;
+pub use quorum::{QuorumAdmission, QuorumEndpoint, QuorumSlot};
 pub use server::{bind_address, ListenerSpec, Server, ServerSettings};

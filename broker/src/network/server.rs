@@ -18,7 +18,7 @@ use super::connection::{Connection, Service};
 use super::handler::{ConnectionInfo, RequestHandler};
 use super::limits::{ConnectionLimits, ConnectionRateQuotas, ConnectionRates};
 use super::memory::RequestMemory;
-use super::quorum::{quorum_peer, QuorumSlot};
+use super::quorum::QuorumSlot;
 use crate::config::{keys, BrokerConfig};
 use crate::metrics::network;
 use crate::security::ListenerSecurity;
@@ -255,16 +255,10 @@ impl Acceptor {
             let shutdown = self.shutdown.clone();
             let hard_stop = self.hard_stop.clone();
             let span = info_span!("connection", id, %peer);
-            let quorum = service.quorum.clone();
             self.tracker.spawn(
                 async move {
                     debug!("accepted");
-                    let serve = async {
-                        match quorum_peer(quorum.as_ref(), &stream).await {
-                            Some(rpc) => rpc.serve_connection(stream).await,
-                            None => super::transport::serve(connection, stream, shutdown).await,
-                        }
-                    };
+                    let serve = super::transport::serve(connection, stream, shutdown);
                     tokio::select! {
                         _ = serve => {}
                         _ = hard_stop.cancelled() => {}

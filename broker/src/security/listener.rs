@@ -11,7 +11,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::sasl::{jaas, Mechanism, SaslSettings, ScramCredentialStore};
 use super::tls::{self, ClientAuth, TlsSettings};
-use crate::config::{keys, BrokerConfig, Listener};
+use crate::config::{keys, BrokerConfig, Key, Listener};
 
 const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
 
@@ -163,12 +163,52 @@ pub fn inter_broker_client(config: &BrokerConfig) -> Result<ClientSecurity, Stri
         .inter_broker_listener_name
         .as_deref()
         .unwrap_or("PLAINTEXT");
+    listener_client(config, name, &INTER_BROKER)
+}
+
+/// How this node connects to the controllers (quorum RPC, forwarded
+/// writes, heartbeats): as the first of `controller.listener.names` asks,
+/// logging in with `sasl.mechanism.controller.protocol`.
+pub fn controller_client(config: &BrokerConfig) -> Result<ClientSecurity, String> {
+    match config.get(keys::CONTROLLER_LISTENER_NAMES).first() {
+        Some(name) => listener_client(config, name, &CONTROLLER),
+        None => Ok(ClientSecurity::default()),
+    }
+}
+
+/// One kind of connection a node opens to its peers.
+struct PeerRole {
+    what: &'static str,
+    mechanism: Key<String>,
+    who_logs_in: &'static str,
+}
+
+const INTER_BROKER: PeerRole = PeerRole {
+    what: "inter-broker",
+    mechanism: keys::SASL_MECHANISM_INTER_BROKER_PROTOCOL,
+    who_logs_in: "brokers log in to each other",
+};
+
+const CONTROLLER: PeerRole = PeerRole {
+    what: "controller",
+    mechanism: keys::SASL_MECHANISM_CONTROLLER_PROTOCOL,
+    who_logs_in: "nodes log in to the controllers",
+};
+
+/// The client side of listener `name`: its TLS trust and key stores, and
+/// the login its JAAS entry gives this node.
+fn listener_client(
+    config: &BrokerConfig,
+    name: &str,
+    role: &PeerRole,
+) -> Result<ClientSecurity, String> {
     let Some(listener) = config.listeners.iter().find(|l| l.name == name) else {
         return Ok(ClientSecurity::default());
     };
     let in_listener = |e: String| {
         format!(
-            "inter-broker listener {name} ({}): {e}",
+            "{} listener {name} ({}): {e}",
+            role.what,
             listener.protocol.name()
         )
     };
@@ -181,22 +221,35 @@ pub fn inter_broker_client(config: &BrokerConfig) -> Result<ClientSecurity, Stri
     let sasl = listener
         .protocol
         .uses_sasl()
-        .then(|| inter_broker_login(config, name))
+        .then(|| peer_login(config, name, role))
         .transpose()
         .map_err(in_listener)?;
     Ok(ClientSecurity { tls, sasl })
 }
 
-fn inter_broker_login(config: &BrokerConfig, listener: &str) -> Result<ClientSasl, String> {
-    let name = config.get(keys::SASL_MECHANISM_INTER_BROKER_PROTOCOL);
+fn peer_login(
+    config: &BrokerConfig,
+    listener: &str,
+    role: &PeerRole,
+) -> Result<ClientSasl, String> {
+    let name = config.get(role.mechanism);
     let mechanism = match name.as_str() {
         "PLAIN" => SaslMechanism::Plain,
+        // As in Kafka: SCRAM credentials live in the metadata log, which
+        // the controllers must already replicate to check them.
+        "SCRAM-SHA-256" | "SCRAM-SHA-512" if role.what == CONTROLLER.what => {
+            return Err(format!(
+                "{}={name} cannot work: SCRAM credentials are kept in the metadata \
+                 log the controllers replicate; log in to them with PLAIN",
+                role.mechanism.name
+            ))
+        }
         "SCRAM-SHA-256" => SaslMechanism::ScramSha256,
         "SCRAM-SHA-512" => SaslMechanism::ScramSha512,
         other => {
             return Err(format!(
-                "sasl.mechanism.inter.broker.protocol={other} is not supported: set PLAIN, \
-                 SCRAM-SHA-256 or SCRAM-SHA-512"
+                "{}={other} is not supported: set PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+                role.mechanism.name
             ))
         }
     };
@@ -206,7 +259,10 @@ fn inter_broker_login(config: &BrokerConfig, listener: &str) -> Result<ClientSas
         name.to_ascii_lowercase()
     );
     let jaas = config.jaas_config_for(listener, &name).ok_or_else(|| {
-        format!("brokers log in to each other with {name}: set {key} with username=\"...\" password=\"...\"")
+        format!(
+            "{} with {name}: set {key} with username=\"...\" password=\"...\"",
+            role.who_logs_in
+        )
     })?;
     ClientSasl::from_jaas(mechanism, &jaas).map_err(|e| format!("{key}: {e}"))
 }

@@ -10,5 +10,5 @@ pub mod sasl;
 pub mod tls;
 pub mod x509_name;
 
-pub use listener::{inter_broker_client, ListenerSecurity};
+pub use listener::{controller_client, inter_broker_client, ListenerSecurity};
 pub use principal::KafkaPrincipal;

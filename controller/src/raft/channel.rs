@@ -1,16 +1,24 @@
 //! One lazily opened connection to a controller, for request/response
-//! exchanges over the quorum RPC framing.
+//! exchanges over the quorum RPC framing. The connection is secured as the
+//! controller listener asks (TLS, SASL) before its first quorum frame.
 
 use std::io;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
+use ottla_protocol::client::{ClientError, KafkaClient};
+use ottla_protocol::client_security::ClientSecurity;
+use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::rpc::{read_frame, write_frame, Response};
+use super::rpc::{read_frame, write_frame, Response, MAX_FRAME};
 use super::Node;
+
+/// The client id quorum connections log in with.
+const CLIENT_ID: &str = "ottla-quorum";
 
 pub(crate) enum CallError {
     Connect(io::Error),
+    /// TLS handshake or SASL login refused: retrying soon will not help.
+    Security(String),
     Io(io::Error),
     Timeout,
 }
@@ -19,20 +27,29 @@ impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Connect(e) => write!(f, "cannot connect: {e}"),
+            Self::Security(e) => write!(f, "{e}"),
             Self::Io(e) => write!(f, "{e}"),
             Self::Timeout => write!(f, "timed out"),
         }
     }
 }
 
+type Reader = Box<dyn AsyncRead + Send + Sync + Unpin>;
+type Writer = Box<dyn AsyncWrite + Send + Sync + Unpin>;
+
 pub(crate) struct Channel {
     node: Node,
-    conn: Option<TcpStream>,
+    security: ClientSecurity,
+    conn: Option<(Reader, Writer)>,
 }
 
 impl Channel {
-    pub fn new(node: Node) -> Self {
-        Self { node, conn: None }
+    pub fn new(node: Node, security: ClientSecurity) -> Self {
+        Self {
+            node,
+            security,
+            conn: None,
+        }
     }
 
     pub fn node(&self) -> &Node {
@@ -44,27 +61,46 @@ impl Channel {
     /// caller dropping the future) never leaves a response in the pipe.
     pub async fn call(&mut self, body: Vec<u8>, ttl: Duration) -> Result<Response, CallError> {
         let exchange = async {
-            let mut conn = match self.conn.take() {
+            let (mut read, mut write) = match self.conn.take() {
                 Some(conn) => conn,
-                None => {
-                    let conn = TcpStream::connect((self.node.host.as_str(), self.node.port))
-                        .await
-                        .map_err(CallError::Connect)?;
-                    let _ = conn.set_nodelay(true);
-                    conn
-                }
+                None => self.connect(ttl).await?,
             };
-            write_frame(&mut conn, &body).await.map_err(CallError::Io)?;
-            let reply = read_frame(&mut conn)
+            write_frame(&mut write, &body)
+                .await
+                .map_err(CallError::Io)?;
+            let reply = read_frame(&mut read)
                 .await
                 .and_then(|r| r.ok_or_else(|| io::ErrorKind::UnexpectedEof.into()))
                 .and_then(|body| Response::decode(&body))
                 .map_err(CallError::Io)?;
-            self.conn = Some(conn);
+            self.conn = Some((read, write));
             Ok(reply)
         };
         tokio::time::timeout(ttl, exchange)
             .await
             .unwrap_or(Err(CallError::Timeout))
+    }
+
+    /// Connects, then does the TLS handshake and SASL login if asked: the
+    /// same steps as a Kafka client's, so the controller listener serves
+    /// both on one port.
+    async fn connect(&self, ttl: Duration) -> Result<(Reader, Writer), CallError> {
+        let client = KafkaClient::connect_with(
+            &self.node.host,
+            self.node.port,
+            CLIENT_ID,
+            MAX_FRAME,
+            ttl,
+            &self.security,
+        )
+        .await
+        .map_err(|e| match e {
+            ClientError::Connect { source, .. } => CallError::Connect(source),
+            ClientError::Timeout { .. } => CallError::Timeout,
+            ClientError::Security { .. } => CallError::Security(e.to_string()),
+            other => CallError::Io(io::Error::other(other.to_string())),
+        })?;
+        let (read, write) = client.into_stream();
+        Ok((Box::new(read), write))
     }
 }

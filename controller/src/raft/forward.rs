@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use ottla_protocol::client_security::ClientSecurity;
 use tokio::sync::Mutex;
 
 use super::channel::Channel;
@@ -10,12 +11,19 @@ use super::rpc::{Request, Response};
 use super::Node;
 use crate::service::{ControllerRequest, ControllerResponse};
 
-#[derive(Default)]
 pub(crate) struct Forwarder {
     channel: Mutex<Option<(u64, Channel)>>,
+    security: ClientSecurity,
 }
 
 impl Forwarder {
+    pub fn new(security: ClientSecurity) -> Self {
+        Self {
+            channel: Mutex::default(),
+            security,
+        }
+    }
+
     /// Sends `request` to controller `target` at `node`. Calls through one
     /// forwarder are serialized: keep heartbeats and writes on separate ones.
     pub async fn call(
@@ -27,7 +35,7 @@ impl Forwarder {
     ) -> Result<ControllerResponse, String> {
         let mut slot = self.channel.lock().await;
         if !matches!(&*slot, Some((id, ch)) if *id == target && ch.node() == node) {
-            *slot = Some((target, Channel::new(node.clone())));
+            *slot = Some((target, Channel::new(node.clone(), self.security.clone())));
         }
         let (_, channel) = slot.as_mut().expect("just set");
         let result = channel

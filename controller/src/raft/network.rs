@@ -17,7 +17,9 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::RPCTypes;
+use ottla_protocol::client_security::ClientSecurity;
 use parking_lot::Mutex;
+use tracing::warn;
 
 use super::batches::now_ms;
 use super::channel::{CallError, Channel};
@@ -31,11 +33,16 @@ pub(crate) type Contacts = Arc<Mutex<BTreeMap<u64, i64>>>;
 pub(crate) struct Network {
     id: u64,
     contacts: Contacts,
+    security: ClientSecurity,
 }
 
 impl Network {
-    pub fn new(id: u64, contacts: Contacts) -> Self {
-        Self { id, contacts }
+    pub fn new(id: u64, contacts: Contacts, security: ClientSecurity) -> Self {
+        Self {
+            id,
+            contacts,
+            security,
+        }
     }
 }
 
@@ -46,7 +53,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Peer {
             id: self.id,
             target,
-            channel: Channel::new(node.clone()),
+            channel: Channel::new(node.clone(), self.security.clone()),
             contacts: self.contacts.clone(),
         }
     }
@@ -75,6 +82,10 @@ impl Peer {
     ) -> RPCError<u64, Node, RaftError<u64, E>> {
         match e {
             CallError::Connect(e) => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Security(e) => {
+                warn!(peer = self.target, "cannot log in to the controller: {e}");
+                RPCError::Unreachable(Unreachable::new(&io::Error::other(e)))
+            }
             CallError::Io(e) => RPCError::Network(NetworkError::new(&e)),
             CallError::Timeout => RPCError::Timeout(Timeout {
                 action,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::{Config, Raft, SnapshotPolicy};
+use ottla_protocol::client_security::ClientSecurity;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -44,6 +45,9 @@ pub struct QuorumConfig {
     pub write_timeout: Duration,
     /// Segment size of the metadata log.
     pub segment_bytes: u64,
+    /// How connections to other controllers are secured: as the
+    /// controller listener asks (Kafka's `sasl.mechanism.controller.protocol`).
+    pub peer_security: ClientSecurity,
 }
 
 impl Default for QuorumConfig {
@@ -55,6 +59,7 @@ impl Default for QuorumConfig {
             logs_kept_after_snapshot: 1000,
             write_timeout: Duration::from_secs(5),
             segment_bytes: 16 << 20,
+            peer_security: ClientSecurity::default(),
         }
     }
 }
@@ -173,7 +178,7 @@ impl Quorum {
         let log = LogStore::open(dir, config.segment_bytes)?;
         let (state_machine, image) = StateMachine::open(dir)?;
         let contacts = Contacts::default();
-        let network = Network::new(node_id, contacts.clone());
+        let network = Network::new(node_id, contacts.clone(), config.peer_security.clone());
         let raft = Raft::new(node_id, raft_config, network, log, state_machine)
             .await
             .map_err(stopped)?;
@@ -192,8 +197,8 @@ impl Quorum {
             server,
             write_timeout: config.write_timeout,
             service,
-            forward_writes: Forwarder::default(),
-            forward_heartbeats: Forwarder::default(),
+            forward_writes: Forwarder::new(config.peer_security.clone()),
+            forward_heartbeats: Forwarder::new(config.peer_security.clone()),
         };
         let lowest = voters.keys().next() == Some(&node_id);
         if lowest && !quorum.raft.is_initialized().await.map_err(stopped)? {

@@ -146,18 +146,37 @@ impl RpcHandler {
     }
 
     /// Serves requests on one connection until the peer closes it or sends
-    /// something that is not a quorum request.
-    pub async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(self, mut stream: S) {
-        if let Err(e) = self.serve_frames(&mut stream).await {
+    /// something that is not a quorum request. `first` is a request frame
+    /// already read from the connection (by the listener that recognised
+    /// the peer as a controller).
+    pub async fn serve_connection<R, W>(self, first: Option<Vec<u8>>, mut read: R, mut write: W)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        if let Err(e) = self.serve_frames(first, &mut read, &mut write).await {
             debug!(error = %e, "quorum RPC connection closed");
         }
     }
 
-    async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
+    async fn serve_frames<R, W>(
         &self,
-        stream: &mut S,
-    ) -> io::Result<()> {
-        while let Some(body) = read_frame(stream).await? {
+        mut first: Option<Vec<u8>>,
+        read: &mut R,
+        write: &mut W,
+    ) -> io::Result<()>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        loop {
+            let body = match first.take() {
+                Some(body) => body,
+                None => match read_frame(read).await? {
+                    Some(body) => body,
+                    None => return Ok(()),
+                },
+            };
             let request = Request::decode(&body)?;
             if request.sender() == Some(self.id) {
                 // Another process claims our id, or a voter's address points
@@ -177,9 +196,8 @@ impl RpcHandler {
                     None => ControllerResponse::NotLeader,
                 }),
             };
-            write_frame(stream, &response.encode()).await?;
+            write_frame(write, &response.encode()).await?;
         }
-        Ok(())
     }
 }
 
@@ -193,7 +211,8 @@ pub(crate) async fn serve(listener: TcpListener, handler: RpcHandler) {
                 Ok((stream, peer)) => {
                     debug!(%peer, "quorum RPC connection");
                     let _ = stream.set_nodelay(true);
-                    connections.spawn(handler.clone().serve_connection(stream));
+                    let (read, write) = stream.into_split();
+                    connections.spawn(handler.clone().serve_connection(None, read, write));
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: back off a little.
