@@ -13,11 +13,13 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use ottla_broker::broker::{Broker, BrokerSettings};
 use ottla_broker::config::{keys, BrokerConfig, Listener};
+use ottla_broker::dynamic_broker_config::DynamicConnectionLimits;
 use ottla_broker::handlers::broker_apis::BrokerSlot;
 use ottla_broker::handlers::{broker_registry, controller_registry, HandlerRegistry};
 use ottla_broker::metrics::{self, MetricsServer};
 use ottla_broker::network::{
-    bind_address, ListenerSpec, QuorumEndpoint, QuorumSlot, Server, ServerSettings,
+    bind_address, static_connection_limits, ListenerSpec, QuorumEndpoint, QuorumSlot, Server,
+    ServerSettings,
 };
 use ottla_broker::quotas::IpConnectionQuotas;
 use ottla_broker::replication::fetcher::FetchSettings;
@@ -206,6 +208,11 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
             tokio::spawn(metrics_server.serve(registry, stop_broker_listeners.clone()));
         }
         let broker_server = broker_server
+            .with_connection_limits(Arc::new(DynamicConnectionLimits::new(
+                controller.clone(),
+                config.node_id,
+                static_connection_limits(&config),
+            )))
             .with_connection_rate_quotas(Arc::new(IpConnectionQuotas(controller.clone())));
         let serving = tokio::spawn(broker_server.run(stop_broker_listeners.clone()));
         signalled.cancelled().await;

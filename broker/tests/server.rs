@@ -17,8 +17,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use ottla_broker::handlers::{node_features, HandlerRegistry};
 use ottla_broker::network::{
-    HandlerFuture, ListenerSpec, RequestContext, RequestHandler, RequestMemory, Response, Server,
-    ServerSettings,
+    HandlerFuture, Limits, ListenerSpec, RequestContext, RequestHandler, RequestMemory, Response,
+    Server, ServerSettings,
 };
 use ottla_protocol::api_versions::VersionRange;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -629,7 +629,10 @@ async fn idle_connections_are_closed() {
 #[tokio::test]
 async fn per_ip_connection_limit() {
     let settings = ServerSettings {
-        max_connections_per_ip: 1,
+        connection_limits: Arc::new(Limits {
+            max_per_ip: 1,
+            ..Limits::default()
+        }),
         ..ServerSettings::default()
     };
     let server = start_with(settings).await;

@@ -285,6 +285,12 @@ fn producers_and_consumers_over_their_quota_are_slowed_to_it() {
 /// Whether a fresh connection to `bootstrap` gets an answer to ApiVersions
 /// v0 (false: the broker closed it).
 fn answered(bootstrap: &str) -> bool {
+    answering(bootstrap).is_some()
+}
+
+/// A fresh connection to `bootstrap`, if it gets an answer to ApiVersions
+/// v0 (None: the broker closed it).
+fn answering(bootstrap: &str) -> Option<std::net::TcpStream> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(bootstrap).unwrap();
     stream
@@ -292,11 +298,27 @@ fn answered(bootstrap: &str) -> bool {
         .unwrap();
     // size 10; key 18, version 0, correlation id 1, null client id.
     let request = [0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff];
-    if stream.write_all(&request).is_err() {
-        return false;
-    }
+    stream.write_all(&request).ok()?;
     let mut size = [0u8; 4];
-    stream.read_exact(&mut size).is_ok()
+    stream.read_exact(&mut size).ok()?;
+    let mut body = vec![0; u32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body).ok()?;
+    Some(stream)
+}
+
+/// How many of `n` connections opened at once from this host are served,
+/// waiting (up to 20 s) for the count to settle at `expected`, since a
+/// config change reaches the listeners through the metadata log.
+fn served_at_once(bootstrap: &str, n: usize, expected: usize) -> usize {
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let open: Vec<_> = (0..n).filter_map(|_| answering(bootstrap)).collect();
+        if open.len() == expected || Instant::now() > deadline {
+            return open.len();
+        }
+        drop(open);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
 }
 
 #[test]
@@ -327,4 +349,61 @@ fn an_ip_over_its_connection_creation_rate_is_refused() {
     assert!(node
         .log()
         .contains("connection_creation_rate quota is exceeded"));
+}
+
+/// `max.connections.per.ip` and its overrides change at runtime through
+/// `kafka-configs.sh --entity-type brokers`, cluster-wide and per broker.
+#[test]
+fn connection_limits_change_without_a_restart() {
+    let node = Ottla::start(&[]);
+    let b = node.bootstrap();
+    let brokers = |target: &[&str], change: &[&str]| {
+        let mut args = vec!["--alter", "--entity-type", "brokers"];
+        args.extend_from_slice(target);
+        args.extend_from_slice(change);
+        configs(&b, &args)
+    };
+    assert_eq!(served_at_once(&b, 6, 6), 6);
+    ok(brokers(
+        &["--entity-default"],
+        &["--add-config", "max.connections.per.ip=3"],
+    ));
+    assert_eq!(
+        served_at_once(&b, 6, 3),
+        3,
+        "cluster-wide max.connections.per.ip=3"
+    );
+    assert!(node.log().contains("max.connections.per.ip reached"));
+    ok(brokers(
+        &["--entity-name", "1"],
+        &[
+            "--add-config",
+            "max.connections.per.ip.overrides=[127.0.0.1:5]",
+        ],
+    ));
+    assert_eq!(
+        served_at_once(&b, 6, 5),
+        5,
+        "an override of 5 for 127.0.0.1"
+    );
+    let refused = brokers(
+        &["--entity-name", "1"],
+        &[
+            "--add-config",
+            "max.connections.per.ip.overrides=[localhost:5]",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr).to_string()
+        + &String::from_utf8_lossy(&refused.stdout);
+    assert!(!refused.status.success());
+    assert!(stderr.contains("not an IP address"), "{stderr}");
+    ok(brokers(
+        &["--entity-name", "1"],
+        &["--delete-config", "max.connections.per.ip.overrides"],
+    ));
+    ok(brokers(
+        &["--entity-default"],
+        &["--delete-config", "max.connections.per.ip"],
+    ));
+    assert_eq!(served_at_once(&b, 6, 6), 6, "limits removed");
 }

@@ -130,6 +130,8 @@ pub enum Valid {
     ListOf(&'static [&'static str]),
     /// A list with at least one element.
     NonEmptyList,
+    /// A string its consumer's own parser accepts.
+    Parses(fn(&str) -> Result<(), String>),
 }
 
 impl Valid {
@@ -159,6 +161,7 @@ impl Valid {
             (Self::NonEmptyList, Value::List(items)) if items.iter().all(String::is_empty) => {
                 Err("must not be empty".to_owned())
             }
+            (Self::Parses(parse), Value::String(s)) => parse(s),
             _ => Ok(()),
         }
     }

@@ -9,69 +9,175 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
 
 use crate::quotas::SampledRate;
 
-#[derive(Debug)]
+/// The connection limits in force: `max.connections`,
+/// `max.connections.per.ip` and `max.connections.per.ip.overrides`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub max_per_ip: usize,
+    pub per_ip_overrides: HashMap<IpAddr, usize>,
+}
+
+impl Limits {
+    fn max_for(&self, ip: IpAddr) -> usize {
+        self.per_ip_overrides
+            .get(&ip)
+            .copied()
+            .unwrap_or(self.max_per_ip)
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: usize::MAX,
+            max_per_ip: usize::MAX,
+            per_ip_overrides: HashMap::new(),
+        }
+    }
+}
+
+/// Where the limits come from, read as connections are accepted, so a
+/// change (a dynamic broker config) applies to the next connection.
+pub trait ConnectionLimitSource: Send + Sync {
+    fn limits(&self) -> Arc<Limits>;
+}
+
+/// Limits fixed at start-up.
+pub struct StaticLimits(pub Arc<Limits>);
+
+impl ConnectionLimitSource for StaticLimits {
+    fn limits(&self) -> Arc<Limits> {
+        Arc::clone(&self.0)
+    }
+}
+
+/// Parses `max.connections.per.ip.overrides`: `ip:count` pairs separated
+/// by commas.
+pub fn parse_per_ip_overrides(value: &str) -> Result<HashMap<IpAddr, usize>, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| {
+            let (host, count) = entry
+                .rsplit_once(':')
+                .ok_or_else(|| format!("'{entry}' is not of the form ip:count"))?;
+            let ip = host
+                .trim_matches(|c| c == '[' || c == ']')
+                .parse::<IpAddr>()
+                .map_err(|_| {
+                    format!("'{host}' is not an IP address (Ottla takes no host names here)")
+                })?;
+            let count = count
+                .parse::<usize>()
+                .map_err(|_| format!("'{count}' for {host} is not a non-negative count"))?;
+            Ok((ip, count))
+        })
+        .collect()
+}
+
+/// Counts open connections against the limits of a [`ConnectionLimitSource`].
+/// Lowering a limit closes nothing: it holds back new connections until
+/// enough have left, as in Kafka.
 pub(super) struct ConnectionLimits {
-    total: Arc<Semaphore>,
-    per_ip_max: usize,
-    per_ip: Mutex<HashMap<IpAddr, usize>>,
+    source: Arc<dyn ConnectionLimitSource>,
+    open: Mutex<OpenConnections>,
+    /// Signalled whenever a connection closes.
+    closed: Notify,
+}
+
+#[derive(Default)]
+struct OpenConnections {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+/// One connection's place under `max.connections`, reserved before it is
+/// accepted.
+pub(super) struct Reserved {
+    limits: Arc<ConnectionLimits>,
 }
 
 /// Held for the life of one connection; releases both counts on drop.
-#[derive(Debug)]
 pub(super) struct ConnectionSlot {
-    _total: OwnedSemaphorePermit,
-    limits: Arc<ConnectionLimits>,
+    _total: Reserved,
     ip: IpAddr,
 }
 
+/// How often an acceptor held back by `max.connections` looks again at the
+/// limit, so a raised limit is noticed without a connection closing.
+const LIMIT_RECHECK: Duration = Duration::from_secs(1);
+
 impl ConnectionLimits {
-    pub(super) fn new(max_connections: usize, max_per_ip: usize) -> Arc<Self> {
+    pub(super) fn new(source: Arc<dyn ConnectionLimitSource>) -> Arc<Self> {
         Arc::new(Self {
-            total: Arc::new(Semaphore::new(max_connections.min(Semaphore::MAX_PERMITS))),
-            per_ip_max: max_per_ip,
-            per_ip: Mutex::new(HashMap::new()),
+            source,
+            open: Mutex::default(),
+            closed: Notify::new(),
         })
     }
 
+    fn open(&self) -> std::sync::MutexGuard<'_, OpenConnections> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Waits for broker-wide room; call before accepting.
-    pub(super) async fn reserve(&self) -> OwnedSemaphorePermit {
-        Arc::clone(&self.total)
-            .acquire_owned()
-            .await
-            .expect("the connection semaphore is never closed")
+    pub(super) async fn reserve(self: &Arc<Self>) -> Reserved {
+        loop {
+            // Created before the check, so a close in between still wakes us.
+            let closed = self.closed.notified();
+            {
+                let mut open = self.open();
+                if open.total < self.source.limits().max_connections {
+                    open.total += 1;
+                    return Reserved {
+                        limits: Arc::clone(self),
+                    };
+                }
+            }
+            let _ = tokio::time::timeout(LIMIT_RECHECK, closed).await;
+        }
     }
 
     /// Admits a connection from `ip`, or `None` if that IP is at its limit.
-    pub(super) fn admit(
-        self: &Arc<Self>,
-        permit: OwnedSemaphorePermit,
-        ip: IpAddr,
-    ) -> Option<ConnectionSlot> {
-        let mut counts = self.per_ip.lock().unwrap_or_else(|p| p.into_inner());
-        let count = counts.entry(ip).or_default();
-        if *count >= self.per_ip_max {
+    pub(super) fn admit(&self, reserved: Reserved, ip: IpAddr) -> Option<ConnectionSlot> {
+        let max = self.source.limits().max_for(ip);
+        let mut open = self.open();
+        let count = open.per_ip.entry(ip).or_default();
+        if *count >= max {
+            if *count == 0 {
+                open.per_ip.remove(&ip);
+            }
             return None;
         }
         *count += 1;
         Some(ConnectionSlot {
-            _total: permit,
-            limits: Arc::clone(self),
+            _total: reserved,
             ip,
         })
     }
 }
 
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        self.limits.open().total -= 1;
+        self.limits.closed.notify_waiters();
+    }
+}
+
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        let mut counts = self.limits.per_ip.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = counts.get_mut(&self.ip) {
+        // Runs before `_total` is dropped, so the IP count goes first.
+        let mut open = self._total.limits.open();
+        if let Some(count) = open.per_ip.get_mut(&self.ip) {
             *count -= 1;
             if *count == 0 {
-                counts.remove(&self.ip);
+                open.per_ip.remove(&self.ip);
             }
         }
     }
@@ -145,9 +251,17 @@ mod tests {
         assert!((0..30).all(|_| rates.admit(other)));
     }
 
+    fn fixed(max_connections: usize, max_per_ip: usize) -> Arc<ConnectionLimits> {
+        ConnectionLimits::new(Arc::new(StaticLimits(Arc::new(Limits {
+            max_connections,
+            max_per_ip,
+            per_ip_overrides: HashMap::new(),
+        }))))
+    }
+
     #[tokio::test]
     async fn per_ip_and_total_limits() {
-        let limits = ConnectionLimits::new(3, 2);
+        let limits = fixed(3, 2);
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         let s1 = limits.admit(limits.reserve().await, a).unwrap();
@@ -155,10 +269,74 @@ mod tests {
         assert!(limits.admit(limits.reserve().await, a).is_none());
         let _s3 = limits.admit(limits.reserve().await, b).unwrap();
         // Three slots are taken: reserving waits until one is released.
-        let waiting = tokio::time::timeout(std::time::Duration::from_millis(20), limits.reserve());
+        let waiting = tokio::time::timeout(Duration::from_millis(20), limits.reserve());
         assert!(waiting.await.is_err());
         drop(s1);
-        let permit = limits.reserve().await;
-        assert!(limits.admit(permit, a).is_some());
+        let reserved = limits.reserve().await;
+        assert!(limits.admit(reserved, a).is_some());
+    }
+
+    /// Limits that a test changes while connections are open.
+    struct Changing(Mutex<Arc<Limits>>);
+
+    impl ConnectionLimitSource for Changing {
+        fn limits(&self) -> Arc<Limits> {
+            Arc::clone(&self.0.lock().unwrap())
+        }
+    }
+
+    #[tokio::test]
+    async fn changed_limits_apply_to_the_next_connections() {
+        let source = Arc::new(Changing(Mutex::new(Arc::new(Limits {
+            max_connections: 1,
+            ..Limits::default()
+        }))));
+        let limits = ConnectionLimits::new(source.clone());
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let first = limits.admit(limits.reserve().await, ip).unwrap();
+        let held_back = tokio::spawn({
+            let limits = Arc::clone(&limits);
+            async move { limits.reserve().await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!held_back.is_finished());
+        // A raised max.connections lets the waiting acceptor on, with no
+        // connection closing.
+        *source.0.lock().unwrap() = Arc::new(Limits {
+            max_connections: 3,
+            max_per_ip: 1,
+            per_ip_overrides: HashMap::new(),
+        });
+        let reserved = held_back.await.unwrap();
+        // The new per-IP limit holds back a second connection from `ip`,
+        // and an override lets it in.
+        assert!(limits.admit(reserved, ip).is_none());
+        *source.0.lock().unwrap() = Arc::new(Limits {
+            max_connections: 3,
+            max_per_ip: 1,
+            per_ip_overrides: HashMap::from([(ip, 2)]),
+        });
+        let second = limits.admit(limits.reserve().await, ip);
+        assert!(second.is_some());
+        drop((first, second));
+        assert_eq!(limits.open().total, 0);
+        assert!(limits.open().per_ip.is_empty());
+    }
+
+    #[test]
+    fn per_ip_overrides_are_parsed_and_checked() {
+        let parsed = parse_per_ip_overrides("127.0.0.1:10, [::1]:0,").unwrap();
+        assert_eq!(parsed[&"127.0.0.1".parse::<IpAddr>().unwrap()], 10);
+        assert_eq!(parsed[&"::1".parse::<IpAddr>().unwrap()], 0);
+        assert!(parse_per_ip_overrides("").unwrap().is_empty());
+        assert!(parse_per_ip_overrides("localhost:3")
+            .unwrap_err()
+            .contains("not an IP address"));
+        assert!(parse_per_ip_overrides("10.0.0.1:-1")
+            .unwrap_err()
+            .contains("non-negative"));
+        assert!(parse_per_ip_overrides("10.0.0.1")
+            .unwrap_err()
+            .contains("ip:count"));
     }
 }

@@ -15,7 +15,9 @@ pub use handler::{
     Api, ConnectionThrottle, HandlerError, HandlerFuture, MirrorHandlerFuture, RequestContext,
     RequestHandler, Response,
 };
-pub use limits::ConnectionRateQuotas;
+pub use limits::{
+    parse_per_ip_overrides, ConnectionLimitSource, ConnectionRateQuotas, Limits, StaticLimits,
+};
 pub use memory::RequestMemory;
 pub use quorum::{QuorumAdmission, QuorumEndpoint, QuorumSlot};
-pub use server::{bind_address, ListenerSpec, Server, ServerSettings};
+pub use server::{bind_address, static_connection_limits, ListenerSpec, Server, ServerSettings};

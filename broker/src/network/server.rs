@@ -16,7 +16,10 @@ use tracing::{debug, info, info_span, warn, Instrument};
 
 use super::connection::{Connection, Service};
 use super::handler::{ConnectionInfo, RequestHandler};
-use super::limits::{ConnectionLimits, ConnectionRateQuotas, ConnectionRates};
+use super::limits::{
+    parse_per_ip_overrides, ConnectionLimitSource, ConnectionLimits, ConnectionRateQuotas,
+    ConnectionRates, Limits, StaticLimits,
+};
 use super::memory::RequestMemory;
 use super::quorum::QuorumSlot;
 use crate::config::{keys, BrokerConfig};
@@ -40,8 +43,8 @@ pub struct ServerSettings {
     /// How long shutdown waits for in-flight responses before dropping
     /// connections.
     pub shutdown_grace: Duration,
-    pub max_connections: usize,
-    pub max_connections_per_ip: usize,
+    /// max.connections and the per-IP limits, as configured at start-up.
+    pub connection_limits: Arc<Limits>,
     /// SO_SNDBUF / SO_RCVBUF; `None` keeps the OS default.
     pub send_buffer_size: Option<u32>,
     pub recv_buffer_size: Option<u32>,
@@ -57,8 +60,7 @@ impl Default for ServerSettings {
             max_in_flight_per_connection: 16,
             idle_timeout: Duration::from_secs(600),
             shutdown_grace: Duration::from_secs(10),
-            max_connections: usize::MAX,
-            max_connections_per_ip: usize::MAX,
+            connection_limits: Arc::default(),
             send_buffer_size: Some(102_400),
             recv_buffer_size: Some(102_400),
             listen_backlog: 50,
@@ -76,8 +78,7 @@ impl ServerSettings {
             idle_timeout: Duration::from_millis(
                 config.get(keys::CONNECTIONS_MAX_IDLE_MS).unsigned_abs(),
             ),
-            max_connections: count(config.get(keys::MAX_CONNECTIONS)),
-            max_connections_per_ip: count(config.get(keys::MAX_CONNECTIONS_PER_IP)),
+            connection_limits: Arc::new(static_connection_limits(config)),
             send_buffer_size: size(config.get(keys::SOCKET_SEND_BUFFER_BYTES)),
             recv_buffer_size: size(config.get(keys::SOCKET_RECEIVE_BUFFER_BYTES)),
             listen_backlog: size(config.get(keys::SOCKET_LISTEN_BACKLOG_SIZE)).unwrap_or(50),
@@ -87,6 +88,20 @@ impl ServerSettings {
                 .map(RequestMemory::new),
             ..Self::default()
         }
+    }
+}
+
+/// The connection limits of the static configuration.
+pub fn static_connection_limits(config: &BrokerConfig) -> Limits {
+    let count = |v: i32| usize::try_from(v).unwrap_or(0);
+    Limits {
+        max_connections: count(config.get(keys::MAX_CONNECTIONS)),
+        max_per_ip: count(config.get(keys::MAX_CONNECTIONS_PER_IP)),
+        // Checked when the configuration was loaded.
+        per_ip_overrides: parse_per_ip_overrides(
+            &config.get(keys::MAX_CONNECTIONS_PER_IP_OVERRIDES),
+        )
+        .unwrap_or_default(),
     }
 }
 
@@ -105,6 +120,7 @@ pub struct ListenerSpec {
 pub struct Server {
     listeners: Vec<(Arc<Service>, TcpListener)>,
     settings: Arc<ServerSettings>,
+    connection_limits: Option<Arc<dyn ConnectionLimitSource>>,
     connection_rates: Option<Arc<dyn ConnectionRateQuotas>>,
 }
 
@@ -132,8 +148,16 @@ impl Server {
         Ok(Self {
             listeners,
             settings: Arc::new(settings),
+            connection_limits: None,
             connection_rates: None,
         })
+    }
+
+    /// Reads the connection limits from `source` (dynamic broker configs)
+    /// instead of the static settings.
+    pub fn with_connection_limits(mut self, source: Arc<dyn ConnectionLimitSource>) -> Self {
+        self.connection_limits = Some(source);
+        self
     }
 
     /// Enforces per-IP `connection_creation_rate` quotas from `quotas`.
@@ -159,10 +183,9 @@ impl Server {
         let hard_stop = CancellationToken::new();
         let acceptor = Arc::new(Acceptor {
             settings: Arc::clone(&self.settings),
-            limits: ConnectionLimits::new(
-                self.settings.max_connections,
-                self.settings.max_connections_per_ip,
-            ),
+            limits: ConnectionLimits::new(self.connection_limits.unwrap_or_else(|| {
+                Arc::new(StaticLimits(Arc::clone(&self.settings.connection_limits)))
+            })),
             rates: self.connection_rates.map(ConnectionRates::new),
             next_id: AtomicU64::new(1),
             tracker: tracker.clone(),
@@ -211,9 +234,9 @@ impl Acceptor {
             info!("listening on {addr}");
         }
         loop {
-            let permit = tokio::select! {
+            let reserved = tokio::select! {
                 _ = self.shutdown.cancelled() => return,
-                permit = self.limits.reserve() => permit,
+                reserved = self.limits.reserve() => reserved,
             };
             let accepted = tokio::select! {
                 _ = self.shutdown.cancelled() => return,
@@ -227,7 +250,7 @@ impl Acceptor {
                     continue;
                 }
             };
-            let Some(slot) = self.limits.admit(permit, peer.ip()) else {
+            let Some(slot) = self.limits.admit(reserved, peer.ip()) else {
                 info!("refusing connection from {peer}: max.connections.per.ip reached");
                 continue;
             };

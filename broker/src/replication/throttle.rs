@@ -12,10 +12,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use ottla_controller::records::{CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC};
+use ottla_controller::records::CONFIG_RESOURCE_TOPIC;
 use ottla_controller::MetadataImage;
 use parking_lot::Mutex;
 
+use crate::dynamic_broker_config::dynamic_value;
 use crate::quotas::SampledRate;
 
 pub const LEADER_RATE: &str = "leader.replication.throttled.rate";
@@ -88,14 +89,8 @@ impl ReplicationThrottle {
     /// The side's rate: this broker's dynamic value, the cluster-wide
     /// dynamic default, the static one; None when unlimited.
     pub fn limit(&self, image: &MetadataImage, side: Side) -> Option<f64> {
-        let dynamic = |level: &str| {
-            image
-                .configs_of(CONFIG_RESOURCE_BROKER, level)
-                .and_then(|c| c.get(side.rate_key()))
-                .and_then(|v| v.parse::<f64>().ok())
-        };
-        dynamic(&self.node_id)
-            .or_else(|| dynamic(""))
+        dynamic_value(image, &self.node_id, side.rate_key())
+            .and_then(|v| v.parse::<f64>().ok())
             .or(self.static_rates[side as usize])
             .filter(|rate| *rate < i64::MAX as f64)
     }
@@ -151,6 +146,7 @@ mod tests {
     use ottla_controller::MetadataRecord;
 
     use super::*;
+    use ottla_controller::records::CONFIG_RESOURCE_BROKER;
 
     fn config(image: &mut MetadataImage, resource_type: i8, name: &str, key: &str, value: &str) {
         image.apply(

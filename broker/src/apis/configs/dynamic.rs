@@ -13,12 +13,16 @@ use crate::config::{is_listener_scoped, ConfigError};
 
 /// The broker keys Ottla applies at runtime besides the `log.*` defaults
 /// of topic keys (read through the topic config resolver): the replication
-/// throttles. Kafka lets more change dynamically (thread counts, cleaner
-/// settings, connection limits, ...); Ottla reads those once, at start-up,
-/// so it refuses to store a dynamic value it would not apply.
+/// throttles and the connection limits. Kafka lets more change dynamically
+/// (thread counts, cleaner settings, listeners, ...); Ottla reads those
+/// once, at start-up, so it refuses to store a dynamic value it would not
+/// apply.
 const DYNAMIC: &[&str] = &[
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
+    "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
 ];
 
 /// Whether Kafka lets `name` change without a restart. The broker-level
@@ -115,5 +119,6 @@ mod tests {
         assert!(!is_dynamic("log.dirs"));
         assert!(!is_dynamic("num.partitions"));
         assert!(!is_dynamic("listeners"));
+        assert!(is_dynamic("max.connections.per.ip.overrides"));
     }
 }

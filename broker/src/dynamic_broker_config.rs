@@ -1,0 +1,82 @@
+//! Broker keys that change at runtime: their value is this node's dynamic
+//! config, else the cluster-wide dynamic default, else the static one; read
+//! from the metadata image where they are used.
+
+use std::sync::{Arc, Mutex};
+
+use ottla_controller::records::CONFIG_RESOURCE_BROKER;
+use ottla_controller::{Controller, MetadataImage};
+
+use crate::config::keys;
+use crate::network::{parse_per_ip_overrides, ConnectionLimitSource, Limits};
+
+/// The dynamic value of broker key `key` for node `node_id`: its own, then
+/// the cluster-wide default; None when neither is set.
+pub fn dynamic_value<'a>(image: &'a MetadataImage, node_id: &str, key: &str) -> Option<&'a str> {
+    [node_id, ""].into_iter().find_map(|level| {
+        image
+            .configs_of(CONFIG_RESOURCE_BROKER, level)?
+            .get(key)
+            .map(String::as_str)
+    })
+}
+
+/// `max.connections`, `max.connections.per.ip` and
+/// `max.connections.per.ip.overrides` as the metadata image has them,
+/// recomputed when the image changes.
+pub struct DynamicConnectionLimits {
+    controller: Arc<Controller>,
+    node_id: String,
+    static_limits: Limits,
+    cached: Mutex<Option<(Arc<MetadataImage>, Arc<Limits>)>>,
+}
+
+impl DynamicConnectionLimits {
+    pub fn new(controller: Arc<Controller>, node_id: i32, static_limits: Limits) -> Self {
+        Self {
+            controller,
+            node_id: node_id.to_string(),
+            static_limits,
+            cached: Mutex::new(None),
+        }
+    }
+
+    fn resolve(&self, image: &MetadataImage) -> Limits {
+        let value = |key: &str| dynamic_value(image, &self.node_id, key);
+        // Values were validated when they were stored; a count that does
+        // not parse leaves the static limit in force.
+        let count = |key: &str, fallback: usize| {
+            value(key)
+                .and_then(|v| v.parse::<i64>().ok())
+                .map_or(fallback, |n| usize::try_from(n).unwrap_or(0))
+        };
+        Limits {
+            max_connections: count(
+                keys::MAX_CONNECTIONS.name,
+                self.static_limits.max_connections,
+            ),
+            max_per_ip: count(
+                keys::MAX_CONNECTIONS_PER_IP.name,
+                self.static_limits.max_per_ip,
+            ),
+            per_ip_overrides: value(keys::MAX_CONNECTIONS_PER_IP_OVERRIDES.name)
+                .and_then(|v| parse_per_ip_overrides(v).ok())
+                .unwrap_or_else(|| self.static_limits.per_ip_overrides.clone()),
+        }
+    }
+}
+
+impl ConnectionLimitSource for DynamicConnectionLimits {
+    fn limits(&self) -> Arc<Limits> {
+        let image = self.controller.image();
+        let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        match &*cached {
+            Some((seen, limits)) if Arc::ptr_eq(seen, &image) => Arc::clone(limits),
+            _ => {
+                let limits = Arc::new(self.resolve(&image));
+                *cached = Some((image, Arc::clone(&limits)));
+                limits
+            }
+        }
+    }
+}
