@@ -19,6 +19,8 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
+use crate::config::keys;
+use crate::dynamic_broker_config::dynamic_value;
 use crate::features;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
@@ -62,6 +64,10 @@ pub struct BrokerSettings {
     pub flush_check_interval: Duration,
     pub checkpoint_interval: Duration,
     pub cleaner_backoff: Duration,
+    /// producer.id.expiration.check.interval.ms.
+    pub producer_expiration_check_interval: Duration,
+    /// producer.id.expiration.ms as configured at start-up (it is dynamic).
+    pub producer_id_expiration: Duration,
     /// Every key set in server.properties / --override, by Kafka name.
     pub static_configs: BTreeMap<String, String>,
     /// `broker.heartbeat.interval.ms`.
@@ -238,6 +244,8 @@ impl Broker {
         let mut flush = tokio::time::interval(self.settings.flush_check_interval);
         let mut checkpoint = tokio::time::interval(self.settings.checkpoint_interval);
         let mut cleaner = tokio::time::interval(self.settings.cleaner_backoff);
+        let mut producer_expiry =
+            tokio::time::interval(self.settings.producer_expiration_check_interval);
         let mut group_timers = tokio::time::interval(GroupCoordinator::TICK_INTERVAL);
         let mut txn_timers = tokio::time::interval(self.txns.tick_interval());
         let mut mirror_sync = tokio::time::interval(crate::mirroring::sync::TICK);
@@ -260,6 +268,7 @@ impl Broker {
                 _ = retention.tick() => self.blocking(|b| { b.replicas.logs().run_retention(now_ms()); }).await,
                 _ = flush.tick() => self.blocking(|b| b.replicas.logs().run_time_flush(now_ms())).await,
                 _ = cleaner.tick() => self.blocking(|b| b.replicas.logs().run_compaction(now_ms())).await,
+                _ = producer_expiry.tick() => self.blocking(Broker::expire_producers).await,
                 _ = mirror_sync.tick() => crate::mirroring::sync::run_due(&self, &sync_schedule),
                 _ = group_timers.tick() => self.blocking(|b| b.groups.tick(now_ms())).await,
                 _ = txn_timers.tick() => self.blocking(|b| b.txns.tick(&crate::txn::services(b), now_ms())).await,
@@ -354,6 +363,26 @@ impl Broker {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Forgets the producer ids idle for `producer.id.expiration.ms`.
+    fn expire_producers(&self) {
+        let static_ms =
+            i64::try_from(self.settings.producer_id_expiration.as_millis()).unwrap_or(i64::MAX);
+        let expiration_ms = dynamic_value(
+            &self.controller.image(),
+            &self.settings.node_id.to_string(),
+            keys::PRODUCER_ID_EXPIRATION_MS.name,
+        )
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(static_ms);
+        let removed = self
+            .replicas
+            .logs()
+            .expire_producers(now_ms(), expiration_ms);
+        if removed > 0 {
+            info!(removed, expiration_ms, "expired idle producer ids");
         }
     }
 

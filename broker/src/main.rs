@@ -337,6 +337,10 @@ fn broker_settings(
             config.get(keys::LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS),
         )),
         cleaner_backoff: ms(config.get(keys::LOG_CLEANER_BACKOFF_MS)),
+        producer_expiration_check_interval: ms(i64::from(
+            config.get(keys::PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS),
+        )),
+        producer_id_expiration: ms(i64::from(config.get(keys::PRODUCER_ID_EXPIRATION_MS))),
         static_configs: config.static_values(),
         heartbeat_interval: ms(i64::from(config.get(keys::BROKER_HEARTBEAT_INTERVAL_MS))),
         replica_lag_max: ms(config.get(keys::REPLICA_LAG_TIME_MAX_MS)),

@@ -652,6 +652,14 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Forgets producers idle for `expiration_ms` (`producer.id.expiration.ms`),
+    /// except those in a transaction; returns how many were removed.
+    pub fn expire_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let before = self.producers.active_producers().count();
+        self.producers.remove_expired(now_ms, expiration_ms);
+        before - self.producers.active_producers().count()
+    }
+
     /// Time-based flush (`flush.ms`), called periodically by the log manager.
     pub fn maybe_flush_by_time(&mut self, now_ms: i64) -> Result<()> {
         if self.recovery_point < self.log_end_offset

@@ -274,6 +274,16 @@ impl LogManager {
             .sum()
     }
 
+    /// Forgets, in every log, producers idle for `expiration_ms`; returns
+    /// how many were removed.
+    pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.for_each_log("producer expiration", |log| {
+            Ok(log.expire_producers(now_ms, expiration_ms))
+        })
+        .into_iter()
+        .sum()
+    }
+
     /// Flushes logs whose `flush.ms` has passed.
     pub fn run_time_flush(&self, now_ms: i64) {
         self.for_each_log("flush", |log| log.maybe_flush_by_time(now_ms));

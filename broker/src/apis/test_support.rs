@@ -45,6 +45,8 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
         flush_check_interval: Duration::from_secs(5),
         checkpoint_interval: Duration::from_secs(5),
         cleaner_backoff: Duration::from_secs(5),
+        producer_expiration_check_interval: Duration::from_secs(600),
+        producer_id_expiration: Duration::from_secs(86_400),
         static_configs: BTreeMap::new(),
         heartbeat_interval: Duration::from_millis(500),
         replica_lag_max: Duration::from_secs(30),

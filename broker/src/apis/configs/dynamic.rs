@@ -23,6 +23,28 @@ const DYNAMIC: &[&str] = &[
     "max.connections",
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",
+    "producer.id.expiration.ms",
+];
+
+/// Keys Kafka changes at runtime that Ottla reads once: thread counts (its
+/// async runtime's workers are fixed), cleaner tuning, listener settings
+/// (applied when listeners are bound). Their refusal says so.
+const KAFKA_DYNAMIC_READ_AT_START: &[&str] = &[
+    "num.io.threads",
+    "num.network.threads",
+    "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir",
+    "background.threads",
+    "log.cleaner.threads",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.backoff.ms",
+    "transaction.partition.verification.enable",
+    "listeners",
+    "advertised.listeners",
+    "listener.security.protocol.map",
 ];
 
 /// Whether Kafka lets `name` change without a restart. The broker-level
@@ -52,8 +74,22 @@ pub(super) fn validate(
         .filter(|k| (known.contains(k) && !is_dynamic(k)) || is_listener_scoped(k))
         .collect();
     if !fixed.is_empty() {
+        let read_at_start: Vec<&str> = fixed
+            .iter()
+            .copied()
+            .filter(|k| KAFKA_DYNAMIC_READ_AT_START.contains(k) || is_listener_scoped(k))
+            .collect();
+        let hint = if read_at_start.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} change at runtime in Kafka; Ottla reads them at start-up: set them in \
+                 server.properties and restart)",
+                java_set(read_at_start)
+            )
+        };
         return Err(invalid_request(format!(
-            "Cannot update these configs dynamically: {}",
+            "Cannot update these configs dynamically: {}{hint}",
             java_set(fixed)
         )));
     }
