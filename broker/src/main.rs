@@ -26,6 +26,7 @@ use ottla_broker::replication::fetcher::FetchSettings;
 use ottla_broker::security::authorizer::{Access, Authorizer};
 use ottla_broker::security::credentials::MetadataCredentials;
 use ottla_broker::security::sasl::ScramCredentialStore;
+use ottla_broker::security::tls_reload::{ReloadableTls, TlsReloader};
 use ottla_broker::security::{
     controller_client, inter_broker_client, KafkaPrincipal, ListenerSecurity,
 };
@@ -144,23 +145,22 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     let credentials: Arc<dyn ScramCredentialStore> = Arc::new(MetadataCredentials(slot.clone()));
     let quorum_slot = QuorumSlot::default();
     let server_settings = ServerSettings::from_config(&config);
-    let controller_server = Server::bind(
-        server_settings.clone(),
-        listener_specs(
-            &config,
-            config.controller_listeners(),
-            controller_registry(finalized.clone()).context("building the controller API table")?,
-            Some(&quorum_slot),
-            &credentials,
-        )
-        .await?,
+    let controller_specs = listener_specs(
+        &config,
+        config.controller_listeners(),
+        controller_registry(finalized.clone()).context("building the controller API table")?,
+        Some(&quorum_slot),
+        &credentials,
     )
     .await?;
+    let mut tls_listeners = reloadable_tls(&controller_specs);
+    let controller_server = Server::bind(server_settings.clone(), controller_specs).await?;
     let broker_server = if config.roles.broker {
         let registry =
             broker_registry(slot.clone(), finalized.clone()).context("building the API table")?;
         let listeners = config.broker_listeners();
         let specs = listener_specs(&config, listeners, registry, None, &credentials).await?;
+        tls_listeners.extend(reloadable_tls(&specs));
         Some(Server::bind(server_settings, specs).await?)
     } else {
         None
@@ -190,6 +190,9 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     let controller =
         tokio::task::spawn_blocking(move || Controller::start(controller_settings)).await??;
     let _ = quorum_slot.set(quorum_endpoint(&config, &controller));
+    let tls_reloader = TlsReloader::new(config.node_id, config.static_values(), tls_listeners);
+    tls_reloader.apply(&controller.image());
+    tokio::spawn(reload_tls_on_change(tls_reloader, controller.subscribe()));
     let stop_controller_listener = CancellationToken::new();
     let controller_listener = tokio::spawn(controller_server.run(stop_controller_listener.clone()));
     let signalled = CancellationToken::new();
@@ -388,6 +391,25 @@ async fn listener_specs<'a>(
         });
     }
     Ok(specs)
+}
+
+/// The TLS listeners among `specs`, whose certificates can be rotated.
+fn reloadable_tls(specs: &[ListenerSpec]) -> Vec<(String, Arc<ReloadableTls>)> {
+    specs
+        .iter()
+        .filter_map(|spec| Some((spec.name.clone(), spec.security.tls.clone()?)))
+        .collect()
+}
+
+/// Applies dynamic TLS store settings as metadata images arrive.
+async fn reload_tls_on_change(
+    reloader: TlsReloader,
+    mut images: watch::Receiver<Arc<ottla_controller::MetadataImage>>,
+) {
+    while images.changed().await.is_ok() {
+        let image = images.borrow_and_update().clone();
+        reloader.apply(&image);
+    }
 }
 
 /// SIGINT or SIGTERM starts a graceful shutdown.

@@ -21,7 +21,8 @@ use ottla_broker::network::{
     HandlerFuture, ListenerSpec, RequestContext, RequestHandler, Response, Server, ServerSettings,
 };
 use ottla_broker::security::sasl::{Mechanism, SaslSettings, ScramCredentialStore};
-use ottla_broker::security::tls::{self, ClientAuth, TlsSettings};
+use ottla_broker::security::tls::{ClientAuth, TlsSettings};
+use ottla_broker::security::tls_reload::ReloadableTls;
 use ottla_broker::security::ListenerSecurity;
 use ottla_controller::scram::{ScramCredential, ScramMechanism};
 use ottla_protocol::api_versions::VersionRange;
@@ -270,7 +271,7 @@ async fn plaintext_is_anonymous() {
 async fn tls_client_certificates_name_the_principal() {
     let pki = Pki::new();
     let security = ListenerSecurity {
-        tls: Some(tls::acceptor(&pki.tls(ClientAuth::Requested)).unwrap()),
+        tls: Some(Arc::new(ReloadableTls::new(pki.tls(ClientAuth::Requested)).unwrap())),
         ..ListenerSecurity::plaintext()
     };
     let (addr, _stop) = serve(security).await;
@@ -294,7 +295,7 @@ async fn tls_client_certificates_name_the_principal() {
 async fn required_client_certificates_refuse_clients_without_one() {
     let pki = Pki::new();
     let security = ListenerSecurity {
-        tls: Some(tls::acceptor(&pki.tls(ClientAuth::Required)).unwrap()),
+        tls: Some(Arc::new(ReloadableTls::new(pki.tls(ClientAuth::Required)).unwrap())),
         ..ListenerSecurity::plaintext()
     };
     let (addr, _stop) = serve(security).await;
@@ -323,7 +324,7 @@ async fn required_client_certificates_refuse_clients_without_one() {
 async fn sasl_user_is_the_principal_even_over_tls() {
     let pki = Pki::new();
     let security = ListenerSecurity {
-        tls: Some(tls::acceptor(&pki.tls(ClientAuth::Requested)).unwrap()),
+        tls: Some(Arc::new(ReloadableTls::new(pki.tls(ClientAuth::Requested)).unwrap())),
         sasl: Some(sasl()),
         ..ListenerSecurity::plaintext()
     };

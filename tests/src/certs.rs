@@ -61,6 +61,12 @@ impl TestPki {
         pki
     }
 
+    /// Another server certificate for 127.0.0.1 and localhost, with subject
+    /// `CN=<cn>,O=Ottla Tests` (a rotated one).
+    pub fn another_server(&self, cn: &str) -> CertFiles {
+        self.issue(cn, &["127.0.0.1", "localhost"], cn, false)
+    }
+
     /// A client certificate with subject `CN=<cn>,O=Ottla Tests`; expired
     /// ones were valid from 2020 to 2021.
     pub fn client(&self, cn: &str, expired: bool) -> CertFiles {

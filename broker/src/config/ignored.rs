@@ -40,7 +40,6 @@ const KEYS: &[&str] = &[
     "log.local.retention.ms",
     "log.message.format.version",
     "max.connection.creation.rate",
-    "max.connections.per.ip.overrides",
     "metadata.log.max.snapshot.cache.size",
     "metric.reporters",
     "metrics.num.samples",

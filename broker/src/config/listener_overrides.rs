@@ -24,6 +24,22 @@ const SCOPED: &[&str] = &[
     "connections.max.reauth.ms",
 ];
 
+/// The scoped keys that locate a listener's certificates: reloaded at
+/// runtime (Kafka's SslConfigs.RECONFIGURABLE_CONFIGS Ottla knows).
+const TLS_STORES: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+];
+
+pub(super) fn is_tls_store(rest: &str) -> bool {
+    TLS_STORES.contains(&rest)
+}
+
 /// Mechanisms whose JAAS config may be set per listener.
 const JAAS_MECHANISMS: &[&str] = &["plain", "scram-sha-256", "scram-sha-512"];
 

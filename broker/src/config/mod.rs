@@ -39,6 +39,13 @@ pub fn is_listener_scoped(key: &str) -> bool {
         .is_some_and(|(_, rest)| listener_overrides::scoped_def(rest).is_some())
 }
 
+/// Whether `key` is a listener's key store or trust store setting
+/// (`listener.name.<l>.ssl.keystore.location`, ...), which Kafka lets change
+/// per broker at runtime to rotate certificates.
+pub fn is_reloadable_tls_key(key: &str) -> bool {
+    listener_overrides::split(key).is_some_and(|(_, rest)| listener_overrides::is_tls_store(rest))
+}
+
 /// The default of broker key `name`: `None` when Ottla does not know the key,
 /// `Some(None)` when its default is null (`log.retention.ms`).
 pub fn default_of(name: &str) -> Option<Option<&'static str>> {
@@ -175,6 +182,25 @@ impl BrokerConfig {
             value: value.clone(),
             origin: Origin::Override,
         }));
+        Self::from_settings(settings)
+    }
+
+    /// The configuration of `static_values` (see [`static_values`](Self::static_values))
+    /// with `dynamic` values on top: how dynamic broker configs are
+    /// type-checked and applied.
+    pub fn layered(
+        static_values: &BTreeMap<String, String>,
+        dynamic: &BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        let settings = static_values
+            .iter()
+            .chain(dynamic)
+            .map(|(key, value)| Setting {
+                key: key.clone(),
+                value: value.clone(),
+                origin: Origin::Override,
+            })
+            .collect();
         Self::from_settings(settings)
     }
 

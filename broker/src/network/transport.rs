@@ -20,14 +20,14 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Serves `stream` on `connection`'s listener until it closes.
 pub(super) async fn serve(connection: Connection, stream: TcpStream, shutdown: CancellationToken) {
     let security = connection.service.security.clone();
-    let Some(acceptor) = &security.tls else {
+    let Some(tls) = &security.tls else {
         let auth = initial_auth(&connection, KafkaPrincipal::anonymous());
         let (read, write) = stream.into_split();
         return connection.serve(read, write, auth, shutdown).await;
     };
     let handshake = tokio::time::timeout(
         TLS_HANDSHAKE_TIMEOUT,
-        acceptor.accept(stream).into_fallible(),
+        tls.acceptor().accept(stream).into_fallible(),
     );
     let outcome = tokio::select! {
         _ = shutdown.cancelled() => return,

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ottla_protocol::client_security::{ClientSasl, ClientSecurity, SaslMechanism};
-use tokio_rustls::TlsAcceptor;
 
 use super::sasl::{jaas, Mechanism, SaslSettings, ScramCredentialStore};
 use super::tls::{self, ClientAuth, TlsSettings};
+use super::tls_reload::ReloadableTls;
 use crate::config::{keys, BrokerConfig, Key, Listener};
 
 const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
@@ -18,7 +18,8 @@ const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLo
 /// How one listener authenticates its connections.
 #[derive(Clone)]
 pub struct ListenerSecurity {
-    pub tls: Option<TlsAcceptor>,
+    /// Swapped when the listener's certificates are rotated.
+    pub tls: Option<Arc<ReloadableTls>>,
     pub sasl: Option<Arc<SaslSettings>>,
     /// connection.failed.authentication.delay.ms
     pub failed_auth_delay: Duration,
@@ -45,9 +46,10 @@ impl ListenerSecurity {
         let tls = listener
             .protocol
             .uses_tls()
-            .then(|| tls::acceptor(&tls_settings(config, name)?))
+            .then(|| ReloadableTls::new(tls_settings(config, name)?))
             .transpose()
-            .map_err(in_listener)?;
+            .map_err(in_listener)?
+            .map(Arc::new);
         let sasl = listener
             .protocol
             .uses_sasl()
@@ -64,7 +66,7 @@ impl ListenerSecurity {
     }
 }
 
-fn tls_settings(config: &BrokerConfig, listener: &str) -> Result<TlsSettings, String> {
+pub(super) fn tls_settings(config: &BrokerConfig, listener: &str) -> Result<TlsSettings, String> {
     let get = |key| config.get_for_listener(listener, key);
     let client_auth = get(keys::SSL_CLIENT_AUTH);
     Ok(TlsSettings {

@@ -8,6 +8,7 @@ pub mod pem;
 pub mod principal;
 pub mod sasl;
 pub mod tls;
+pub mod tls_reload;
 pub mod x509_name;
 
 pub use listener::{controller_client, inter_broker_client, ListenerSecurity};

@@ -35,7 +35,7 @@ impl ClientAuth {
 }
 
 /// One listener's `ssl.*` settings (listener overrides already applied).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TlsSettings {
     pub keystore_type: String,
     pub keystore_location: Option<String>,

@@ -9,7 +9,8 @@ use ottla_storage::config::TOPIC_CONFIG_KEYS;
 
 use super::{invalid_request, static_config, with_overrides, RESOURCE_BROKER};
 use crate::broker::Broker;
-use crate::config::{is_listener_scoped, ConfigError};
+use crate::config::{is_listener_scoped, is_reloadable_tls_key, ConfigError};
+use crate::security::tls_reload::check_tls_listeners;
 
 /// The broker keys Ottla applies at runtime besides the `log.*` defaults
 /// of topic keys (read through the topic config resolver): the replication
@@ -71,7 +72,10 @@ pub(super) fn validate(
     let fixed: Vec<&str> = next
         .keys()
         .map(String::as_str)
-        .filter(|k| (known.contains(k) && !is_dynamic(k)) || is_listener_scoped(k))
+        .filter(|k| {
+            !is_reloadable_tls_key(k)
+                && ((known.contains(k) && !is_dynamic(k)) || is_listener_scoped(k))
+        })
         .collect();
     if !fixed.is_empty() {
         let read_at_start: Vec<&str> = fixed
@@ -91,6 +95,18 @@ pub(super) fn validate(
         return Err(invalid_request(format!(
             "Cannot update these configs dynamically: {}{hint}",
             java_set(fixed)
+        )));
+    }
+    let tls_stores: Vec<&str> = next
+        .keys()
+        .map(String::as_str)
+        .filter(|k| is_reloadable_tls_key(k))
+        .collect();
+    if level.is_empty() && !tls_stores.is_empty() {
+        // As in Kafka: certificates are per broker.
+        return Err(invalid_request(format!(
+            "Cannot update these configs at default cluster level, broker id must be specified: {}",
+            java_set(tls_stores)
         )));
     }
     // Values are type-checked as the configuration they would produce:
@@ -113,17 +129,25 @@ pub(super) fn validate(
     } else {
         next.clone()
     });
-    layered.retain(|k, _| known.contains(k.as_str()));
-    with_overrides(broker, &layered)
-        .map(|_| ())
-        .map_err(|e| match e {
-            ConfigError::InvalidValue {
-                key, value, reason, ..
-            } => invalid_request(format!(
-                "Invalid value {value} for configuration {key}: {reason}"
-            )),
-            other => invalid_request(other.to_string()),
-        })
+    layered.retain(|k, _| known.contains(k.as_str()) || is_reloadable_tls_key(k));
+    let config = with_overrides(broker, &layered).map_err(|e| match e {
+        ConfigError::InvalidValue {
+            key, value, reason, ..
+        } => invalid_request(format!(
+            "Invalid value {value} for configuration {key}: {reason}"
+        )),
+        other => invalid_request(other.to_string()),
+    })?;
+    // The stores are files on this node: checked when it is the target.
+    if !tls_stores.is_empty() && level == node {
+        check_tls_listeners(&config).map_err(|e| {
+            invalid_request(format!(
+                "Validation of dynamic config update of the TLS key store or trust store \
+                 failed: {e}"
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 pub(super) fn broken_static_config(e: ConfigError) -> ControllerError {

@@ -17,7 +17,7 @@ use kafka_protocol::error::ResponseError;
 use ottla_controller::{AlterOp, ControllerError};
 
 use crate::broker::Broker;
-use crate::config::{BrokerConfig, ConfigError, Origin, Setting};
+use crate::config::{BrokerConfig, ConfigError};
 
 /// Kafka's ConfigResource.Type codes.
 pub const RESOURCE_TOPIC: i8 = ottla_controller::records::CONFIG_RESOURCE_TOPIC;
@@ -38,18 +38,7 @@ fn with_overrides(
     broker: &Broker,
     extra: &BTreeMap<String, String>,
 ) -> Result<BrokerConfig, ConfigError> {
-    let settings = broker
-        .settings
-        .static_configs
-        .iter()
-        .chain(extra)
-        .map(|(key, value)| Setting {
-            key: key.clone(),
-            value: value.clone(),
-            origin: Origin::Override,
-        })
-        .collect();
-    BrokerConfig::from_settings(settings)
+    BrokerConfig::layered(&broker.settings.static_configs, extra)
 }
 
 fn invalid_request(message: impl Into<String>) -> ControllerError {
