@@ -113,6 +113,11 @@ impl Pki {
         pem
     }
 
+    /// A listener's TLS acceptor with a server certificate for 127.0.0.1.
+    fn acceptor(&self, client_auth: ClientAuth) -> Arc<ReloadableTls> {
+        Arc::new(ReloadableTls::new(self.tls(client_auth)).unwrap())
+    }
+
     fn tls(&self, client_auth: ClientAuth) -> TlsSettings {
         let (cert, key) = self.issue(&["127.0.0.1"], "server");
         let keystore = self.dir.path().join("server.pem");
@@ -271,7 +276,7 @@ async fn plaintext_is_anonymous() {
 async fn tls_client_certificates_name_the_principal() {
     let pki = Pki::new();
     let security = ListenerSecurity {
-        tls: Some(Arc::new(ReloadableTls::new(pki.tls(ClientAuth::Requested)).unwrap())),
+        tls: Some(pki.acceptor(ClientAuth::Requested)),
         ..ListenerSecurity::plaintext()
     };
     let (addr, _stop) = serve(security).await;
@@ -295,7 +300,7 @@ async fn tls_client_certificates_name_the_principal() {
 async fn required_client_certificates_refuse_clients_without_one() {
     let pki = Pki::new();
     let security = ListenerSecurity {
-        tls: Some(Arc::new(ReloadableTls::new(pki.tls(ClientAuth::Required)).unwrap())),
+        tls: Some(pki.acceptor(ClientAuth::Required)),
         ..ListenerSecurity::plaintext()
     };
     let (addr, _stop) = serve(security).await;
@@ -324,7 +329,7 @@ async fn required_client_certificates_refuse_clients_without_one() {
 async fn sasl_user_is_the_principal_even_over_tls() {
     let pki = Pki::new();
     let security = ListenerSecurity {
-        tls: Some(Arc::new(ReloadableTls::new(pki.tls(ClientAuth::Requested)).unwrap())),
+        tls: Some(pki.acceptor(ClientAuth::Requested)),
         sasl: Some(sasl()),
         ..ListenerSecurity::plaintext()
     };
