@@ -243,7 +243,7 @@ impl Broker {
         let mut retention = tokio::time::interval(self.settings.retention_check_interval);
         let mut flush = tokio::time::interval(self.settings.flush_check_interval);
         let mut checkpoint = tokio::time::interval(self.settings.checkpoint_interval);
-        let mut cleaner = tokio::time::interval(self.settings.cleaner_backoff);
+        let mut next_cleaning = tokio::time::Instant::now();
         let mut producer_expiry =
             tokio::time::interval(self.settings.producer_expiration_check_interval);
         let mut group_timers = tokio::time::interval(GroupCoordinator::TICK_INTERVAL);
@@ -267,7 +267,10 @@ impl Broker {
                 _ = isr_check.tick() => self.replicas.shrink_lagging_isrs(),
                 _ = retention.tick() => self.blocking(|b| { b.replicas.logs().run_retention(now_ms()); }).await,
                 _ = flush.tick() => self.blocking(|b| b.replicas.logs().run_time_flush(now_ms())).await,
-                _ = cleaner.tick() => self.blocking(|b| b.replicas.logs().run_compaction(now_ms())).await,
+                _ = tokio::time::sleep_until(next_cleaning) => {
+                    self.blocking(|b| b.replicas.logs().run_compaction(now_ms())).await;
+                    next_cleaning = tokio::time::Instant::now() + self.cleaner_backoff();
+                }
                 _ = producer_expiry.tick() => self.blocking(Broker::expire_producers).await,
                 _ = mirror_sync.tick() => crate::mirroring::sync::run_due(&self, &sync_schedule),
                 _ = group_timers.tick() => self.blocking(|b| b.groups.tick(now_ms())).await,
@@ -342,9 +345,17 @@ impl Broker {
 
     /// Controlled shutdown: asks the controller to move every leadership of
     /// this broker to other ISR members and waits until it has (or the
-    /// timeout passes), so clients move on before this node stops.
+    /// timeout passes), so clients move on before this node stops; then
+    /// closes the group coordinator.
     pub async fn controlled_shutdown(&self) {
         self.shutting_down.store(true, Ordering::Relaxed);
+        self.hand_over_leadership().await;
+        // Members waiting in a rebalance would otherwise hold the
+        // listeners' shutdown up; they move to the new coordinator.
+        self.groups.close();
+    }
+
+    async fn hand_over_leadership(&self) {
         let deadline = tokio::time::Instant::now() + self.settings.controlled_shutdown_timeout;
         loop {
             match self.controller.heartbeat(self.heartbeat()).await {
@@ -366,17 +377,26 @@ impl Broker {
         }
     }
 
+    /// The value of dynamic broker key `key`: this node's dynamic value,
+    /// else the cluster-wide one, else `fallback` (the static value).
+    pub fn dynamic_or<T: std::str::FromStr>(&self, key: &str, fallback: T) -> T {
+        dynamic_value(&self.controller.image(), &self.node_id().to_string(), key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(fallback)
+    }
+
+    /// `log.cleaner.backoff.ms`, dynamic as in Kafka.
+    fn cleaner_backoff(&self) -> Duration {
+        let static_ms =
+            u64::try_from(self.settings.cleaner_backoff.as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(self.dynamic_or(keys::LOG_CLEANER_BACKOFF_MS.name, static_ms))
+    }
+
     /// Forgets the producer ids idle for `producer.id.expiration.ms`.
     fn expire_producers(&self) {
         let static_ms =
             i64::try_from(self.settings.producer_id_expiration.as_millis()).unwrap_or(i64::MAX);
-        let expiration_ms = dynamic_value(
-            &self.controller.image(),
-            &self.settings.node_id.to_string(),
-            keys::PRODUCER_ID_EXPIRATION_MS.name,
-        )
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(static_ms);
+        let expiration_ms = self.dynamic_or(keys::PRODUCER_ID_EXPIRATION_MS.name, static_ms);
         let removed = self
             .replicas
             .logs()

@@ -4,6 +4,7 @@
 //! broker, so two brokers never answer for the same partition.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -18,18 +19,28 @@ use tracing::{error, info};
 
 use crate::replica::{Partition, ReplicaManager};
 
-pub struct LedShards<S> {
+/// What a shard does when this broker stops coordinating its partition.
+pub trait Unload {
+    /// Answers requests still waiting on the shard (NOT_COORDINATOR, so
+    /// clients find the new coordinator at once).
+    fn on_unloaded(&self) {}
+}
+
+pub struct LedShards<S: Unload> {
     node_id: i32,
     topic: &'static str,
     shards: RwLock<HashMap<i32, Arc<S>>>,
+    /// Set at shutdown: no shard is loaded any more.
+    closed: AtomicBool,
 }
 
-impl<S> LedShards<S> {
+impl<S: Unload> LedShards<S> {
     pub fn new(node_id: i32, topic: &'static str) -> Self {
         Self {
             node_id,
             topic,
             shards: RwLock::default(),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -61,8 +72,8 @@ impl<S> LedShards<S> {
         replicas: &ReplicaManager,
         load: impl FnOnce(Arc<Partition>) -> anyhow::Result<S>,
     ) -> Result<Arc<S>, ResponseError> {
-        if !self.leads(image, p) {
-            self.unload(p);
+        if !self.leads(image, p) || self.closed.load(Ordering::Acquire) {
+            self.unload(p, "leadership moved");
             return Err(ResponseError::NotCoordinator);
         }
         if let Some(shard) = self.shards.read().get(&p) {
@@ -79,6 +90,9 @@ impl<S> LedShards<S> {
         load: impl FnOnce(Arc<Partition>) -> anyhow::Result<S>,
     ) -> Result<Arc<S>, ResponseError> {
         let mut shards = self.shards.write();
+        if self.closed.load(Ordering::Acquire) {
+            return Err(ResponseError::NotCoordinator);
+        }
         if let Some(shard) = shards.get(&p) {
             return Ok(shard.clone());
         }
@@ -107,16 +121,28 @@ impl<S> LedShards<S> {
             .filter(|p| !self.leads(image, *p))
             .collect();
         for p in gone {
-            self.unload(p);
+            self.unload(p, "leadership moved");
         }
     }
 
-    fn unload(&self, p: i32) {
-        if self.shards.write().remove(&p).is_some() {
+    /// Unloads every shard for good (broker shutdown): waiting requests are
+    /// answered NOT_COORDINATOR instead of holding the shutdown up.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let loaded: Vec<i32> = self.shards.read().keys().copied().collect();
+        for p in loaded {
+            self.unload(p, "shutting down");
+        }
+    }
+
+    fn unload(&self, p: i32, why: &str) {
+        let removed = self.shards.write().remove(&p);
+        if let Some(shard) = removed {
+            shard.on_unloaded();
             info!(
                 topic = self.topic,
                 partition = p,
-                "leadership moved: coordinator partition unloaded"
+                "{why}: coordinator partition unloaded"
             );
         }
     }

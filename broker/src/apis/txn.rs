@@ -43,6 +43,7 @@ use regex::Regex;
 
 use crate::apis::group::{merge_codes, partition_exists};
 use crate::broker::Broker;
+use crate::config::keys;
 use crate::group::{PartitionCodes, PartitionCommit, TxnCommitRequest, OFFSETS_TOPIC};
 use crate::replica::{now_ms, ProduceOutcome};
 use crate::txn::{services, Marker, TxnState};
@@ -396,7 +397,7 @@ pub fn append_transactional(
             "Transactional records require a transactional id".to_string(),
         );
     };
-    if !broker.txns.config().partition_verification {
+    if !partition_verification(broker) {
         return append();
     }
     let add = version >= 12;
@@ -710,4 +711,12 @@ pub fn describe_producers(
         })
         .collect();
     DescribeProducersResponse::default().with_topics(topics)
+}
+
+/// `transaction.partition.verification.enable`: dynamic, as in Kafka.
+fn partition_verification(broker: &Broker) -> bool {
+    broker.dynamic_or(
+        keys::TRANSACTION_PARTITION_VERIFICATION_ENABLE.name,
+        broker.txns.config().partition_verification,
+    )
 }

@@ -23,6 +23,9 @@ pub struct GroupConfig {
     pub initial_rebalance_delay_ms: i32,
     pub max_group_size: usize,
     pub offset_metadata_max_bytes: usize,
+    /// offsets.retention.minutes, in ms.
+    pub offsets_retention_ms: i64,
+    pub offsets_retention_check_interval_ms: i64,
     pub consumer: ConsumerGroupConfig,
 }
 
@@ -37,6 +40,8 @@ impl Default for GroupConfig {
             initial_rebalance_delay_ms: 3000,
             max_group_size: i32::MAX as usize,
             offset_metadata_max_bytes: 4096,
+            offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
+            offsets_retention_check_interval_ms: 600_000,
             consumer: ConsumerGroupConfig::default(),
         }
     }
@@ -85,6 +90,19 @@ impl GroupConfig {
                 "offset.metadata.max.bytes",
                 d.offset_metadata_max_bytes,
             ),
+            offsets_retention_ms: get(
+                configs,
+                "offsets.retention.minutes",
+                d.offsets_retention_ms / 60_000,
+            )
+            .max(1)
+            .saturating_mul(60_000),
+            offsets_retention_check_interval_ms: get(
+                configs,
+                "offsets.retention.check.interval.ms",
+                d.offsets_retention_check_interval_ms,
+            )
+            .max(1),
             consumer: ConsumerGroupConfig::from_static(configs),
         }
     }

@@ -4,6 +4,7 @@
 //! or on first use of a partition hosted later) and drives their timers.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +32,8 @@ pub struct GroupCoordinator {
     controller: Arc<Controller>,
     replicas: Arc<ReplicaManager>,
     shards: LedShards<Shard>,
+    /// When offsets are next checked for expiry (0 before the first tick).
+    next_retention_check: AtomicI64,
 }
 
 impl GroupCoordinator {
@@ -52,6 +55,7 @@ impl GroupCoordinator {
             controller,
             replicas,
             shards: LedShards::new(node_id, OFFSETS_TOPIC),
+            next_retention_check: AtomicI64::new(0),
         };
         let image = coordinator.controller.image();
         for p in coordinator.shards.led(&image) {
@@ -166,6 +170,12 @@ impl GroupCoordinator {
         self.shards.loaded()
     }
 
+    /// Stops coordinating (shutdown): waiting JoinGroup and SyncGroup
+    /// requests are answered NOT_COORDINATOR, and later ones too.
+    pub fn close(&self) {
+        self.shards.close();
+    }
+
     /// Fires due group timers; the broker calls this periodically.
     pub fn tick(&self, now: i64) {
         let image = self.controller.image();
@@ -173,6 +183,23 @@ impl GroupCoordinator {
         for shard in self.shards() {
             shard.tick(now, &image);
         }
+        if self.retention_check_due(now) {
+            for shard in self.shards() {
+                shard.expire_offsets(self.config.offsets_retention_ms, now);
+            }
+        }
+    }
+
+    /// Whether offsets are due for an expiry check, every
+    /// `offsets.retention.check.interval.ms` from the first tick on.
+    fn retention_check_due(&self, now: i64) -> bool {
+        let next = now + self.config.offsets_retention_check_interval_ms;
+        let due = self.next_retention_check.load(Ordering::Relaxed);
+        if due != 0 && now < due {
+            return false;
+        }
+        self.next_retention_check.store(next, Ordering::Relaxed);
+        due != 0
     }
 }
 

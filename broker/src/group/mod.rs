@@ -9,6 +9,7 @@
 //! - `classic`, `member`: group and member data;
 //! - `offsets`, `admin`: offset commits/fetches/deletes; describe/list/delete groups;
 //! - `txn_offsets`: transactional offset commits, applied or dropped by markers;
+//! - `retention`: expiry of old offsets and removal of the groups they leave;
 //! - `records`, `codec`, `subscription`: the stored and embedded formats;
 //! - `partitioner`, `config`, `writer`: group → partition, settings, log appends;
 //! - `consumer_*`: consumer-protocol groups: `consumer_heartbeat` (the
@@ -44,6 +45,7 @@ mod offsets;
 mod partitioner;
 mod rebalance;
 mod records;
+mod retention;
 mod shard;
 mod subscription;
 mod txn_offsets;

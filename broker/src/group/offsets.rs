@@ -65,7 +65,7 @@ impl OffsetStore {
     }
 }
 
-fn tombstone(group: &str, topic: &str, partition: i32) -> CoordinatorRecord {
+pub(super) fn tombstone(group: &str, topic: &str, partition: i32) -> CoordinatorRecord {
     CoordinatorRecord::OffsetCommit {
         group: group.to_string(),
         topic: topic.to_string(),

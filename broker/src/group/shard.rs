@@ -24,6 +24,7 @@ use super::offsets::{self, CommitRequest, FetchedOffset, OffsetStore, PartitionC
 use super::records::CoordinatorRecord;
 use super::txn_offsets::{self, PendingTxnOffsets, TxnCommitRequest};
 use super::writer::{Ctx, LogWriter};
+use crate::coordinator_shards::Unload;
 use crate::replica::{Partition, ReplicaManager};
 use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
@@ -35,7 +36,7 @@ const LOAD_READ_BYTES: usize = 1 << 20;
 pub(super) struct ShardState {
     pub(super) groups: HashMap<String, ClassicGroup>,
     pub(super) offsets: OffsetStore,
-    txn_offsets: PendingTxnOffsets,
+    pub(super) txn_offsets: PendingTxnOffsets,
     /// Consumer-protocol groups (`consumer_shard`); a group id is in at most
     /// one of `groups` and `consumer`.
     pub(super) consumer: ConsumerGroups,
@@ -318,6 +319,11 @@ impl Shard {
         self.with_state(now, |st, ctx| st.delete_groups(ids, ctx))
     }
 
+    /// Removes offsets older than `retention_ms` and the groups they leave.
+    pub fn expire_offsets(&self, retention_ms: i64, now: i64) {
+        self.with_state(now, |st, ctx| st.expire_offsets(retention_ms, ctx));
+    }
+
     /// Fires due timers: session expiries, rebalance and sync timeouts;
     /// fenced consumer members leave with `image`'s view of their topics.
     pub fn tick(&self, now: i64, image: &MetadataImage) {
@@ -327,5 +333,20 @@ impl Shard {
             }
             st.expire_consumer_members(image, ctx);
         });
+    }
+}
+
+/// As Kafka's onUnloaded: members waiting in JoinGroup or SyncGroup are
+/// told NOT_COORDINATOR, so they look for the new coordinator at once.
+impl Unload for Shard {
+    fn on_unloaded(&self) {
+        let mut st = self.state.lock();
+        for group in st.groups.values_mut() {
+            for member in group.members.values_mut() {
+                let result = JoinResult::error(&member.id, ResponseError::NotCoordinator);
+                member.complete_join(result);
+                member.complete_sync(SyncResult::error(ResponseError::NotCoordinator));
+            }
+        }
     }
 }

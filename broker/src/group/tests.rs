@@ -729,6 +729,137 @@ async fn describe_list_and_delete_groups() {
 }
 
 /// FindCoordinator names this node for groups, in every version's shape.
+/// Offset retention, with the clock moved on: simple commits expire by
+/// commit time and take their group along; a stable consumer group keeps
+/// the offsets of topics it subscribes to and loses the others; once
+/// empty, its offsets expire a retention period after it emptied (not
+/// after the commit), and the group goes.
+#[tokio::test]
+async fn offsets_expire_after_the_retention_and_empty_groups_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Running::start(dir.path(), &[("t", 1), ("u", 1)]).await;
+    let broker = run.broker.clone();
+    let retention = broker.groups.config().offsets_retention_ms;
+    let (simple, stable) = ("g-simple", "g-retained");
+    coordinator_ready(&broker, simple).await;
+    coordinator_ready(&broker, stable).await;
+    let committed = now_ms();
+    let r = offset_commit(&broker, 9, commit_request(simple, &[("t", &[(0, 5)])])).await;
+    assert_eq!(r.topics[0].partitions[0].error_code, NONE);
+    let m = join_dynamic(&broker, stable, &["t"]).await.await.unwrap();
+    spawn_sync(
+        &broker,
+        5,
+        sync_request(stable, 1, &m.member_id, &[(&m.member_id, b"a")]),
+    )
+    .await
+    .unwrap();
+    let mut req = commit_request(stable, &[("t", &[(0, 3)]), ("u", &[(0, 4)])]);
+    req.generation_id_or_member_epoch = 1;
+    req.member_id = m.member_id.clone();
+    let r = offset_commit(&broker, 9, req).await;
+    assert!(r.topics.iter().all(|t| t.partitions[0].error_code == NONE));
+    let expire_at = |now: i64| {
+        for group in [simple, stable] {
+            broker
+                .groups
+                .shard(group)
+                .unwrap()
+                .expire_offsets(retention, now);
+        }
+    };
+
+    expire_at(committed + retention - 60_000);
+    assert_eq!(fetch_v8(&broker, simple, None).await.len(), 1);
+    assert_eq!(fetch_v8(&broker, stable, None).await.len(), 2);
+
+    expire_at(now_ms() + retention + 100);
+    assert!(fetch_v8(&broker, simple, None).await.is_empty());
+    assert_eq!(
+        describe(&broker, 5, simple).await.group_state.as_str(),
+        "Dead"
+    );
+    assert_eq!(
+        fetch_v8(&broker, stable, None).await,
+        vec![("t".to_string(), 0, 3, "meta".to_string())],
+        "the subscribed topic's offset stays"
+    );
+
+    // Far enough from the commit that commit-based expiry would tell.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(gid(stable))
+        .with_member_id(m.member_id.clone());
+    assert_eq!(leave_group(&broker, 0, leave).await.error_code, NONE);
+    let emptied = now_ms();
+    expire_at(emptied + retention - 500);
+    assert_eq!(fetch_v8(&broker, stable, None).await.len(), 1);
+    assert_eq!(
+        describe(&broker, 5, stable).await.group_state.as_str(),
+        "Empty"
+    );
+    expire_at(emptied + retention + 500);
+    assert!(fetch_v8(&broker, stable, None).await.is_empty());
+    assert_eq!(
+        describe(&broker, 5, stable).await.group_state.as_str(),
+        "Dead"
+    );
+
+    // Both stay gone after a restart: the tombstones are in the log.
+    run.shutdown().await;
+    let run = Running::start(dir.path(), &[]).await;
+    coordinator_ready(&run.broker, stable).await;
+    assert!(fetch_v8(&run.broker, stable, None).await.is_empty());
+    assert!(fetch_v8(&run.broker, simple, None).await.is_empty());
+    assert_eq!(
+        describe(&run.broker, 5, stable).await.group_state.as_str(),
+        "Dead"
+    );
+    run.shutdown().await;
+}
+
+/// At shutdown the coordinator answers a member waiting in a rebalance
+/// with NOT_COORDINATOR at once (as Kafka's unload does) rather than
+/// holding the shutdown up until the rebalance times out, and refuses
+/// later requests the same way.
+#[tokio::test]
+async fn closing_the_coordinator_answers_waiting_joins_not_coordinator() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Running::start(dir.path(), &[("t", 2)]).await;
+    let broker = run.broker.clone();
+    let group = "g-closing";
+    coordinator_ready(&broker, group).await;
+    let first = join_dynamic(&broker, group, &["t"]).await.await.unwrap();
+    spawn_sync(
+        &broker,
+        5,
+        sync_request(group, 1, &first.member_id, &[(&first.member_id, b"a")]),
+    )
+    .await
+    .unwrap();
+    // A second member's join waits for the first to rejoin (up to the
+    // 5 s rebalance timeout).
+    let waiting = join_dynamic(&broker, group, &["t"]).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished());
+    broker.groups.close();
+    let answered = tokio::time::timeout(Duration::from_secs(1), waiting)
+        .await
+        .expect("answered at once")
+        .unwrap();
+    assert_eq!(answered.error_code, ResponseError::NotCoordinator.code());
+    let later = join_group(
+        &broker,
+        9,
+        "client",
+        localhost(),
+        join_request(group, "", None, &["t"]),
+    )
+    .await;
+    assert_eq!(later.error_code, ResponseError::NotCoordinator.code());
+    run.shutdown().await;
+}
+
 #[tokio::test]
 async fn find_coordinator_returns_this_node() {
     let dir = tempfile::tempdir().unwrap();

@@ -49,9 +49,16 @@ impl PendingTxnOffsets {
     }
 
     /// Whether an open transaction holds an offset for the partition.
-    fn is_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
+    pub(super) fn is_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
         let key = (group.to_string(), topic.to_string(), partition);
         self.by_producer.values().any(|o| o.contains_key(&key))
+    }
+
+    /// Whether an open transaction holds an offset of `group`.
+    pub(super) fn holds_group(&self, group: &str) -> bool {
+        self.by_producer
+            .values()
+            .any(|o| o.keys().any(|(g, _, _)| g == group))
     }
 }
 

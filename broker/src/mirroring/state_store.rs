@@ -43,6 +43,9 @@ struct StateShard {
     entries: Mutex<HashMap<MirrorStateKey, MirrorStateValue>>,
 }
 
+/// Mirror state reads and writes never wait on the shard.
+impl crate::coordinator_shards::Unload for StateShard {}
+
 impl StateShard {
     fn load(partition: Arc<Partition>) -> anyhow::Result<Self> {
         let mut entries = HashMap::new();

@@ -30,6 +30,9 @@ pub struct TxnShard {
     txns: RwLock<HashMap<String, SharedTxn>>,
 }
 
+/// Transaction requests never wait on the shard.
+impl crate::coordinator_shards::Unload for TxnShard {}
+
 impl TxnShard {
     /// Reads the partition's log from its start to its end: the latest
     /// record of an id wins, a tombstone forgets it. Blocking I/O.

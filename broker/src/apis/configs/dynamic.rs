@@ -25,6 +25,8 @@ const DYNAMIC: &[&str] = &[
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",
     "producer.id.expiration.ms",
+    "transaction.partition.verification.enable",
+    "log.cleaner.backoff.ms",
 ];
 
 /// Keys Kafka changes at runtime that Ottla reads once: thread counts (its
@@ -41,8 +43,6 @@ const KAFKA_DYNAMIC_READ_AT_START: &[&str] = &[
     "log.cleaner.io.buffer.size",
     "log.cleaner.io.buffer.load.factor",
     "log.cleaner.io.max.bytes.per.second",
-    "log.cleaner.backoff.ms",
-    "transaction.partition.verification.enable",
     "listeners",
     "advertised.listeners",
     "listener.security.protocol.map",

@@ -367,6 +367,42 @@ fn broker_configs_describe_and_alter_dynamically() {
         ResponseError::InvalidRequest.code()
     );
 
+    // Runtime keys read their dynamic value: this node's over the cluster's.
+    let verification = "transaction.partition.verification.enable";
+    assert!(broker.dynamic_or(verification, true));
+    let set_verification = |v: &str| vec![op(verification, SET, Some(v))];
+    assert_eq!(
+        incremental(
+            &broker,
+            RESOURCE_BROKER,
+            "",
+            set_verification("false"),
+            false
+        )
+        .0,
+        0
+    );
+    assert!(!broker.dynamic_or(verification, true));
+    assert_eq!(
+        incremental(
+            &broker,
+            RESOURCE_BROKER,
+            "1",
+            set_verification("true"),
+            false
+        )
+        .0,
+        0
+    );
+    assert!(broker.dynamic_or(verification, false));
+    for level in ["", "1"] {
+        let delete = vec![op(verification, DELETE, None)];
+        assert_eq!(
+            incremental(&broker, RESOURCE_BROKER, level, delete, false).0,
+            0
+        );
+    }
+
     // A cluster-wide default reaches the node's listing and the topic's.
     let set = |v: &str| vec![op("log.retention.ms", SET, Some(v))];
     assert_eq!(
