@@ -1,8 +1,8 @@
 //! Fault-test tooling: a three-node cluster with one replicated topic, an
 //! acks=all idempotent producer (librdkafka) running in the background that
-//! records every acknowledged record, and the checks that every
-//! acknowledged record is readable exactly once, in order, through a
-//! consumer and in the log files of every replica.
+//! records every acknowledged record, a consumer reading alongside it, and
+//! the checks that every acknowledged record was read exactly once, in
+//! order, by that consumer and is in the log files of every replica.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ use ottla_protocol::batch::BatchIter;
 use ottla_protocol::records::{records_section, walk_records};
 
 use crate::ottla::Ottla;
-use crate::tools::{kafka_tool, ok, python, python_script};
+use crate::tools::{kafka_tool, ok, python};
 use crate::wire::WireClient;
 
 pub const TOPIC: &str = "faults";
@@ -74,34 +74,36 @@ print(f"failed {failed[0] + remaining}")
 print(f"sent {sum(seq)}")
 "#;
 
-/// Reads every partition from the beginning to its end and prints
-/// `partition offset value` per record.
+/// Reads every partition from the beginning while the fault happens, and
+/// writes `partition offset value` per record to the output file. Once the
+/// drain file names each partition's end offset (`end0,end1,...`), reads
+/// up to those ends and stops.
 const CONSUMER: &str = r#"
-import sys, time
+import os, sys, time
 from confluent_kafka import Consumer, TopicPartition
 
-bootstrap, topic, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
+bootstrap, topic, partitions, drain_file, out_file = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 c = Consumer({
     "bootstrap.servers": bootstrap,
     "group.id": "fault-check",
     "enable.auto.commit": False,
-    "enable.partition.eof": True,
 })
 c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
-eof = set()
-deadline = time.time() + 120
-while time.time() < deadline and len(eof) < partitions:
-    m = c.poll(0.5)
-    if m is None:
-        continue
-    if m.error():
-        eof.add(m.partition())
-        continue
-    eof.discard(m.partition())
-    print(f"{m.partition()} {m.offset()} {m.value().decode()}")
+position = [0] * partitions
+ends, deadline = None, None
+with open(out_file, "w") as out:
+    while ends is None or any(position[i] < ends[i] for i in range(partitions)):
+        if ends is None and os.path.exists(drain_file):
+            ends = [int(e) for e in open(drain_file).read().split(",")]
+            deadline = time.time() + 120
+        if deadline is not None and time.time() > deadline:
+            sys.exit(f"did not reach the ends {ends}: at {position}")
+        m = c.poll(0.2)
+        if m is None or m.error():
+            continue
+        position[m.partition()] = m.offset() + 1
+        out.write(f"{m.partition()} {m.offset()} {m.value().decode()}\n")
 c.close()
-if len(eof) < partitions:
-    sys.exit("did not reach the end of every partition")
 "#;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -113,46 +115,99 @@ pub struct Acked {
 
 pub struct LoadReport {
     pub acked: Vec<Acked>,
+    /// What the consumer read while the producer ran, and after.
+    pub consumed: Vec<Acked>,
     pub failed: usize,
     pub sent: usize,
     /// The longest time the producer went without any acknowledgement.
     pub unavailable: Duration,
 }
 
-/// The background producer.
+/// The background producer and consumer.
 pub struct Load {
-    child: Child,
-    stop_file: PathBuf,
-    _dir: tempfile::TempDir,
+    producer: Child,
+    consumer: Child,
+    dir: tempfile::TempDir,
 }
 
 impl Load {
     pub fn start(bootstrap: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let stop_file = dir.path().join("stop");
-        let child = Command::new(python())
+        let file = |name: &str| dir.path().join(name).display().to_string();
+        let producer = Command::new(python())
             .arg("-c")
             .arg(PRODUCER)
-            .args([
-                bootstrap,
-                TOPIC,
-                &stop_file.display().to_string(),
-                &PARTITIONS.to_string(),
-            ])
+            .args([bootstrap, TOPIC, &file("stop"), &PARTITIONS.to_string()])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("starting the producer");
+        let consumer = Command::new(python())
+            .arg("-c")
+            .arg(CONSUMER)
+            .args([
+                bootstrap,
+                TOPIC,
+                &PARTITIONS.to_string(),
+                &file("drain"),
+                &file("consumed"),
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting the consumer");
         Self {
-            child,
-            stop_file,
-            _dir: dir,
+            producer,
+            consumer,
+            dir,
         }
     }
 
+    /// Tells the consumer where each partition ends (past the last
+    /// acknowledged record), waits for it, and returns what it read.
+    fn drain_consumer(consumer: Child, dir: &Path, acked: &[Acked]) -> Vec<Acked> {
+        let ends: Vec<String> = (0..PARTITIONS)
+            .map(|p| {
+                let last = acked
+                    .iter()
+                    .filter(|a| a.partition == p)
+                    .map(|a| a.offset)
+                    .max();
+                last.map_or(0, |o| o + 1).to_string()
+            })
+            .collect();
+        let drain = dir.join("drain");
+        let staged = dir.join("drain.tmp");
+        std::fs::write(&staged, ends.join(",")).unwrap();
+        std::fs::rename(&staged, &drain).unwrap();
+        let out = consumer.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "consumer failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_to_string(dir.join("consumed"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                Acked {
+                    partition: f[0].parse().unwrap(),
+                    offset: f[1].parse().unwrap(),
+                    value: f[2].to_string(),
+                }
+            })
+            .collect()
+    }
+
     pub fn stop(self) -> LoadReport {
-        std::fs::write(&self.stop_file, b"").unwrap();
-        let out = self.child.wait_with_output().unwrap();
+        let Load {
+            producer,
+            consumer,
+            dir,
+        } = self;
+        std::fs::write(dir.path().join("stop"), b"").unwrap();
+        let out = producer.wait_with_output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -181,7 +236,9 @@ impl Load {
         }
         times.sort_by(f64::total_cmp);
         let gap = times.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+        let consumed = Self::drain_consumer(consumer, dir.path(), &acked);
         LoadReport {
+            consumed,
             acked,
             failed,
             sent,
@@ -321,22 +378,11 @@ impl FaultCluster {
         assert_eq!(report.failed, 0, "every send was acknowledged");
         assert_eq!(report.acked.len(), report.sent, "acknowledgements");
         self.wait_full_isr();
-        let consumed = ok(python_script(
-            CONSUMER,
-            &[&self.bootstrap(), TOPIC, &PARTITIONS.to_string()],
-        ));
-        let read: Vec<Acked> = consumed
-            .lines()
-            .map(|l| {
-                let f: Vec<&str> = l.split(' ').collect();
-                Acked {
-                    partition: f[0].parse().unwrap(),
-                    offset: f[1].parse().unwrap(),
-                    value: f[2].to_string(),
-                }
-            })
-            .collect();
-        check_log("the consumer", &read, &report.acked);
+        check_log(
+            "the consumer that ran through the fault",
+            &report.consumed,
+            &report.acked,
+        );
         for node in &mut self.nodes {
             node.kill9();
         }
