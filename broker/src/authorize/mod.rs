@@ -13,6 +13,8 @@
 mod cluster;
 mod configs;
 mod groups;
+#[cfg(test)]
+mod matrix;
 mod metadata;
 #[cfg(test)]
 mod tests;
