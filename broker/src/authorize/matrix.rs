@@ -13,20 +13,14 @@
 //! covers every request type: a refusal shows as `error_code: <code>`, a
 //! pass keeps the resource's name in the request.
 
-use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Arc;
-
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::{operation, pattern, permission, resource, Acl};
-use ottla_controller::{MetadataImage, MetadataRecord};
-use uuid::Uuid;
 
+use super::tests::access;
 use super::{gate, Gate};
 use crate::security::authorizer::access::CLUSTER_NAME;
-use crate::security::authorizer::{Access, Authorizer};
-use crate::security::KafkaPrincipal;
 
 const TOPIC: &str = "orders-eu";
 const GROUP: &str = "billing-eu";
@@ -41,7 +35,7 @@ struct Case {
     /// An empty response of the API, for the gate's patch to fill in.
     response: ResponseKind,
     /// Operation, resource type and name of each ACL needed.
-    needs: &'static [(i8, i8, &'static str)],
+    needs: Vec<(i8, i8, &'static str)>,
     refused: ResponseError,
 }
 
@@ -59,23 +53,6 @@ fn acl(op: i8, rt: i8, name: &str, pattern_type: i8, perm: i8) -> Acl {
         operation: op,
         permission: perm,
     }
-}
-
-fn access(acls: &[Acl]) -> Arc<Access> {
-    let mut image = MetadataImage::empty();
-    for (i, acl) in acls.iter().enumerate() {
-        let record = MetadataRecord::AccessControlEntry {
-            id: Uuid::from_u128(i as u128 + 1),
-            acl: acl.clone(),
-        };
-        image.apply(i as i64, &record);
-    }
-    Arc::new(Access::new(
-        Some(Arc::new(Authorizer::default())),
-        Arc::new(image),
-        &KafkaPrincipal::user("alice"),
-        IpAddr::V4(Ipv4Addr::LOCALHOST),
-    ))
 }
 
 /// The gate's outcome as text, and whether the request went on to the
@@ -201,7 +178,7 @@ fn topic_cases() -> Vec<Case> {
                     .with_partition_data(vec![p::PartitionProduceData::default()])])
                 .into(),
             response: ResponseKind::Produce(Default::default()),
-            needs: &[(operation::WRITE, resource::TOPIC, TOPIC)],
+            needs: vec![(operation::WRITE, resource::TOPIC, TOPIC)],
             refused: TOPIC_DENIED,
         },
         Case {
@@ -213,7 +190,7 @@ fn topic_cases() -> Vec<Case> {
                     .with_partitions(vec![f::FetchPartition::default()])])
                 .into(),
             response: ResponseKind::Fetch(Default::default()),
-            needs: &[READ_TOPIC],
+            needs: vec![READ_TOPIC],
             refused: TOPIC_DENIED,
         },
         Case {
@@ -225,7 +202,7 @@ fn topic_cases() -> Vec<Case> {
                     .with_partitions(vec![lo::ListOffsetsPartition::default()])])
                 .into(),
             response: ResponseKind::ListOffsets(Default::default()),
-            needs: &[(operation::DESCRIBE, resource::TOPIC, TOPIC)],
+            needs: vec![(operation::DESCRIBE, resource::TOPIC, TOPIC)],
             refused: TOPIC_DENIED,
         },
         Case {
@@ -238,7 +215,7 @@ fn topic_cases() -> Vec<Case> {
                     .with_partitions(vec![ofle::OffsetForLeaderPartition::default()])])
                 .into(),
             response: ResponseKind::OffsetForLeaderEpoch(Default::default()),
-            needs: &[(operation::DESCRIBE, resource::TOPIC, TOPIC)],
+            needs: vec![(operation::DESCRIBE, resource::TOPIC, TOPIC)],
             refused: TOPIC_DENIED,
         },
         Case {
@@ -250,7 +227,7 @@ fn topic_cases() -> Vec<Case> {
                     .with_partitions(vec![dr::DeleteRecordsPartition::default()])])
                 .into(),
             response: ResponseKind::DeleteRecords(Default::default()),
-            needs: &[(operation::DELETE, resource::TOPIC, TOPIC)],
+            needs: vec![(operation::DELETE, resource::TOPIC, TOPIC)],
             refused: TOPIC_DENIED,
         },
         Case {
@@ -262,7 +239,7 @@ fn topic_cases() -> Vec<Case> {
                 ]))
                 .into(),
             response: ResponseKind::Metadata(Default::default()),
-            needs: &[(operation::DESCRIBE, resource::TOPIC, TOPIC)],
+            needs: vec![(operation::DESCRIBE, resource::TOPIC, TOPIC)],
             refused: TOPIC_DENIED,
         },
         Case {
@@ -272,7 +249,7 @@ fn topic_cases() -> Vec<Case> {
                 .with_topics(vec![ct::CreatableTopic::default().with_name(topic_name())])
                 .into(),
             response: ResponseKind::CreateTopics(Default::default()),
-            needs: &[(operation::CREATE, resource::TOPIC, TOPIC)],
+            needs: vec![(operation::CREATE, resource::TOPIC, TOPIC)],
             refused: TOPIC_DENIED,
         },
         Case {
@@ -284,7 +261,7 @@ fn topic_cases() -> Vec<Case> {
                 ])
                 .into(),
             response: ResponseKind::DeleteTopics(Default::default()),
-            needs: &[(operation::DELETE, resource::TOPIC, TOPIC)],
+            needs: vec![(operation::DELETE, resource::TOPIC, TOPIC)],
             refused: TOPIC_DENIED,
         },
         Case {
@@ -296,7 +273,7 @@ fn topic_cases() -> Vec<Case> {
                 ])
                 .into(),
             response: ResponseKind::CreatePartitions(Default::default()),
-            needs: &[(operation::ALTER, resource::TOPIC, TOPIC)],
+            needs: vec![(operation::ALTER, resource::TOPIC, TOPIC)],
             refused: TOPIC_DENIED,
         },
         Case {
@@ -308,7 +285,7 @@ fn topic_cases() -> Vec<Case> {
                     .with_resource_name(s(TOPIC))])
                 .into(),
             response: ResponseKind::DescribeConfigs(Default::default()),
-            needs: &[(operation::DESCRIBE_CONFIGS, resource::TOPIC, TOPIC)],
+            needs: vec![(operation::DESCRIBE_CONFIGS, resource::TOPIC, TOPIC)],
             refused: TOPIC_DENIED,
         },
         Case {
@@ -320,7 +297,7 @@ fn topic_cases() -> Vec<Case> {
                     .with_resource_name(s(TOPIC))])
                 .into(),
             response: ResponseKind::IncrementalAlterConfigs(Default::default()),
-            needs: &[(operation::ALTER_CONFIGS, resource::TOPIC, TOPIC)],
+            needs: vec![(operation::ALTER_CONFIGS, resource::TOPIC, TOPIC)],
             refused: TOPIC_DENIED,
         },
         Case {
@@ -332,7 +309,7 @@ fn topic_cases() -> Vec<Case> {
                     .with_partition_indexes(vec![0])])
                 .into(),
             response: ResponseKind::DescribeProducers(Default::default()),
-            needs: &[READ_TOPIC],
+            needs: vec![READ_TOPIC],
             refused: TOPIC_DENIED,
         },
     ]
@@ -356,7 +333,7 @@ fn group_cases() -> Vec<Case> {
                 .with_coordinator_keys(vec![s(GROUP)])
                 .into(),
             response: ResponseKind::FindCoordinator(Default::default()),
-            needs: &[(operation::DESCRIBE, resource::GROUP, GROUP)],
+            needs: vec![(operation::DESCRIBE, resource::GROUP, GROUP)],
             refused: GROUP_DENIED,
         },
         Case {
@@ -367,7 +344,7 @@ fn group_cases() -> Vec<Case> {
                 .with_coordinator_keys(vec![s(TXN)])
                 .into(),
             response: ResponseKind::FindCoordinator(Default::default()),
-            needs: &[(operation::DESCRIBE, resource::TRANSACTIONAL_ID, TXN)],
+            needs: vec![(operation::DESCRIBE, resource::TRANSACTIONAL_ID, TXN)],
             refused: TXN_DENIED,
         },
         Case {
@@ -375,7 +352,7 @@ fn group_cases() -> Vec<Case> {
             version: 9,
             request: JoinGroupRequest::default().with_group_id(group_id()).into(),
             response: ResponseKind::JoinGroup(Default::default()),
-            needs: &[READ_GROUP],
+            needs: vec![READ_GROUP],
             refused: GROUP_DENIED,
         },
         Case {
@@ -383,7 +360,7 @@ fn group_cases() -> Vec<Case> {
             version: 5,
             request: SyncGroupRequest::default().with_group_id(group_id()).into(),
             response: ResponseKind::SyncGroup(Default::default()),
-            needs: &[READ_GROUP],
+            needs: vec![READ_GROUP],
             refused: GROUP_DENIED,
         },
         Case {
@@ -391,7 +368,7 @@ fn group_cases() -> Vec<Case> {
             version: 4,
             request: HeartbeatRequest::default().with_group_id(group_id()).into(),
             response: ResponseKind::Heartbeat(Default::default()),
-            needs: &[READ_GROUP],
+            needs: vec![READ_GROUP],
             refused: GROUP_DENIED,
         },
         Case {
@@ -401,7 +378,7 @@ fn group_cases() -> Vec<Case> {
                 .with_group_id(group_id())
                 .into(),
             response: ResponseKind::LeaveGroup(Default::default()),
-            needs: &[READ_GROUP],
+            needs: vec![READ_GROUP],
             refused: GROUP_DENIED,
         },
         Case {
@@ -412,7 +389,7 @@ fn group_cases() -> Vec<Case> {
                 .with_topics(commit_topic())
                 .into(),
             response: ResponseKind::OffsetCommit(Default::default()),
-            needs: &[READ_GROUP, READ_TOPIC],
+            needs: vec![READ_GROUP, READ_TOPIC],
             refused: GROUP_DENIED,
         },
         Case {
@@ -423,7 +400,7 @@ fn group_cases() -> Vec<Case> {
                 .with_topics(commit_topic())
                 .into(),
             response: ResponseKind::OffsetCommit(Default::default()),
-            needs: &[READ_TOPIC, READ_GROUP],
+            needs: vec![READ_TOPIC, READ_GROUP],
             refused: TOPIC_DENIED,
         },
         Case {
@@ -433,7 +410,7 @@ fn group_cases() -> Vec<Case> {
                 .with_group_id(group_id())
                 .into(),
             response: ResponseKind::OffsetFetch(Default::default()),
-            needs: &[(operation::DESCRIBE, resource::GROUP, GROUP)],
+            needs: vec![(operation::DESCRIBE, resource::GROUP, GROUP)],
             refused: GROUP_DENIED,
         },
         Case {
@@ -446,7 +423,7 @@ fn group_cases() -> Vec<Case> {
                     .with_partitions(vec![od::OffsetDeleteRequestPartition::default()])])
                 .into(),
             response: ResponseKind::OffsetDelete(Default::default()),
-            needs: &[(operation::DELETE, resource::GROUP, GROUP), READ_TOPIC],
+            needs: vec![(operation::DELETE, resource::GROUP, GROUP), READ_TOPIC],
             refused: GROUP_DENIED,
         },
         Case {
@@ -461,7 +438,7 @@ fn group_cases() -> Vec<Case> {
                     .with_groups(vec![describe_groups_response::DescribedGroup::default()
                         .with_group_id(s(GROUP).into())]),
             ),
-            needs: &[(operation::DESCRIBE, resource::GROUP, GROUP)],
+            needs: vec![(operation::DESCRIBE, resource::GROUP, GROUP)],
             refused: GROUP_DENIED,
         },
         Case {
@@ -471,7 +448,7 @@ fn group_cases() -> Vec<Case> {
                 .with_groups_names(vec![group_id()])
                 .into(),
             response: ResponseKind::DeleteGroups(Default::default()),
-            needs: &[(operation::DELETE, resource::GROUP, GROUP)],
+            needs: vec![(operation::DELETE, resource::GROUP, GROUP)],
             refused: GROUP_DENIED,
         },
         Case {
@@ -481,7 +458,7 @@ fn group_cases() -> Vec<Case> {
                 .with_group_id(group_id())
                 .into(),
             response: ResponseKind::ConsumerGroupHeartbeat(Default::default()),
-            needs: &[READ_GROUP],
+            needs: vec![READ_GROUP],
             refused: GROUP_DENIED,
         },
         Case {
@@ -496,7 +473,7 @@ fn group_cases() -> Vec<Case> {
                         .with_group_id(group_id()),
                 ]),
             ),
-            needs: &[(operation::DESCRIBE, resource::GROUP, GROUP)],
+            needs: vec![(operation::DESCRIBE, resource::GROUP, GROUP)],
             refused: GROUP_DENIED,
         },
         Case {
@@ -512,7 +489,7 @@ fn group_cases() -> Vec<Case> {
                     ])])
                 .into(),
             response: ResponseKind::TxnOffsetCommit(Default::default()),
-            needs: &[WRITE_TXN, READ_GROUP, READ_TOPIC],
+            needs: vec![WRITE_TXN, READ_GROUP, READ_TOPIC],
             refused: TXN_DENIED,
         },
     ]
@@ -528,7 +505,7 @@ fn txn_cases() -> Vec<Case> {
                 .with_transactional_id(Some(txn_id()))
                 .into(),
             response: ResponseKind::InitProducerId(Default::default()),
-            needs: &[WRITE_TXN],
+            needs: vec![WRITE_TXN],
             refused: TXN_DENIED,
         },
         Case {
@@ -541,7 +518,7 @@ fn txn_cases() -> Vec<Case> {
                     .with_partitions(vec![0])])
                 .into(),
             response: ResponseKind::AddPartitionsToTxn(Default::default()),
-            needs: &[WRITE_TXN, (operation::WRITE, resource::TOPIC, TOPIC)],
+            needs: vec![WRITE_TXN, (operation::WRITE, resource::TOPIC, TOPIC)],
             refused: TXN_DENIED,
         },
         Case {
@@ -552,7 +529,7 @@ fn txn_cases() -> Vec<Case> {
                 .with_group_id(group_id())
                 .into(),
             response: ResponseKind::AddOffsetsToTxn(Default::default()),
-            needs: &[WRITE_TXN, READ_GROUP],
+            needs: vec![WRITE_TXN, READ_GROUP],
             refused: TXN_DENIED,
         },
         Case {
@@ -562,7 +539,7 @@ fn txn_cases() -> Vec<Case> {
                 .with_transactional_id(txn_id())
                 .into(),
             response: ResponseKind::EndTxn(Default::default()),
-            needs: &[WRITE_TXN],
+            needs: vec![WRITE_TXN],
             refused: TXN_DENIED,
         },
         Case {
@@ -572,35 +549,19 @@ fn txn_cases() -> Vec<Case> {
                 .with_transactional_ids(vec![txn_id()])
                 .into(),
             response: ResponseKind::DescribeTransactions(Default::default()),
-            needs: &[(operation::DESCRIBE, resource::TRANSACTIONAL_ID, TXN)],
+            needs: vec![(operation::DESCRIBE, resource::TRANSACTIONAL_ID, TXN)],
             refused: TXN_DENIED,
         },
     ]
 }
 
 fn cluster_cases() -> Vec<Case> {
-    let cluster = |op: i8| -> &'static [(i8, i8, &'static str)] {
-        match op {
-            operation::DESCRIBE => &[(operation::DESCRIBE, resource::CLUSTER, CLUSTER_NAME)],
-            operation::ALTER => &[(operation::ALTER, resource::CLUSTER, CLUSTER_NAME)],
-            operation::CLUSTER_ACTION => {
-                &[(operation::CLUSTER_ACTION, resource::CLUSTER, CLUSTER_NAME)]
-            }
-            operation::DESCRIBE_CONFIGS => {
-                &[(operation::DESCRIBE_CONFIGS, resource::CLUSTER, CLUSTER_NAME)]
-            }
-            operation::ALTER_CONFIGS => {
-                &[(operation::ALTER_CONFIGS, resource::CLUSTER, CLUSTER_NAME)]
-            }
-            _ => unreachable!(),
-        }
-    };
     let case = |name, version, request: RequestKind, response, op| Case {
         name,
         version,
         request,
         response,
-        needs: cluster(op),
+        needs: vec![(op, resource::CLUSTER, CLUSTER_NAME)],
         refused: CLUSTER_DENIED,
     };
     vec![
@@ -740,7 +701,7 @@ fn listed(acls: &[Acl]) -> (Vec<String>, Vec<String>) {
                     .to_vec(),
             ),
         ),
-        needs: &[],
+        needs: vec![],
         refused: GROUP_DENIED,
     };
     let txns = Case {
@@ -754,7 +715,7 @@ fn listed(acls: &[Acl]) -> (Vec<String>, Vec<String>) {
                     .to_vec(),
             ),
         ),
-        needs: &[],
+        needs: vec![],
         refused: TXN_DENIED,
     };
     let names = |case: &Case, field: &str| -> Vec<String> {

@@ -21,7 +21,7 @@ use crate::security::authorizer::{Access, Authorizer};
 use crate::security::KafkaPrincipal;
 
 /// alice's access to an image holding `acls`.
-fn access(acls: &[Acl]) -> Arc<Access> {
+pub(super) fn access(acls: &[Acl]) -> Arc<Access> {
     let mut image = MetadataImage::empty();
     for (i, acl) in acls.iter().enumerate() {
         let record = MetadataRecord::AccessControlEntry {

@@ -7,15 +7,9 @@ use super::defs::{self, ConfigDef};
 
 const PREFIX: &str = "listener.name.";
 
-/// Keys that may be set per listener (besides `<mechanism>.sasl.jaas.config`).
+/// Keys that may be set per listener, besides `<mechanism>.sasl.jaas.config`
+/// and the stores of `TLS_STORES`.
 const SCOPED: &[&str] = &[
-    "ssl.keystore.type",
-    "ssl.keystore.location",
-    "ssl.keystore.certificate.chain",
-    "ssl.keystore.key",
-    "ssl.truststore.type",
-    "ssl.truststore.location",
-    "ssl.truststore.certificates",
     "ssl.client.auth",
     "ssl.enabled.protocols",
     "ssl.principal.mapping.rules",
@@ -58,7 +52,9 @@ pub(super) fn scoped_def(rest: &str) -> Option<&'static ConfigDef> {
             .then(|| defs::def("sasl.jaas.config"))
             .flatten();
     }
-    SCOPED.contains(&rest).then(|| defs::def(rest)).flatten()
+    (SCOPED.contains(&rest) || is_tls_store(rest))
+        .then(|| defs::def(rest))
+        .flatten()
 }
 
 /// The full key for `listener` and `rest`, as Kafka spells it (lower case).
