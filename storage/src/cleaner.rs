@@ -1,6 +1,7 @@
 //! Log compaction (`cleanup.policy=compact`): keeps the latest record per
-//! key, drops tombstones once `delete.retention.ms` has passed, never touches
-//! the active segment, and preserves offsets.
+//! key, drops tombstones once `delete.retention.ms` has passed, drops the
+//! data of aborted transactions (as Kafka's cleaner does), never touches
+//! the active segment, and preserves offsets. Transaction markers are kept.
 //!
 //! Each sealed segment is rewritten in place of itself: the cleaned copy is
 //! written to `<base>.log.cleaned`, fsynced, renamed to `<base>.log.swap` (the
@@ -21,6 +22,7 @@ use tracing::info;
 use crate::error::Result;
 use crate::log::{fsync_dir, PartitionLog};
 use crate::segment::{remove_if_exists, segment_file_name, LogSegment};
+use crate::txn_index::AbortedTxn;
 
 /// What one compaction pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -62,13 +64,15 @@ impl PartitionLog {
         if bases.is_empty() {
             return Ok(stats);
         }
-        let latest = self.latest_offsets_by_key(&bases)?;
+        let aborted = self.aborted_txns();
+        let latest = self.latest_offsets_by_key(&bases, &aborted)?;
         let last_batch_of_producer = self.last_batch_offsets_of_producers();
         for base in bases {
             let drop_tombstones = self.segments_mut()[&base].max_timestamp() < tombstone_horizon;
             let plan = CleanPlan {
                 latest: &latest,
                 keep_empty: &last_batch_of_producer,
+                aborted: &aborted,
                 drop_tombstones,
             };
             let (cleaned, removed) = clean_segment(&self.segments_mut()[&base], &plan)?;
@@ -88,14 +92,28 @@ impl PartitionLog {
         Ok(stats)
     }
 
+    /// Every aborted transaction of the log: the index entry sits in the
+    /// segment of its ABORT marker, which may follow the data's segment.
+    fn aborted_txns(&mut self) -> Vec<AbortedTxn> {
+        self.segments_mut()
+            .values()
+            .flat_map(|s| s.txn_index().all().iter().cloned())
+            .collect()
+    }
+
     /// key -> offset of its latest record, over the segments to clean.
-    fn latest_offsets_by_key(&mut self, bases: &[i64]) -> Result<HashMap<Vec<u8>, i64>> {
+    /// Aborted records are not candidates: they are dropped.
+    fn latest_offsets_by_key(
+        &mut self,
+        bases: &[i64],
+        aborted: &[AbortedTxn],
+    ) -> Result<HashMap<Vec<u8>, i64>> {
         let mut latest = HashMap::new();
         let mut failure = None;
         for base in bases {
             let seg = &self.segments_mut()[base];
             seg.scan(0, |_, view| {
-                if view.is_control() {
+                if view.is_control() || is_aborted(&view, aborted) {
                     return ControlFlow::Continue(());
                 }
                 let section = match records_section(&view) {
@@ -170,7 +188,18 @@ impl PartitionLog {
 struct CleanPlan<'a> {
     latest: &'a HashMap<Vec<u8>, i64>,
     keep_empty: &'a std::collections::HashSet<i64>,
+    aborted: &'a [AbortedTxn],
     drop_tombstones: bool,
+}
+
+/// Whether `view` holds data of a transaction that was aborted.
+fn is_aborted(view: &BatchView<'_>, aborted: &[AbortedTxn]) -> bool {
+    view.is_transactional()
+        && !view.is_control()
+        && aborted.iter().any(|t| {
+            t.producer_id == view.producer_id()
+                && (t.first_offset..=t.last_offset).contains(&view.base_offset())
+        })
 }
 
 /// Rewrites one segment's batches, returning the new bytes and how many
@@ -207,16 +236,19 @@ enum CleanedBatch {
 }
 
 fn clean_batch(view: &BatchView<'_>, plan: &CleanPlan<'_>) -> Result<CleanedBatch> {
-    // Transactional data and markers are kept whole: removing aborted data
-    // needs the transaction index walk Kafka's cleaner does, which Ottla
-    // does not do yet.
-    if view.is_control() || view.is_transactional() {
+    // Markers stay: read_committed fetches and producer state rely on them
+    // (Kafka removes them only after delete.retention.ms; Ottla keeps them).
+    if view.is_control() {
         return Ok(CleanedBatch::Unchanged);
     }
+    let aborted = is_aborted(view, plan.aborted);
     let section = records_section(view)?;
     let mut kept: Vec<u8> = Vec::with_capacity(section.len());
     let mut kept_count = 0i32;
     let total = walk_records(&section, |r| {
+        if aborted {
+            return;
+        }
         let offset = view.base_offset() + r.offset_delta as i64;
         let superseded = r
             .key

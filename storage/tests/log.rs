@@ -449,6 +449,109 @@ fn idempotent_retries_return_the_original_offsets() {
     assert!(log.producer_state().is_empty());
 }
 
+/// Every stored batch as (base offset, is control, its records' values).
+fn stored_batches(log: &PartitionLog) -> Vec<(i64, bool, Vec<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    loop {
+        let info = log
+            .read(offset, 1 << 20, FetchIsolation::LogEnd, true)
+            .unwrap();
+        let Some(slice) = info.slice else { break };
+        let data = slice.read().unwrap();
+        for b in BatchIter::new(&data) {
+            let b = b.unwrap();
+            b.validate().unwrap();
+            let mut values = Vec::new();
+            walk_records(&records_section(&b).unwrap(), |r| {
+                values.push(r.value.map(<[u8]>::to_vec).unwrap_or_default())
+            })
+            .unwrap();
+            out.push((b.base_offset(), b.is_control(), values));
+            offset = b.next_offset();
+        }
+    }
+    out
+}
+
+/// Compaction drops the records of aborted transactions (even the newest
+/// value of a key), compacts committed transactional records like any
+/// other, and keeps the markers.
+#[test]
+fn compaction_drops_aborted_transactions_and_keeps_markers() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        cleanup_policy: CleanupPolicy {
+            delete: false,
+            compact: true,
+        },
+        ..small_config()
+    };
+    let mut log = open(dir.path(), cfg, false);
+    let batch = |pid: i64, seq: i32, transactional: bool, key: u8, value: u8| {
+        BatchBuilder {
+            producer_id: pid,
+            producer_epoch: 0,
+            base_sequence: seq,
+            transactional,
+            ..Default::default()
+        }
+        .build(&[SimpleRecord {
+            timestamp: NOW,
+            key: Some(vec![b'k', key]),
+            value: Some(vec![value; 8]),
+            headers: vec![],
+        }])
+    };
+    let marker = |pid: i64, ct: ControlType| {
+        BatchBuilder {
+            producer_id: pid,
+            producer_epoch: 0,
+            transactional: true,
+            ..Default::default()
+        }
+        .build_control(ct, NOW, txn_marker_value(0))
+    };
+    let client = |log: &mut PartitionLog, mut b: Vec<u8>| {
+        log.append_as_leader(&mut b, 0, AppendOrigin::Client, NOW)
+            .unwrap();
+    };
+    let coordinator = |log: &mut PartitionLog, mut b: Vec<u8>| {
+        log.append_as_leader(&mut b, 0, AppendOrigin::Coordinator, NOW)
+            .unwrap();
+    };
+    client(&mut log, batch(-1, -1, false, 1, 1)); // 0: k1=1
+    client(&mut log, batch(7, 0, true, 1, 7)); // 1: k1=7, aborted
+    client(&mut log, batch(7, 1, true, 2, 7)); // 2: k2=7, aborted
+    coordinator(&mut log, marker(7, ControlType::Abort)); // 3
+    client(&mut log, batch(8, 0, true, 3, 8)); // 4: k3=8, committed
+    coordinator(&mut log, marker(8, ControlType::Commit)); // 5
+    client(&mut log, batch(8, 1, false, 3, 9)); // 6: k3=9
+    log.roll(NOW).unwrap();
+    log.set_high_watermark(log.log_end_offset());
+    log.compact(NOW).unwrap();
+
+    let batches = stored_batches(&log);
+    let values: Vec<(i64, Vec<Vec<u8>>)> = batches
+        .iter()
+        .filter(|(_, control, values)| !control && !values.is_empty())
+        .map(|(offset, _, values)| (*offset, values.clone()))
+        .collect();
+    assert_eq!(
+        values,
+        [(0, vec![vec![1; 8]]), (6, vec![vec![9; 8]])],
+        "k1 keeps its committed value, k2 only ever had an aborted one, k3's committed value was superseded"
+    );
+    let markers: Vec<i64> = batches
+        .iter()
+        .filter(|(_, control, _)| *control)
+        .map(|(offset, _, _)| *offset)
+        .collect();
+    assert_eq!(markers, [3, 5]);
+    // A read_committed fetch still learns of the aborted transaction.
+    assert_eq!(log.collect_aborted(0, log.log_end_offset()).len(), 1);
+}
+
 fn latest_values(log: &PartitionLog) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
     let mut out = BTreeMap::new();
     let bytes = log
