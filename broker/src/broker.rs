@@ -64,6 +64,8 @@ pub struct BrokerSettings {
     pub flush_check_interval: Duration,
     pub checkpoint_interval: Duration,
     pub cleaner_backoff: Duration,
+    /// log.cleaner.io.max.bytes.per.second as configured at start-up.
+    pub cleaner_io_max_bytes_per_second: f64,
     /// producer.id.expiration.check.interval.ms.
     pub producer_expiration_check_interval: Duration,
     /// producer.id.expiration.ms as configured at start-up (it is dynamic).
@@ -268,7 +270,10 @@ impl Broker {
                 _ = retention.tick() => self.blocking(|b| { b.replicas.logs().run_retention(now_ms()); }).await,
                 _ = flush.tick() => self.blocking(|b| b.replicas.logs().run_time_flush(now_ms())).await,
                 _ = tokio::time::sleep_until(next_cleaning) => {
-                    self.blocking(|b| b.replicas.logs().run_compaction(now_ms())).await;
+                    self.blocking(|b| {
+                        b.replicas.logs().run_compaction(now_ms(), b.cleaner_io_rate())
+                    })
+                    .await;
                     next_cleaning = tokio::time::Instant::now() + self.cleaner_backoff();
                 }
                 _ = producer_expiry.tick() => self.blocking(Broker::expire_producers).await,
@@ -390,6 +395,14 @@ impl Broker {
         let static_ms =
             u64::try_from(self.settings.cleaner_backoff.as_millis()).unwrap_or(u64::MAX);
         Duration::from_millis(self.dynamic_or(keys::LOG_CLEANER_BACKOFF_MS.name, static_ms))
+    }
+
+    /// `log.cleaner.io.max.bytes.per.second`, dynamic as in Kafka.
+    fn cleaner_io_rate(&self) -> f64 {
+        self.dynamic_or(
+            keys::LOG_CLEANER_IO_MAX_BYTES_PER_SECOND.name,
+            self.settings.cleaner_io_max_bytes_per_second,
+        )
     }
 
     /// Forgets the producer ids idle for `producer.id.expiration.ms`.

@@ -340,6 +340,7 @@ fn broker_settings(
             config.get(keys::LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS),
         )),
         cleaner_backoff: ms(config.get(keys::LOG_CLEANER_BACKOFF_MS)),
+        cleaner_io_max_bytes_per_second: config.get(keys::LOG_CLEANER_IO_MAX_BYTES_PER_SECOND),
         producer_expiration_check_interval: ms(i64::from(
             config.get(keys::PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS),
         )),

@@ -20,6 +20,7 @@ use ottla_protocol::records::{compress_records, records_section, walk_records};
 use tracing::info;
 
 use crate::error::Result;
+use crate::io_throttle::IoThrottle;
 use crate::log::{fsync_dir, PartitionLog};
 use crate::segment::{remove_if_exists, segment_file_name, LogSegment};
 use crate::txn_index::AbortedTxn;
@@ -42,8 +43,8 @@ impl PartitionLog {
 
     /// Runs one compaction pass if the policy asks for it. `now_ms` decides
     /// which tombstones have outlived `delete.retention.ms` and which records
-    /// are still within `min.compaction.lag.ms`.
-    pub fn compact(&mut self, now_ms: i64) -> Result<CompactionStats> {
+    /// are still within `min.compaction.lag.ms`; `throttle` paces the I/O.
+    pub fn compact(&mut self, now_ms: i64, throttle: &mut IoThrottle) -> Result<CompactionStats> {
         let mut stats = CompactionStats::default();
         if !self.config().cleanup_policy.compact {
             return Ok(stats);
@@ -65,7 +66,7 @@ impl PartitionLog {
             return Ok(stats);
         }
         let aborted = self.aborted_txns();
-        let latest = self.latest_offsets_by_key(&bases, &aborted)?;
+        let latest = self.latest_offsets_by_key(&bases, &aborted, throttle)?;
         let last_batch_of_producer = self.last_batch_offsets_of_producers();
         for base in bases {
             let drop_tombstones = self.segments_mut()[&base].max_timestamp() < tombstone_horizon;
@@ -77,9 +78,11 @@ impl PartitionLog {
             };
             let (cleaned, removed) = clean_segment(&self.segments_mut()[&base], &plan)?;
             let before = self.segments_mut()[&base].size();
+            throttle.account(before);
             if removed == 0 {
                 continue;
             }
+            throttle.account(cleaned.len() as u64);
             stats.bytes_before += before;
             stats.bytes_after += cleaned.len() as u64;
             stats.records_removed += removed;
@@ -107,11 +110,13 @@ impl PartitionLog {
         &mut self,
         bases: &[i64],
         aborted: &[AbortedTxn],
+        throttle: &mut IoThrottle,
     ) -> Result<HashMap<Vec<u8>, i64>> {
         let mut latest = HashMap::new();
         let mut failure = None;
         for base in bases {
             let seg = &self.segments_mut()[base];
+            throttle.account(seg.size());
             seg.scan(0, |_, view| {
                 if view.is_control() || is_aborted(&view, aborted) {
                     return ControlFlow::Continue(());

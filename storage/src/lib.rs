@@ -7,6 +7,7 @@ pub mod config;
 pub mod epoch_cache;
 pub mod error;
 pub mod index;
+pub mod io_throttle;
 pub mod log;
 pub mod manager;
 pub mod producer_state;

@@ -24,6 +24,7 @@ use crate::checkpoint::{
 };
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
+use crate::io_throttle::IoThrottle;
 use crate::log::{LogOpenOptions, PartitionLog};
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -289,9 +290,13 @@ impl LogManager {
         self.for_each_log("flush", |log| log.maybe_flush_by_time(now_ms));
     }
 
-    /// Runs one compaction pass over compacted logs.
-    pub fn run_compaction(&self, now_ms: i64) {
-        self.for_each_log("compaction", |log| log.compact(now_ms).map(|_| ()));
+    /// Runs one compaction pass over compacted logs, its reads and writes
+    /// held to `max_io_bytes_per_second` (`log.cleaner.io.max.bytes.per.second`).
+    pub fn run_compaction(&self, now_ms: i64, max_io_bytes_per_second: f64) {
+        let mut throttle = IoThrottle::new(max_io_bytes_per_second);
+        self.for_each_log("compaction", |log| {
+            log.compact(now_ms, &mut throttle).map(|_| ())
+        });
     }
 
     fn for_each_log<T>(

@@ -9,6 +9,7 @@ use ottla_protocol::batch::{
 };
 use ottla_protocol::records::{records_section, walk_records};
 use ottla_storage::config::{CleanupPolicy, LogConfig};
+use ottla_storage::io_throttle::IoThrottle;
 use ottla_storage::log::{FetchIsolation, LogOpenOptions, PartitionLog};
 use ottla_storage::producer_state::AppendOrigin;
 use ottla_storage::StorageError;
@@ -529,7 +530,7 @@ fn compaction_drops_aborted_transactions_and_keeps_markers() {
     client(&mut log, batch(8, 1, false, 3, 9)); // 6: k3=9
     log.roll(NOW).unwrap();
     log.set_high_watermark(log.log_end_offset());
-    log.compact(NOW).unwrap();
+    log.compact(NOW, &mut IoThrottle::unlimited()).unwrap();
 
     let batches = stored_batches(&log);
     let values: Vec<(i64, Vec<Vec<u8>>)> = batches
@@ -550,6 +551,43 @@ fn compaction_drops_aborted_transactions_and_keeps_markers() {
     assert_eq!(markers, [3, 5]);
     // A read_committed fetch still learns of the aborted transaction.
     assert_eq!(log.collect_aborted(0, log.log_end_offset()).len(), 1);
+}
+
+/// `log.cleaner.io.max.bytes.per.second`: a pass reads every cleanable
+/// segment twice (keys, then records) and writes what it keeps, so at a
+/// rate of the log's size per second it takes over a second.
+#[test]
+fn compaction_io_is_held_to_its_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        cleanup_policy: CleanupPolicy {
+            delete: false,
+            compact: true,
+        },
+        segment_bytes: 4096,
+        ..small_config()
+    };
+    let mut log = open(dir.path(), cfg, false);
+    for i in 0..200u8 {
+        let mut b = BatchBuilder::default().build(&[SimpleRecord {
+            timestamp: NOW,
+            key: Some(vec![b'k', i % 10]),
+            value: Some(vec![i; 40]),
+            headers: vec![],
+        }]);
+        log.append_as_leader(&mut b, 0, AppendOrigin::Client, NOW)
+            .unwrap();
+    }
+    log.roll(NOW).unwrap();
+    log.set_high_watermark(log.log_end_offset());
+    let expected = latest_values(&log);
+    let rate = log.size_bytes() as f64;
+    let started = std::time::Instant::now();
+    let stats = log.compact(NOW, &mut IoThrottle::new(rate)).unwrap();
+    let took = started.elapsed();
+    assert!(stats.records_removed > 0);
+    assert!(took >= std::time::Duration::from_secs(1), "took {took:?}");
+    assert_eq!(latest_values(&log), expected);
 }
 
 fn latest_values(log: &PartitionLog) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
@@ -618,7 +656,7 @@ proptest! {
         let expected = latest_values(&log);
         let size_before = log.size_bytes();
         // Tombstones are still within delete.retention.ms: kept.
-        log.compact(NOW).unwrap();
+        log.compact(NOW, &mut IoThrottle::unlimited()).unwrap();
         prop_assert_eq!(latest_values(&log), expected.clone());
         prop_assert!(log.size_bytes() <= size_before);
         // Reopen (indexes rebuilt from the rewritten segments) and check again.
@@ -632,7 +670,8 @@ proptest! {
         log.set_high_watermark(log.log_end_offset());
         prop_assert_eq!(latest_values(&log), expected.clone());
         // Long after delete.retention.ms, tombstones go too.
-        log.compact(NOW + 2 * 86_400_000).unwrap();
+        log.compact(NOW + 2 * 86_400_000, &mut IoThrottle::unlimited())
+            .unwrap();
         let live: BTreeMap<_, _> = expected.into_iter().filter(|(_, (_, v))| v.is_some()).collect();
         prop_assert_eq!(latest_values(&log), live);
     }

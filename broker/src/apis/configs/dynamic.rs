@@ -27,6 +27,7 @@ const DYNAMIC: &[&str] = &[
     "producer.id.expiration.ms",
     "transaction.partition.verification.enable",
     "log.cleaner.backoff.ms",
+    "log.cleaner.io.max.bytes.per.second",
 ];
 
 /// Keys Kafka changes at runtime that Ottla reads once: thread counts (its
@@ -42,7 +43,6 @@ const KAFKA_DYNAMIC_READ_AT_START: &[&str] = &[
     "log.cleaner.dedupe.buffer.size",
     "log.cleaner.io.buffer.size",
     "log.cleaner.io.buffer.load.factor",
-    "log.cleaner.io.max.bytes.per.second",
     "listeners",
     "advertised.listeners",
     "listener.security.protocol.map",
