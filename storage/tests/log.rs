@@ -60,8 +60,8 @@ fn append(log: &mut PartitionLog, n: usize, epoch: i32) -> (i64, i64) {
     (info.first_offset, info.last_offset)
 }
 
-fn read_all(log: &PartitionLog, from: i64) -> Vec<(i64, i64, i32)> {
-    let mut out = Vec::new();
+/// Calls `f` with every batch from `from` to the log end, each validated.
+fn for_each_batch(log: &PartitionLog, from: i64, mut f: impl FnMut(&BatchView<'_>)) {
     let mut offset = from;
     loop {
         let info = log
@@ -72,10 +72,17 @@ fn read_all(log: &PartitionLog, from: i64) -> Vec<(i64, i64, i32)> {
         for b in BatchIter::new(&bytes) {
             let b = b.unwrap();
             b.validate().unwrap();
-            out.push((b.base_offset(), b.last_offset(), b.partition_leader_epoch()));
+            f(&b);
             offset = b.next_offset();
         }
     }
+}
+
+fn read_all(log: &PartitionLog, from: i64) -> Vec<(i64, i64, i32)> {
+    let mut out = Vec::new();
+    for_each_batch(log, from, |b| {
+        out.push((b.base_offset(), b.last_offset(), b.partition_leader_epoch()))
+    });
     out
 }
 
@@ -453,25 +460,14 @@ fn idempotent_retries_return_the_original_offsets() {
 /// Every stored batch as (base offset, is control, its records' values).
 fn stored_batches(log: &PartitionLog) -> Vec<(i64, bool, Vec<Vec<u8>>)> {
     let mut out = Vec::new();
-    let mut offset = log.log_start_offset();
-    loop {
-        let info = log
-            .read(offset, 1 << 20, FetchIsolation::LogEnd, true)
-            .unwrap();
-        let Some(slice) = info.slice else { break };
-        let data = slice.read().unwrap();
-        for b in BatchIter::new(&data) {
-            let b = b.unwrap();
-            b.validate().unwrap();
-            let mut values = Vec::new();
-            walk_records(&records_section(&b).unwrap(), |r| {
-                values.push(r.value.map(<[u8]>::to_vec).unwrap_or_default())
-            })
-            .unwrap();
-            out.push((b.base_offset(), b.is_control(), values));
-            offset = b.next_offset();
-        }
-    }
+    for_each_batch(log, log.log_start_offset(), |b| {
+        let mut values = Vec::new();
+        walk_records(&records_section(b).unwrap(), |r| {
+            values.push(r.value.map(<[u8]>::to_vec).unwrap_or_default())
+        })
+        .unwrap();
+        out.push((b.base_offset(), b.is_control(), values));
+    });
     out
 }
 
@@ -592,38 +588,18 @@ fn compaction_io_is_held_to_its_rate() {
 
 fn latest_values(log: &PartitionLog) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
     let mut out = BTreeMap::new();
-    let bytes = log
-        .read(
-            log.log_start_offset(),
-            usize::MAX,
-            FetchIsolation::LogEnd,
-            true,
-        )
+    for_each_batch(log, log.log_start_offset(), |b| {
+        walk_records(&records_section(b).unwrap(), |r| {
+            out.insert(
+                r.key.unwrap().to_vec(),
+                (
+                    b.base_offset() + r.offset_delta as i64,
+                    r.value.map(<[u8]>::to_vec),
+                ),
+            );
+        })
         .unwrap();
-    let mut offset = bytes.log_start_offset;
-    loop {
-        let info = log
-            .read(offset, 1 << 20, FetchIsolation::LogEnd, true)
-            .unwrap();
-        let Some(slice) = info.slice else { break };
-        let data = slice.read().unwrap();
-        for b in BatchIter::new(&data) {
-            let b = b.unwrap();
-            b.validate().unwrap();
-            let section = records_section(&b).unwrap();
-            walk_records(&section, |r| {
-                out.insert(
-                    r.key.unwrap().to_vec(),
-                    (
-                        b.base_offset() + r.offset_delta as i64,
-                        r.value.map(<[u8]>::to_vec),
-                    ),
-                );
-            })
-            .unwrap();
-            offset = b.next_offset();
-        }
-    }
+    });
     out
 }
 

@@ -127,8 +127,12 @@ pub(crate) async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> io::Result<O
     if len > MAX_FRAME {
         return Err(invalid(format!("frame of {len} bytes is too large")));
     }
-    let mut body = vec![0; len];
-    r.read_exact(&mut body).await?;
+    // Memory follows the bytes received, not the length a peer claims.
+    let mut body = Vec::new();
+    r.take(len as u64).read_to_end(&mut body).await?;
+    if body.len() < len {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
     Ok(Some(body))
 }
 
