@@ -130,9 +130,6 @@ fn init_logging(format: LogFormat) {
 }
 
 async fn serve(mut config: BrokerConfig) -> Result<()> {
-    if !config.roles.controller {
-        anyhow::bail!("process.roles=broker (a broker-only node) is not supported yet: run nodes with process.roles=broker,controller");
-    }
     if config.quorum_voters.is_empty() {
         anyhow::bail!("controller.quorum.bootstrap.servers (a dynamic quorum) is not supported yet: list the voters in controller.quorum.voters");
     }
@@ -189,7 +186,9 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     let controller_settings = controller_settings(&config, to_controllers);
     let controller =
         tokio::task::spawn_blocking(move || Controller::start(controller_settings)).await??;
-    let _ = quorum_slot.set(quorum_endpoint(&config, &controller));
+    if let Some(endpoint) = quorum_endpoint(&config, &controller) {
+        let _ = quorum_slot.set(endpoint);
+    }
     let tls_reloader = TlsReloader::new(config.node_id, config.static_values(), tls_listeners);
     tls_reloader.apply(&controller.image());
     tokio::spawn(reload_tls_on_change(tls_reloader, controller.subscribe()));
@@ -197,6 +196,12 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     let controller_listener = tokio::spawn(controller_server.run(stop_controller_listener.clone()));
     let signalled = CancellationToken::new();
     tokio::spawn(cancel_on_signal(signalled.clone()));
+    // A broker-only node serves nothing before it has the cluster's metadata.
+    tokio::select! {
+        () = controller.caught_up() => {}
+        () = signalled.cancelled() => {}
+    }
+    let broker_server = broker_server.filter(|_| !signalled.is_cancelled());
     if let Some(broker_server) = broker_server {
         let settings = broker_settings(&config, finalized.clone(), inter_broker);
         let for_open = controller.clone();
@@ -244,6 +249,7 @@ fn controller_settings(config: &BrokerConfig, peer_security: ClientSecurity) -> 
     ControllerSettings {
         node_id: config.node_id,
         dir: config.metadata_log_dir.join("__cluster_metadata-0"),
+        voter: config.roles.controller,
         voters: config
             .quorum_voters
             .iter()
@@ -282,18 +288,19 @@ fn controller_settings(config: &BrokerConfig, peer_security: ClientSecurity) -> 
     }
 }
 
-/// The quorum's side of the controller listeners. As in Kafka, a peer
-/// needs CLUSTER_ACTION on the cluster (with the authorizer on).
-fn quorum_endpoint(config: &BrokerConfig, controller: &Arc<Controller>) -> QuorumEndpoint {
+/// The quorum's side of the controller listeners (None on a broker-only
+/// node, which has none). As in Kafka, a peer needs CLUSTER_ACTION on the
+/// cluster (with the authorizer on).
+fn quorum_endpoint(config: &BrokerConfig, controller: &Arc<Controller>) -> Option<QuorumEndpoint> {
     let authorizer = Authorizer::from_config(config).map(Arc::new);
     let acls_from = Arc::clone(controller);
-    QuorumEndpoint {
-        handler: controller.rpc_handler(),
+    Some(QuorumEndpoint {
+        handler: controller.rpc_handler()?,
         admits: Box::new(move |principal: &KafkaPrincipal, host: IpAddr| {
             Access::new(authorizer.clone(), acls_from.image(), principal, host)
                 .cluster(operation::CLUSTER_ACTION)
         }),
-    }
+    })
 }
 
 /// What the broker core needs from the configuration.

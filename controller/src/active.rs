@@ -172,14 +172,17 @@ impl Controller {
     /// Commits on this node, the active controller, if its image is still
     /// the one the records were planned against.
     async fn commit_as_leader(&self, expected: i64, encoded: Vec<Vec<u8>>) -> ControllerResponse {
+        let Some(voter) = self.quorum.voter() else {
+            return ControllerResponse::NotLeader;
+        };
         let _serial = self.leader_serial.lock().await;
-        if let Err(e) = self.quorum.linearize().await {
+        if let Err(e) = voter.linearize().await {
             return quorum_failure(e);
         }
         if self.image().offset != expected {
             return ControllerResponse::Stale;
         }
-        match self.quorum.write_encoded(encoded).await {
+        match voter.write_encoded(encoded).await {
             Ok(offset) => ControllerResponse::Written { offset },
             Err(e) => quorum_failure(e),
         }
@@ -208,7 +211,7 @@ impl Controller {
         let me = self.me.upgrade().expect("controller alive");
         self.wait(async move {
             if me.leads() {
-                return me.quorum.summary().await.map_err(|e| e.to_string());
+                return me.summary_as_leader().await.map_err(|e| e.to_string());
             }
             match me.quorum.forward(ControllerRequest::DescribeQuorum).await {
                 Ok(ControllerResponse::Quorum(summary)) => Ok(summary),
@@ -216,6 +219,15 @@ impl Controller {
                 Err(e) => Err(e.to_string()),
             }
         })
+    }
+
+    async fn summary_as_leader(&self) -> Result<QuorumSummary, QuorumError> {
+        match self.quorum.voter() {
+            Some(voter) => voter.summary().await,
+            None => Err(QuorumError::NotLeader {
+                leader: self.quorum.leader(),
+            }),
+        }
     }
 
     /// The voters and their controller listener addresses.
@@ -371,9 +383,9 @@ fn settle(response: ControllerResponse) -> Attempt {
             Attempt::Done(Err(CommitError::Failed(ControllerError { code, message })))
         }
         ControllerResponse::NotLeader => Attempt::Retry("leadership moved".into()),
-        ControllerResponse::Heartbeat(_) | ControllerResponse::Quorum(_) => {
-            Attempt::Retry("unexpected reply".into())
-        }
+        ControllerResponse::Heartbeat(_)
+        | ControllerResponse::Quorum(_)
+        | ControllerResponse::Metadata { .. } => Attempt::Retry("unexpected reply".into()),
     }
 }
 
@@ -414,10 +426,12 @@ impl ControllerService for ActiveService {
                     records,
                 } => controller.commit_as_leader(expected_offset, records).await,
                 ControllerRequest::Heartbeat(hb) => controller.heartbeat_as_leader(hb).await,
-                ControllerRequest::DescribeQuorum => match controller.quorum.summary().await {
+                ControllerRequest::DescribeQuorum => match controller.summary_as_leader().await {
                     Ok(summary) => ControllerResponse::Quorum(summary),
                     Err(e) => quorum_failure(e),
                 },
+                // Answered by the quorum RPC before it reaches the service.
+                ControllerRequest::FetchMetadata(_) => ControllerResponse::NotLeader,
             }
         })
     }

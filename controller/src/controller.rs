@@ -2,10 +2,11 @@
 //! commits them to the metadata log and publishes the new image.
 //!
 //! Every node with the controller role is a voter of the metadata quorum
-//! (`crate::raft`); a single node is a quorum of one. Any controller plans a
-//! change against its own image; the active controller commits it only if
-//! that image was current (see `crate::service`), so requests can land on
-//! any node.
+//! (`crate::raft`); a single node is a quorum of one. A broker-only node
+//! runs a controller too, as an observer: it follows the log and forwards
+//! everything it commits. Any node plans a change against its own image;
+//! the active controller commits it only if that image was current (see
+//! `crate::service`), so requests can land on any node.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -23,7 +24,7 @@ use uuid::Uuid;
 use crate::active::{ActiveService, CommitError, Liveness, LivenessLoop};
 use crate::elections::{align_partitions, elect, usable_in, ElectionType, NoElection};
 use crate::image::MetadataImage;
-use crate::raft::{Node, Quorum, QuorumConfig, QuorumError, RpcHandler};
+use crate::raft::{Node, Observer, Quorum, QuorumConfig, QuorumError, QuorumMember, RpcHandler};
 use crate::reassignment::{self, ReassignmentError};
 use crate::records::{MetadataRecord, CONFIG_RESOURCE_TOPIC, MIRROR_NAME_CONFIG};
 
@@ -110,6 +111,9 @@ pub struct ControllerSettings {
     pub dir: PathBuf,
     /// `controller.quorum.voters`: id -> controller listener address.
     pub voters: BTreeMap<u64, Node>,
+    /// Whether this node is one of the voters (has the controller role) or
+    /// only observes the quorum (a broker-only node).
+    pub voter: bool,
     pub quorum: QuorumConfig,
     pub defaults: TopicDefaults,
     /// `broker.session.timeout.ms`: brokers silent this long are fenced.
@@ -122,7 +126,7 @@ pub struct ControllerSettings {
 
 pub struct Controller {
     pub(crate) node_id: i32,
-    pub(crate) quorum: Quorum,
+    pub(crate) quorum: QuorumMember,
     defaults: TopicDefaults,
     /// Serializes check-and-write on the active controller, so each write
     /// is validated against the image the previous one produced.
@@ -138,6 +142,8 @@ impl Controller {
     /// Opens the metadata log, joins the quorum and starts the liveness
     /// checks. Blocks until the quorum has started (not until it has a
     /// leader). Quorum RPCs are served through [`Controller::rpc_handler`].
+    /// An observer opens no log: its image is empty until its first fetch
+    /// (see [`Controller::caught_up`]).
     pub fn start(settings: ControllerSettings) -> Result<Arc<Self>, QuorumError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -151,6 +157,7 @@ impl Controller {
             node_id,
             dir,
             voters,
+            voter,
             quorum,
             defaults,
             session_timeout,
@@ -159,7 +166,13 @@ impl Controller {
         let id = u64::try_from(node_id)
             .map_err(|_| QuorumError::Config(format!("node.id {node_id} is negative")))?;
         let quorum = wait_on(runtime.handle(), async move {
-            Quorum::start(id, &dir, voters, None, quorum).await
+            if voter {
+                Quorum::start(id, &dir, voters, None, quorum)
+                    .await
+                    .map(|q| QuorumMember::Voter(Box::new(q)))
+            } else {
+                Observer::start(id, voters, &quorum).map(QuorumMember::Observer)
+            }
         })?;
         let image = quorum.image();
         info!(
@@ -176,9 +189,9 @@ impl Controller {
             runtime: Some(runtime),
             me: me.clone(),
         });
-        controller
-            .quorum
-            .set_service(Arc::new(ActiveService(Arc::downgrade(&controller))));
+        if let Some(voter) = controller.quorum.voter() {
+            voter.set_service(Arc::new(ActiveService(Arc::downgrade(&controller))));
+        }
         controller.spawn(Arc::downgrade(&controller).run_liveness_checks());
         Ok(controller)
     }
@@ -196,9 +209,20 @@ impl Controller {
         self.quorum.subscribe()
     }
 
-    /// Serves quorum RPC connections accepted by the broker's controller listener.
-    pub fn rpc_handler(&self) -> RpcHandler {
-        self.quorum.rpc_handler()
+    /// Serves quorum RPC connections accepted by the broker's controller
+    /// listener; None on an observer, which serves none.
+    pub fn rpc_handler(&self) -> Option<RpcHandler> {
+        self.quorum.voter().map(Quorum::rpc_handler)
+    }
+
+    /// Resolves once this node has metadata to serve from: at once on a
+    /// voter (its image is loaded from disk), after the first fetch on an
+    /// observer.
+    pub async fn caught_up(&self) {
+        let mut images = self.subscribe();
+        if self.quorum.voter().is_none() {
+            let _ = images.wait_for(|image| image.offset >= 0).await;
+        }
     }
 
     /// Runs `future` on the controller's runtime and waits for it from any
@@ -990,6 +1014,7 @@ pub(crate) mod tests {
         Controller::start(ControllerSettings {
             node_id: 1,
             dir: dir.to_path_buf(),
+            voter: true,
             voters: BTreeMap::from([(
                 1,
                 Node {

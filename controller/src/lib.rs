@@ -20,5 +20,5 @@ pub use controller::{
     NewTopic, TopicDefaults,
 };
 pub use image::{MetadataImage, PartitionImage, TopicImage};
-pub use raft::{Node, QuorumConfig, QuorumError, QuorumSummary};
+pub use raft::{Node, QuorumConfig, QuorumError, QuorumSummary, VoterSummary};
 pub use records::MetadataRecord;

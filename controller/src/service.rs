@@ -27,6 +27,29 @@ pub enum ControllerRequest {
     Heartbeat(Heartbeat),
     /// The quorum's state as the leader sees it (DescribeQuorum).
     DescribeQuorum,
+    /// A broker-only node (an observer) asks for what was committed after
+    /// its image.
+    FetchMetadata(MetadataFetch),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataFetch {
+    pub observer: u64,
+    /// The offset of the observer's image (-1 when it has none).
+    pub after: i64,
+    /// How long the leader may hold the fetch while nothing is newer.
+    pub max_wait_ms: u32,
+}
+
+/// What an observer applies to catch up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetadataUpdate {
+    /// The entries after the observer's image, in order: each one's offset
+    /// and encoded records. Empty when nothing was newer in time.
+    Entries(Vec<(i64, Vec<Vec<u8>>)>),
+    /// The observer is too far behind: the leader's whole image, as
+    /// records that rebuild it at `offset`.
+    Image { offset: i64, records: Vec<Vec<u8>> },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +77,11 @@ pub enum ControllerResponse {
     },
     Heartbeat(HeartbeatReply),
     Quorum(QuorumSummary),
+    /// The answer to a metadata fetch, with the leader's term.
+    Metadata {
+        term: u64,
+        update: MetadataUpdate,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ottla_controller::raft::{Node, Quorum, QuorumConfig, QuorumError};
+use ottla_controller::raft::{Node, Observer, Quorum, QuorumConfig, QuorumError};
 use ottla_controller::{MetadataImage, MetadataRecord};
 use tempfile::TempDir;
 use tokio::net::TcpListener;
@@ -182,6 +182,63 @@ async fn three_voters_elect_replicate_and_refuse_writes_on_followers() {
         assert_eq!(v.log_end_offset, offset + 1, "voter {}", v.id);
         assert!(v.last_fetch_ms.is_some(), "voter {}", v.id);
     }
+}
+
+/// Waits until the observer's image is at `offset` or later and equal to
+/// a voter's.
+async fn caught_up(observer: &Observer, cluster: &Cluster, offset: i64) -> Arc<MetadataImage> {
+    wait_for(|| async {
+        let image = observer.image();
+        let voter = cluster
+            .nodes
+            .values()
+            .find(|q| q.image().offset >= offset)?;
+        (image.offset >= offset && image == voter.image()).then_some(image)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_follows_the_leader_through_a_failover() {
+    let mut cluster = Cluster::start(3, QuorumConfig::default()).await;
+    let old = cluster.leader().await;
+    let first = cluster
+        .node(old)
+        .write(vec![topic("before")])
+        .await
+        .unwrap();
+    cluster.converged(old, first).await;
+    // Refused under a voter's id, which would make it both.
+    assert!(matches!(
+        Observer::start(2, cluster.voters.clone(), &cluster.config),
+        Err(QuorumError::Config(_))
+    ));
+    let observer = Observer::start(10, cluster.voters.clone(), &cluster.config).unwrap();
+    let image = caught_up(&observer, &cluster, first).await;
+    assert!(image.topic_by_name("before").is_some());
+    assert_eq!(observer.leader(), Some(old));
+    assert!(observer.term() >= 1);
+    let summary = cluster.node(old).summary().await.unwrap();
+    assert_eq!(summary.voters.len(), 3);
+    assert_eq!(
+        summary.observers.iter().map(|o| o.id).collect::<Vec<_>>(),
+        [10]
+    );
+
+    // Writes the observer waits for arrive while its fetch is held.
+    let second = cluster.node(old).write(vec![topic("held")]).await.unwrap();
+    assert!(caught_up(&observer, &cluster, second)
+        .await
+        .topic_by_name("held")
+        .is_some());
+
+    cluster.stop(old).await;
+    let new = cluster.leader().await;
+    let third = cluster.node(new).write(vec![topic("after")]).await.unwrap();
+    let image = caught_up(&observer, &cluster, third).await;
+    assert!(image.topic_by_name("after").is_some());
+    assert_eq!(observer.leader(), Some(new));
+    assert!(!observer.voters().contains_key(&10));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

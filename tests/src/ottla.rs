@@ -55,8 +55,17 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// What a node runs (Kafka's `process.roles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Combined,
+    Controller,
+    Broker,
+}
+
 pub struct Ottla {
     child: Option<Child>,
+    pub role: Role,
     pub port: u16,
     pub controller_port: u16,
     pub data_dir: PathBuf,
@@ -80,6 +89,7 @@ impl Ottla {
         let data_dir = tmp.path().to_path_buf();
         let mut node = Self {
             child: None,
+            role: Role::Combined,
             port: free_port(),
             controller_port: free_port(),
             log_file: data_dir.join("ottla.log"),
@@ -123,17 +133,22 @@ impl Ottla {
             .iter()
             .map(|(name, port)| format!(",{name}://127.0.0.1:{port}"))
             .collect();
-        push(
-            "listeners",
-            format!(
-                "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}{extra}",
-                self.port, self.controller_port
-            ),
-        );
-        push(
-            "advertised.listeners",
-            format!("PLAINTEXT://127.0.0.1:{}{extra}", self.port),
-        );
+        let client = format!("PLAINTEXT://127.0.0.1:{}{extra}", self.port);
+        let controller = format!("CONTROLLER://127.0.0.1:{}", self.controller_port);
+        match self.role {
+            Role::Combined => push("listeners", format!("{client},{controller}")),
+            Role::Controller => push("listeners", controller),
+            Role::Broker => push("listeners", client.clone()),
+        }
+        if self.role != Role::Controller {
+            push("advertised.listeners", client);
+        }
+        let roles = match self.role {
+            Role::Combined => "broker,controller",
+            Role::Controller => "controller",
+            Role::Broker => "broker",
+        };
+        push("process.roles", roles.into());
         push(
             "controller.quorum.voters",
             format!("1@127.0.0.1:{}", self.controller_port),
@@ -161,9 +176,15 @@ impl Ottla {
         self.wait_ready(Duration::from_secs(30));
     }
 
-    /// Waits until the listener accepts connections.
+    /// Waits until the client listener (a controller's controller
+    /// listener) accepts connections.
     pub fn wait_ready(&mut self, timeout: Duration) {
-        let addr: SocketAddr = self.bootstrap().parse().unwrap();
+        let addr: SocketAddr = match self.role {
+            Role::Controller => format!("127.0.0.1:{}", self.controller_port),
+            Role::Combined | Role::Broker => self.bootstrap(),
+        }
+        .parse()
+        .unwrap();
         let start = Instant::now();
         loop {
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
@@ -240,18 +261,41 @@ impl Ottla {
         protocols: &[&str],
         overrides: &[(&str, &str)],
     ) -> Vec<Ottla> {
-        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        Self::launch(&vec![Role::Combined; n], protocols, overrides)
+    }
+
+    /// A cluster of separate roles: `controllers` controller-only nodes
+    /// (ids 1..) forming the quorum, then `brokers` broker-only nodes.
+    /// Returns once every broker's metadata lists all the brokers.
+    pub fn split_cluster(
+        controllers: usize,
+        brokers: usize,
+        overrides: &[(&str, &str)],
+    ) -> Vec<Ottla> {
+        let mut roles = vec![Role::Controller; controllers];
+        roles.extend(vec![Role::Broker; brokers]);
+        Self::launch(&roles, &[], overrides)
+    }
+
+    /// Starts one node per role (ids 1..), the voters being the nodes with
+    /// the controller role, and waits until every broker's metadata lists
+    /// all the brokers.
+    fn launch(roles: &[Role], protocols: &[&str], overrides: &[(&str, &str)]) -> Vec<Ottla> {
+        let ports: Vec<(u16, u16)> = roles.iter().map(|_| (free_port(), free_port())).collect();
         let voters = ports
             .iter()
+            .zip(roles)
             .enumerate()
-            .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
+            .filter(|(_, (_, role))| **role != Role::Broker)
+            .map(|(i, ((_, c), _))| format!("{}@127.0.0.1:{c}", i + 1))
             .collect::<Vec<_>>()
             .join(",");
         let cluster_id = cluster_id();
         let mut nodes: Vec<Ottla> = ports
             .iter()
+            .zip(roles)
             .enumerate()
-            .map(|(i, (port, controller_port))| {
+            .map(|(i, ((port, controller_port), role))| {
                 let tmp = tempfile::tempdir().unwrap();
                 let data_dir = tmp.path().to_path_buf();
                 let mut all: Vec<(String, String)> = overrides
@@ -263,6 +307,7 @@ impl Ottla {
                 all.push(("cluster.id".into(), cluster_id.clone()));
                 Ottla {
                     child: None,
+                    role: *role,
                     port: *port,
                     controller_port: *controller_port,
                     log_file: data_dir.join("ottla.log"),
@@ -279,8 +324,9 @@ impl Ottla {
         for node in &mut nodes {
             node.spawn();
         }
-        for node in &nodes {
-            node.wait_for_brokers(n, Duration::from_secs(60));
+        let brokers = roles.iter().filter(|r| **r != Role::Controller).count();
+        for node in nodes.iter().filter(|n| n.role != Role::Controller) {
+            node.wait_for_brokers(brokers, Duration::from_secs(60));
         }
         nodes
     }

@@ -748,3 +748,142 @@ fn a_throttled_reassignment_is_held_to_its_rate() {
     );
     assert!(size.is_some_and(|s| s > 2e6), "{size:?}");
 }
+
+/// `kafka-metadata-quorum.sh describe --status` through `node`: the
+/// leader's id and the output.
+fn quorum_status(node: &Ottla) -> (i32, String) {
+    let status = ok(kafka_tool(
+        "kafka-metadata-quorum.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "describe",
+            "--status",
+        ],
+        None,
+    ));
+    let leader = status
+        .lines()
+        .find_map(|l| l.strip_prefix("LeaderId:"))
+        .unwrap_or_else(|| panic!("{status}"))
+        .trim()
+        .parse()
+        .unwrap();
+    (leader, status)
+}
+
+fn create_topic(node: &Ottla, topic: &str, partitions: u32, rf: u32) -> String {
+    ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            &partitions.to_string(),
+            "--replication-factor",
+            &rf.to_string(),
+        ],
+        None,
+    ))
+}
+
+/// The production layout: three controller-only nodes form the quorum and
+/// two broker-only nodes follow it as observers. Only the brokers are
+/// listed to clients; the quorum survives losing its leader; a restarted
+/// broker fetches the metadata again and serves its partitions.
+#[test]
+fn broker_only_nodes_follow_a_controller_only_quorum() {
+    use kafka_protocol::messages::MetadataRequest;
+    let mut settings = CLUSTER_SETTINGS.to_vec();
+    settings.retain(|(k, _)| *k != "offsets.topic.replication.factor");
+    settings.push(("offsets.topic.replication.factor", "2"));
+    let mut nodes = Ottla::split_cluster(3, 2, &settings);
+    let (b4, b5) = (3, 4);
+    let listed = |node: &Ottla| -> Vec<i32> {
+        let mut client = ottla_tests::wire::WireClient::connect(&node.bootstrap());
+        let metadata = client.send(12, &MetadataRequest::default());
+        let mut ids: Vec<i32> = metadata.brokers.iter().map(|b| b.node_id.0).collect();
+        ids.sort_unstable();
+        ids
+    };
+    assert_eq!(listed(&nodes[b4]), [4, 5], "controllers are not brokers");
+
+    let created = create_topic(&nodes[b4], "split", 4, 2);
+    assert!(created.contains("Created topic split"), "{created}");
+    wait_for(
+        &nodes[b5],
+        "split",
+        "full ISRs seen by the other broker",
+        |v| v.len() == 4 && v.values().all(|p| p.isr.len() == 2),
+    );
+    produce(&nodes[b5], "split", 20_000);
+    assert_eq!(total_offsets(&nodes[b4], "split"), 20_000);
+
+    let (leader, status) = quorum_status(&nodes[b4]);
+    assert!((1..=3).contains(&leader), "{status}");
+    let observers = status
+        .lines()
+        .find(|l| l.starts_with("CurrentObservers:"))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(
+        observers.contains("\"id\": 4") && observers.contains("\"id\": 5"),
+        "{status}"
+    );
+    let replication = ok(kafka_tool(
+        "kafka-metadata-quorum.sh",
+        &[
+            "--bootstrap-server",
+            &nodes[b5].bootstrap(),
+            "describe",
+            "--replication",
+        ],
+        None,
+    ));
+    let observer_rows = replication
+        .lines()
+        .filter(|l| l.contains("Observer"))
+        .count();
+    assert_eq!(observer_rows, 2, "{replication}");
+
+    // The active controller dies: the others elect a leader, and the
+    // brokers find it for their writes and their metadata.
+    nodes[leader as usize - 1].kill9();
+    let created = create_topic(&nodes[b5], "after-failover", 2, 2);
+    assert!(
+        created.contains("Created topic after-failover"),
+        "{created}"
+    );
+    wait_for(
+        &nodes[b4],
+        "after-failover",
+        "the new topic at the other broker",
+        |v| v.len() == 2 && v.values().all(|p| p.isr.len() == 2),
+    );
+    let (new_leader, status) = quorum_status(&nodes[b4]);
+    assert!(
+        new_leader != leader && (1..=3).contains(&new_leader),
+        "{status}"
+    );
+
+    // A broker killed and restarted loads the metadata from the quorum
+    // again (it keeps none) and serves everything.
+    produce(&nodes[b4], "split", 5_000);
+    nodes[b4].kill9();
+    nodes[b4].restart();
+    nodes[b4].wait_for_brokers(2, Duration::from_secs(60));
+    wait_for(
+        &nodes[b4],
+        "split",
+        "the restarted broker back in every ISR",
+        |v| v.len() == 4 && v.values().all(|p| p.isr.len() == 2),
+    );
+    assert_eq!(consume_count(&nodes[b4], "split", 25_000), 25_000);
+    assert!(
+        nodes[b4].log().contains("following the active controller"),
+        "{}",
+        nodes[b4].log()
+    );
+}

@@ -1,5 +1,6 @@
 //! DescribeQuorum: the metadata quorum's leader, epoch, high watermark and
-//! each voter's progress, as the active controller sees it
+//! each voter's and observer's (broker-only node's) progress, as the active
+//! controller sees it
 //! (`kafka-metadata-quorum.sh describe --status / --replication`).
 
 use kafka_protocol::error::ResponseError;
@@ -9,7 +10,7 @@ use kafka_protocol::messages::describe_quorum_response::{
 };
 use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::StrBytes;
-use ottla_controller::QuorumSummary;
+use ottla_controller::{QuorumSummary, VoterSummary};
 use uuid::Uuid;
 
 use crate::broker::Broker;
@@ -68,38 +69,40 @@ pub fn handle(broker: &Broker, version: i16, req: DescribeQuorumRequest) -> Desc
 }
 
 fn partition(s: &QuorumSummary, version: i16) -> PartitionData {
-    let voters = s
-        .voters
-        .iter()
-        .map(|v| {
-            let mut r = ReplicaState::default()
-                .with_replica_id(BrokerId(v.id as i32))
-                .with_log_end_offset(v.log_end_offset);
-            if version >= 1 {
-                let fetched = v.last_fetch_ms.unwrap_or(-1);
-                // A voter with the whole committed log was caught up at its
-                // last fetch.
-                let caught_up = if v.log_end_offset >= s.high_watermark {
-                    fetched
-                } else {
-                    -1
-                };
-                r = r
-                    .with_last_fetch_timestamp(fetched)
-                    .with_last_caught_up_timestamp(caught_up);
-            }
-            if version >= 2 {
-                r = r.with_replica_directory_id(Uuid::nil());
-            }
-            r
-        })
-        .collect();
+    let replicas = |list: &[VoterSummary]| -> Vec<ReplicaState> {
+        list.iter().map(|r| replica(s, r, version)).collect()
+    };
     PartitionData::default()
         .with_partition_index(0)
         .with_leader_id(BrokerId(s.leader.map_or(-1, |l| l as i32)))
         .with_leader_epoch(i32::try_from(s.epoch).unwrap_or(i32::MAX))
         .with_high_watermark(s.high_watermark)
-        .with_current_voters(voters)
+        .with_current_voters(replicas(&s.voters))
+        .with_observers(replicas(&s.observers))
+}
+
+/// A voter's or an observer's progress.
+fn replica(s: &QuorumSummary, v: &VoterSummary, version: i16) -> ReplicaState {
+    let mut r = ReplicaState::default()
+        .with_replica_id(BrokerId(v.id as i32))
+        .with_log_end_offset(v.log_end_offset);
+    if version >= 1 {
+        let fetched = v.last_fetch_ms.unwrap_or(-1);
+        // A replica with the whole committed log was caught up at its
+        // last fetch.
+        let caught_up = if v.log_end_offset >= s.high_watermark {
+            fetched
+        } else {
+            -1
+        };
+        r = r
+            .with_last_fetch_timestamp(fetched)
+            .with_last_caught_up_timestamp(caught_up);
+    }
+    if version >= 2 {
+        r = r.with_replica_directory_id(Uuid::nil());
+    }
+    r
 }
 
 fn failed(partition: i32, error: ResponseError, message: Option<String>) -> PartitionData {

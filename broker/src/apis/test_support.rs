@@ -71,6 +71,7 @@ pub fn open_broker(settings: BrokerSettings) -> anyhow::Result<Arc<Broker>> {
     let controller = Controller::start(ControllerSettings {
         node_id: settings.node_id,
         dir: settings.metadata_dir.join("__cluster_metadata-0"),
+        voter: true,
         voters: BTreeMap::from([(
             settings.node_id as u64,
             Node {

@@ -567,6 +567,15 @@ impl BrokerConfig {
                 format!("this controller's node.id {} is not a voter", self.node_id),
             ));
         }
+        if !self.roles.controller && self.quorum_voters.iter().any(|v| v.id == self.node_id) {
+            return Err(invalid(
+                "controller.quorum.voters",
+                format!(
+                    "lists this broker-only node's node.id {}: a node with process.roles=broker cannot vote; give it an id no voter has",
+                    self.node_id
+                ),
+            ));
+        }
         Ok(())
     }
 

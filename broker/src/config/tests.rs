@@ -222,6 +222,11 @@ fn cross_key_validation() {
         ("listeners", "PLAINTEXT://localhost:9094")
     ])
     .is_ok());
+    assert!(error(&[
+        ("process.roles", "broker"),
+        ("listeners", "PLAINTEXT://localhost:9094")
+    ])
+    .starts_with("invalid controller.quorum.voters: lists this broker-only node's node.id 1"));
     assert_eq!(
         error(&[("listeners", "PLAINTEXT://0.0.0.0:9092,CONTROLLER://localhost:9093")]),
         "invalid advertised.listeners: PLAINTEXT would advertise the non-routable address 0.0.0.0; set advertised.listeners"

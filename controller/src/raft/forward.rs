@@ -1,5 +1,6 @@
-//! The client side of calls to the active controller: one connection,
-//! reopened whenever the leader changes or an exchange fails.
+//! The client side of calls to the active controller: one connection per
+//! kind of call, each reopened whenever the leader changes or an exchange
+//! fails.
 
 use std::time::Duration;
 
@@ -11,13 +12,54 @@ use super::rpc::{Request, Response};
 use super::Node;
 use crate::service::{ControllerRequest, ControllerResponse};
 
-pub(crate) struct Forwarder {
+/// Calls to the active controller. Writes, heartbeats and metadata fetches
+/// travel on separate connections, so a slow write never delays a
+/// heartbeat and a fetch the leader holds delays neither.
+pub(crate) struct ToLeader {
+    writes: Forwarder,
+    heartbeats: Forwarder,
+    fetches: Forwarder,
+    timeout: Duration,
+}
+
+impl ToLeader {
+    pub fn new(security: &ClientSecurity, timeout: Duration) -> Self {
+        Self {
+            writes: Forwarder::new(security.clone()),
+            heartbeats: Forwarder::new(security.clone()),
+            fetches: Forwarder::new(security.clone()),
+            timeout,
+        }
+    }
+
+    /// Sends `request` to controller `target` at `node`.
+    pub async fn call(
+        &self,
+        target: u64,
+        node: &Node,
+        request: ControllerRequest,
+    ) -> Result<ControllerResponse, String> {
+        let (forwarder, ttl) = match &request {
+            ControllerRequest::Heartbeat(_) => (&self.heartbeats, self.timeout),
+            ControllerRequest::FetchMetadata(f) => (
+                &self.fetches,
+                self.timeout + Duration::from_millis(f.max_wait_ms.into()),
+            ),
+            ControllerRequest::Write { .. } | ControllerRequest::DescribeQuorum => {
+                (&self.writes, self.timeout)
+            }
+        };
+        forwarder.call(target, node, request, ttl).await
+    }
+}
+
+struct Forwarder {
     channel: Mutex<Option<(u64, Channel)>>,
     security: ClientSecurity,
 }
 
 impl Forwarder {
-    pub fn new(security: ClientSecurity) -> Self {
+    fn new(security: ClientSecurity) -> Self {
         Self {
             channel: Mutex::default(),
             security,
@@ -25,8 +67,8 @@ impl Forwarder {
     }
 
     /// Sends `request` to controller `target` at `node`. Calls through one
-    /// forwarder are serialized: keep heartbeats and writes on separate ones.
-    pub async fn call(
+    /// forwarder are serialized.
+    async fn call(
         &self,
         target: u64,
         node: &Node,

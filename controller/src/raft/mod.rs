@@ -3,7 +3,9 @@
 //! Controllers replicate the metadata log with Raft: a leader elected among
 //! the voters appends batches of metadata records, and every voter applies
 //! committed batches to its [`MetadataImage`](crate::image::MetadataImage).
-//! [`Quorum`] is the façade the broker uses.
+//! [`Quorum`] is the façade the broker uses. Broker-only nodes are
+//! [`Observer`]s: they fetch committed metadata from the active controller
+//! instead of voting (see `observer`).
 //!
 //! # Log layout
 //!
@@ -35,10 +37,14 @@
 
 mod batches;
 mod channel;
+mod feed;
 mod forward;
 mod log_store;
+mod member;
 mod network;
+mod observer;
 mod quorum;
+mod recent;
 mod rpc;
 mod snapshot;
 mod state_file;
@@ -49,6 +55,8 @@ use std::io::Cursor;
 
 use serde::{Deserialize, Serialize};
 
+pub use member::QuorumMember;
+pub use observer::Observer;
 pub use quorum::{Quorum, QuorumConfig, QuorumError, QuorumSummary, VoterSummary, MAX_WRITE_BYTES};
 pub use rpc::{RpcHandler, RPC_KEY};
 

@@ -15,7 +15,8 @@ use tokio::task::JoinHandle;
 use tracing::info;
 
 use super::batches::now_ms;
-use super::forward::Forwarder;
+use super::feed::ObserverFeed;
+use super::forward::ToLeader;
 use super::log_store::LogStore;
 use super::network::{Contacts, Network};
 use super::rpc::{serve, RpcHandler};
@@ -123,6 +124,8 @@ pub struct QuorumSummary {
     /// The offset after the last committed entry.
     pub high_watermark: i64,
     pub voters: Vec<VoterSummary>,
+    /// Broker-only nodes following the log, as of their last fetch.
+    pub observers: Vec<VoterSummary>,
 }
 
 /// A running member of the metadata quorum.
@@ -134,10 +137,8 @@ pub struct Quorum {
     server: Option<JoinHandle<()>>,
     write_timeout: Duration,
     service: ServiceSlot,
-    /// Writes and heartbeats forwarded to the active controller travel on
-    /// separate connections, so a slow write never delays a heartbeat.
-    forward_writes: Forwarder,
-    forward_heartbeats: Forwarder,
+    to_leader: ToLeader,
+    feed: Arc<ObserverFeed>,
 }
 
 impl Quorum {
@@ -176,17 +177,18 @@ impl Quorum {
         }
         let raft_config = Arc::new(config.raft_config()?);
         let log = LogStore::open(dir, config.segment_bytes)?;
-        let (state_machine, image) = StateMachine::open(dir)?;
+        let (state_machine, image, recent) = StateMachine::open(dir)?;
         let contacts = Contacts::default();
         let network = Network::new(node_id, contacts.clone(), config.peer_security.clone());
         let raft = Raft::new(node_id, raft_config, network, log, state_machine)
             .await
             .map_err(stopped)?;
         let service = ServiceSlot::default();
+        let feed = Arc::new(ObserverFeed::new(image.clone(), recent));
         let server = listener.map(|listener| {
             tokio::spawn(serve(
                 listener,
-                RpcHandler::new(node_id, raft.clone(), service.clone()),
+                RpcHandler::new(node_id, raft.clone(), service.clone(), feed.clone()),
             ))
         });
         let quorum = Self {
@@ -197,8 +199,8 @@ impl Quorum {
             server,
             write_timeout: config.write_timeout,
             service,
-            forward_writes: Forwarder::new(config.peer_security.clone()),
-            forward_heartbeats: Forwarder::new(config.peer_security.clone()),
+            to_leader: ToLeader::new(&config.peer_security, config.write_timeout),
+            feed,
         };
         let lowest = voters.keys().next() == Some(&node_id);
         if lowest && !quorum.raft.is_initialized().await.map_err(stopped)? {
@@ -314,13 +316,19 @@ impl Quorum {
             epoch: metrics.current_term,
             high_watermark: end_of(committed.map(|c| c.index)),
             voters,
+            observers: self.feed.observers(),
         })
     }
 
     /// The RPC handler, for serving quorum connections accepted elsewhere
     /// (the broker's controller listener).
     pub fn rpc_handler(&self) -> RpcHandler {
-        RpcHandler::new(self.id, self.raft.clone(), self.service.clone())
+        RpcHandler::new(
+            self.id,
+            self.raft.clone(),
+            self.service.clone(),
+            self.feed.clone(),
+        )
     }
 
     /// Sets what answers calls forwarded to this node while it leads.
@@ -363,14 +371,8 @@ impl Quorum {
             .get_node(&target)
             .cloned()
             .ok_or(QuorumError::NotLeader { leader })?;
-        let forwarder = match request {
-            ControllerRequest::Heartbeat(_) => &self.forward_heartbeats,
-            ControllerRequest::Write { .. } | ControllerRequest::DescribeQuorum => {
-                &self.forward_writes
-            }
-        };
-        forwarder
-            .call(target, &node, request, self.write_timeout)
+        self.to_leader
+            .call(target, &node, request)
             .await
             .map_err(QuorumError::Unreachable)
     }

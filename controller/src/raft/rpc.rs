@@ -12,6 +12,7 @@
 //! quorum on the controller listener.
 
 use std::io;
+use std::sync::Arc;
 
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
@@ -25,8 +26,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
+use super::feed::ObserverFeed;
 use super::TypeConfig;
-use crate::service::{ControllerRequest, ControllerResponse, ServiceSlot};
+use crate::service::{ControllerRequest, ControllerResponse, MetadataFetch, ServiceSlot};
 
 /// The API key that marks a quorum RPC frame.
 pub const RPC_KEY: i16 = 30_000;
@@ -136,17 +138,29 @@ pub(crate) async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> io::Result<O
     Ok(Some(body))
 }
 
-/// Answers quorum RPCs, and calls for the active controller, for one node.
+/// Answers quorum RPCs, observers' fetches, and calls for the active
+/// controller, for one node.
 #[derive(Clone)]
 pub struct RpcHandler {
     id: u64,
     raft: Raft<TypeConfig>,
     service: ServiceSlot,
+    feed: Arc<ObserverFeed>,
 }
 
 impl RpcHandler {
-    pub(crate) fn new(id: u64, raft: Raft<TypeConfig>, service: ServiceSlot) -> Self {
-        Self { id, raft, service }
+    pub(crate) fn new(
+        id: u64,
+        raft: Raft<TypeConfig>,
+        service: ServiceSlot,
+        feed: Arc<ObserverFeed>,
+    ) -> Self {
+        Self {
+            id,
+            raft,
+            service,
+            feed,
+        }
     }
 
     /// Serves requests on one connection until the peer closes it or sends
@@ -195,6 +209,9 @@ impl RpcHandler {
                 Request::Append(r) => Response::Append(self.raft.append_entries(r).await),
                 Request::Vote(r) => Response::Vote(self.raft.vote(r).await),
                 Request::Snapshot(r) => Response::Snapshot(self.raft.install_snapshot(r).await),
+                Request::Controller(ControllerRequest::FetchMetadata(fetch)) => {
+                    Response::Controller(self.serve_fetch(fetch).await)
+                }
                 Request::Controller(r) => Response::Controller(match self.service.get() {
                     Some(service) => service.call(r).await,
                     None => ControllerResponse::NotLeader,
@@ -202,6 +219,21 @@ impl RpcHandler {
             };
             write_frame(write, &response.encode()).await?;
         }
+    }
+}
+
+impl RpcHandler {
+    /// Observers fetch from the leader, as KRaft's do.
+    async fn serve_fetch(&self, fetch: MetadataFetch) -> ControllerResponse {
+        let (leader, term) = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            (m.current_leader, m.current_term)
+        };
+        if leader != Some(self.id) {
+            return ControllerResponse::NotLeader;
+        }
+        self.feed.serve(fetch, term).await
     }
 }
 

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 
 use super::batches::{put_batch, read_batches};
 use super::state_file::write_atomically;
+use super::state_machine::apply_records;
 use super::{epoch_of, offset_of, LogId, Node};
 use crate::image::{MetadataImage, TopicImage};
 use crate::records::MetadataRecord;
@@ -58,12 +59,26 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<(Meta, MetadataImage), String> {
     };
     let offset = meta.last_log_id.map_or(-1, |id| offset_of(id.index));
     let mut image = MetadataImage::empty();
-    for value in rest.iter().flat_map(|b| &b.values) {
-        let record = MetadataRecord::decode(value).map_err(|e| e.to_string())?;
-        image.apply(offset, &record);
+    for batch in rest {
+        apply_records(&mut image, offset, &batch.values)?;
     }
     image.offset = offset;
     Ok((meta, image))
+}
+
+/// The image at `offset` that `records` (from [`encoded_image`]) rebuild.
+pub(crate) fn image_from(offset: i64, records: &[Vec<u8>]) -> Result<MetadataImage, String> {
+    let mut image = MetadataImage::empty();
+    apply_records(&mut image, offset, records)?;
+    Ok(image)
+}
+
+/// `image` as encoded records that rebuild it from an empty one.
+pub(crate) fn encoded_image(image: &MetadataImage) -> Vec<Vec<u8>> {
+    image_records(image)
+        .iter()
+        .map(MetadataRecord::encode)
+        .collect()
 }
 
 /// Records that rebuild `image` from an empty one.

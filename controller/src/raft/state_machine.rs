@@ -10,6 +10,7 @@ use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{AnyError, EntryPayload, RaftSnapshotBuilder, StorageIOError, StoredMembership};
 use tokio::sync::watch;
 
+use super::recent::RecentEntries;
 use super::snapshot::{decode, encode, Meta, SnapshotStore};
 use super::{blocking, offset_of, Entry, LogId, Node, StorageError, TypeConfig};
 use crate::image::MetadataImage;
@@ -22,11 +23,16 @@ pub(crate) struct StateMachine {
     applied: Option<LogId>,
     membership: StoredMembership<u64, Node>,
     snapshots: Arc<SnapshotStore>,
+    recent: RecentEntries,
 }
 
 impl StateMachine {
-    /// Starts from the snapshot in `dir`, or from an empty image.
-    pub fn open(dir: &std::path::Path) -> ottla_storage::Result<(Self, ImageSender)> {
+    /// Starts from the snapshot in `dir`, or from an empty image. Returns
+    /// where applied images are published, and the window of recent
+    /// entries observers are served from.
+    pub fn open(
+        dir: &std::path::Path,
+    ) -> ottla_storage::Result<(Self, ImageSender, RecentEntries)> {
         let (store, loaded) = SnapshotStore::open(dir)?;
         let (meta, image) = loaded.unwrap_or_else(|| (Meta::default(), MetadataImage::empty()));
         let (tx, _) = watch::channel(Arc::new(image));
@@ -36,9 +42,27 @@ impl StateMachine {
             applied: meta.last_log_id,
             membership: meta.last_membership,
             snapshots: Arc::new(store),
+            recent: RecentEntries::default(),
         };
-        Ok((sm, image))
+        let recent = sm.recent.clone();
+        Ok((sm, image, recent))
     }
+}
+
+/// Applies one entry's encoded records, all at `offset`. A record this
+/// build cannot read must stop the node rather than be skipped.
+pub(crate) fn apply_records(
+    image: &mut MetadataImage,
+    offset: i64,
+    records: &[Vec<u8>],
+) -> Result<(), String> {
+    for bytes in records {
+        let record = MetadataRecord::decode(bytes)
+            .map_err(|e| format!("metadata record at offset {offset}: {e}"))?;
+        image.apply(offset, &record);
+    }
+    image.offset = offset;
+    Ok(())
 }
 
 fn snapshot_id(last: Option<LogId>) -> String {
@@ -75,26 +99,17 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut applied = Vec::new();
         for entry in entries {
             let offset = offset_of(entry.log_id.index);
-            match entry.payload {
-                EntryPayload::Blank => {}
-                EntryPayload::Normal(records) => {
-                    for bytes in records {
-                        // A record this build cannot read must stop the
-                        // node rather than be skipped.
-                        let record = MetadataRecord::decode(&bytes).map_err(|e| {
-                            StorageIOError::apply(
-                                entry.log_id,
-                                AnyError::error(format!("metadata record at offset {offset}: {e}")),
-                            )
-                        })?;
-                        image.apply(offset, &record);
-                    }
-                }
+            let records = match entry.payload {
+                EntryPayload::Blank => Vec::new(),
+                EntryPayload::Normal(records) => records,
                 EntryPayload::Membership(m) => {
                     self.membership = StoredMembership::new(Some(entry.log_id), m);
+                    Vec::new()
                 }
-            }
-            image.offset = offset;
+            };
+            apply_records(&mut image, offset, &records)
+                .map_err(|e| StorageIOError::apply(entry.log_id, AnyError::error(e)))?;
+            self.recent.push(offset, Arc::new(records));
             self.applied = Some(entry.log_id);
             applied.push(offset);
         }
@@ -137,6 +152,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .map_err(|e| snapshot_error(meta, e))?;
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
+        self.recent.clear();
         self.image.send_replace(Arc::new(image));
         Ok(())
     }

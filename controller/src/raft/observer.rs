@@ -1,0 +1,219 @@
+//! [`Observer`]: a broker-only node's view of the metadata quorum.
+//!
+//! Like a KRaft broker, an observer takes no part in elections or commits:
+//! it fetches the committed metadata from the active controller, applies it
+//! to its own image, and sends its writes and heartbeats there. Nothing is
+//! kept on disk; a restarted observer fetches the whole image again (one
+//! response), which also spares it a second copy of the metadata log.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{error, info, warn};
+
+use super::forward::ToLeader;
+use super::quorum::{QuorumConfig, QuorumError};
+use super::snapshot::image_from;
+use super::state_machine::apply_records;
+use super::Node;
+use crate::image::MetadataImage;
+use crate::service::{ControllerRequest, ControllerResponse, MetadataFetch, MetadataUpdate};
+
+/// How long the leader may hold a fetch while nothing is newer: the
+/// latency of an idle observer noticing a change is the leader's, not this.
+const FETCH_WAIT_MS: u32 = 500;
+/// Pause before asking the next voter after a failed fetch.
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+/// How often a run of failed fetches is logged.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, Default)]
+struct LeaderView {
+    leader: Option<u64>,
+    term: u64,
+}
+
+/// A running observer; dropping it stops the fetching.
+pub struct Observer {
+    voters: BTreeMap<u64, Node>,
+    image: Arc<watch::Sender<Arc<MetadataImage>>>,
+    view: Arc<Mutex<LeaderView>>,
+    to_leader: Arc<ToLeader>,
+    follower: JoinHandle<()>,
+}
+
+impl Observer {
+    /// Starts following the quorum of `voters` (on the current runtime).
+    /// The image stays empty (offset -1) until the first fetch is answered.
+    pub fn start(
+        node_id: u64,
+        voters: BTreeMap<u64, Node>,
+        config: &QuorumConfig,
+    ) -> Result<Self, QuorumError> {
+        if voters.is_empty() {
+            return Err(QuorumError::Config("no voters to follow".into()));
+        }
+        if voters.contains_key(&node_id) {
+            return Err(QuorumError::Config(format!(
+                "node {node_id} is a voter, not an observer"
+            )));
+        }
+        let (image, _) = watch::channel(Arc::new(MetadataImage::empty()));
+        let image = Arc::new(image);
+        let view = Arc::new(Mutex::new(LeaderView::default()));
+        let to_leader = Arc::new(ToLeader::new(&config.peer_security, config.write_timeout));
+        let follower = tokio::spawn(
+            Follower {
+                id: node_id,
+                voters: voters.clone(),
+                image: image.clone(),
+                view: view.clone(),
+                to_leader: to_leader.clone(),
+            }
+            .run(),
+        );
+        Ok(Self {
+            voters,
+            image,
+            view,
+            to_leader,
+            follower,
+        })
+    }
+
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.borrow().clone()
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataImage>> {
+        self.image.subscribe()
+    }
+
+    pub fn voters(&self) -> BTreeMap<u64, Node> {
+        self.voters.clone()
+    }
+
+    /// The active controller that answered the last fetch.
+    pub fn leader(&self) -> Option<u64> {
+        self.view.lock().leader
+    }
+
+    pub fn term(&self) -> u64 {
+        self.view.lock().term
+    }
+
+    /// Sends a call to the active controller.
+    pub async fn forward(
+        &self,
+        request: ControllerRequest,
+    ) -> Result<ControllerResponse, QuorumError> {
+        let leader = self.leader();
+        let (target, node) = leader
+            .and_then(|id| Some((id, self.voters.get(&id)?)))
+            .ok_or(QuorumError::NotLeader { leader })?;
+        self.to_leader
+            .call(target, node, request)
+            .await
+            .map_err(QuorumError::Unreachable)
+    }
+
+    pub fn stop(&self) {
+        self.follower.abort();
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        self.follower.abort();
+    }
+}
+
+/// The fetch loop: asks the leader it knows, or each voter in turn until
+/// one answers as leader.
+struct Follower {
+    id: u64,
+    voters: BTreeMap<u64, Node>,
+    image: Arc<watch::Sender<Arc<MetadataImage>>>,
+    view: Arc<Mutex<LeaderView>>,
+    to_leader: Arc<ToLeader>,
+}
+
+impl Follower {
+    async fn run(self) {
+        let ids: Vec<u64> = self.voters.keys().copied().collect();
+        let mut next = 0;
+        let mut failing_since: Option<(Instant, Instant)> = None;
+        loop {
+            let target = self.view.lock().leader.unwrap_or(ids[next % ids.len()]);
+            let fetch = MetadataFetch {
+                observer: self.id,
+                after: self.image.borrow().offset,
+                max_wait_ms: FETCH_WAIT_MS,
+            };
+            let answer = self
+                .to_leader
+                .call(
+                    target,
+                    &self.voters[&target],
+                    ControllerRequest::FetchMetadata(fetch),
+                )
+                .await;
+            let why = match answer {
+                Ok(ControllerResponse::Metadata { term, update }) => {
+                    if failing_since.take().is_some() || self.view.lock().leader != Some(target) {
+                        info!(controller = target, term, "following the active controller");
+                    }
+                    *self.view.lock() = LeaderView {
+                        leader: Some(target),
+                        term,
+                    };
+                    if let Err(e) = self.apply(update) {
+                        // As on a voter, a record this build cannot read
+                        // stops the metadata here rather than be skipped.
+                        error!("stopped following the metadata log: {e}; upgrade this node");
+                        return;
+                    }
+                    continue;
+                }
+                Ok(ControllerResponse::NotLeader) => format!("controller {target} is not active"),
+                Ok(other) => format!("controller {target} answered {other:?}"),
+                Err(e) => e,
+            };
+            self.view.lock().leader = None;
+            next += 1;
+            let now = Instant::now();
+            match &mut failing_since {
+                None => failing_since = Some((now, now)),
+                Some((since, warned)) if now.duration_since(*warned) >= WARN_EVERY => {
+                    warn!(
+                        "no active controller answered metadata fetches for {:?} (last: {why}); check that a majority of controller.quorum.voters is running and reachable",
+                        now.duration_since(*since)
+                    );
+                    *warned = now;
+                }
+                Some(_) => {}
+            }
+            tokio::time::sleep(RETRY_BACKOFF).await;
+        }
+    }
+
+    fn apply(&self, update: MetadataUpdate) -> Result<(), String> {
+        let image = match update {
+            MetadataUpdate::Entries(entries) if entries.is_empty() => return Ok(()),
+            MetadataUpdate::Entries(entries) => {
+                let mut image = MetadataImage::clone(&self.image.borrow());
+                for (offset, records) in entries {
+                    apply_records(&mut image, offset, &records)?;
+                }
+                image
+            }
+            MetadataUpdate::Image { offset, records } => image_from(offset, &records)?,
+        };
+        self.image.send_replace(Arc::new(image));
+        Ok(())
+    }
+}
