@@ -163,6 +163,10 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         None
     };
     let metrics_server = match &config.metrics_listener {
+        Some(_) if !config.roles.broker => {
+            warn!("metrics.listener is served by nodes with the broker role only; this controller-only node ignores it");
+            None
+        }
         Some(endpoint) => {
             let addr = bind_address(&endpoint.host, endpoint.port)
                 .await
