@@ -86,6 +86,7 @@ fn parse_override(s: &str) -> Result<(String, String), String> {
 }
 
 fn main() -> ExitCode {
+    ottla_protocol::alloc::tune_system_allocator();
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {

@@ -110,6 +110,28 @@ unsafe fn remap(ptr: *mut u8, old_size: usize, new_size: usize) -> *mut u8 {
     }
 }
 
+/// glibc malloc settings for a broker's allocation pattern, set once at
+/// start-up, before any thread is spawned.
+///
+/// A Fetch reads up to `max.partition.fetch.bytes` (1 MiB) per partition
+/// into a fresh buffer, freed once the response is written. With glibc's
+/// defaults those buffers straddle the dynamic mmap threshold and the heap
+/// trim threshold, so the memory goes back to the kernel after each fetch
+/// and comes back as freshly zeroed, faulted-in pages: on the development
+/// machine, one page fault per 4 KiB served (123,000 per 500 MB consumed)
+/// and twice the kernel time of the fetch itself. Fixed thresholds keep
+/// buffers up to 32 MiB on the heap and keep up to 64 MiB of freed memory
+/// per arena for reuse; consuming 500 MB then costs ~6,500 faults.
+pub fn tune_system_allocator() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only changes allocator parameters; it is called before
+    // other threads exist.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+    }
+}
+
 unsafe impl GlobalAlloc for NoReserveAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if is_mapped(layout) {

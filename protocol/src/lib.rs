@@ -13,3 +13,4 @@ pub mod properties;
 pub mod records;
 pub mod request;
 pub mod response;
+pub mod response_frame;

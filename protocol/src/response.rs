@@ -1,18 +1,21 @@
-//! Response encoding: size prefix, response header and body in one buffer,
-//! ready for a single write.
+//! Response encoding: size prefix, response header and body, ready for a
+//! single (vectored) write.
 //!
 //! The header version comes from the request's API key and version
 //! (ApiVersions always uses header v0, so a client that does not yet know the
-//! broker's versions can parse it). Record bytes held by a body as `Bytes` are
-//! copied once, into the response buffer; bodies pre-encoded by a handler can
-//! skip even that by sending [`encode_response_head`] followed by the body.
+//! broker's versions can parse it). A Fetch's record sets are not copied
+//! into the response: [`encode_response_frame`] sends them as chunks of
+//! their own (see `response_frame`); bodies pre-encoded by a handler are
+//! sent after [`encode_response_head`].
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::Encodable;
 use thiserror::Error;
 
 use crate::frame::SIZE_PREFIX_LEN;
+use crate::response_frame::{ResponseFrame, SpliceBuf, SPLICE_MIN};
 
 #[derive(Debug, Error)]
 pub enum EncodeError {
@@ -26,22 +29,74 @@ pub enum EncodeError {
     TooLarge { api_key: ApiKey, len: usize },
 }
 
-/// Encodes a complete response frame.
+/// Encodes a complete response frame in one buffer.
 pub fn encode_response(
     api_key: ApiKey,
     api_version: i16,
     correlation_id: i32,
     body: &ResponseKind,
 ) -> Result<Bytes, EncodeError> {
+    Ok(encode_spliced(api_key, api_version, correlation_id, body, &[], 256)?.into_bytes())
+}
+
+/// Encodes a complete response frame whose Fetch record sets are not
+/// copied but sent from the buffers they were read into.
+pub fn encode_response_frame(
+    api_key: ApiKey,
+    api_version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> Result<ResponseFrame, EncodeError> {
+    let shared = record_sets(body);
+    // Everything but the record sets: a few dozen bytes per partition.
+    let capacity = 256 + 64 * shared.len();
+    encode_spliced(
+        api_key,
+        api_version,
+        correlation_id,
+        body,
+        &shared,
+        capacity,
+    )
+}
+
+/// The record sets of a Fetch response worth splicing.
+fn record_sets(body: &ResponseKind) -> Vec<Bytes> {
+    let ResponseKind::Fetch(fetch) = body else {
+        return Vec::new();
+    };
+    fetch
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter_map(|p| p.records.clone())
+        .filter(|r| r.len() >= SPLICE_MIN)
+        .collect()
+}
+
+fn encode_spliced(
+    api_key: ApiKey,
+    api_version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+    shared: &[Bytes],
+    capacity: usize,
+) -> Result<ResponseFrame, EncodeError> {
     let fail = |e| invalid(api_key, api_version, e);
-    let mut buf = BytesMut::with_capacity(256);
-    buf.put_i32(0); // patched below, once the length is known
+    let mut first = BytesMut::with_capacity(capacity);
+    first.put_i32(0); // patched below, once the length is known
+    let mut buf = SpliceBuf::new(first, shared);
     write_header(&mut buf, api_key, api_version, correlation_id).map_err(fail)?;
-    body.encode(&mut buf, api_version).map_err(fail)?;
-    let len = buf.len() - SIZE_PREFIX_LEN;
+    match body {
+        // Only Fetch carries record sets to splice; `ResponseKind` itself
+        // encodes into a BytesMut alone.
+        ResponseKind::Fetch(fetch) => fetch.encode(&mut buf, api_version),
+        other => other.encode(buf.unspliced(), api_version),
+    }
+    .map_err(fail)?;
+    let len = buf.offset() - SIZE_PREFIX_LEN;
     let size = i32::try_from(len).map_err(|_| EncodeError::TooLarge { api_key, len })?;
-    buf[..SIZE_PREFIX_LEN].copy_from_slice(&size.to_be_bytes());
-    Ok(buf.freeze())
+    Ok(buf.finish(|first| first[..SIZE_PREFIX_LEN].copy_from_slice(&size.to_be_bytes())))
 }
 
 /// Encodes the size prefix and header for a body of `body_len` bytes that the
@@ -63,8 +118,8 @@ pub fn encode_response_head(
     Ok(head.freeze())
 }
 
-fn write_header(
-    buf: &mut BytesMut,
+fn write_header<B: ByteBufMut>(
+    buf: &mut B,
     api_key: ApiKey,
     api_version: i16,
     correlation_id: i32,
@@ -124,6 +179,43 @@ mod tests {
         body.encode(&mut encoded_body, 12).unwrap();
         let head = encode_response_head(ApiKey::Metadata, 12, 5, encoded_body.len()).unwrap();
         assert_eq!([&head[..], &encoded_body[..]].concat(), &full[..]);
+    }
+
+    #[test]
+    fn fetch_record_sets_are_spliced_not_copied() {
+        use bytes::Buf;
+        use kafka_protocol::messages::fetch_response::{
+            FetchResponse, FetchableTopicResponse, PartitionData,
+        };
+        let big = Bytes::from(vec![3u8; 3 * SPLICE_MIN]);
+        let small = Bytes::from_static(b"tiny");
+        let partitions = vec![
+            PartitionData::default().with_records(Some(big.clone())),
+            PartitionData::default()
+                .with_partition_index(1)
+                .with_records(Some(small)),
+            PartitionData::default()
+                .with_partition_index(2)
+                .with_records(Some(big.clone())),
+        ];
+        let body = ResponseKind::Fetch(FetchResponse::default().with_responses(vec![
+            FetchableTopicResponse::default().with_partitions(partitions),
+        ]));
+        for version in [4, 11, 12, 16] {
+            let frame = encode_response_frame(ApiKey::Fetch, version, 8, &body).unwrap();
+            // head, big, the bytes between, big, and a tail only where
+            // tagged fields follow (flexible versions).
+            let mut chunks = [std::io::IoSlice::new(&[]); 8];
+            let n = frame.chunks_vectored(&mut chunks);
+            assert_eq!(n, if version >= 12 { 5 } else { 4 }, "v{version}");
+            let shared = chunks[..n]
+                .iter()
+                .filter(|c| c.as_ptr() == big.as_ptr())
+                .count();
+            assert_eq!(shared, 2, "v{version}: both big record sets go uncopied");
+            let whole = encode_response(ApiKey::Fetch, version, 8, &body).unwrap();
+            assert_eq!(frame.into_bytes(), whole, "v{version}");
+        }
     }
 
     #[test]

@@ -25,7 +25,10 @@ use ottla_protocol::frame::{FrameError, FrameReader};
 use ottla_protocol::mirror::envelope::{decode_mirror_request, mirror_response_head};
 use ottla_protocol::mirror::MirrorApiKey;
 use ottla_protocol::request::{decode_request, Request, RequestError, RequestPrefix};
-use ottla_protocol::response::{encode_response, encode_response_head, EncodeError};
+use ottla_protocol::response::{
+    encode_response, encode_response_frame, encode_response_head, EncodeError,
+};
+use ottla_protocol::response_frame::ResponseFrame;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
@@ -71,22 +74,15 @@ enum Dispatched {
     Refused(String),
 }
 
-/// A response frame: size prefix and header (plus body, when encoded by the
-/// network layer), then an optional body the handler pre-encoded.
-struct OutFrame {
-    head: Bytes,
-    body: Bytes,
-}
-
 enum Outcome {
-    Send(OutFrame),
+    Send(ResponseFrame),
     Silent,
     Close,
 }
 
 /// A response slot in the write queue.
 enum Pending {
-    Ready(OutFrame),
+    Ready(ResponseFrame),
     Task(JoinHandle<Result<Outcome, String>>),
 }
 
@@ -296,7 +292,7 @@ impl Connection {
                     header.correlation_id,
                     &response,
                 )?;
-                let frame = Pending::Ready(OutFrame::whole(head));
+                let frame = Pending::Ready(ResponseFrame::from(head));
                 Ok(Dispatched::Queued(queued(frame, ApiKey::ApiVersions), None))
             }
             Ok(request) => {
@@ -317,7 +313,7 @@ impl Connection {
                 metrics.response_errors(ApiKey::ApiVersions, &response);
                 let head =
                     encode_response(ApiKey::ApiVersions, 0, prefix.correlation_id, &response)?;
-                let frame = Pending::Ready(OutFrame::whole(head));
+                let frame = Pending::Ready(ResponseFrame::from(head));
                 Ok(Dispatched::Queued(queued(frame, ApiKey::ApiVersions), None))
             }
             Err(e) => Err(e.into()),
@@ -404,7 +400,7 @@ impl Connection {
             drop(ctx);
             let head = mirror_response_head(correlation_id, body.len())
                 .ok_or_else(|| format!("{key:?} response of {} bytes is too large", body.len()))?;
-            Ok(Outcome::Send(OutFrame { head, body }))
+            Ok(Outcome::Send(ResponseFrame::new([head, body])))
         });
         let queued = Queued {
             pending: Pending::Task(task),
@@ -456,7 +452,7 @@ fn sasl_step(
     metrics.response_errors(api_key, &response);
     let head = encode_response(api_key, version, header.correlation_id, &response)?;
     let queued = Queued {
-        pending: Pending::Ready(OutFrame::whole(head)),
+        pending: Pending::Ready(ResponseFrame::from(head)),
         api: Api::Kafka(api_key),
         started,
     };
@@ -484,7 +480,7 @@ fn raw_token(session: &mut SaslSession, frame: &[u8], started: Instant) -> Dispa
             out.put_u32(token.len() as u32);
             out.put_slice(&token);
             let queued = Queued {
-                pending: Pending::Ready(OutFrame::whole(out.freeze())),
+                pending: Pending::Ready(ResponseFrame::from(out.freeze())),
                 api: Api::Kafka(ApiKey::SaslAuthenticate),
                 started,
             };
@@ -497,15 +493,6 @@ fn raw_token(session: &mut SaslSession, frame: &[u8], started: Instant) -> Dispa
     }
 }
 
-impl OutFrame {
-    fn whole(frame: Bytes) -> Self {
-        Self {
-            head: frame,
-            body: Bytes::new(),
-        }
-    }
-}
-
 fn outcome(
     response: Response,
     api_key: ApiKey,
@@ -513,16 +500,16 @@ fn outcome(
     correlation_id: i32,
 ) -> Result<Outcome, EncodeError> {
     Ok(match response {
-        Response::Message(body) => Outcome::Send(OutFrame::whole(encode_response(
+        Response::Message(body) => Outcome::Send(encode_response_frame(
             api_key,
             version,
             correlation_id,
             &body,
-        )?)),
-        Response::Encoded(body) => Outcome::Send(OutFrame {
-            head: encode_response_head(api_key, version, correlation_id, body.len())?,
+        )?),
+        Response::Encoded(body) => Outcome::Send(ResponseFrame::new([
+            encode_response_head(api_key, version, correlation_id, body.len())?,
             body,
-        }),
+        ])),
         Response::NoResponse => Outcome::Silent,
         Response::Close => Outcome::Close,
     })
@@ -564,10 +551,10 @@ async fn write_responses<W: AsyncWrite + Unpin>(
         };
         match outcome {
             Ok(Outcome::Send(frame)) => {
-                // Head and body go out in one vectored write, uncopied.
-                let bytes = frame.head.len() + frame.body.len();
-                let mut out = frame.head.chain(frame.body);
-                if let Err(e) = write.write_all_buf(&mut out).await {
+                // All chunks go out in vectored writes, uncopied.
+                let mut frame = frame;
+                let bytes = frame.remaining();
+                if let Err(e) = write.write_all_buf(&mut frame).await {
                     debug!("write failed: {e}");
                     failed = true;
                     break;
