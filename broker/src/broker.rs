@@ -235,6 +235,7 @@ impl Broker {
     /// `shutdown` flips to true.
     pub async fn run_background(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         tokio::spawn(self.clone().send_heartbeats(shutdown.clone()));
+        tokio::spawn(self.clone().run_cleaner(shutdown.clone()));
         if let Some(changes) = self.take_isr_changes() {
             tokio::spawn(self.clone().send_isr_changes(changes));
         }
@@ -245,7 +246,6 @@ impl Broker {
         let mut retention = tokio::time::interval(self.settings.retention_check_interval);
         let mut flush = tokio::time::interval(self.settings.flush_check_interval);
         let mut checkpoint = tokio::time::interval(self.settings.checkpoint_interval);
-        let mut next_cleaning = tokio::time::Instant::now();
         let mut producer_expiry =
             tokio::time::interval(self.settings.producer_expiration_check_interval);
         let mut group_timers = tokio::time::interval(GroupCoordinator::TICK_INTERVAL);
@@ -269,13 +269,6 @@ impl Broker {
                 _ = isr_check.tick() => self.replicas.shrink_lagging_isrs(),
                 _ = retention.tick() => self.blocking(|b| { b.replicas.logs().run_retention(now_ms()); }).await,
                 _ = flush.tick() => self.blocking(|b| b.replicas.logs().run_time_flush(now_ms())).await,
-                _ = tokio::time::sleep_until(next_cleaning) => {
-                    self.blocking(|b| {
-                        b.replicas.logs().run_compaction(now_ms(), b.cleaner_io_rate())
-                    })
-                    .await;
-                    next_cleaning = tokio::time::Instant::now() + self.cleaner_backoff();
-                }
                 _ = producer_expiry.tick() => self.blocking(Broker::expire_producers).await,
                 _ = mirror_sync.tick() => crate::mirroring::sync::run_due(&self, &sync_schedule),
                 _ = group_timers.tick() => self.blocking(|b| b.groups.tick(now_ms())).await,
@@ -285,6 +278,26 @@ impl Broker {
                         error!(error = %e, "writing the log checkpoints failed");
                     }
                 }).await,
+            }
+        }
+    }
+
+    /// Compacts the logs whose cleanup policy says so, a pass every
+    /// `log.cleaner.backoff.ms`. A task of its own, as Kafka's cleaner
+    /// threads are: a long pass (a big log, or one held to
+    /// `log.cleaner.io.max.bytes.per.second`) never delays metadata
+    /// changes, ISR checks or the coordinators' timers.
+    async fn run_cleaner(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            self.blocking(|b| {
+                b.replicas
+                    .logs()
+                    .run_compaction(now_ms(), b.cleaner_io_rate())
+            })
+            .await;
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                () = tokio::time::sleep(self.cleaner_backoff()) => {}
             }
         }
     }

@@ -3,6 +3,13 @@
 //! data of aborted transactions (as Kafka's cleaner does), never touches
 //! the active segment, and preserves offsets. Transaction markers are kept.
 //!
+//! A pass has three steps, so that the log's lock is held only briefly:
+//! [`PartitionLog::compaction_input`] (under the lock) takes the sealed
+//! segments' files and what decides the cleaning; [`CompactionInput::clean`]
+//! (no lock) builds the key map and the cleaned segments, paced by the I/O
+//! throttle; [`PartitionLog::install_cleaned`] (under the lock) swaps in
+//! those whose segment is unchanged.
+//!
 //! Each sealed segment is rewritten in place of itself: the cleaned copy is
 //! written to `<base>.log.cleaned`, fsynced, renamed to `<base>.log.swap` (the
 //! commit point), then renamed over `<base>.log`. A crash before the swap
@@ -10,10 +17,11 @@
 //! records are copied byte for byte; only batch headers (count, length, CRC)
 //! are rewritten, and batches are recompressed with their own codec.
 
-use std::collections::HashMap;
-use std::fs;
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File};
 use std::io::Write;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use ottla_protocol::batch::{BatchView, BatchViewMut, Compression, BATCH_HEADER_LEN, LOG_OVERHEAD};
 use ottla_protocol::records::{compress_records, records_section, walk_records};
@@ -22,7 +30,7 @@ use tracing::info;
 use crate::error::Result;
 use crate::io_throttle::IoThrottle;
 use crate::log::{fsync_dir, PartitionLog};
-use crate::segment::{remove_if_exists, segment_file_name, LogSegment};
+use crate::segment::{remove_if_exists, scan_file, segment_file_name, LogSegment};
 use crate::txn_index::AbortedTxn;
 
 /// What one compaction pass did.
@@ -34,6 +42,39 @@ pub struct CompactionStats {
     pub records_removed: u64,
 }
 
+/// A sealed segment as a compaction pass reads it: its file (immutable
+/// until the pass swaps it, and readable through this handle even if
+/// retention deletes it meanwhile) and what the pass decides on.
+struct SegmentFile {
+    base: i64,
+    file: Arc<File>,
+    size: u64,
+    max_timestamp: i64,
+}
+
+/// What one compaction pass reads, taken from the log under its lock
+/// ([`PartitionLog::compaction_input`]) and worked on without it
+/// ([`CompactionInput::clean`]), so appends, fetches and metadata changes
+/// to the partition never wait for a pass (which a low
+/// `log.cleaner.io.max.bytes.per.second` can make last minutes).
+pub struct CompactionInput {
+    segments: Vec<SegmentFile>,
+    aborted: Vec<AbortedTxn>,
+    keep_empty: HashSet<i64>,
+    tombstone_horizon: i64,
+}
+
+/// A segment's cleaned bytes, to be swapped in if the segment is unchanged.
+pub struct CleanedSegment {
+    base: i64,
+    /// The file that was read: a segment recreated at the same base (after
+    /// a truncation) is another file.
+    file: Arc<File>,
+    size_before: u64,
+    bytes: Vec<u8>,
+    removed: u64,
+}
+
 impl PartitionLog {
     /// Offset below which compaction may work: the start of the active
     /// segment, bounded by the high watermark and the first open transaction.
@@ -41,18 +82,30 @@ impl PartitionLog {
         self.active_base().min(self.last_stable_offset())
     }
 
-    /// Runs one compaction pass if the policy asks for it. `now_ms` decides
-    /// which tombstones have outlived `delete.retention.ms` and which records
-    /// are still within `min.compaction.lag.ms`; `throttle` paces the I/O.
+    /// Runs one whole compaction pass, holding the log throughout (see
+    /// [`CompactionInput`] for the way that does not).
     pub fn compact(&mut self, now_ms: i64, throttle: &mut IoThrottle) -> Result<CompactionStats> {
-        let mut stats = CompactionStats::default();
+        match self.compaction_input(now_ms) {
+            Some(input) => {
+                let cleaned = input.clean(throttle)?;
+                self.install_cleaned(cleaned)
+            }
+            None => Ok(CompactionStats::default()),
+        }
+    }
+
+    /// What a pass would clean now, if the policy asks for compaction and
+    /// some sealed segment is due. `now_ms` decides which tombstones have
+    /// outlived `delete.retention.ms` and which records are still within
+    /// `min.compaction.lag.ms`.
+    pub fn compaction_input(&mut self, now_ms: i64) -> Option<CompactionInput> {
         if !self.config().cleanup_policy.compact {
-            return Ok(stats);
+            return None;
         }
         let end = self.cleanable_end();
         let lag = self.config().min_compaction_lag_ms;
         let tombstone_horizon = now_ms.saturating_sub(self.config().delete_retention_ms);
-        let bases: Vec<i64> = self
+        let segments: Vec<SegmentFile> = self
             .segments_mut()
             .values()
             .filter(|s| {
@@ -60,34 +113,44 @@ impl PartitionLog {
                     && !s.is_empty()
                     && now_ms.saturating_sub(s.max_timestamp()) >= lag
             })
-            .map(LogSegment::base_offset)
+            .map(|s| SegmentFile {
+                base: s.base_offset(),
+                file: s.file(),
+                size: s.size(),
+                max_timestamp: s.max_timestamp(),
+            })
             .collect();
-        if bases.is_empty() {
-            return Ok(stats);
+        if segments.is_empty() {
+            return None;
         }
-        let aborted = self.aborted_txns();
-        let latest = self.latest_offsets_by_key(&bases, &aborted, throttle)?;
-        let last_batch_of_producer = self.last_batch_offsets_of_producers();
-        for base in bases {
-            let drop_tombstones = self.segments_mut()[&base].max_timestamp() < tombstone_horizon;
-            let plan = CleanPlan {
-                latest: &latest,
-                keep_empty: &last_batch_of_producer,
-                aborted: &aborted,
-                drop_tombstones,
-            };
-            let (cleaned, removed) = clean_segment(&self.segments_mut()[&base], &plan)?;
-            let before = self.segments_mut()[&base].size();
-            throttle.account(before);
-            if removed == 0 {
+        Some(CompactionInput {
+            segments,
+            aborted: self.aborted_txns(),
+            keep_empty: self.last_batch_offsets_of_producers(),
+            tombstone_horizon,
+        })
+    }
+
+    /// Swaps in the cleaned segments that are still as the pass read them;
+    /// one truncated or deleted meanwhile is left alone (the next pass sees
+    /// the log as it is then).
+    pub fn install_cleaned(&mut self, cleaned: Vec<CleanedSegment>) -> Result<CompactionStats> {
+        let mut stats = CompactionStats::default();
+        let end = self.cleanable_end();
+        for c in cleaned {
+            let unchanged = self.segments_mut().get(&c.base).is_some_and(|s| {
+                Arc::ptr_eq(&s.file(), &c.file)
+                    && s.size() == c.size_before
+                    && s.next_offset() <= end
+            });
+            if !unchanged {
                 continue;
             }
-            throttle.account(cleaned.len() as u64);
-            stats.bytes_before += before;
-            stats.bytes_after += cleaned.len() as u64;
-            stats.records_removed += removed;
+            stats.bytes_before += c.size_before;
+            stats.bytes_after += c.bytes.len() as u64;
+            stats.records_removed += c.removed;
             stats.segments_rewritten += 1;
-            self.swap_in_cleaned(base, &cleaned)?;
+            self.swap_in_cleaned(c.base, &c.bytes)?;
         }
         if stats.segments_rewritten > 0 {
             info!(dir = %self.dir().display(), ?stats, "compacted log");
@@ -104,51 +167,9 @@ impl PartitionLog {
             .collect()
     }
 
-    /// key -> offset of its latest record, over the segments to clean.
-    /// Aborted records are not candidates: they are dropped.
-    fn latest_offsets_by_key(
-        &mut self,
-        bases: &[i64],
-        aborted: &[AbortedTxn],
-        throttle: &mut IoThrottle,
-    ) -> Result<HashMap<Vec<u8>, i64>> {
-        let mut latest = HashMap::new();
-        let mut failure = None;
-        for base in bases {
-            let seg = &self.segments_mut()[base];
-            throttle.account(seg.size());
-            seg.scan(0, |_, view| {
-                if view.is_control() || is_aborted(&view, aborted) {
-                    return ControlFlow::Continue(());
-                }
-                let section = match records_section(&view) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        failure = Some(e);
-                        return ControlFlow::Break(());
-                    }
-                };
-                let walked = walk_records(&section, |r| {
-                    if let Some(key) = r.key {
-                        latest.insert(key.to_vec(), view.base_offset() + r.offset_delta as i64);
-                    }
-                });
-                if let Err(e) = walked {
-                    failure = Some(e);
-                    return ControlFlow::Break(());
-                }
-                ControlFlow::Continue(())
-            })?;
-        }
-        match failure {
-            Some(e) => Err(e.into()),
-            None => Ok(latest),
-        }
-    }
-
     /// Producers' last batches stay in the log even when emptied, so their
     /// sequence numbers survive compaction (as in Kafka).
-    fn last_batch_offsets_of_producers(&self) -> std::collections::HashSet<i64> {
+    fn last_batch_offsets_of_producers(&self) -> HashSet<i64> {
         self.producer_state()
             .active_producers()
             .filter_map(|p| p.batches.back().map(|b| b.last_offset))
@@ -190,9 +211,76 @@ impl PartitionLog {
     }
 }
 
+impl CompactionInput {
+    /// Cleans every segment of the pass, reading only the files it holds:
+    /// no lock on the log is needed. `throttle` paces the I/O.
+    pub fn clean(&self, throttle: &mut IoThrottle) -> Result<Vec<CleanedSegment>> {
+        let latest = self.latest_offsets_by_key(throttle)?;
+        let mut out = Vec::new();
+        for seg in &self.segments {
+            let plan = CleanPlan {
+                latest: &latest,
+                keep_empty: &self.keep_empty,
+                aborted: &self.aborted,
+                drop_tombstones: seg.max_timestamp < self.tombstone_horizon,
+            };
+            throttle.account(seg.size);
+            let (bytes, removed) = clean_segment(seg, &plan)?;
+            if removed == 0 {
+                continue;
+            }
+            throttle.account(bytes.len() as u64);
+            out.push(CleanedSegment {
+                base: seg.base,
+                file: seg.file.clone(),
+                size_before: seg.size,
+                bytes,
+                removed,
+            });
+        }
+        Ok(out)
+    }
+
+    /// key -> offset of its latest record, over the segments to clean.
+    /// Aborted records are not candidates: they are dropped.
+    fn latest_offsets_by_key(&self, throttle: &mut IoThrottle) -> Result<HashMap<Vec<u8>, i64>> {
+        let mut latest = HashMap::new();
+        let mut failure = None;
+        for seg in &self.segments {
+            throttle.account(seg.size);
+            scan_file(&seg.file, seg.size, 0, |_, view| {
+                if view.is_control() || is_aborted(&view, &self.aborted) {
+                    return ControlFlow::Continue(());
+                }
+                let section = match records_section(&view) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        failure = Some(e);
+                        return ControlFlow::Break(());
+                    }
+                };
+                let walked = walk_records(&section, |r| {
+                    if let Some(key) = r.key {
+                        latest.insert(key.to_vec(), view.base_offset() + r.offset_delta as i64);
+                    }
+                });
+                if let Err(e) = walked {
+                    failure = Some(e);
+                    return ControlFlow::Break(());
+                }
+                ControlFlow::Continue(())
+            })?;
+        }
+        match failure {
+            Some(e) => Err(e.into()),
+            None => Ok(latest),
+        }
+    }
+}
+
 struct CleanPlan<'a> {
     latest: &'a HashMap<Vec<u8>, i64>,
-    keep_empty: &'a std::collections::HashSet<i64>,
+    keep_empty: &'a HashSet<i64>,
     aborted: &'a [AbortedTxn],
     drop_tombstones: bool,
 }
@@ -209,11 +297,11 @@ fn is_aborted(view: &BatchView<'_>, aborted: &[AbortedTxn]) -> bool {
 
 /// Rewrites one segment's batches, returning the new bytes and how many
 /// records were removed.
-fn clean_segment(seg: &LogSegment, plan: &CleanPlan<'_>) -> Result<(Vec<u8>, u64)> {
-    let mut out = Vec::with_capacity(seg.size() as usize);
+fn clean_segment(seg: &SegmentFile, plan: &CleanPlan<'_>) -> Result<(Vec<u8>, u64)> {
+    let mut out = Vec::with_capacity(seg.size as usize);
     let mut removed = 0u64;
     let mut failure = None;
-    seg.scan(0, |_, view| {
+    scan_file(&seg.file, seg.size, 0, |_, view| {
         match clean_batch(&view, plan) {
             Ok(CleanedBatch::Unchanged) => out.extend_from_slice(view.bytes()),
             Ok(CleanedBatch::Rewritten { bytes, removed: n }) => {

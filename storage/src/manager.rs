@@ -292,11 +292,35 @@ impl LogManager {
 
     /// Runs one compaction pass over compacted logs, its reads and writes
     /// held to `max_io_bytes_per_second` (`log.cleaner.io.max.bytes.per.second`).
+    /// One compaction pass over every log that wants one. Each log is
+    /// locked only to take the pass's input and to swap in its result; the
+    /// reading, cleaning and throttling happen with the log free.
     pub fn run_compaction(&self, now_ms: i64, max_io_bytes_per_second: f64) {
         let mut throttle = IoThrottle::new(max_io_bytes_per_second);
-        self.for_each_log("compaction", |log| {
-            log.compact(now_ms, &mut throttle).map(|_| ())
-        });
+        for (tp, log) in self.all_logs() {
+            let input = {
+                let mut log = log.write();
+                if log.is_offline() {
+                    continue;
+                }
+                log.compaction_input(now_ms)
+            };
+            let Some(input) = input else { continue };
+            let done = input
+                .clean(&mut throttle)
+                .and_then(|cleaned| log.write().install_cleaned(cleaned));
+            if let Err(e) = done {
+                error!(partition = %tp, error = %e, "compaction failed");
+            }
+        }
+    }
+
+    fn all_logs(&self) -> Vec<(TopicPartition, SharedLog)> {
+        self.logs
+            .read()
+            .iter()
+            .map(|(tp, e)| (tp.clone(), e.log.clone()))
+            .collect()
     }
 
     fn for_each_log<T>(
@@ -304,14 +328,8 @@ impl LogManager {
         what: &str,
         mut f: impl FnMut(&mut PartitionLog) -> Result<T>,
     ) -> Vec<T> {
-        let logs: Vec<(TopicPartition, SharedLog)> = self
-            .logs
-            .read()
-            .iter()
-            .map(|(tp, e)| (tp.clone(), e.log.clone()))
-            .collect();
         let mut out = Vec::new();
-        for (tp, log) in logs {
+        for (tp, log) in self.all_logs() {
             let mut log = log.write();
             if log.is_offline() {
                 continue;

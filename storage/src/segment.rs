@@ -288,6 +288,11 @@ impl LogSegment {
     pub fn size(&self) -> u64 {
         self.size
     }
+    /// The `.log` file, for readers that must not hold the log's lock
+    /// (`scan_file` over it up to `size`).
+    pub fn file(&self) -> Arc<File> {
+        self.log.clone()
+    }
     pub fn is_empty(&self) -> bool {
         self.size == 0
     }

@@ -586,6 +586,74 @@ fn compaction_io_is_held_to_its_rate() {
     assert_eq!(latest_values(&log), expected);
 }
 
+/// A pass cleans without the log's lock, so the log may change under it:
+/// a segment deleted (DeleteRecords) or recreated after a truncation in
+/// the meantime is not overwritten by the pass's stale copy.
+#[test]
+fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        cleanup_policy: CleanupPolicy {
+            delete: false,
+            compact: true,
+        },
+        segment_bytes: 1024,
+        ..small_config()
+    };
+    let mut log = open(dir.path(), cfg, false);
+    let append = |log: &mut PartitionLog, i: u8| {
+        let mut b = BatchBuilder::default().build(&[SimpleRecord {
+            timestamp: NOW,
+            key: Some(vec![b'k', i % 4]),
+            value: Some(vec![i; 40]),
+            headers: vec![],
+        }]);
+        log.append_as_leader(&mut b, 0, AppendOrigin::Client, NOW)
+            .unwrap();
+    };
+    for i in 0..60 {
+        append(&mut log, i);
+    }
+    log.roll(NOW).unwrap();
+    log.set_high_watermark(log.log_end_offset());
+
+    // Deleted meanwhile: the whole cleanable range goes.
+    let input = log.compaction_input(NOW).expect("sealed segments to clean");
+    let cleaned = input.clean(&mut IoThrottle::unlimited()).unwrap();
+    assert!(!cleaned.is_empty());
+    log.delete_records_before(log.log_end_offset()).unwrap();
+    let stats = log.install_cleaned(cleaned).unwrap();
+    assert_eq!(stats.segments_rewritten, 0);
+    assert_eq!(log.log_start_offset(), log.log_end_offset());
+
+    // Truncated and written again meanwhile: new segments at the old bases.
+    for i in 0..60 {
+        append(&mut log, i);
+    }
+    log.roll(NOW).unwrap();
+    log.set_high_watermark(log.log_end_offset());
+    let start = log.log_start_offset();
+    let input = log.compaction_input(NOW).expect("sealed segments to clean");
+    let cleaned = input.clean(&mut IoThrottle::unlimited()).unwrap();
+    log.truncate_to(start).unwrap();
+    for i in 100..160 {
+        append(&mut log, i);
+    }
+    log.roll(NOW).unwrap();
+    log.set_high_watermark(log.log_end_offset());
+    let expected = latest_values(&log);
+    assert_eq!(log.install_cleaned(cleaned).unwrap().segments_rewritten, 0);
+    assert_eq!(latest_values(&log), expected, "the new records are intact");
+    // The next pass cleans the log as it now is.
+    assert!(
+        log.compact(NOW, &mut IoThrottle::unlimited())
+            .unwrap()
+            .segments_rewritten
+            > 0
+    );
+    assert_eq!(latest_values(&log), expected);
+}
+
 fn latest_values(log: &PartitionLog) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
     let mut out = BTreeMap::new();
     for_each_batch(log, log.log_start_offset(), |b| {
