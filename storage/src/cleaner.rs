@@ -10,6 +10,11 @@
 //! throttle; [`PartitionLog::install_cleaned`] (under the lock) swaps in
 //! those whose segment is unchanged.
 //!
+//! A log is due for a pass as in Kafka: when the part written since the
+//! last pass is over `min.cleanable.dirty.ratio` of the cleanable bytes, or
+//! has waited `max.compaction.lag.ms`; and also when a segment's tombstones
+//! have outlived `delete.retention.ms` since the last pass.
+//!
 //! Each sealed segment is rewritten in place of itself: the cleaned copy is
 //! written to `<base>.log.cleaned`, fsynced, renamed to `<base>.log.swap` (the
 //! commit point), then renamed over `<base>.log`. A crash before the swap
@@ -49,7 +54,35 @@ struct SegmentFile {
     base: i64,
     file: Arc<File>,
     size: u64,
+    next_offset: i64,
     max_timestamp: i64,
+}
+
+/// Where compaction stands on a log between passes. Kept in memory: after a
+/// restart the whole log counts as dirty once (as with a lost
+/// cleaner-offset-checkpoint in Kafka).
+#[derive(Debug, Clone, Copy)]
+pub struct CleanerProgress {
+    /// Offsets below this were covered by a finished pass.
+    first_dirty: i64,
+    /// The tombstone horizon that pass used.
+    tombstone_horizon: i64,
+}
+
+impl Default for CleanerProgress {
+    fn default() -> Self {
+        Self {
+            first_dirty: i64::MIN,
+            tombstone_horizon: i64::MIN,
+        }
+    }
+}
+
+impl CleanerProgress {
+    /// The log lost everything from `end` on: that range is dirty again.
+    pub(crate) fn truncated_to(&mut self, end: i64) {
+        self.first_dirty = self.first_dirty.min(end);
+    }
 }
 
 /// What one compaction pass reads, taken from the log under its lock
@@ -62,6 +95,21 @@ pub struct CompactionInput {
     aborted: Vec<AbortedTxn>,
     keep_empty: HashSet<i64>,
     tombstone_horizon: i64,
+}
+
+/// A pass's result, for [`PartitionLog::install_cleaned`].
+pub struct CleanedLog {
+    segments: Vec<CleanedSegment>,
+    /// The end of the range the pass covered.
+    end: i64,
+    tombstone_horizon: i64,
+}
+
+impl CleanedLog {
+    /// How many segments the pass rewrote.
+    pub fn rewritten(&self) -> usize {
+        self.segments.len()
+    }
 }
 
 /// A segment's cleaned bytes, to be swapped in if the segment is unchanged.
@@ -95,32 +143,53 @@ impl PartitionLog {
     }
 
     /// What a pass would clean now, if the policy asks for compaction and
-    /// some sealed segment is due. `now_ms` decides which tombstones have
-    /// outlived `delete.retention.ms` and which records are still within
-    /// `min.compaction.lag.ms`.
+    /// the log is due: its dirty part (written since the last pass) is over
+    /// `min.cleanable.dirty.ratio` of the cleanable bytes, or has waited
+    /// `max.compaction.lag.ms`, or a segment's tombstones have outlived
+    /// `delete.retention.ms` since the last pass. `now_ms` decides those
+    /// ages and which records are still within `min.compaction.lag.ms`.
     pub fn compaction_input(&mut self, now_ms: i64) -> Option<CompactionInput> {
         if !self.config().cleanup_policy.compact {
             return None;
         }
         let end = self.cleanable_end();
-        let lag = self.config().min_compaction_lag_ms;
-        let tombstone_horizon = now_ms.saturating_sub(self.config().delete_retention_ms);
+        let config = self.config().clone();
+        let tombstone_horizon = now_ms.saturating_sub(config.delete_retention_ms);
+        let progress = *self.cleaner_progress_mut();
+        let first_dirty = progress.first_dirty.max(self.log_start_offset());
         let segments: Vec<SegmentFile> = self
             .segments_mut()
             .values()
             .filter(|s| {
                 s.next_offset() <= end
                     && !s.is_empty()
-                    && now_ms.saturating_sub(s.max_timestamp()) >= lag
+                    && now_ms.saturating_sub(s.max_timestamp()) >= config.min_compaction_lag_ms
             })
             .map(|s| SegmentFile {
                 base: s.base_offset(),
                 file: s.file(),
                 size: s.size(),
+                next_offset: s.next_offset(),
                 max_timestamp: s.max_timestamp(),
             })
             .collect();
-        if segments.is_empty() {
+        let total: u64 = segments.iter().map(|s| s.size).sum();
+        let dirty: Vec<&SegmentFile> = segments
+            .iter()
+            .filter(|s| s.next_offset > first_dirty)
+            .collect();
+        let dirty_bytes: u64 = dirty.iter().map(|s| s.size).sum();
+        // A segment's newest record stands in for its oldest: an overdue
+        // segment is found at most one segment's time span late.
+        let overdue = dirty
+            .iter()
+            .any(|s| now_ms.saturating_sub(s.max_timestamp) >= config.max_compaction_lag_ms);
+        let filthy = dirty_bytes > 0
+            && (dirty_bytes as f64 / total as f64 > config.min_cleanable_dirty_ratio || overdue);
+        let tombstones_due = segments
+            .iter()
+            .any(|s| (progress.tombstone_horizon..tombstone_horizon).contains(&s.max_timestamp));
+        if !filthy && !tombstones_due {
             return None;
         }
         Some(CompactionInput {
@@ -134,16 +203,18 @@ impl PartitionLog {
     /// Swaps in the cleaned segments that are still as the pass read them;
     /// one truncated or deleted meanwhile is left alone (the next pass sees
     /// the log as it is then).
-    pub fn install_cleaned(&mut self, cleaned: Vec<CleanedSegment>) -> Result<CompactionStats> {
+    pub fn install_cleaned(&mut self, cleaned: CleanedLog) -> Result<CompactionStats> {
         let mut stats = CompactionStats::default();
         let end = self.cleanable_end();
-        for c in cleaned {
+        let mut all_current = true;
+        for c in cleaned.segments {
             let unchanged = self.segments_mut().get(&c.base).is_some_and(|s| {
                 Arc::ptr_eq(&s.file(), &c.file)
                     && s.size() == c.size_before
                     && s.next_offset() <= end
             });
             if !unchanged {
+                all_current = false;
                 continue;
             }
             stats.bytes_before += c.size_before;
@@ -151,6 +222,11 @@ impl PartitionLog {
             stats.records_removed += c.removed;
             stats.segments_rewritten += 1;
             self.swap_in_cleaned(c.base, &c.bytes)?;
+        }
+        if all_current {
+            let progress = self.cleaner_progress_mut();
+            progress.first_dirty = progress.first_dirty.max(cleaned.end);
+            progress.tombstone_horizon = cleaned.tombstone_horizon;
         }
         if stats.segments_rewritten > 0 {
             info!(dir = %self.dir().display(), ?stats, "compacted log");
@@ -214,7 +290,7 @@ impl PartitionLog {
 impl CompactionInput {
     /// Cleans every segment of the pass, reading only the files it holds:
     /// no lock on the log is needed. `throttle` paces the I/O.
-    pub fn clean(&self, throttle: &mut IoThrottle) -> Result<Vec<CleanedSegment>> {
+    pub fn clean(&self, throttle: &mut IoThrottle) -> Result<CleanedLog> {
         let latest = self.latest_offsets_by_key(throttle)?;
         let mut out = Vec::new();
         for seg in &self.segments {
@@ -238,7 +314,16 @@ impl CompactionInput {
                 removed,
             });
         }
-        Ok(out)
+        Ok(CleanedLog {
+            segments: out,
+            end: self
+                .segments
+                .iter()
+                .map(|s| s.next_offset)
+                .max()
+                .unwrap_or(i64::MIN),
+            tombstone_horizon: self.tombstone_horizon,
+        })
     }
 
     /// key -> offset of its latest record, over the segments to clean.

@@ -12,6 +12,7 @@ use ottla_protocol::batch::{BatchView, BatchViewMut, TimestampType};
 use ottla_protocol::records::{first_record_at_or_after, validate_producer_records};
 use tracing::{info, warn};
 
+use crate::cleaner::CleanerProgress;
 use crate::config::LogConfig;
 use crate::epoch_cache::LeaderEpochCache;
 use crate::error::{Result, StorageError};
@@ -95,6 +96,7 @@ pub struct PartitionLog {
     unflushed_records: i64,
     last_flush_ms: i64,
     offline: bool,
+    cleaner: CleanerProgress,
 }
 
 impl PartitionLog {
@@ -224,6 +226,7 @@ impl PartitionLog {
             unflushed_records: 0,
             last_flush_ms: now,
             offline: false,
+            cleaner: CleanerProgress::default(),
             config,
         };
         if log.segments.is_empty() {
@@ -815,6 +818,7 @@ impl PartitionLog {
         // A batch straddling `offset` goes whole, so the end may move below it.
         let new_end = removed_from.map_or(offset, |b| b.min(offset));
         self.log_end_offset = new_end;
+        self.cleaner.truncated_to(new_end);
         self.epoch_cache.truncate_from_end(new_end)?;
         self.producers
             .truncate_and_reload(&self.dir, self.log_start_offset, new_end)?;
@@ -863,6 +867,7 @@ impl PartitionLog {
         self.segments.insert(offset, seg);
         self.log_start_offset = offset;
         self.log_end_offset = offset;
+        self.cleaner.truncated_to(offset);
         self.high_watermark = offset;
         self.recovery_point = offset;
         self.epoch_cache.clear()?;
@@ -976,6 +981,10 @@ impl PartitionLog {
     }
 
     /// Segments that compaction may rewrite (all but the active one).
+    pub(crate) fn cleaner_progress_mut(&mut self) -> &mut CleanerProgress {
+        &mut self.cleaner
+    }
+
     pub(crate) fn segments_mut(&mut self) -> &mut BTreeMap<i64, LogSegment> {
         &mut self.segments
     }

@@ -620,7 +620,7 @@ fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
     // Deleted meanwhile: the whole cleanable range goes.
     let input = log.compaction_input(NOW).expect("sealed segments to clean");
     let cleaned = input.clean(&mut IoThrottle::unlimited()).unwrap();
-    assert!(!cleaned.is_empty());
+    assert!(cleaned.rewritten() > 0);
     log.delete_records_before(log.log_end_offset()).unwrap();
     let stats = log.install_cleaned(cleaned).unwrap();
     assert_eq!(stats.segments_rewritten, 0);
@@ -652,6 +652,68 @@ fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
             > 0
     );
     assert_eq!(latest_values(&log), expected);
+}
+
+/// Kafka's triggers: a compacted log is cleaned again only once the part
+/// written since the last pass is over `min.cleanable.dirty.ratio` of the
+/// cleanable bytes, or has waited `max.compaction.lag.ms`; a clean log is
+/// not read again every `log.cleaner.backoff.ms`.
+#[test]
+fn compaction_waits_for_enough_dirty_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        cleanup_policy: CleanupPolicy {
+            delete: false,
+            compact: true,
+        },
+        segment_bytes: 1024,
+        min_cleanable_dirty_ratio: 0.5,
+        max_compaction_lag_ms: 60_000,
+        ..small_config()
+    };
+    let mut log = open(dir.path(), cfg, false);
+    let write = |log: &mut PartitionLog, from: u8, count: u8| {
+        for i in from..from + count {
+            let mut b = BatchBuilder::default().build(&[SimpleRecord {
+                timestamp: NOW,
+                key: Some(vec![b'k', i % 10]),
+                value: Some(vec![i; 40]),
+                headers: vec![],
+            }]);
+            log.append_as_leader(&mut b, 0, AppendOrigin::Client, NOW)
+                .unwrap();
+        }
+        log.roll(NOW).unwrap();
+        log.set_high_watermark(log.log_end_offset());
+    };
+    write(&mut log, 0, 100);
+    let unlimited = || IoThrottle::unlimited();
+    assert!(
+        log.compact(NOW, &mut unlimited())
+            .unwrap()
+            .segments_rewritten
+            > 0
+    );
+    assert!(
+        log.compaction_input(NOW).is_none(),
+        "nothing new: nothing to do"
+    );
+
+    write(&mut log, 100, 5);
+    assert!(
+        log.compaction_input(NOW).is_none(),
+        "a little dirt under the ratio waits"
+    );
+    assert!(
+        log.compaction_input(NOW + 60_000).is_some(),
+        "unless it waited max.compaction.lag.ms"
+    );
+    write(&mut log, 105, 100);
+    let expected = latest_values(&log);
+    assert!(log.compaction_input(NOW).is_some(), "over the ratio");
+    assert!(log.compact(NOW, &mut unlimited()).unwrap().records_removed > 0);
+    assert_eq!(latest_values(&log), expected);
+    assert!(log.compaction_input(NOW).is_none());
 }
 
 fn latest_values(log: &PartitionLog) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
