@@ -66,6 +66,8 @@ pub struct BrokerSettings {
     pub cleaner_backoff: Duration,
     /// log.cleaner.io.max.bytes.per.second as configured at start-up.
     pub cleaner_io_max_bytes_per_second: f64,
+    /// `log.cleaner.threads` (0: no compaction).
+    pub cleaner_threads: i32,
     /// producer.id.expiration.check.interval.ms.
     pub producer_expiration_check_interval: Duration,
     /// producer.id.expiration.ms as configured at start-up (it is dynamic).
@@ -292,7 +294,7 @@ impl Broker {
             self.blocking(|b| {
                 b.replicas
                     .logs()
-                    .run_compaction(now_ms(), b.cleaner_io_rate())
+                    .run_compaction(now_ms(), b.cleaner_io_rate(), b.cleaner_threads())
             })
             .await;
             tokio::select! {
@@ -408,6 +410,15 @@ impl Broker {
         let static_ms =
             u64::try_from(self.settings.cleaner_backoff.as_millis()).unwrap_or(u64::MAX);
         Duration::from_millis(self.dynamic_or(keys::LOG_CLEANER_BACKOFF_MS.name, static_ms))
+    }
+
+    /// `log.cleaner.threads`, dynamic as in Kafka (0: no compaction).
+    fn cleaner_threads(&self) -> usize {
+        let threads = self.dynamic_or(
+            keys::LOG_CLEANER_THREADS.name,
+            self.settings.cleaner_threads,
+        );
+        usize::try_from(threads).unwrap_or(0)
     }
 
     /// `log.cleaner.io.max.bytes.per.second`, dynamic as in Kafka.

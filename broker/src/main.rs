@@ -353,6 +353,7 @@ fn broker_settings(
         )),
         cleaner_backoff: ms(config.get(keys::LOG_CLEANER_BACKOFF_MS)),
         cleaner_io_max_bytes_per_second: config.get(keys::LOG_CLEANER_IO_MAX_BYTES_PER_SECOND),
+        cleaner_threads: config.get(keys::LOG_CLEANER_THREADS),
         producer_expiration_check_interval: ms(i64::from(
             config.get(keys::PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS),
         )),

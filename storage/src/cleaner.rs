@@ -132,7 +132,7 @@ impl PartitionLog {
 
     /// Runs one whole compaction pass, holding the log throughout (see
     /// [`CompactionInput`] for the way that does not).
-    pub fn compact(&mut self, now_ms: i64, throttle: &mut IoThrottle) -> Result<CompactionStats> {
+    pub fn compact(&mut self, now_ms: i64, throttle: &IoThrottle) -> Result<CompactionStats> {
         match self.compaction_input(now_ms) {
             Some(input) => {
                 let cleaned = input.clean(throttle)?;
@@ -290,7 +290,7 @@ impl PartitionLog {
 impl CompactionInput {
     /// Cleans every segment of the pass, reading only the files it holds:
     /// no lock on the log is needed. `throttle` paces the I/O.
-    pub fn clean(&self, throttle: &mut IoThrottle) -> Result<CleanedLog> {
+    pub fn clean(&self, throttle: &IoThrottle) -> Result<CleanedLog> {
         let latest = self.latest_offsets_by_key(throttle)?;
         let mut out = Vec::new();
         for seg in &self.segments {
@@ -328,7 +328,7 @@ impl CompactionInput {
 
     /// key -> offset of its latest record, over the segments to clean.
     /// Aborted records are not candidates: they are dropped.
-    fn latest_offsets_by_key(&self, throttle: &mut IoThrottle) -> Result<HashMap<Vec<u8>, i64>> {
+    fn latest_offsets_by_key(&self, throttle: &IoThrottle) -> Result<HashMap<Vec<u8>, i64>> {
         let mut latest = HashMap::new();
         let mut failure = None;
         for seg in &self.segments {

@@ -1,14 +1,16 @@
 //! `log.cleaner.io.max.bytes.per.second`: holds the cleaner's reads and
 //! writes to an average rate over one pass, as Kafka's Throttler does, by
-//! sleeping whenever the pass is ahead of the rate. Compaction runs on a
-//! blocking thread, so the sleep is a thread sleep.
+//! sleeping whenever the pass is ahead of the rate. Compaction runs on
+//! blocking threads, so the sleep is a thread sleep; the cleaner threads of
+//! one pass share one throttle, so the rate is the broker's, not a thread's.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub struct IoThrottle {
     max_bytes_per_second: f64,
     started: Instant,
-    bytes: u64,
+    bytes: AtomicU64,
 }
 
 impl IoThrottle {
@@ -17,7 +19,7 @@ impl IoThrottle {
         Self {
             max_bytes_per_second,
             started: Instant::now(),
-            bytes: 0,
+            bytes: AtomicU64::new(0),
         }
     }
 
@@ -27,13 +29,9 @@ impl IoThrottle {
 
     /// Counts `bytes` of cleaner I/O, then waits while the pass is ahead of
     /// the rate.
-    pub fn account(&mut self, bytes: u64) {
-        self.bytes += bytes;
-        let wait = ahead_by(
-            self.bytes,
-            self.max_bytes_per_second,
-            self.started.elapsed(),
-        );
+    pub fn account(&self, bytes: u64) {
+        let total = self.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let wait = ahead_by(total, self.max_bytes_per_second, self.started.elapsed());
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }

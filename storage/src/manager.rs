@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -292,27 +293,30 @@ impl LogManager {
 
     /// Runs one compaction pass over compacted logs, its reads and writes
     /// held to `max_io_bytes_per_second` (`log.cleaner.io.max.bytes.per.second`).
-    /// One compaction pass over every log that wants one. Each log is
-    /// locked only to take the pass's input and to swap in its result; the
+    /// One compaction pass over every log that is due, by `threads`
+    /// cleaner threads (Kafka's `log.cleaner.threads`; 0 cleans nothing)
+    /// that take the logs one at a time and share one I/O throttle. Each
+    /// log is locked only to take its input and to swap in the result; the
     /// reading, cleaning and throttling happen with the log free.
-    pub fn run_compaction(&self, now_ms: i64, max_io_bytes_per_second: f64) {
-        let mut throttle = IoThrottle::new(max_io_bytes_per_second);
-        for (tp, log) in self.all_logs() {
-            let input = {
-                let mut log = log.write();
-                if log.is_offline() {
-                    continue;
+    pub fn run_compaction(&self, now_ms: i64, max_io_bytes_per_second: f64, threads: usize) {
+        let throttle = IoThrottle::new(max_io_bytes_per_second);
+        let logs = self.all_logs();
+        let next = AtomicUsize::new(0);
+        let clean_next = || {
+            while let Some((tp, log)) = logs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                if let Err(e) = compact_one(log, now_ms, &throttle) {
+                    error!(partition = %tp, error = %e, "compaction failed");
                 }
-                log.compaction_input(now_ms)
-            };
-            let Some(input) = input else { continue };
-            let done = input
-                .clean(&mut throttle)
-                .and_then(|cleaned| log.write().install_cleaned(cleaned));
-            if let Err(e) = done {
-                error!(partition = %tp, error = %e, "compaction failed");
             }
-        }
+        };
+        std::thread::scope(|scope| {
+            for _ in 1..threads.min(logs.len()) {
+                scope.spawn(clean_next);
+            }
+            if threads > 0 {
+                clean_next();
+            }
+        });
     }
 
     fn all_logs(&self) -> Vec<(TopicPartition, SharedLog)> {
@@ -410,6 +414,20 @@ pub fn read_partition_metadata(dir: &Path) -> Result<Option<String>> {
     Ok(Some(id))
 }
 
+/// One log's compaction pass, if it is due.
+fn compact_one(log: &SharedLog, now_ms: i64, throttle: &IoThrottle) -> Result<()> {
+    let input = {
+        let mut log = log.write();
+        if log.is_offline() {
+            return Ok(());
+        }
+        log.compaction_input(now_ms)
+    };
+    let Some(input) = input else { return Ok(()) };
+    let cleaned = input.clean(throttle)?;
+    log.write().install_cleaned(cleaned).map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -423,6 +441,52 @@ mod tests {
             value: Some(b"v".to_vec()),
             headers: vec![],
         }])
+    }
+
+    #[test]
+    fn cleaner_threads_share_the_due_logs_and_zero_stops_them() {
+        let root = tempfile::tempdir().unwrap();
+        let mut cfg = LogConfig::default();
+        cfg.cleanup_policy.delete = false;
+        cfg.cleanup_policy.compact = true;
+        let m = LogManager::open(vec![root.path().to_path_buf()], &cfg).unwrap();
+        let sizes = |m: &LogManager| -> Vec<u64> {
+            (0..5)
+                .map(|p| {
+                    let tp = TopicPartition::new("keyed", p);
+                    m.get(&tp).unwrap().read().size_bytes()
+                })
+                .collect()
+        };
+        for p in 0..5 {
+            let tp = TopicPartition::new("keyed", p);
+            let log = m
+                .get_or_create(&tp, "AAAAAAAAAAAAAAAAAAAAAA", cfg.clone())
+                .unwrap();
+            let mut log = log.write();
+            for i in 0..50u8 {
+                let mut b = BatchBuilder::default().build(&[SimpleRecord {
+                    timestamp: 1,
+                    key: Some(vec![i % 5]),
+                    value: Some(vec![i; 30]),
+                    headers: vec![],
+                }]);
+                log.append_as_leader(&mut b, 0, AppendOrigin::Client, 1)
+                    .unwrap();
+            }
+            log.roll(1).unwrap();
+            let end = log.log_end_offset();
+            log.set_high_watermark(end);
+        }
+        let before = sizes(&m);
+        m.run_compaction(2, f64::INFINITY, 0);
+        assert_eq!(sizes(&m), before, "no cleaner thread, no cleaning");
+        m.run_compaction(2, f64::INFINITY, 3);
+        let after = sizes(&m);
+        assert!(
+            after.iter().zip(&before).all(|(a, b)| a < b),
+            "every log compacted: {before:?} -> {after:?}"
+        );
     }
 
     #[test]

@@ -526,7 +526,7 @@ fn compaction_drops_aborted_transactions_and_keeps_markers() {
     client(&mut log, batch(8, 1, false, 3, 9)); // 6: k3=9
     log.roll(NOW).unwrap();
     log.set_high_watermark(log.log_end_offset());
-    log.compact(NOW, &mut IoThrottle::unlimited()).unwrap();
+    log.compact(NOW, &IoThrottle::unlimited()).unwrap();
 
     let batches = stored_batches(&log);
     let values: Vec<(i64, Vec<Vec<u8>>)> = batches
@@ -579,7 +579,7 @@ fn compaction_io_is_held_to_its_rate() {
     let expected = latest_values(&log);
     let rate = log.size_bytes() as f64;
     let started = std::time::Instant::now();
-    let stats = log.compact(NOW, &mut IoThrottle::new(rate)).unwrap();
+    let stats = log.compact(NOW, &IoThrottle::new(rate)).unwrap();
     let took = started.elapsed();
     assert!(stats.records_removed > 0);
     assert!(took >= std::time::Duration::from_secs(1), "took {took:?}");
@@ -619,7 +619,7 @@ fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
 
     // Deleted meanwhile: the whole cleanable range goes.
     let input = log.compaction_input(NOW).expect("sealed segments to clean");
-    let cleaned = input.clean(&mut IoThrottle::unlimited()).unwrap();
+    let cleaned = input.clean(&IoThrottle::unlimited()).unwrap();
     assert!(cleaned.rewritten() > 0);
     log.delete_records_before(log.log_end_offset()).unwrap();
     let stats = log.install_cleaned(cleaned).unwrap();
@@ -634,7 +634,7 @@ fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
     log.set_high_watermark(log.log_end_offset());
     let start = log.log_start_offset();
     let input = log.compaction_input(NOW).expect("sealed segments to clean");
-    let cleaned = input.clean(&mut IoThrottle::unlimited()).unwrap();
+    let cleaned = input.clean(&IoThrottle::unlimited()).unwrap();
     log.truncate_to(start).unwrap();
     for i in 100..160 {
         append(&mut log, i);
@@ -646,7 +646,7 @@ fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
     assert_eq!(latest_values(&log), expected, "the new records are intact");
     // The next pass cleans the log as it now is.
     assert!(
-        log.compact(NOW, &mut IoThrottle::unlimited())
+        log.compact(NOW, &IoThrottle::unlimited())
             .unwrap()
             .segments_rewritten
             > 0
@@ -688,12 +688,7 @@ fn compaction_waits_for_enough_dirty_data() {
     };
     write(&mut log, 0, 100);
     let unlimited = || IoThrottle::unlimited();
-    assert!(
-        log.compact(NOW, &mut unlimited())
-            .unwrap()
-            .segments_rewritten
-            > 0
-    );
+    assert!(log.compact(NOW, &unlimited()).unwrap().segments_rewritten > 0);
     assert!(
         log.compaction_input(NOW).is_none(),
         "nothing new: nothing to do"
@@ -711,7 +706,7 @@ fn compaction_waits_for_enough_dirty_data() {
     write(&mut log, 105, 100);
     let expected = latest_values(&log);
     assert!(log.compaction_input(NOW).is_some(), "over the ratio");
-    assert!(log.compact(NOW, &mut unlimited()).unwrap().records_removed > 0);
+    assert!(log.compact(NOW, &unlimited()).unwrap().records_removed > 0);
     assert_eq!(latest_values(&log), expected);
     assert!(log.compaction_input(NOW).is_none());
 }
@@ -762,7 +757,7 @@ proptest! {
         let expected = latest_values(&log);
         let size_before = log.size_bytes();
         // Tombstones are still within delete.retention.ms: kept.
-        log.compact(NOW, &mut IoThrottle::unlimited()).unwrap();
+        log.compact(NOW, &IoThrottle::unlimited()).unwrap();
         prop_assert_eq!(latest_values(&log), expected.clone());
         prop_assert!(log.size_bytes() <= size_before);
         // Reopen (indexes rebuilt from the rewritten segments) and check again.
@@ -776,7 +771,7 @@ proptest! {
         log.set_high_watermark(log.log_end_offset());
         prop_assert_eq!(latest_values(&log), expected.clone());
         // Long after delete.retention.ms, tombstones go too.
-        log.compact(NOW + 2 * 86_400_000, &mut IoThrottle::unlimited())
+        log.compact(NOW + 2 * 86_400_000, &IoThrottle::unlimited())
             .unwrap();
         let live: BTreeMap<_, _> = expected.into_iter().filter(|(_, (_, v))| v.is_some()).collect();
         prop_assert_eq!(latest_values(&log), live);

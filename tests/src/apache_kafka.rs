@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
-use crate::ottla::free_port;
 use crate::tools::repo_root;
 
 pub struct ApacheKafka {
@@ -23,6 +22,26 @@ fn script() -> PathBuf {
     repo_root().join("scripts").join("apache-kafka.sh")
 }
 
+/// A free port whose successor (the controller's) is free too, below the
+/// kernel's ephemeral range: the JVM binds them seconds later, and in that
+/// time an outgoing connection or a `bind(0)` in another test could take a
+/// port from the ephemeral range, but never one below it.
+fn port_pair() -> u16 {
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let low = 10_000u16;
+    let span = u128::from(ephemeral_start.saturating_sub(low + 1).max(1));
+    loop {
+        let p = low + (uuid::Uuid::new_v4().as_u128() % span) as u16;
+        let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if free(p) && free(p + 1) {
+            return p;
+        }
+    }
+}
+
 impl ApacheKafka {
     /// Starts a fresh broker on a free port (its controller on the next).
     pub fn start() -> Self {
@@ -33,13 +52,7 @@ impl ApacheKafka {
     pub fn start_with(props: &[(&str, &str)]) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("kafka");
-        // The controller listens on port + 1, which must be free as well.
-        let port = loop {
-            let p = free_port();
-            if p < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
-                break p;
-            }
-        };
+        let port = port_pair();
         let port_arg = port.to_string();
         let dir_arg = dir.display().to_string();
         let mut kafka = Self {

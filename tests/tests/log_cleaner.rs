@@ -1,6 +1,7 @@
 //! The log cleaner beside the broker's other work: a compaction pass held
 //! to a low `log.cleaner.io.max.bytes.per.second` takes tens of seconds,
-//! and the broker goes on creating topics and serving them meanwhile.
+//! and the broker goes on creating topics and serving them meanwhile; and
+//! `log.cleaner.threads` changed at runtime.
 
 use std::time::{Duration, Instant};
 
@@ -109,5 +110,51 @@ fn a_slow_compaction_pass_does_not_hold_up_the_broker() {
             node.log()
         );
         std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// One compacted topic whose first segment is sealed and full of
+/// superseded values (the roll happens once `segment.ms` has passed).
+fn write_cleanable(node: &Ottla, topic: &str) {
+    create(node, topic, &["cleanup.policy=compact", "segment.ms=500"]);
+    let lines: String = (0..40).map(|i| format!("k{}:value{i}\n", i % 4)).collect();
+    produce_keyed(node, topic, &lines);
+    std::thread::sleep(Duration::from_millis(700));
+    produce_keyed(node, topic, "k0:last\n");
+}
+
+#[test]
+fn cleaner_threads_change_at_runtime() {
+    let node = Ottla::start(&[
+        ("log.cleaner.threads", "0"),
+        ("log.cleaner.backoff.ms", "100"),
+    ]);
+    write_cleanable(&node, "keyed");
+    // No cleaner thread: the log stays as written.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!node.log().contains("compacted log"), "{}", node.log());
+
+    let altered = ok(kafka_tool(
+        "kafka-configs.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--alter",
+            "--entity-type",
+            "brokers",
+            "--entity-default",
+            "--add-config",
+            "log.cleaner.threads=2",
+        ],
+        None,
+    ));
+    assert!(
+        altered.contains("Completed updating default config"),
+        "{altered}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !node.log().contains("compacted log") {
+        assert!(Instant::now() < deadline, "not compacted:\n{}", node.log());
+        std::thread::sleep(Duration::from_millis(200));
     }
 }

@@ -46,6 +46,7 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
         checkpoint_interval: Duration::from_secs(5),
         cleaner_backoff: Duration::from_secs(5),
         cleaner_io_max_bytes_per_second: f64::MAX,
+        cleaner_threads: 1,
         producer_expiration_check_interval: Duration::from_secs(600),
         producer_id_expiration: Duration::from_secs(86_400),
         static_configs: BTreeMap::new(),

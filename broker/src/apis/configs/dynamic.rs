@@ -14,10 +14,10 @@ use crate::security::tls_reload::check_tls_listeners;
 
 /// The broker keys Ottla applies at runtime besides the `log.*` defaults
 /// of topic keys (read through the topic config resolver): the replication
-/// throttles and the connection limits. Kafka lets more change dynamically
-/// (thread counts, cleaner settings, listeners, ...); Ottla reads those
-/// once, at start-up, so it refuses to store a dynamic value it would not
-/// apply.
+/// throttles, the connection limits, the cleaner's pacing and threads, and
+/// more. Kafka lets more change dynamically (other thread counts, cleaner
+/// buffers, listeners, ...); Ottla reads those once, at start-up, so it
+/// refuses to store a dynamic value it would not apply.
 const DYNAMIC: &[&str] = &[
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
@@ -28,6 +28,7 @@ const DYNAMIC: &[&str] = &[
     "transaction.partition.verification.enable",
     "log.cleaner.backoff.ms",
     "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.threads",
 ];
 
 /// Keys Kafka changes at runtime that Ottla reads once: thread counts (its
@@ -39,7 +40,6 @@ const KAFKA_DYNAMIC_READ_AT_START: &[&str] = &[
     "num.replica.fetchers",
     "num.recovery.threads.per.data.dir",
     "background.threads",
-    "log.cleaner.threads",
     "log.cleaner.dedupe.buffer.size",
     "log.cleaner.io.buffer.size",
     "log.cleaner.io.buffer.load.factor",
