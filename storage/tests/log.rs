@@ -549,25 +549,25 @@ fn compaction_drops_aborted_transactions_and_keeps_markers() {
     assert_eq!(log.collect_aborted(0, log.log_end_offset()).len(), 1);
 }
 
-/// `log.cleaner.io.max.bytes.per.second`: a pass reads every cleanable
-/// segment twice (keys, then records) and writes what it keeps, so at a
-/// rate of the log's size per second it takes over a second.
-#[test]
-fn compaction_io_is_held_to_its_rate() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = LogConfig {
+/// A compact-only log config with small segments.
+fn compacted_config(segment_bytes: u64) -> LogConfig {
+    LogConfig {
         cleanup_policy: CleanupPolicy {
             delete: false,
             compact: true,
         },
-        segment_bytes: 4096,
+        segment_bytes,
         ..small_config()
-    };
-    let mut log = open(dir.path(), cfg, false);
-    for i in 0..200u8 {
+    }
+}
+
+/// Appends records `from..from + count` (key `k<i % keys>`, value 40 × `i`),
+/// then seals the segment and commits everything, so compaction may take it.
+fn write_keyed(log: &mut PartitionLog, from: u8, count: u8, keys: u8) {
+    for i in from..from + count {
         let mut b = BatchBuilder::default().build(&[SimpleRecord {
             timestamp: NOW,
-            key: Some(vec![b'k', i % 10]),
+            key: Some(vec![b'k', i % keys]),
             value: Some(vec![i; 40]),
             headers: vec![],
         }]);
@@ -576,6 +576,16 @@ fn compaction_io_is_held_to_its_rate() {
     }
     log.roll(NOW).unwrap();
     log.set_high_watermark(log.log_end_offset());
+}
+
+/// `log.cleaner.io.max.bytes.per.second`: a pass reads every cleanable
+/// segment twice (keys, then records) and writes what it keeps, so at a
+/// rate of the log's size per second it takes over a second.
+#[test]
+fn compaction_io_is_held_to_its_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), compacted_config(4096), false);
+    write_keyed(&mut log, 0, 200, 10);
     let expected = latest_values(&log);
     let rate = log.size_bytes() as f64;
     let started = std::time::Instant::now();
@@ -592,30 +602,8 @@ fn compaction_io_is_held_to_its_rate() {
 #[test]
 fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = LogConfig {
-        cleanup_policy: CleanupPolicy {
-            delete: false,
-            compact: true,
-        },
-        segment_bytes: 1024,
-        ..small_config()
-    };
-    let mut log = open(dir.path(), cfg, false);
-    let append = |log: &mut PartitionLog, i: u8| {
-        let mut b = BatchBuilder::default().build(&[SimpleRecord {
-            timestamp: NOW,
-            key: Some(vec![b'k', i % 4]),
-            value: Some(vec![i; 40]),
-            headers: vec![],
-        }]);
-        log.append_as_leader(&mut b, 0, AppendOrigin::Client, NOW)
-            .unwrap();
-    };
-    for i in 0..60 {
-        append(&mut log, i);
-    }
-    log.roll(NOW).unwrap();
-    log.set_high_watermark(log.log_end_offset());
+    let mut log = open(dir.path(), compacted_config(1024), false);
+    write_keyed(&mut log, 0, 60, 4);
 
     // Deleted meanwhile: the whole cleanable range goes.
     let input = log.compaction_input(NOW).expect("sealed segments to clean");
@@ -627,20 +615,12 @@ fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
     assert_eq!(log.log_start_offset(), log.log_end_offset());
 
     // Truncated and written again meanwhile: new segments at the old bases.
-    for i in 0..60 {
-        append(&mut log, i);
-    }
-    log.roll(NOW).unwrap();
-    log.set_high_watermark(log.log_end_offset());
+    write_keyed(&mut log, 0, 60, 4);
     let start = log.log_start_offset();
     let input = log.compaction_input(NOW).expect("sealed segments to clean");
     let cleaned = input.clean(&IoThrottle::unlimited()).unwrap();
     log.truncate_to(start).unwrap();
-    for i in 100..160 {
-        append(&mut log, i);
-    }
-    log.roll(NOW).unwrap();
-    log.set_high_watermark(log.log_end_offset());
+    write_keyed(&mut log, 100, 60, 4);
     let expected = latest_values(&log);
     assert_eq!(log.install_cleaned(cleaned).unwrap().segments_rewritten, 0);
     assert_eq!(latest_values(&log), expected, "the new records are intact");
@@ -662,31 +642,12 @@ fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
 fn compaction_waits_for_enough_dirty_data() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = LogConfig {
-        cleanup_policy: CleanupPolicy {
-            delete: false,
-            compact: true,
-        },
-        segment_bytes: 1024,
         min_cleanable_dirty_ratio: 0.5,
         max_compaction_lag_ms: 60_000,
-        ..small_config()
+        ..compacted_config(1024)
     };
     let mut log = open(dir.path(), cfg, false);
-    let write = |log: &mut PartitionLog, from: u8, count: u8| {
-        for i in from..from + count {
-            let mut b = BatchBuilder::default().build(&[SimpleRecord {
-                timestamp: NOW,
-                key: Some(vec![b'k', i % 10]),
-                value: Some(vec![i; 40]),
-                headers: vec![],
-            }]);
-            log.append_as_leader(&mut b, 0, AppendOrigin::Client, NOW)
-                .unwrap();
-        }
-        log.roll(NOW).unwrap();
-        log.set_high_watermark(log.log_end_offset());
-    };
-    write(&mut log, 0, 100);
+    write_keyed(&mut log, 0, 100, 10);
     let unlimited = || IoThrottle::unlimited();
     assert!(log.compact(NOW, &unlimited()).unwrap().segments_rewritten > 0);
     assert!(
@@ -694,7 +655,7 @@ fn compaction_waits_for_enough_dirty_data() {
         "nothing new: nothing to do"
     );
 
-    write(&mut log, 100, 5);
+    write_keyed(&mut log, 100, 5, 10);
     assert!(
         log.compaction_input(NOW).is_none(),
         "a little dirt under the ratio waits"
@@ -703,7 +664,7 @@ fn compaction_waits_for_enough_dirty_data() {
         log.compaction_input(NOW + 60_000).is_some(),
         "unless it waited max.compaction.lag.ms"
     );
-    write(&mut log, 105, 100);
+    write_keyed(&mut log, 105, 100, 10);
     let expected = latest_values(&log);
     assert!(log.compaction_input(NOW).is_some(), "over the ratio");
     assert!(log.compact(NOW, &unlimited()).unwrap().records_removed > 0);

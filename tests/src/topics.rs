@@ -1,10 +1,47 @@
-//! Topic views from the stock Java tools, for tests that check leadership
-//! and ISRs.
+//! Topics through the stock Java tools: creating them, producing keyed
+//! lines, and views for tests that check leadership and ISRs.
 
 use std::collections::BTreeMap;
 
 use crate::ottla::Ottla;
 use crate::tools::{kafka_tool, ok};
+
+/// `kafka-topics.sh --create` through `node`, with `extra` arguments
+/// (`--replication-factor`, `--config`, ...); the tool's output.
+pub fn create_topic(node: &Ottla, topic: &str, partitions: u32, extra: &[&str]) -> String {
+    let bootstrap = node.bootstrap();
+    let partitions = partitions.to_string();
+    let mut args = vec![
+        "--bootstrap-server",
+        &bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--partitions",
+        &partitions,
+    ];
+    args.extend_from_slice(extra);
+    ok(kafka_tool("kafka-topics.sh", &args, None))
+}
+
+/// `kafka-console-producer.sh` through `node`, one record per line of
+/// `lines`, each `key:value`.
+pub fn produce_keyed(node: &Ottla, topic: &str, lines: &str) {
+    ok(kafka_tool(
+        "kafka-console-producer.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--topic",
+            topic,
+            "--property",
+            "parse.key=true",
+            "--property",
+            "key.separator=:",
+        ],
+        Some(lines),
+    ));
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionView {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_tool, ok};
-use ottla_tests::topics::{describe, PartitionView};
+use ottla_tests::topics::{create_topic, describe, PartitionView};
 
 /// Short timeouts so failures are detected within seconds.
 const CLUSTER_SETTINGS: &[(&str, &str)] = &[
@@ -378,21 +378,7 @@ fn create_replicated(node: &Ottla, topic: &str, partitions: u32) {
     // session timeout these tests use; a broker fenced for a moment is
     // unfenced by its next heartbeat, so wait for all three first.
     node.wait_for_brokers(3, Duration::from_secs(30));
-    let out = ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            &node.bootstrap(),
-            "--create",
-            "--topic",
-            topic,
-            "--partitions",
-            &partitions.to_string(),
-            "--replication-factor",
-            "3",
-        ],
-        None,
-    ));
+    let out = create_replicated_by(node, topic, partitions, 3);
     assert!(out.contains("Created topic"), "{out}");
 }
 
@@ -772,22 +758,13 @@ fn quorum_status(node: &Ottla) -> (i32, String) {
     (leader, status)
 }
 
-fn create_topic(node: &Ottla, topic: &str, partitions: u32, rf: u32) -> String {
-    ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            &node.bootstrap(),
-            "--create",
-            "--topic",
-            topic,
-            "--partitions",
-            &partitions.to_string(),
-            "--replication-factor",
-            &rf.to_string(),
-        ],
-        None,
-    ))
+fn create_replicated_by(node: &Ottla, topic: &str, partitions: u32, rf: u32) -> String {
+    create_topic(
+        node,
+        topic,
+        partitions,
+        &["--replication-factor", &rf.to_string()],
+    )
 }
 
 /// The production layout: three controller-only nodes form the quorum and
@@ -811,7 +788,7 @@ fn broker_only_nodes_follow_a_controller_only_quorum() {
     };
     assert_eq!(listed(&nodes[b4]), [4, 5], "controllers are not brokers");
 
-    let created = create_topic(&nodes[b4], "split", 4, 2);
+    let created = create_replicated_by(&nodes[b4], "split", 4, 2);
     assert!(created.contains("Created topic split"), "{created}");
     wait_for(
         &nodes[b5],
@@ -851,7 +828,7 @@ fn broker_only_nodes_follow_a_controller_only_quorum() {
     // The active controller dies: the others elect a leader, and the
     // brokers find it for their writes and their metadata.
     nodes[leader as usize - 1].kill9();
-    let created = create_topic(&nodes[b5], "after-failover", 2, 2);
+    let created = create_replicated_by(&nodes[b5], "after-failover", 2, 2);
     assert!(
         created.contains("Created topic after-failover"),
         "{created}"

@@ -25,6 +25,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_bin, kafka_tool, ok, python_script};
+use ottla_tests::topics::{create_topic, produce_keyed};
 use ottla_tests::wire::WireClient;
 
 /// Quick group timings: no initial rebalance delay, 6 s sessions, 1 s
@@ -42,39 +43,10 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-fn create_topic(node: &Ottla, topic: &str, partitions: u32) {
-    ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            &node.bootstrap(),
-            "--create",
-            "--topic",
-            topic,
-            "--partitions",
-            &partitions.to_string(),
-        ],
-        None,
-    ));
-}
-
 /// Produces `key-i:value-i` for every i in `range`, keyed.
 fn produce(node: &Ottla, topic: &str, range: std::ops::Range<usize>) {
     let input: String = range.map(|i| format!("key-{i}:value-{i}\n")).collect();
-    ok(kafka_tool(
-        "kafka-console-producer.sh",
-        &[
-            "--bootstrap-server",
-            &node.bootstrap(),
-            "--topic",
-            topic,
-            "--property",
-            "parse.key=true",
-            "--property",
-            "key.separator=:",
-        ],
-        Some(&input),
-    ));
+    produce_keyed(node, topic, &input);
 }
 
 fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
@@ -280,7 +252,7 @@ fn survive_a_killed_member(
 ) {
     const N: usize = 3000;
     let topic = format!("{group}-orders");
-    create_topic(node, &topic, 6);
+    create_topic(node, &topic, 6, &[]);
     let mut consumers: Vec<ConsoleConsumer> = (0..members)
         .map(|i| ConsoleConsumer::start(node, &format!("{group}-{i}"), &topic, group, props))
         .collect();
@@ -498,8 +470,8 @@ assert p.flush(30) == 0
 #[test]
 fn kafka_consumer_groups_lists_describes_resets_and_deletes() {
     let node = Ottla::start(GROUP_OVERRIDES);
-    create_topic(&node, "lag", 3);
-    create_topic(&node, "side", 1);
+    create_topic(&node, "lag", 3, &[]);
+    create_topic(&node, "side", 1, &[]);
     // 2020 timestamps, then 2023 ones below: --to-datetime falls between.
     produce_per_partition(&node, "lag", &[10, 20, 30], 1_600_000_000_000);
     produce_per_partition(&node, "side", &[4], 1_600_000_000_000);
@@ -657,7 +629,7 @@ fn count(node: &Ottla, topic: &str, partitions: i32) -> i64 {
 #[test]
 fn idempotent_java_and_python_producers_write_exact_counts() {
     let node = Ottla::start(GROUP_OVERRIDES);
-    create_topic(&node, "perf", 3);
+    create_topic(&node, "perf", 3, &[]);
     let out = ok(kafka_tool(
         "kafka-producer-perf-test.sh",
         &[
@@ -681,11 +653,11 @@ fn idempotent_java_and_python_producers_write_exact_counts() {
     assert!(out.contains("30000 records sent"), "{out}");
     assert_eq!(count(&node, "perf", 3), 30_000);
 
-    create_topic(&node, "lines", 2);
+    create_topic(&node, "lines", 2, &[]);
     produce(&node, "lines", 0..5000);
     assert_eq!(count(&node, "lines", 2), 5000);
 
-    create_topic(&node, "py", 4);
+    create_topic(&node, "py", 4, &[]);
     let code = r#"
 import sys
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -735,7 +707,7 @@ fn producer_ids(node: &Ottla, topic: &str) -> BTreeSet<i64> {
 #[test]
 fn producer_ids_survive_a_restart() {
     let mut node = Ottla::start(GROUP_OVERRIDES);
-    create_topic(&node, "ids", 1);
+    create_topic(&node, "ids", 1, &[]);
     produce(&node, "ids", 0..100);
     let first = producer_ids(&node, "ids");
     assert_eq!(node.stop(), Some(0));
@@ -761,7 +733,7 @@ fn idle_producer_ids_expire_once_their_expiration_is_lowered() {
     let mut overrides = GROUP_OVERRIDES.to_vec();
     overrides.push(("producer.id.expiration.check.interval.ms", "500"));
     let node = Ottla::start(&overrides);
-    create_topic(&node, "idle", 1);
+    create_topic(&node, "idle", 1, &[]);
     produce(&node, "idle", 0..10);
     std::thread::sleep(std::time::Duration::from_secs(2));
     assert_eq!(

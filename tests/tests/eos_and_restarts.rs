@@ -25,6 +25,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_bin, kafka_tool, ok, python_script};
+use ottla_tests::topics::create_topic;
 use ottla_tests::wire::WireClient;
 
 const OVERRIDES: &[(&str, &str)] = &[
@@ -47,22 +48,6 @@ fn python_ok(node: &Ottla, code: &str, args: &[&str]) -> String {
         node.log()
     );
     stdout
-}
-
-fn create_topic(node: &Ottla, topic: &str, partitions: u32) {
-    ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            &node.bootstrap(),
-            "--create",
-            "--topic",
-            topic,
-            "--partitions",
-            &partitions.to_string(),
-        ],
-        None,
-    ));
 }
 
 /// argv: bootstrap, topic, partitions, isolation level. Prints the values of
@@ -206,7 +191,7 @@ p.abort_transaction(30)
 fn java_transactional_perf_test_and_an_aborted_python_transaction() {
     const N: usize = 2000;
     let node = Ottla::start(OVERRIDES);
-    create_topic(&node, "tx-perf", 1);
+    create_topic(&node, "tx-perf", 1, &[]);
     let out = ok(kafka_tool(
         "kafka-producer-perf-test.sh",
         &[
@@ -248,7 +233,7 @@ fn java_transactional_perf_test_and_an_aborted_python_transaction() {
     assert!(end[&0] > N as i64, "no transaction markers: {end:?}");
     assert_eq!(latest_offsets(&node, "tx-perf", 1, 1), end);
 
-    create_topic(&node, "tx-mixed", 1);
+    create_topic(&node, "tx-mixed", 1, &[]);
     python_ok(
         &node,
         COMMIT_THEN_ABORT,
@@ -328,8 +313,8 @@ print(f"batches {batch_no}")
 fn librdkafka_consume_transform_produce_is_exactly_once_across_an_abort() {
     const K: usize = 300;
     let node = Ottla::start(OVERRIDES);
-    create_topic(&node, "eos-in", 2);
-    create_topic(&node, "eos-out", 1);
+    create_topic(&node, "eos-in", 2, &[]);
+    create_topic(&node, "eos-out", 1, &[]);
     let produce = r#"
 import sys
 from confluent_kafka import Producer
@@ -436,7 +421,7 @@ b.close()
 #[test]
 fn kafka_python_commits_offsets_with_metadata_and_a_new_member_resumes() {
     let node = Ottla::start(OVERRIDES);
-    create_topic(&node, "kp", 2);
+    create_topic(&node, "kp", 2, &[]);
     let out = python_ok(&node, KAFKA_PYTHON_COMMITS, &[&node.bootstrap(), "kp"]);
     let lines: Vec<&str> = out.lines().collect();
     // p0 holds v0, v2, ..., v18 at offsets 0..10; p1 v1, v3, ..., v19.
@@ -487,7 +472,7 @@ fn restart_mid_transaction(kill9: bool) {
         "mid-txn-term"
     };
     let txn_id = format!("{topic}-producer");
-    create_topic(&node, topic, 2);
+    create_topic(&node, topic, 2, &[]);
     let bootstrap = node.bootstrap();
     python_ok(
         &node,
@@ -697,7 +682,7 @@ fn a_group_converges_after_a_restart_during_a_rebalance() {
     const GROUP: &str = "rebalancing";
     const TOPIC: &str = "rebalancing-orders";
     let mut node = Ottla::start(OVERRIDES);
-    create_topic(&node, TOPIC, 6);
+    create_topic(&node, TOPIC, 6, &[]);
     let mut consumers: Vec<ConsoleConsumer> = (0..2)
         .map(|i| ConsoleConsumer::start(&node, &format!("member-{i}"), TOPIC, GROUP))
         .collect();

@@ -7,38 +7,13 @@ use std::time::{Duration, Instant};
 
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_tool, ok};
+use ottla_tests::topics::{create_topic, produce_keyed};
 
+/// A one-partition topic with `configs` (`key=value`).
 fn create(node: &Ottla, topic: &str, configs: &[&str]) {
-    let bootstrap = node.bootstrap();
-    let mut args = vec![
-        "--bootstrap-server",
-        &bootstrap,
-        "--create",
-        "--topic",
-        topic,
-    ];
-    for c in configs {
-        args.extend(["--config", c]);
-    }
-    let out = ok(kafka_tool("kafka-topics.sh", &args, None));
+    let args: Vec<&str> = configs.iter().flat_map(|c| ["--config", c]).collect();
+    let out = create_topic(node, topic, 1, &args);
     assert!(out.contains("Created topic"), "{out}");
-}
-
-fn produce_keyed(node: &Ottla, topic: &str, lines: &str) {
-    ok(kafka_tool(
-        "kafka-console-producer.sh",
-        &[
-            "--bootstrap-server",
-            &node.bootstrap(),
-            "--topic",
-            topic,
-            "--property",
-            "parse.key=true",
-            "--property",
-            "key.separator=:",
-        ],
-        Some(lines),
-    ));
 }
 
 #[test]
