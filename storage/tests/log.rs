@@ -32,6 +32,17 @@ fn client_batch(n: usize) -> Vec<u8> {
     BatchBuilder::default().build(&records(n, NOW, "r"))
 }
 
+/// A COMMIT or ABORT marker of producer `pid` (epoch 0).
+fn txn_marker_batch(pid: i64, ct: ControlType) -> Vec<u8> {
+    BatchBuilder {
+        producer_id: pid,
+        producer_epoch: 0,
+        transactional: true,
+        ..Default::default()
+    }
+    .build_control(ct, NOW, txn_marker_value(0))
+}
+
 fn small_config() -> LogConfig {
     LogConfig {
         segment_bytes: 4096,
@@ -359,15 +370,6 @@ fn transactions_drive_the_lso_and_the_aborted_index() {
         }
         .build(&records(2, NOW, "t"))
     };
-    let marker = |pid: i64, ct: ControlType| {
-        BatchBuilder {
-            producer_id: pid,
-            producer_epoch: 0,
-            transactional: true,
-            ..Default::default()
-        }
-        .build_control(ct, NOW, txn_marker_value(0))
-    };
     append(&mut log, 1, 0); // 0
     log.append_as_leader(&mut txn(7, 0), 0, AppendOrigin::Client, NOW)
         .unwrap(); // 1-2
@@ -376,7 +378,7 @@ fn transactions_drive_the_lso_and_the_aborted_index() {
     log.set_high_watermark(log.log_end_offset());
     assert_eq!(log.last_stable_offset(), 1);
     log.append_as_leader(
-        &mut marker(7, ControlType::Abort),
+        &mut txn_marker_batch(7, ControlType::Abort),
         0,
         AppendOrigin::Coordinator,
         NOW,
@@ -385,7 +387,7 @@ fn transactions_drive_the_lso_and_the_aborted_index() {
     log.set_high_watermark(log.log_end_offset());
     assert_eq!(log.last_stable_offset(), 3);
     log.append_as_leader(
-        &mut marker(8, ControlType::Commit),
+        &mut txn_marker_batch(8, ControlType::Commit),
         0,
         AppendOrigin::Coordinator,
         NOW,
@@ -500,15 +502,6 @@ fn compaction_drops_aborted_transactions_and_keeps_markers() {
             headers: vec![],
         }])
     };
-    let marker = |pid: i64, ct: ControlType| {
-        BatchBuilder {
-            producer_id: pid,
-            producer_epoch: 0,
-            transactional: true,
-            ..Default::default()
-        }
-        .build_control(ct, NOW, txn_marker_value(0))
-    };
     let client = |log: &mut PartitionLog, mut b: Vec<u8>| {
         log.append_as_leader(&mut b, 0, AppendOrigin::Client, NOW)
             .unwrap();
@@ -520,9 +513,9 @@ fn compaction_drops_aborted_transactions_and_keeps_markers() {
     client(&mut log, batch(-1, -1, false, 1, 1)); // 0: k1=1
     client(&mut log, batch(7, 0, true, 1, 7)); // 1: k1=7, aborted
     client(&mut log, batch(7, 1, true, 2, 7)); // 2: k2=7, aborted
-    coordinator(&mut log, marker(7, ControlType::Abort)); // 3
+    coordinator(&mut log, txn_marker_batch(7, ControlType::Abort)); // 3
     client(&mut log, batch(8, 0, true, 3, 8)); // 4: k3=8, committed
-    coordinator(&mut log, marker(8, ControlType::Commit)); // 5
+    coordinator(&mut log, txn_marker_batch(8, ControlType::Commit)); // 5
     client(&mut log, batch(8, 1, false, 3, 9)); // 6: k3=9
     log.roll(NOW).unwrap();
     log.set_high_watermark(log.log_end_offset());

@@ -550,9 +550,8 @@ async fn write_responses<W: AsyncWrite + Unpin>(
                 .unwrap_or_else(|e| Err(format!("handler panicked: {e}"))),
         };
         match outcome {
-            Ok(Outcome::Send(frame)) => {
+            Ok(Outcome::Send(mut frame)) => {
                 // All chunks go out in vectored writes, uncopied.
-                let mut frame = frame;
                 let bytes = frame.remaining();
                 if let Err(e) = write.write_all_buf(&mut frame).await {
                     debug!("write failed: {e}");

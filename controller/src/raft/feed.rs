@@ -72,7 +72,7 @@ impl ObserverFeed {
             .iter()
             .map(|(id, (offset, fetched))| VoterSummary {
                 id: *id,
-                log_end_offset: offset + 1,
+                log_end_offset: offset.saturating_add(1),
                 last_fetch_ms: Some(*fetched),
             })
             .collect()

@@ -63,10 +63,12 @@ impl RecentEntries {
             Some((first, _)) => *first,
             None => return Some(Vec::new()),
         };
-        if after + 1 < first {
+        // Saturating: `after` comes from a peer.
+        let wanted = after.saturating_add(1);
+        if wanted < first {
             return None;
         }
-        let skip = usize::try_from(after + 1 - first).unwrap_or(usize::MAX);
+        let skip = usize::try_from(wanted - first).unwrap_or(usize::MAX);
         let mut out = Vec::new();
         let mut bytes = 0;
         for (offset, records) in w.entries.iter().skip(skip) {
