@@ -9,7 +9,7 @@ Ottla/Kafka of the best round for records/s, MB/s, p50 and p99 latency,
 plus the highest peak RSS and the slowest time from process start to the
 first accepted connection.
 
-    scripts/bench.py [--records N] [--rounds R] [--quick]
+    scripts/bench.py [--records N] [--rounds R] [--quick] [--cases 1024:all:8,...]
 
 Ratios above 1 favour Ottla for throughput; below 1 favour Ottla for
 latency, memory and start time.
@@ -185,6 +185,7 @@ def main():
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="one case per record size, one round")
+    ap.add_argument("--cases", help="only these cases, as SIZE:ACKS:PARTITIONS[,...], e.g. 1024:all:8")
     args = ap.parse_args()
     bin_dir = Path(last_line("kafka-tools.sh"))
     sh(["cargo", "build", "--release", "-p", "ottla-broker", "--bin", "ottla"], cwd=ROOT)
@@ -192,6 +193,8 @@ def main():
     cases = [(s, a, p) for s in (1024, 100) for a in ("1", "all") for p in (1, 8)]
     if args.quick:
         cases, args.rounds = [(1024, "1", 1), (100, "all", 8)], 1
+    if args.cases:
+        cases = [(int(s), a, int(p)) for s, a, p in (c.split(":") for c in args.cases.split(","))]
     # Rounds alternate which broker goes first, so a machine that slows
     # down or speeds up during the run does not favour either.
     kafka_broker = ApacheKafka("kafka", KAFKA_PORT)

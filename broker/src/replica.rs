@@ -17,6 +17,7 @@ use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
 use ottla_protocol::mirror::errors::READ_ONLY_TOPIC;
 use ottla_storage::log::{AppendInfo, FetchIsolation, ReadInfo};
+use ottla_storage::segment::FileSlice;
 use ottla_storage::manager::{LogManager, SharedLog, TopicPartition};
 use ottla_storage::producer_state::AppendOrigin;
 use ottla_storage::StorageError;
@@ -137,7 +138,9 @@ pub struct ReadSpec {
 #[derive(Debug, Clone)]
 pub struct FetchOutcome {
     pub error: Option<ResponseError>,
-    pub records: Option<Bytes>,
+    /// The records, still in their segment file: the Fetch response sends
+    /// them from there (or reads them when it assembles the answer).
+    pub records: Option<FileSlice>,
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
@@ -718,17 +721,9 @@ impl ReplicaManager {
                 aborted,
                 ..
             }) => {
-                drop(log);
-                let records = match slice.map(|s| s.read()).transpose() {
-                    Ok(r) => r,
-                    Err(e) => {
-                        warn!(partition = %tp, error = %e, "read failed");
-                        return FetchOutcome::error(ResponseError::KafkaStorageError);
-                    }
-                };
                 FetchOutcome {
                     error: None,
-                    records,
+                    records: slice,
                     high_watermark,
                     last_stable_offset,
                     log_start_offset,
@@ -817,7 +812,7 @@ impl ReplicaManager {
     /// traffic metrics.
     pub fn record_fetch(&self, tp: &TopicPartition, outcome: &FetchOutcome) {
         if let Some(p) = self.partition(tp) {
-            let bytes = outcome.records.as_ref().map_or(0, |r| r.len());
+            let bytes = outcome.records.as_ref().map_or(0, |r| r.len);
             p.stats.fetched(bytes, outcome.error.is_some());
         }
     }

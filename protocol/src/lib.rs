@@ -6,6 +6,7 @@ pub mod api_versions;
 pub mod batch;
 pub mod client;
 pub mod client_security;
+pub mod file_records;
 pub mod frame;
 pub mod mirror;
 pub mod names;

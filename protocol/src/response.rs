@@ -5,8 +5,9 @@
 //! (ApiVersions always uses header v0, so a client that does not yet know the
 //! broker's versions can parse it). A Fetch's record sets are not copied
 //! into the response: [`encode_response_frame`] sends them as chunks of
-//! their own (see `response_frame`); bodies pre-encoded by a handler are
-//! sent after [`encode_response_head`].
+//! their own, or as file ranges where the Fetch holds stand-ins for them
+//! (see `response_frame` and `file_records`); bodies pre-encoded by a
+//! handler are sent after [`encode_response_head`].
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
@@ -14,6 +15,7 @@ use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::Encodable;
 use thiserror::Error;
 
+use crate::file_records::FileRecords;
 use crate::frame::SIZE_PREFIX_LEN;
 use crate::response_frame::{ResponseFrame, SpliceBuf, SPLICE_MIN};
 
@@ -27,6 +29,17 @@ pub enum EncodeError {
     },
     #[error("{api_key:?} response of {len} bytes does not fit a Kafka frame")]
     TooLarge { api_key: ApiKey, len: usize },
+    #[error("{api_key:?} response: {spliced} of {stand_ins} file-backed record sets were found while encoding")]
+    StandInsLeft {
+        api_key: ApiKey,
+        spliced: usize,
+        stand_ins: usize,
+    },
+    #[error("{api_key:?} response: reading its record sets failed: {source}")]
+    Read {
+        api_key: ApiKey,
+        source: std::io::Error,
+    },
 }
 
 /// Encodes a complete response frame in one buffer.
@@ -36,26 +49,32 @@ pub fn encode_response(
     correlation_id: i32,
     body: &ResponseKind,
 ) -> Result<Bytes, EncodeError> {
-    Ok(encode_spliced(api_key, api_version, correlation_id, body, &[], 256)?.into_bytes())
+    let none = FileRecords::default();
+    encode_spliced(api_key, api_version, correlation_id, body, &[], &none, 256)?
+        .into_bytes()
+        .map_err(|source| EncodeError::Read { api_key, source })
 }
 
 /// Encodes a complete response frame whose Fetch record sets are not
-/// copied but sent from the buffers they were read into.
+/// copied but sent from the buffers they were read into, or from their
+/// files where `files` holds the stand-ins the body carries for them.
 pub fn encode_response_frame(
     api_key: ApiKey,
     api_version: i16,
     correlation_id: i32,
     body: &ResponseKind,
+    files: &FileRecords,
 ) -> Result<ResponseFrame, EncodeError> {
     let shared = record_sets(body);
     // Everything but the record sets: a few dozen bytes per partition.
-    let capacity = 256 + 64 * shared.len();
+    let capacity = 256 + 64 * (shared.len() + files.len());
     encode_spliced(
         api_key,
         api_version,
         correlation_id,
         body,
         &shared,
+        files,
         capacity,
     )
 }
@@ -80,12 +99,13 @@ fn encode_spliced(
     correlation_id: i32,
     body: &ResponseKind,
     shared: &[Bytes],
+    files: &FileRecords,
     capacity: usize,
 ) -> Result<ResponseFrame, EncodeError> {
     let fail = |e| invalid(api_key, api_version, e);
     let mut first = BytesMut::with_capacity(capacity);
     first.put_i32(0); // patched below, once the length is known
-    let mut buf = SpliceBuf::new(first, shared);
+    let mut buf = SpliceBuf::new(first, shared, files);
     write_header(&mut buf, api_key, api_version, correlation_id).map_err(fail)?;
     match body {
         // Only Fetch carries record sets to splice; `ResponseKind` itself
@@ -94,6 +114,14 @@ fn encode_spliced(
         other => other.encode(buf.unspliced(), api_version),
     }
     .map_err(fail)?;
+    // A stand-in the encoder did not meet would reach the client as zeros.
+    if buf.files_spliced() != files.len() {
+        return Err(EncodeError::StandInsLeft {
+            api_key,
+            spliced: buf.files_spliced(),
+            stand_ins: files.len(),
+        });
+    }
     let len = buf.offset() - SIZE_PREFIX_LEN;
     let size = i32::try_from(len).map_err(|_| EncodeError::TooLarge { api_key, len })?;
     Ok(buf.finish(|first| first[..SIZE_PREFIX_LEN].copy_from_slice(&size.to_be_bytes())))
@@ -183,39 +211,73 @@ mod tests {
 
     #[test]
     fn fetch_record_sets_are_spliced_not_copied() {
-        use bytes::Buf;
+        use crate::file_records::FileRange;
         use kafka_protocol::messages::fetch_response::{
             FetchResponse, FetchableTopicResponse, PartitionData,
         };
+        use std::io::Write;
         let big = Bytes::from(vec![3u8; 3 * SPLICE_MIN]);
         let small = Bytes::from_static(b"tiny");
-        let partitions = vec![
-            PartitionData::default().with_records(Some(big.clone())),
-            PartitionData::default()
-                .with_partition_index(1)
-                .with_records(Some(small)),
-            PartitionData::default()
-                .with_partition_index(2)
-                .with_records(Some(big.clone())),
-        ];
-        let body = ResponseKind::Fetch(FetchResponse::default().with_responses(vec![
-            FetchableTopicResponse::default().with_partitions(partitions),
-        ]));
+        let in_file = Bytes::from(vec![9u8; 2 * SPLICE_MIN]);
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&[0u8; 10]).unwrap();
+        file.write_all(&in_file).unwrap();
+        let mut files = FileRecords::default();
+        let stand_in = files
+            .stand_in(FileRange {
+                file: std::sync::Arc::new(file),
+                position: 10,
+                len: in_file.len(),
+            })
+            .unwrap();
+        let fetch = |third: Bytes| {
+            let partitions = vec![
+                PartitionData::default().with_records(Some(big.clone())),
+                PartitionData::default()
+                    .with_partition_index(1)
+                    .with_records(Some(small.clone())),
+                PartitionData::default()
+                    .with_partition_index(2)
+                    .with_records(Some(third)),
+            ];
+            ResponseKind::Fetch(FetchResponse::default().with_responses(vec![
+                FetchableTopicResponse::default().with_partitions(partitions),
+            ]))
+        };
+        let body = fetch(stand_in);
+        let plain = fetch(in_file.clone());
         for version in [4, 11, 12, 16] {
-            let frame = encode_response_frame(ApiKey::Fetch, version, 8, &body).unwrap();
-            // head, big, the bytes between, big, and a tail only where
-            // tagged fields follow (flexible versions).
-            let mut chunks = [std::io::IoSlice::new(&[]); 8];
-            let n = frame.chunks_vectored(&mut chunks);
-            assert_eq!(n, if version >= 12 { 5 } else { 4 }, "v{version}");
-            let shared = chunks[..n]
-                .iter()
-                .filter(|c| c.as_ptr() == big.as_ptr())
-                .count();
-            assert_eq!(shared, 2, "v{version}: both big record sets go uncopied");
-            let whole = encode_response(ApiKey::Fetch, version, 8, &body).unwrap();
-            assert_eq!(frame.into_bytes(), whole, "v{version}");
+            let frame = encode_response_frame(ApiKey::Fetch, version, 8, &body, &files).unwrap();
+            // head, big, the bytes between, the file range, and a tail only
+            // where tagged fields follow (flexible versions).
+            assert_eq!(
+                frame.chunk_count(),
+                if version >= 12 { 5 } else { 4 },
+                "v{version}"
+            );
+            assert_eq!(frame.file_chunk_count(), 1, "v{version}");
+            let whole = encode_response(ApiKey::Fetch, version, 8, &plain).unwrap();
+            assert_eq!(frame.into_bytes().unwrap(), whole, "v{version}");
         }
+    }
+
+    #[test]
+    fn a_stand_in_left_out_of_the_body_is_an_error() {
+        use crate::file_records::FileRange;
+        use kafka_protocol::messages::fetch_response::FetchResponse;
+        let mut files = FileRecords::default();
+        files
+            .stand_in(FileRange {
+                file: std::sync::Arc::new(tempfile::tempfile().unwrap()),
+                position: 0,
+                len: SPLICE_MIN,
+            })
+            .unwrap();
+        let body = ResponseKind::Fetch(FetchResponse::default());
+        assert!(matches!(
+            encode_response_frame(ApiKey::Fetch, 12, 1, &body, &files),
+            Err(EncodeError::StandInsLeft { spliced: 0, stand_ins: 1, .. })
+        ));
     }
 
     #[test]

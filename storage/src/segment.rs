@@ -40,6 +40,8 @@ pub struct FileSlice {
     pub file: Arc<File>,
     pub position: u64,
     pub len: usize,
+    /// The offset after the slice's last batch.
+    pub next_offset: i64,
 }
 
 impl std::fmt::Debug for FileSlice {
@@ -527,6 +529,7 @@ impl LogSegment {
         if len > max_bytes && !first_batch_whole {
             return Ok(None);
         }
+        let mut next_offset = first.last_offset + 1;
         if len < max_bytes {
             self.scan_headers(first.position + first.size as u64, |loc| {
                 let end = loc.position + loc.size as u64;
@@ -534,6 +537,7 @@ impl LogSegment {
                     return ControlFlow::Break(());
                 }
                 len += loc.size;
+                next_offset = loc.last_offset + 1;
                 ControlFlow::Continue(())
             })?;
         }
@@ -541,6 +545,7 @@ impl LogSegment {
             file: self.log.clone(),
             position: first.position,
             len,
+            next_offset,
         }))
     }
 

@@ -1,5 +1,7 @@
 //! Fetch: long polling (max_wait / min_bytes), size limits, read_committed
 //! isolation, topic ids (v13+) and incremental fetch sessions (KIP-227).
+//! Record sets stay in their segment files: the answer carries stand-ins for
+//! them, and the network layer sends them from the files (`file_records`).
 
 use std::time::{Duration, Instant};
 
@@ -10,10 +12,15 @@ use kafka_protocol::messages::fetch_response::{
     NodeEndpoint, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, ProducerId, TopicName};
+use bytes::Bytes;
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::MetadataImage;
+use ottla_protocol::file_records::{FileRange, FileRecords};
+use ottla_protocol::response_frame::SPLICE_MIN;
 use ottla_storage::log::FetchIsolation;
 use ottla_storage::manager::TopicPartition;
+use ottla_storage::segment::FileSlice;
+use tracing::warn;
 use uuid::Uuid;
 
 use crate::apis::leader_hints;
@@ -26,16 +33,29 @@ use crate::replication::throttle::{is_throttled, Side};
 /// Fetch sessions exist from v7.
 const SESSIONS_FROM: i16 = 7;
 
-/// Answers a Fetch, and says how long of it was spent waiting for data
-/// (long polling), which is not request handling time. A consumer over
-/// its fetch quota (`quota`) is answered empty with a throttle time.
+/// A Fetch's answer: the response, the record sets it sends from their
+/// files, and how long was spent waiting for data (long polling), which is
+/// not request handling time.
+pub struct Fetched {
+    pub response: FetchResponse,
+    pub files: FileRecords,
+    pub waited: Duration,
+}
+
+/// Answers a Fetch. A consumer over its fetch quota (`quota`) is answered
+/// empty with a throttle time.
 pub async fn handle(
     broker: &Broker,
     version: i16,
     listener: &str,
     req: FetchRequest,
     quota: Option<&QuotaClient<'_>>,
-) -> (FetchResponse, Duration) {
+) -> Fetched {
+    let unfiled = |response, waited| Fetched {
+        response,
+        files: FileRecords::default(),
+        waited,
+    };
     let image = broker.controller.image();
     let mut waited = Duration::ZERO;
     let by_id = version >= 13;
@@ -127,7 +147,7 @@ pub async fn handle(
             if version >= SESSIONS_FROM {
                 r = r.with_session_id(0);
             }
-            return (r, waited);
+            return unfiled(r, waited);
         }
     };
 
@@ -210,7 +230,7 @@ pub async fn handle(
                 Some(epoch_end) => broker.replicas.diverged(tp, epoch_end),
                 None => broker.replicas.read(tp, &spec),
             };
-            let n = o.records.as_ref().map_or(0, |r| r.len());
+            let n = o.records.as_ref().map_or(0, |r| r.len);
             if throttled {
                 broker.replication_throttle.record(Side::Leader, n);
             }
@@ -236,7 +256,7 @@ pub async fn handle(
     if let Some(quota) = quota.filter(|_| !is_follower) {
         let bytes: usize = outcomes
             .iter()
-            .map(|o| o.records.as_ref().map_or(0, |r| r.len()))
+            .map(|o| o.records.as_ref().map_or(0, |r| r.len))
             .sum();
         let throttle = quota.record(QuotaType::Fetch, bytes as f64);
         if !throttle.is_zero() {
@@ -248,20 +268,21 @@ pub async fn handle(
             if version >= SESSIONS_FROM {
                 r = r.with_session_id(session.session_id);
             }
-            return (r, waited);
+            return unfiled(r, waited);
         }
     }
 
     // Assemble, grouping partitions by topic in request order.
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
-    for ((tp, f), o) in session.partitions.iter().zip(outcomes) {
-        let has_data = o.records.as_ref().is_some_and(|r| !r.is_empty());
+    let mut files = FileRecords::default();
+    for ((tp, f), mut o) in session.partitions.iter().zip(outcomes) {
+        let has_data = o.records.as_ref().is_some_and(|r| r.len > 0);
         let seen = PartitionSeen {
             high_watermark: o.high_watermark,
             last_stable_offset: o.last_stable_offset,
             log_start_offset: o.log_start_offset,
         };
-        let next = o.records.as_ref().and_then(|r| last_next_offset(r));
+        let next = o.records.as_ref().map(|r| r.next_offset);
         let include = broker.fetch_sessions.record(
             session.session_id,
             tp,
@@ -278,7 +299,15 @@ pub async fn handle(
         let in_metadata = image
             .topic_by_name(&tp.topic)
             .is_some_and(|t| t.partitions.contains_key(&tp.partition));
-        let data = partition_data(version, tp.partition, o, isolation, in_metadata);
+        let records = match o.records.take() {
+            Some(slice) => records_for_response(&mut files, slice).unwrap_or_else(|e| {
+                warn!(partition = %tp, error = %e, "read failed");
+                o.error = Some(ResponseError::KafkaStorageError);
+                Bytes::new()
+            }),
+            None => Bytes::new(),
+        };
+        let data = partition_data(version, tp.partition, o, records, isolation, in_metadata);
         let same_topic = topics.last().is_some_and(|t| {
             if by_id {
                 t.topic_id == f.topic_id
@@ -306,6 +335,7 @@ pub async fn handle(
             version,
             partition,
             unknown(ResponseError::UnknownTopicId),
+            Bytes::new(),
             isolation,
             false,
         );
@@ -322,7 +352,28 @@ pub async fn handle(
     if version >= LEADER_HINTS_FROM {
         add_leader_hints(&image, version, listener, &mut r);
     }
-    (r, waited)
+    Fetched {
+        response: r,
+        files,
+        waited,
+    }
+}
+
+/// The bytes a partition's answer carries: a stand-in for a record set
+/// sent from its file, or the set itself, read now, when it is small (a
+/// chunk of its own would cost more than the copy) or no stand-in is left.
+fn records_for_response(files: &mut FileRecords, slice: FileSlice) -> std::io::Result<Bytes> {
+    if slice.len >= SPLICE_MIN {
+        let range = FileRange {
+            file: slice.file.clone(),
+            position: slice.position,
+            len: slice.len,
+        };
+        if let Ok(stand_in) = files.stand_in(range) {
+            return Ok(stand_in);
+        }
+    }
+    slice.read()
 }
 
 /// Fetch v12 carries the current leader with leadership errors; v16 adds
@@ -389,6 +440,7 @@ fn partition_data(
     version: i16,
     partition: i32,
     o: FetchOutcome,
+    records: Bytes,
     isolation: FetchIsolation,
     in_metadata: bool,
 ) -> PartitionData {
@@ -402,7 +454,7 @@ fn partition_data(
         .with_partition_index(partition)
         .with_error_code(o.error.map_or(0, |e| e.code()))
         .with_high_watermark(high_watermark)
-        .with_records(Some(o.records.unwrap_or_default()));
+        .with_records(Some(records));
     if version >= 4 {
         let aborted = if !in_metadata {
             Some(Vec::new())
@@ -436,13 +488,6 @@ fn partition_data(
     d
 }
 
-fn last_next_offset(records: &[u8]) -> Option<i64> {
-    ottla_protocol::batch::BatchIter::new(records)
-        .filter_map(Result::ok)
-        .last()
-        .map(|b| b.next_offset())
-}
-
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
@@ -470,7 +515,7 @@ mod tests {
     #[test]
     fn partitions_are_shaped_as_kafka_answers_them() {
         let read_uncommitted = FetchIsolation::HighWatermark;
-        let ok = partition_data(16, 0, outcome(None), read_uncommitted, true);
+        let ok = partition_data(16, 0, outcome(None), Bytes::new(), read_uncommitted, true);
         assert_eq!(
             (
                 ok.high_watermark,
@@ -482,7 +527,14 @@ mod tests {
         assert_eq!(ok.records, Some(Bytes::new()), "records are never null");
         assert_eq!(ok.aborted_transactions, None);
 
-        let committed = partition_data(16, 0, outcome(None), FetchIsolation::TxnCommitted, true);
+        let committed = partition_data(
+            16,
+            0,
+            outcome(None),
+            Bytes::new(),
+            FetchIsolation::TxnCommitted,
+            true,
+        );
         let aborted = committed.aborted_transactions.unwrap();
         assert_eq!((aborted[0].producer_id.0, aborted[0].first_offset), (7, 1));
 
@@ -490,6 +542,7 @@ mod tests {
             16,
             0,
             outcome(Some(ResponseError::OffsetOutOfRange)),
+            Bytes::new(),
             FetchIsolation::TxnCommitted,
             true,
         );
@@ -508,6 +561,7 @@ mod tests {
             16,
             9,
             unknown(ResponseError::UnknownTopicOrPartition),
+            Bytes::new(),
             read_uncommitted,
             false,
         );

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use ottla_protocol::api_versions::{ApiTableError, VersionRange};
+use ottla_protocol::file_records::FileRecords;
 
 use crate::apis::{
     acls, client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
@@ -137,6 +138,8 @@ impl RequestHandler for BrokerApis {
             };
             // Time spent waiting (acks, long polls), which is not handling.
             let mut waited = Duration::ZERO;
+            // The record sets a Fetch sends from their files.
+            let mut files = FileRecords::default();
             let mut byte_throttle = Duration::ZERO;
             // Not counted against request quotas: markers between brokers,
             // and the group calls whose handlers mostly wait for the other
@@ -168,8 +171,10 @@ impl RequestHandler for BrokerApis {
                 RequestKind::Fetch(r) => {
                     ctx.release_next();
                     exempt = r.replica_id.0 >= 0 || r.replica_state.replica_id.0 >= 0;
-                    let (r, long_poll) = fetch::handle(b, v, &listener, r, Some(&quota)).await;
-                    waited = long_poll;
+                    let fetched = fetch::handle(b, v, &listener, r, Some(&quota)).await;
+                    waited = fetched.waited;
+                    files = fetched.files;
+                    let r = fetched.response;
                     byte_throttle = Duration::from_millis(r.throttle_time_ms.max(0) as u64);
                     ResponseKind::Fetch(r)
                 }
@@ -366,7 +371,11 @@ impl RequestHandler for BrokerApis {
                     *field = throttle.as_millis().min(i32::MAX as u128) as i32;
                 }
             }
-            Ok(Response::Message(response))
+            Ok(if files.is_empty() {
+                Response::Message(response)
+            } else {
+                Response::FromFiles(response, files)
+            })
         })
     }
 }

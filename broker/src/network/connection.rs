@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use ottla_protocol::api_versions::ApiVersionsTable;
@@ -28,8 +28,9 @@ use ottla_protocol::request::{decode_request, Request, RequestError, RequestPref
 use ottla_protocol::response::{
     encode_response, encode_response_frame, encode_response_head, EncodeError,
 };
+use ottla_protocol::file_records::FileRecords;
 use ottla_protocol::response_frame::ResponseFrame;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -38,6 +39,7 @@ use tracing::{debug, info, warn};
 use super::handler::{Api, ConnectionInfo, RequestContext, RequestHandler, Response};
 use super::quorum::{is_quorum_frame, QuorumEndpoint, QuorumSwitch};
 use super::server::ServerSettings;
+use super::transport::FrameSink;
 use crate::metrics::{network, ConnectionCounters};
 use crate::security::sasl::session::{Gate, SaslSession};
 use crate::security::{KafkaPrincipal, ListenerSecurity};
@@ -111,7 +113,7 @@ impl Connection {
         shutdown: CancellationToken,
     ) where
         R: AsyncRead + Unpin,
-        W: AsyncWrite + Unpin,
+        W: FrameSink,
     {
         let closing = shutdown.child_token();
         let (tx, rx) = mpsc::channel(self.settings.max_in_flight_per_connection);
@@ -346,7 +348,7 @@ impl Connection {
                 .await
                 .map_err(|e| format!("{api_key:?} handler failed: {e:#}"))?;
             drop(ctx); // releases the connection before encoding
-            if let Response::Message(body) = &response {
+            if let Response::Message(body) | Response::FromFiles(body, _) = &response {
                 network().response_errors(api_key, body);
             }
             outcome(response, api_key, version, correlation_id).map_err(|e| e.to_string())
@@ -505,6 +507,14 @@ fn outcome(
             version,
             correlation_id,
             &body,
+            &FileRecords::default(),
+        )?),
+        Response::FromFiles(body, files) => Outcome::Send(encode_response_frame(
+            api_key,
+            version,
+            correlation_id,
+            &body,
+            &files,
         )?),
         Response::Encoded(body) => Outcome::Send(ResponseFrame::new([
             encode_response_head(api_key, version, correlation_id, body.len())?,
@@ -530,7 +540,7 @@ fn log_request(api: Api, started: Instant, response_bytes: usize) {
 
 /// Writes responses in request order until the reader stops queueing them
 /// (then returns the writer, still open) or writing fails.
-async fn write_responses<W: AsyncWrite + Unpin>(
+async fn write_responses<W: FrameSink>(
     mut write: W,
     mut queue: mpsc::Receiver<Queued>,
     closing: &CancellationToken,
@@ -550,10 +560,9 @@ async fn write_responses<W: AsyncWrite + Unpin>(
                 .unwrap_or_else(|e| Err(format!("handler panicked: {e}"))),
         };
         match outcome {
-            Ok(Outcome::Send(mut frame)) => {
-                // All chunks go out in vectored writes, uncopied.
+            Ok(Outcome::Send(frame)) => {
                 let bytes = frame.remaining();
-                if let Err(e) = write.write_all_buf(&mut frame).await {
+                if let Err(e) = write.send(frame).await {
                     debug!("write failed: {e}");
                     failed = true;
                     break;

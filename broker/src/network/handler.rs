@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use ottla_protocol::file_records::FileRecords;
 use ottla_protocol::mirror::MirrorApiKey;
 use tokio::sync::oneshot;
 
@@ -22,6 +23,9 @@ use crate::security::KafkaPrincipal;
 pub enum Response {
     /// Encoded by the network layer at the request's version.
     Message(ResponseKind),
+    /// A Fetch whose record sets stay in their files until they are
+    /// written: the body carries stand-ins for them (`file_records`).
+    FromFiles(ResponseKind, FileRecords),
     /// A body the handler encoded itself at the request's version; it is
     /// written after the response header without being copied again.
     Encoded(Bytes),

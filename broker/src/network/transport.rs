@@ -1,10 +1,16 @@
 //! From an accepted socket to a served connection: the TLS handshake on
 //! SSL and SASL_SSL listeners (bounded in time, so a silent or plaintext
-//! client cannot hold it), and the connection's initial principal.
+//! client cannot hold it), the connection's initial principal, and how each
+//! transport writes response frames.
 
+use std::future::Future;
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ottla_protocol::response_frame::ResponseFrame;
+use tokio::io::{AsyncRead, AsyncWrite, WriteHalf};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
@@ -58,5 +64,26 @@ fn initial_auth(connection: &Connection, transport: KafkaPrincipal) -> Auth {
     match &connection.service.security.sasl {
         Some(settings) => Auth::Sasl(Box::new(SaslSession::new(settings.clone()))),
         None => Auth::Fixed(Arc::new(transport)),
+    }
+}
+
+/// The write half of a served connection: writes whole response frames.
+pub(super) trait FrameSink: AsyncWrite + Unpin + Send {
+    fn send(&mut self, frame: ResponseFrame) -> impl Future<Output = io::Result<()>> + Send;
+}
+
+/// Plaintext: record sets go from the page cache to the socket
+/// (`sendfile`), everything else in vectored writes.
+impl FrameSink for OwnedWriteHalf {
+    async fn send(&mut self, frame: ResponseFrame) -> io::Result<()> {
+        frame.send_to(self.as_ref()).await
+    }
+}
+
+/// TLS: the record sets must pass through the encryption, so they are read
+/// from their files a piece at a time.
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> FrameSink for WriteHalf<S> {
+    async fn send(&mut self, frame: ResponseFrame) -> io::Result<()> {
+        frame.write_to(self).await
     }
 }

@@ -248,7 +248,7 @@ fn read_committed(broker: &Broker, p: i32) -> Committed {
     // transactions, from their first offset to their ABORT marker.
     let mut skipping: HashMap<i64, bool> = HashMap::new();
     let mut values = Vec::new();
-    let bytes = o.records.unwrap_or_default();
+    let bytes = o.records.map(|s| s.read().unwrap()).unwrap_or_default();
     for batch in BatchIter::new(&bytes) {
         let batch = batch.unwrap();
         let pid = batch.producer_id();
