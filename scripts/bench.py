@@ -5,9 +5,12 @@ Runs rounds; in each, Apache Kafka (from the same 4.x jars the tests use)
 and Ottla are started fresh one after the other, in alternating order, and
 kafka-producer-perf-test then kafka-consumer-perf-test run every case
 against each with the same settings. Prints, per case, the ratio
-Ottla/Kafka of the best round for records/s, MB/s, p50 and p99 latency,
-plus the highest peak RSS and the slowest time from process start to the
-first accepted connection.
+Ottla/Kafka of the best round for records/s, MB/s, p50 and p99 latency and
+the broker's CPU time (user + system) over the run, plus the highest peak
+RSS and the slowest time from process start to the first accepted
+connection. On a small machine the perf-test JVMs share the cores with the
+broker, so throughput can be the client's limit; the CPU figure is the
+broker's own cost.
 
     scripts/bench.py [--records N] [--rounds R] [--quick] [--cases 1024:all:8,...]
 
@@ -50,6 +53,20 @@ def wait_port(port, proc=None, timeout=120.0):
                 raise RuntimeError(f"broker exited with {proc.returncode}")
             time.sleep(0.01)
     raise RuntimeError(f"port {port} did not open within {timeout}s")
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(broker, run):
+    """Runs `run` and adds the broker's CPU seconds over it to its figures."""
+    before = cpu_seconds(broker.pid)
+    figures = run()
+    figures["cpu s"] = cpu_seconds(broker.pid) - before
+    return figures
 
 
 def peak_rss_mib(pid):
@@ -161,9 +178,9 @@ def run_pass(broker, bin_dir, cases, records, results, round_no):
             topic = f"bench-{size}-{acks}-{parts}"
             sh([str(bin_dir / "kafka-topics.sh"), "--bootstrap-server", broker.bootstrap(), "--create",
                 "--topic", topic, "--partitions", str(parts), "--replication-factor", "1"])
-            p = produce(bin_dir, broker, topic, records, size, acks, work)
+            p = measured(broker, lambda: produce(bin_dir, broker, topic, records, size, acks, work))
             results.setdefault(("produce", size, acks, parts), []).append(p)
-            c = consume(bin_dir, broker, topic, records)
+            c = measured(broker, lambda: consume(bin_dir, broker, topic, records))
             results.setdefault(("consume", size, acks, parts), []).append(c)
             print(f"  round {round_no} {broker.name} {size}B acks={acks} p={parts}: produce {p} consume {c}",
                   file=sys.stderr)
@@ -175,7 +192,7 @@ def run_pass(broker, bin_dir, cases, records, results, round_no):
 
 
 def best(samples, key):
-    """The best round: the highest throughput, the lowest latency."""
+    """The best round: the highest throughput, the lowest latency and CPU."""
     values = [s[key] for s in samples]
     return max(values) if key in ("rec/s", "MB/s") else min(values)
 

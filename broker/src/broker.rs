@@ -13,7 +13,7 @@ use ottla_controller::records::Endpoint;
 use ottla_controller::service::Heartbeat;
 use ottla_controller::{Controller, MetadataRecord};
 use ottla_protocol::api_versions::FinalizedFeatures;
-use ottla_storage::manager::LogManager;
+use ottla_storage::manager::{CleanerConfig, LogManager};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
@@ -64,10 +64,9 @@ pub struct BrokerSettings {
     pub flush_check_interval: Duration,
     pub checkpoint_interval: Duration,
     pub cleaner_backoff: Duration,
-    /// log.cleaner.io.max.bytes.per.second as configured at start-up.
-    pub cleaner_io_max_bytes_per_second: f64,
-    /// `log.cleaner.threads` (0: no compaction).
-    pub cleaner_threads: i32,
+    /// The `log.cleaner.*` settings as configured at start-up (all of them
+    /// change at runtime, as in Kafka).
+    pub cleaner: CleanerConfig,
     /// producer.id.expiration.check.interval.ms.
     pub producer_expiration_check_interval: Duration,
     /// producer.id.expiration.ms as configured at start-up (it is dynamic).
@@ -294,7 +293,7 @@ impl Broker {
             self.blocking(|b| {
                 b.replicas
                     .logs()
-                    .run_compaction(now_ms(), b.cleaner_io_rate(), b.cleaner_threads())
+                    .run_compaction(now_ms(), &b.cleaner_config())
             })
             .await;
             tokio::select! {
@@ -412,21 +411,28 @@ impl Broker {
         Duration::from_millis(self.dynamic_or(keys::LOG_CLEANER_BACKOFF_MS.name, static_ms))
     }
 
-    /// `log.cleaner.threads`, dynamic as in Kafka (0: no compaction).
-    fn cleaner_threads(&self) -> usize {
-        let threads = self.dynamic_or(
-            keys::LOG_CLEANER_THREADS.name,
-            self.settings.cleaner_threads,
-        );
-        usize::try_from(threads).unwrap_or(0)
-    }
-
-    /// `log.cleaner.io.max.bytes.per.second`, dynamic as in Kafka.
-    fn cleaner_io_rate(&self) -> f64 {
-        self.dynamic_or(
-            keys::LOG_CLEANER_IO_MAX_BYTES_PER_SECOND.name,
-            self.settings.cleaner_io_max_bytes_per_second,
-        )
+    /// The cleaner's settings for its next round: each dynamic value (per
+    /// broker, then cluster-wide) over the static one, as in Kafka.
+    fn cleaner_config(&self) -> CleanerConfig {
+        let fixed = &self.settings.cleaner;
+        let threads = self.dynamic_or(keys::LOG_CLEANER_THREADS.name, fixed.threads);
+        CleanerConfig {
+            threads,
+            io_max_bytes_per_second: self.dynamic_or(
+                keys::LOG_CLEANER_IO_MAX_BYTES_PER_SECOND.name,
+                fixed.io_max_bytes_per_second,
+            ),
+            dedupe_buffer_size: self.dynamic_or(
+                keys::LOG_CLEANER_DEDUPE_BUFFER_SIZE.name,
+                fixed.dedupe_buffer_size,
+            ),
+            io_buffer_load_factor: self.dynamic_or(
+                keys::LOG_CLEANER_IO_BUFFER_LOAD_FACTOR.name,
+                fixed.io_buffer_load_factor,
+            ),
+            io_buffer_size: self
+                .dynamic_or(keys::LOG_CLEANER_IO_BUFFER_SIZE.name, fixed.io_buffer_size),
+        }
     }
 
     /// Forgets the producer ids idle for `producer.id.expiration.ms`.

@@ -35,6 +35,7 @@ use ottla_controller::records::Endpoint;
 use ottla_controller::{Controller, ControllerSettings, Node, QuorumConfig, TopicDefaults};
 use ottla_protocol::api_versions::FinalizedFeatures;
 use ottla_protocol::client_security::ClientSecurity;
+use ottla_storage::manager::CleanerConfig;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -352,8 +353,15 @@ fn broker_settings(
             config.get(keys::LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS),
         )),
         cleaner_backoff: ms(config.get(keys::LOG_CLEANER_BACKOFF_MS)),
-        cleaner_io_max_bytes_per_second: config.get(keys::LOG_CLEANER_IO_MAX_BYTES_PER_SECOND),
-        cleaner_threads: config.get(keys::LOG_CLEANER_THREADS),
+        cleaner: CleanerConfig {
+            threads: usize::try_from(config.get(keys::LOG_CLEANER_THREADS)).unwrap_or(0),
+            io_max_bytes_per_second: config.get(keys::LOG_CLEANER_IO_MAX_BYTES_PER_SECOND),
+            dedupe_buffer_size: u64::try_from(config.get(keys::LOG_CLEANER_DEDUPE_BUFFER_SIZE))
+                .unwrap_or(0),
+            io_buffer_load_factor: config.get(keys::LOG_CLEANER_IO_BUFFER_LOAD_FACTOR),
+            io_buffer_size: usize::try_from(config.get(keys::LOG_CLEANER_IO_BUFFER_SIZE))
+                .unwrap_or(0),
+        },
         producer_expiration_check_interval: ms(i64::from(
             config.get(keys::PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS),
         )),

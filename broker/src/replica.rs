@@ -17,9 +17,9 @@ use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
 use ottla_protocol::mirror::errors::READ_ONLY_TOPIC;
 use ottla_storage::log::{AppendInfo, FetchIsolation, ReadInfo};
-use ottla_storage::segment::FileSlice;
 use ottla_storage::manager::{LogManager, SharedLog, TopicPartition};
 use ottla_storage::producer_state::AppendOrigin;
+use ottla_storage::segment::FileSlice;
 use ottla_storage::StorageError;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, watch};
@@ -720,17 +720,15 @@ impl ReplicaManager {
                 log_start_offset,
                 aborted,
                 ..
-            }) => {
-                FetchOutcome {
-                    error: None,
-                    records: slice,
-                    high_watermark,
-                    last_stable_offset,
-                    log_start_offset,
-                    aborted,
-                    diverging_epoch: None,
-                }
-            }
+            }) => FetchOutcome {
+                error: None,
+                records: slice,
+                high_watermark,
+                last_stable_offset,
+                log_start_offset,
+                aborted,
+                diverging_epoch: None,
+            },
             Err(StorageError::OffsetOutOfRange { .. }) => FetchOutcome {
                 error: Some(ResponseError::OffsetOutOfRange),
                 records: None,
@@ -853,6 +851,8 @@ pub fn storage_error_code(e: &StorageError) -> (ResponseError, String) {
         StorageError::CorruptFile { .. } | StorageError::Offline { .. } | StorageError::Io(_) => {
             ResponseError::KafkaStorageError
         }
+        // Only the cleaner meets it; no request does.
+        StorageError::KeyMapTooSmall { .. } => ResponseError::UnknownServerError,
     };
     (code, e.to_string())
 }

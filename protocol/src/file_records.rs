@@ -75,7 +75,11 @@ impl FileRecords {
         let Some(space) = stand_in_space() else {
             return Err(range);
         };
-        let Some(end) = self.used.checked_add(range.len).filter(|e| *e <= space.len()) else {
+        let Some(end) = self
+            .used
+            .checked_add(range.len)
+            .filter(|e| *e <= space.len())
+        else {
             return Err(range);
         };
         let stand_in = Bytes::from_static(&space[self.used..end]);
@@ -158,7 +162,10 @@ pub(crate) mod tests {
         assert_eq!(records.range_for(&a).unwrap().position, 0);
         assert_eq!(records.range_for(&b).unwrap().len, 60);
         assert!(records.range_for(&a[..39]).is_none(), "length must match");
-        assert!(records.range_for(&[0u8; 40]).is_none(), "address must match");
+        assert!(
+            records.range_for(&[0u8; 40]).is_none(),
+            "address must match"
+        );
     }
 
     #[test]

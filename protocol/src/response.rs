@@ -276,7 +276,11 @@ mod tests {
         let body = ResponseKind::Fetch(FetchResponse::default());
         assert!(matches!(
             encode_response_frame(ApiKey::Fetch, 12, 1, &body, &files),
-            Err(EncodeError::StandInsLeft { spliced: 0, stand_ins: 1, .. })
+            Err(EncodeError::StandInsLeft {
+                spliced: 0,
+                stand_ins: 1,
+                ..
+            })
         ));
     }
 

@@ -434,7 +434,9 @@ mod tests {
     #[tokio::test]
     async fn a_frame_is_sent_to_a_socket_with_sendfile() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
         let (mut server, _) = listener.accept().await.unwrap();
         let (frame, expected) = mixed_frame();
         let reader = tokio::spawn(async move {
@@ -459,7 +461,9 @@ mod tests {
         let e = short(80).write_to(&mut Vec::new()).await.unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
         let _server = listener.accept().await.unwrap();
         let e = short(80).send_to(&client).await.unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);

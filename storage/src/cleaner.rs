@@ -15,25 +15,36 @@
 //! has waited `max.compaction.lag.ms`; and also when a segment's tombstones
 //! have outlived `delete.retention.ms` since the last pass.
 //!
+//! As in Kafka, the key map covers the dirty part only (the part before it
+//! was deduplicated by earlier passes), in bounded memory
+//! ([`crate::key_map`]): a pass maps dirty batches until the map is full and
+//! cleans the log up to that point; the rest waits for the next pass.
+//!
 //! Each sealed segment is rewritten in place of itself: the cleaned copy is
-//! written to `<base>.log.cleaned`, fsynced, renamed to `<base>.log.swap` (the
-//! commit point), then renamed over `<base>.log`. A crash before the swap
-//! leaves the old segment; after it, recovery finishes the rename. Kept
-//! records are copied byte for byte; only batch headers (count, length, CRC)
-//! are rewritten, and batches are recompressed with their own codec.
+//! streamed to `<base>.log.cleaned` during the pass (so a pass holds one
+//! batch and a write buffer in memory, not the cleaned log) and fsynced;
+//! installing renames it to `<base>.log.swap` (the commit point), then over
+//! `<base>.log`. A crash before the swap leaves the old segment (recovery
+//! deletes `.cleaned` files); after it, recovery finishes the rename. A
+//! cleaned copy that is not installed is deleted. Kept records are copied
+//! byte for byte; only batch headers (count, length, CRC) are rewritten,
+//! and batches are recompressed with their own codec.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::ops::ControlFlow;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ottla_protocol::batch::{BatchView, BatchViewMut, Compression, BATCH_HEADER_LEN, LOG_OVERHEAD};
 use ottla_protocol::records::{compress_records, records_section, walk_records};
 use tracing::info;
 
-use crate::error::Result;
+use crate::error::{Result, StorageError};
 use crate::io_throttle::IoThrottle;
+use crate::key_map::{self, KeyMap};
 use crate::log::{fsync_dir, PartitionLog};
 use crate::segment::{remove_if_exists, scan_file, segment_file_name, LogSegment};
 use crate::txn_index::AbortedTxn;
@@ -91,11 +102,50 @@ impl CleanerProgress {
 /// to the partition never wait for a pass (which a low
 /// `log.cleaner.io.max.bytes.per.second` can make last minutes).
 pub struct CompactionInput {
+    dir: PathBuf,
     segments: Vec<SegmentFile>,
+    /// Offsets below this were deduplicated by earlier passes.
+    first_dirty: i64,
     aborted: Vec<AbortedTxn>,
     keep_empty: HashSet<i64>,
     tombstone_horizon: i64,
 }
+
+/// The memory one cleaner thread works with: its share of Kafka's dedupe
+/// buffer (as a key count) and of its I/O buffers.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanerBuffers {
+    pub key_capacity: usize,
+    pub write_buffer_bytes: usize,
+}
+
+impl CleanerBuffers {
+    /// Each of `threads` threads' share of `log.cleaner.dedupe.buffer.size`
+    /// (filled to `log.cleaner.io.buffer.load.factor`) and of
+    /// `log.cleaner.io.buffer.size` (half of which Kafka uses to read and
+    /// half to write; Ottla reads in fixed chunks and writes with its half).
+    pub fn for_threads(
+        dedupe_buffer_size: u64,
+        load_factor: f64,
+        io_buffer_size: usize,
+        threads: usize,
+    ) -> Self {
+        Self {
+            key_capacity: key_map::capacity(dedupe_buffer_size, threads, load_factor),
+            write_buffer_bytes: (io_buffer_size / threads.max(1) / 2).max(MIN_WRITE_BUFFER),
+        }
+    }
+}
+
+/// Kafka's defaults, for one thread.
+impl Default for CleanerBuffers {
+    fn default() -> Self {
+        Self::for_threads(128 << 20, 0.9, 512 << 10, 1)
+    }
+}
+
+/// The smallest write buffer a cleaned copy is written with.
+const MIN_WRITE_BUFFER: usize = 4096;
 
 /// A pass's result, for [`PartitionLog::install_cleaned`].
 pub struct CleanedLog {
@@ -112,15 +162,38 @@ impl CleanedLog {
     }
 }
 
-/// A segment's cleaned bytes, to be swapped in if the segment is unchanged.
+/// A segment's cleaned copy, to be swapped in if the segment is unchanged.
 pub struct CleanedSegment {
     base: i64,
     /// The file that was read: a segment recreated at the same base (after
     /// a truncation) is another file.
     file: Arc<File>,
     size_before: u64,
-    bytes: Vec<u8>,
+    /// `<base>.log.cleaned`, fsynced; deleted on drop unless installed.
+    copy: CleanedCopy,
     removed: u64,
+}
+
+/// A `.cleaned` file that belongs to a pass until it is installed.
+struct CleanedCopy {
+    path: Option<PathBuf>,
+    len: u64,
+}
+
+impl CleanedCopy {
+    /// The path, now the installer's to rename.
+    fn take(&mut self) -> PathBuf {
+        self.path.take().expect("installed once")
+    }
+}
+
+impl Drop for CleanedCopy {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            // Best effort: recovery deletes leftover `.cleaned` files too.
+            let _ = fs::remove_file(path);
+        }
+    }
 }
 
 impl PartitionLog {
@@ -132,10 +205,15 @@ impl PartitionLog {
 
     /// Runs one whole compaction pass, holding the log throughout (see
     /// [`CompactionInput`] for the way that does not).
-    pub fn compact(&mut self, now_ms: i64, throttle: &IoThrottle) -> Result<CompactionStats> {
+    pub fn compact(
+        &mut self,
+        now_ms: i64,
+        throttle: &IoThrottle,
+        buffers: &CleanerBuffers,
+    ) -> Result<CompactionStats> {
         match self.compaction_input(now_ms) {
             Some(input) => {
-                let cleaned = input.clean(throttle)?;
+                let cleaned = input.clean(throttle, buffers)?;
                 self.install_cleaned(cleaned)
             }
             None => Ok(CompactionStats::default()),
@@ -157,14 +235,16 @@ impl PartitionLog {
         let tombstone_horizon = now_ms.saturating_sub(config.delete_retention_ms);
         let progress = *self.cleaner_progress_mut();
         let first_dirty = progress.first_dirty.max(self.log_start_offset());
+        // The cleanable range stops at the first segment still within
+        // min.compaction.lag.ms, so it has no holes.
         let segments: Vec<SegmentFile> = self
             .segments_mut()
             .values()
-            .filter(|s| {
+            .take_while(|s| {
                 s.next_offset() <= end
-                    && !s.is_empty()
                     && now_ms.saturating_sub(s.max_timestamp()) >= config.min_compaction_lag_ms
             })
+            .filter(|s| !s.is_empty())
             .map(|s| SegmentFile {
                 base: s.base_offset(),
                 file: s.file(),
@@ -193,7 +273,9 @@ impl PartitionLog {
             return None;
         }
         Some(CompactionInput {
+            dir: self.dir().to_path_buf(),
             segments,
+            first_dirty,
             aborted: self.aborted_txns(),
             keep_empty: self.last_batch_offsets_of_producers(),
             tombstone_horizon,
@@ -207,7 +289,7 @@ impl PartitionLog {
         let mut stats = CompactionStats::default();
         let end = self.cleanable_end();
         let mut all_current = true;
-        for c in cleaned.segments {
+        for mut c in cleaned.segments {
             let unchanged = self.segments_mut().get(&c.base).is_some_and(|s| {
                 Arc::ptr_eq(&s.file(), &c.file)
                     && s.size() == c.size_before
@@ -218,10 +300,10 @@ impl PartitionLog {
                 continue;
             }
             stats.bytes_before += c.size_before;
-            stats.bytes_after += c.bytes.len() as u64;
+            stats.bytes_after += c.copy.len;
             stats.records_removed += c.removed;
             stats.segments_rewritten += 1;
-            self.swap_in_cleaned(c.base, &c.bytes)?;
+            self.swap_in_cleaned(c.base, &c.copy.take())?;
         }
         if all_current {
             let progress = self.cleaner_progress_mut();
@@ -252,15 +334,12 @@ impl PartitionLog {
             .collect()
     }
 
-    fn swap_in_cleaned(&mut self, base: i64, cleaned: &[u8]) -> Result<()> {
+    /// Puts the fsynced `cleaned` copy in place of segment `base`.
+    fn swap_in_cleaned(&mut self, base: i64, cleaned: &Path) -> Result<()> {
         let dir = self.dir().to_path_buf();
         let log_path = segment_file_name(&dir, base, ".log");
-        let cleaned_path = segment_file_name(&dir, base, ".log.cleaned");
         let swap_path = segment_file_name(&dir, base, ".log.swap");
-        let mut f = fs::File::create(&cleaned_path)?;
-        f.write_all(cleaned)?;
-        f.sync_all()?;
-        fs::rename(&cleaned_path, &swap_path)?;
+        fs::rename(cleaned, &swap_path)?;
         fsync_dir(&dir)?;
         let cfg = self.config().clone();
         let old = self.segments_mut().remove(&base).expect("segment to swap");
@@ -288,83 +367,116 @@ impl PartitionLog {
 }
 
 impl CompactionInput {
-    /// Cleans every segment of the pass, reading only the files it holds:
-    /// no lock on the log is needed. `throttle` paces the I/O.
-    pub fn clean(&self, throttle: &IoThrottle) -> Result<CleanedLog> {
-        let latest = self.latest_offsets_by_key(throttle)?;
+    /// Cleans the segments of the pass, reading only the files it holds:
+    /// no lock on the log is needed. `throttle` paces the I/O; the key map
+    /// holds at most `buffers.key_capacity` keys, so the pass may end
+    /// before the last segment.
+    pub fn clean(&self, throttle: &IoThrottle, buffers: &CleanerBuffers) -> Result<CleanedLog> {
+        let (latest, end) = self.map_dirty_keys(throttle, buffers.key_capacity)?;
         let mut out = Vec::new();
-        for seg in &self.segments {
+        for seg in self.segments.iter().filter(|s| s.base < end) {
             let plan = CleanPlan {
                 latest: &latest,
+                end,
                 keep_empty: &self.keep_empty,
                 aborted: &self.aborted,
                 drop_tombstones: seg.max_timestamp < self.tombstone_horizon,
             };
             throttle.account(seg.size);
-            let (bytes, removed) = clean_segment(seg, &plan)?;
-            if removed == 0 {
+            let cleaned_path = segment_file_name(&self.dir, seg.base, ".log.cleaned");
+            let writer = CleanedWriter::new(seg, cleaned_path, buffers.write_buffer_bytes);
+            let Some((copy, removed)) = clean_segment(seg, &plan, writer)? else {
                 continue;
-            }
-            throttle.account(bytes.len() as u64);
+            };
+            throttle.account(copy.len);
             out.push(CleanedSegment {
                 base: seg.base,
                 file: seg.file.clone(),
                 size_before: seg.size,
-                bytes,
+                copy,
                 removed,
             });
         }
         Ok(CleanedLog {
             segments: out,
-            end: self
-                .segments
-                .iter()
-                .map(|s| s.next_offset)
-                .max()
-                .unwrap_or(i64::MIN),
+            end,
             tombstone_horizon: self.tombstone_horizon,
         })
     }
 
-    /// key -> offset of its latest record, over the segments to clean.
-    /// Aborted records are not candidates: they are dropped.
-    fn latest_offsets_by_key(&self, throttle: &IoThrottle) -> Result<HashMap<Vec<u8>, i64>> {
-        let mut latest = HashMap::new();
+    /// Maps key -> offset of its latest record over the dirty batches, in
+    /// order, until the map could overflow; returns the map and the offset
+    /// it covers up to: the end of the pass. Aborted records are not
+    /// candidates: they are dropped.
+    fn map_dirty_keys(&self, throttle: &IoThrottle, capacity: usize) -> Result<(KeyMap, i64)> {
+        let mut map = KeyMap::new(capacity);
+        let mut end = self
+            .segments
+            .iter()
+            .map(|s| s.next_offset)
+            .max()
+            .unwrap_or(i64::MIN);
         let mut failure = None;
-        for seg in &self.segments {
+        let mut full = false;
+        for seg in self
+            .segments
+            .iter()
+            .filter(|s| s.next_offset > self.first_dirty)
+        {
             throttle.account(seg.size);
             scan_file(&seg.file, seg.size, 0, |_, view| {
-                if view.is_control() || is_aborted(&view, &self.aborted) {
+                if view.base_offset() < self.first_dirty
+                    || view.is_control()
+                    || is_aborted(&view, &self.aborted)
+                {
                     return ControlFlow::Continue(());
+                }
+                let records = view.record_count().max(0) as usize;
+                if !map.has_room_for(records) {
+                    if map.is_empty() {
+                        failure = Some(StorageError::KeyMapTooSmall {
+                            capacity: map.capacity(),
+                            records,
+                            offset: view.base_offset(),
+                        });
+                    }
+                    end = view.base_offset();
+                    full = true;
+                    return ControlFlow::Break(());
                 }
                 let section = match records_section(&view) {
                     Ok(s) => s,
                     Err(e) => {
-                        failure = Some(e);
+                        failure = Some(e.into());
                         return ControlFlow::Break(());
                     }
                 };
                 let walked = walk_records(&section, |r| {
                     if let Some(key) = r.key {
-                        latest.insert(key.to_vec(), view.base_offset() + r.offset_delta as i64);
+                        map.put(key, view.base_offset() + r.offset_delta as i64);
                     }
                 });
                 if let Err(e) = walked {
-                    failure = Some(e);
+                    failure = Some(e.into());
                     return ControlFlow::Break(());
                 }
                 ControlFlow::Continue(())
             })?;
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            if full {
+                break;
+            }
         }
-        match failure {
-            Some(e) => Err(e.into()),
-            None => Ok(latest),
-        }
+        Ok((map, end))
     }
 }
 
 struct CleanPlan<'a> {
-    latest: &'a HashMap<Vec<u8>, i64>,
+    latest: &'a KeyMap,
+    /// Batches from here on are beyond the pass and kept as they are.
+    end: i64,
     keep_empty: &'a HashSet<i64>,
     aborted: &'a [AbortedTxn],
     drop_tombstones: bool,
@@ -380,30 +492,115 @@ fn is_aborted(view: &BatchView<'_>, aborted: &[AbortedTxn]) -> bool {
         })
 }
 
-/// Rewrites one segment's batches, returning the new bytes and how many
-/// records were removed.
-fn clean_segment(seg: &SegmentFile, plan: &CleanPlan<'_>) -> Result<(Vec<u8>, u64)> {
-    let mut out = Vec::with_capacity(seg.size as usize);
+/// Rewrites one segment's batches through `out`, returning the fsynced
+/// copy and how many records were removed; None when nothing is removed
+/// (no copy is written then).
+fn clean_segment(
+    seg: &SegmentFile,
+    plan: &CleanPlan<'_>,
+    mut out: CleanedWriter<'_>,
+) -> Result<Option<(CleanedCopy, u64)>> {
     let mut removed = 0u64;
     let mut failure = None;
-    scan_file(&seg.file, seg.size, 0, |_, view| {
-        match clean_batch(&view, plan) {
-            Ok(CleanedBatch::Unchanged) => out.extend_from_slice(view.bytes()),
+    scan_file(&seg.file, seg.size, 0, |loc, view| {
+        let written = match clean_batch(&view, plan) {
+            Ok(CleanedBatch::Unchanged) => out.unchanged(view.bytes()),
             Ok(CleanedBatch::Rewritten { bytes, removed: n }) => {
-                out.extend_from_slice(&bytes);
                 removed += n;
+                out.changed(loc.position, &bytes)
             }
-            Ok(CleanedBatch::Dropped { removed: n }) => removed += n,
+            Ok(CleanedBatch::Dropped { removed: n }) => {
+                removed += n;
+                out.changed(loc.position, &[])
+            }
+            Err(e) => Err(e),
+        };
+        match written {
+            Ok(()) => ControlFlow::Continue(()),
             Err(e) => {
                 failure = Some(e);
-                return ControlFlow::Break(());
+                ControlFlow::Break(())
             }
         }
-        ControlFlow::Continue(())
     })?;
-    match failure {
-        Some(e) => Err(e),
-        None => Ok((out, removed)),
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(out.finish()?.map(|copy| (copy, removed)))
+}
+
+/// Streams a segment's cleaned copy to its `.cleaned` file. The file is
+/// created at the first batch that changes, starting with a copy of the
+/// unchanged batches before it, so a segment with nothing to remove costs
+/// no write.
+struct CleanedWriter<'a> {
+    source: &'a SegmentFile,
+    path: PathBuf,
+    buffer_bytes: usize,
+    out: Option<(BufWriter<File>, CleanedCopy)>,
+}
+
+impl<'a> CleanedWriter<'a> {
+    fn new(source: &'a SegmentFile, path: PathBuf, buffer_bytes: usize) -> Self {
+        Self {
+            source,
+            path,
+            buffer_bytes,
+            out: None,
+        }
+    }
+
+    /// A batch kept as it is.
+    fn unchanged(&mut self, bytes: &[u8]) -> Result<()> {
+        match &mut self.out {
+            Some(_) => self.write(bytes),
+            // Copied from the source if a later batch changes.
+            None => Ok(()),
+        }
+    }
+
+    /// A batch rewritten (or dropped: `bytes` empty), found at `position`.
+    fn changed(&mut self, position: u64, bytes: &[u8]) -> Result<()> {
+        if self.out.is_none() {
+            let file = File::create(&self.path)?;
+            let copy = CleanedCopy {
+                path: Some(self.path.clone()),
+                len: 0,
+            };
+            self.out = Some((BufWriter::with_capacity(self.buffer_bytes, file), copy));
+            self.copy_source_prefix(position)?;
+        }
+        self.write(bytes)
+    }
+
+    /// The source's first `len` bytes: the batches before the first change.
+    fn copy_source_prefix(&mut self, len: u64) -> Result<()> {
+        let mut buf = vec![0u8; self.buffer_bytes.min(len as usize)];
+        let mut at = 0u64;
+        while at < len {
+            let n = buf.len().min((len - at) as usize);
+            self.source.file.read_exact_at(&mut buf[..n], at)?;
+            self.write(&buf[..n])?;
+            at += n as u64;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        let (w, copy) = self.out.as_mut().expect("created before writing");
+        w.write_all(bytes)?;
+        copy.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// The fsynced copy, or None when nothing changed.
+    fn finish(self) -> Result<Option<CleanedCopy>> {
+        let Some((w, copy)) = self.out else {
+            return Ok(None);
+        };
+        // On an error `copy` is dropped, which deletes the file.
+        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        Ok(Some(copy))
     }
 }
 
@@ -416,7 +613,7 @@ enum CleanedBatch {
 fn clean_batch(view: &BatchView<'_>, plan: &CleanPlan<'_>) -> Result<CleanedBatch> {
     // Markers stay: read_committed fetches and producer state rely on them
     // (Kafka removes them only after delete.retention.ms; Ottla keeps them).
-    if view.is_control() {
+    if view.base_offset() >= plan.end || view.is_control() {
         return Ok(CleanedBatch::Unchanged);
     }
     let aborted = is_aborted(view, plan.aborted);
@@ -430,7 +627,7 @@ fn clean_batch(view: &BatchView<'_>, plan: &CleanPlan<'_>) -> Result<CleanedBatc
         let offset = view.base_offset() + r.offset_delta as i64;
         let superseded = r
             .key
-            .is_some_and(|k| plan.latest.get(k).is_some_and(|&o| o > offset));
+            .is_some_and(|k| plan.latest.latest(k).is_some_and(|o| o > offset));
         let expired_tombstone = r.value.is_none() && plan.drop_tombstones;
         if !superseded && !expired_tombstone {
             kept.extend_from_slice(r.raw);

@@ -63,6 +63,14 @@ pub enum StorageError {
         #[source]
         source: io::Error,
     },
+    /// A compaction pass cannot make progress: its key map cannot hold
+    /// even the first dirty batch's records.
+    #[error("log.cleaner.dedupe.buffer.size gives each cleaner thread room for {capacity} keys, fewer than the {records} records of the batch at offset {offset}: raise log.cleaner.dedupe.buffer.size or lower log.cleaner.threads")]
+    KeyMapTooSmall {
+        capacity: usize,
+        records: usize,
+        offset: i64,
+    },
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
 }

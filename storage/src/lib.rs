@@ -8,6 +8,7 @@ pub mod epoch_cache;
 pub mod error;
 pub mod index;
 pub mod io_throttle;
+pub mod key_map;
 pub mod log;
 pub mod manager;
 pub mod producer_state;

@@ -23,6 +23,7 @@ use crate::checkpoint::{
     CheckpointFile, TopicPartitionOffset, LOG_START_OFFSET_CHECKPOINT_FILE,
     OFFSET_CHECKPOINT_VERSION, RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
+use crate::cleaner::CleanerBuffers;
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
 use crate::io_throttle::IoThrottle;
@@ -291,20 +292,26 @@ impl LogManager {
         self.for_each_log("flush", |log| log.maybe_flush_by_time(now_ms));
     }
 
-    /// Runs one compaction pass over compacted logs, its reads and writes
-    /// held to `max_io_bytes_per_second` (`log.cleaner.io.max.bytes.per.second`).
-    /// One compaction pass over every log that is due, by `threads`
-    /// cleaner threads (Kafka's `log.cleaner.threads`; 0 cleans nothing)
-    /// that take the logs one at a time and share one I/O throttle. Each
-    /// log is locked only to take its input and to swap in the result; the
-    /// reading, cleaning and throttling happen with the log free.
-    pub fn run_compaction(&self, now_ms: i64, max_io_bytes_per_second: f64, threads: usize) {
-        let throttle = IoThrottle::new(max_io_bytes_per_second);
+    /// One compaction pass over every log that is due, by
+    /// `cleaner.threads` cleaner threads (0 cleans nothing) that take the
+    /// logs one at a time, share one I/O throttle and have a key map each
+    /// (their share of the dedupe buffer). Each log is locked only to take
+    /// its input and to swap in the result; the reading, cleaning and
+    /// throttling happen with the log free.
+    pub fn run_compaction(&self, now_ms: i64, cleaner: &CleanerConfig) {
+        let threads = cleaner.threads;
+        let throttle = IoThrottle::new(cleaner.io_max_bytes_per_second);
+        let buffers = CleanerBuffers::for_threads(
+            cleaner.dedupe_buffer_size,
+            cleaner.io_buffer_load_factor,
+            cleaner.io_buffer_size,
+            threads,
+        );
         let logs = self.all_logs();
         let next = AtomicUsize::new(0);
         let clean_next = || {
             while let Some((tp, log)) = logs.get(next.fetch_add(1, Ordering::Relaxed)) {
-                if let Err(e) = compact_one(log, now_ms, &throttle) {
+                if let Err(e) = compact_one(log, now_ms, &throttle, &buffers) {
                     error!(partition = %tp, error = %e, "compaction failed");
                 }
             }
@@ -414,8 +421,29 @@ pub fn read_partition_metadata(dir: &Path) -> Result<Option<String>> {
     Ok(Some(id))
 }
 
+/// The cleaner's broker settings (Kafka's `log.cleaner.*`), read before
+/// each round so that they can change at runtime.
+#[derive(Debug, Clone)]
+pub struct CleanerConfig {
+    /// `log.cleaner.threads`.
+    pub threads: usize,
+    /// `log.cleaner.io.max.bytes.per.second`, for all threads together.
+    pub io_max_bytes_per_second: f64,
+    /// `log.cleaner.dedupe.buffer.size`, shared by the threads' key maps.
+    pub dedupe_buffer_size: u64,
+    /// `log.cleaner.io.buffer.load.factor`: how full a key map may get.
+    pub io_buffer_load_factor: f64,
+    /// `log.cleaner.io.buffer.size`, shared by the threads.
+    pub io_buffer_size: usize,
+}
+
 /// One log's compaction pass, if it is due.
-fn compact_one(log: &SharedLog, now_ms: i64, throttle: &IoThrottle) -> Result<()> {
+fn compact_one(
+    log: &SharedLog,
+    now_ms: i64,
+    throttle: &IoThrottle,
+    buffers: &CleanerBuffers,
+) -> Result<()> {
     let input = {
         let mut log = log.write();
         if log.is_offline() {
@@ -424,7 +452,7 @@ fn compact_one(log: &SharedLog, now_ms: i64, throttle: &IoThrottle) -> Result<()
         log.compaction_input(now_ms)
     };
     let Some(input) = input else { return Ok(()) };
-    let cleaned = input.clean(throttle)?;
+    let cleaned = input.clean(throttle, buffers)?;
     log.write().install_cleaned(cleaned).map(|_| ())
 }
 
@@ -441,6 +469,16 @@ mod tests {
             value: Some(b"v".to_vec()),
             headers: vec![],
         }])
+    }
+
+    fn cleaner(threads: usize) -> CleanerConfig {
+        CleanerConfig {
+            threads,
+            io_max_bytes_per_second: f64::INFINITY,
+            dedupe_buffer_size: 1 << 20,
+            io_buffer_load_factor: 0.9,
+            io_buffer_size: 1 << 16,
+        }
     }
 
     #[test]
@@ -479,9 +517,9 @@ mod tests {
             log.set_high_watermark(end);
         }
         let before = sizes(&m);
-        m.run_compaction(2, f64::INFINITY, 0);
+        m.run_compaction(2, &cleaner(0));
         assert_eq!(sizes(&m), before, "no cleaner thread, no cleaning");
-        m.run_compaction(2, f64::INFINITY, 3);
+        m.run_compaction(2, &cleaner(3));
         let after = sizes(&m);
         assert!(
             after.iter().zip(&before).all(|(a, b)| a < b),

@@ -8,6 +8,7 @@ use ottla_protocol::batch::{
     txn_marker_value, BatchBuilder, BatchIter, BatchView, ControlType, SimpleRecord,
 };
 use ottla_protocol::records::{records_section, walk_records};
+use ottla_storage::cleaner::CleanerBuffers;
 use ottla_storage::config::{CleanupPolicy, LogConfig};
 use ottla_storage::io_throttle::IoThrottle;
 use ottla_storage::log::{FetchIsolation, LogOpenOptions, PartitionLog};
@@ -519,7 +520,8 @@ fn compaction_drops_aborted_transactions_and_keeps_markers() {
     client(&mut log, batch(8, 1, false, 3, 9)); // 6: k3=9
     log.roll(NOW).unwrap();
     log.set_high_watermark(log.log_end_offset());
-    log.compact(NOW, &IoThrottle::unlimited()).unwrap();
+    log.compact(NOW, &IoThrottle::unlimited(), &CleanerBuffers::default())
+        .unwrap();
 
     let batches = stored_batches(&log);
     let values: Vec<(i64, Vec<Vec<u8>>)> = batches
@@ -582,7 +584,9 @@ fn compaction_io_is_held_to_its_rate() {
     let expected = latest_values(&log);
     let rate = log.size_bytes() as f64;
     let started = std::time::Instant::now();
-    let stats = log.compact(NOW, &IoThrottle::new(rate)).unwrap();
+    let stats = log
+        .compact(NOW, &IoThrottle::new(rate), &CleanerBuffers::default())
+        .unwrap();
     let took = started.elapsed();
     assert!(stats.records_removed > 0);
     assert!(took >= std::time::Duration::from_secs(1), "took {took:?}");
@@ -600,7 +604,9 @@ fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
 
     // Deleted meanwhile: the whole cleanable range goes.
     let input = log.compaction_input(NOW).expect("sealed segments to clean");
-    let cleaned = input.clean(&IoThrottle::unlimited()).unwrap();
+    let cleaned = input
+        .clean(&IoThrottle::unlimited(), &CleanerBuffers::default())
+        .unwrap();
     assert!(cleaned.rewritten() > 0);
     log.delete_records_before(log.log_end_offset()).unwrap();
     let stats = log.install_cleaned(cleaned).unwrap();
@@ -611,7 +617,9 @@ fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
     write_keyed(&mut log, 0, 60, 4);
     let start = log.log_start_offset();
     let input = log.compaction_input(NOW).expect("sealed segments to clean");
-    let cleaned = input.clean(&IoThrottle::unlimited()).unwrap();
+    let cleaned = input
+        .clean(&IoThrottle::unlimited(), &CleanerBuffers::default())
+        .unwrap();
     log.truncate_to(start).unwrap();
     write_keyed(&mut log, 100, 60, 4);
     let expected = latest_values(&log);
@@ -619,7 +627,7 @@ fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
     assert_eq!(latest_values(&log), expected, "the new records are intact");
     // The next pass cleans the log as it now is.
     assert!(
-        log.compact(NOW, &IoThrottle::unlimited())
+        log.compact(NOW, &IoThrottle::unlimited(), &CleanerBuffers::default())
             .unwrap()
             .segments_rewritten
             > 0
@@ -642,7 +650,12 @@ fn compaction_waits_for_enough_dirty_data() {
     let mut log = open(dir.path(), cfg, false);
     write_keyed(&mut log, 0, 100, 10);
     let unlimited = || IoThrottle::unlimited();
-    assert!(log.compact(NOW, &unlimited()).unwrap().segments_rewritten > 0);
+    assert!(
+        log.compact(NOW, &unlimited(), &CleanerBuffers::default())
+            .unwrap()
+            .segments_rewritten
+            > 0
+    );
     assert!(
         log.compaction_input(NOW).is_none(),
         "nothing new: nothing to do"
@@ -660,9 +673,115 @@ fn compaction_waits_for_enough_dirty_data() {
     write_keyed(&mut log, 105, 100, 10);
     let expected = latest_values(&log);
     assert!(log.compaction_input(NOW).is_some(), "over the ratio");
-    assert!(log.compact(NOW, &unlimited()).unwrap().records_removed > 0);
+    assert!(
+        log.compact(NOW, &unlimited(), &CleanerBuffers::default())
+            .unwrap()
+            .records_removed
+            > 0
+    );
     assert_eq!(latest_values(&log), expected);
     assert!(log.compaction_input(NOW).is_none());
+}
+
+/// `log.cleaner.dedupe.buffer.size`: a key map too small for the dirty part
+/// cleans the log up to where it filled; later passes take the rest, and
+/// the log ends up with exactly the latest value of every key.
+#[test]
+fn a_small_key_map_compacts_in_several_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        min_cleanable_dirty_ratio: 0.0,
+        ..compacted_config(1024)
+    };
+    let mut log = open(dir.path(), cfg, false);
+    // 200 one-record batches over 40 keys: five values each.
+    write_keyed(&mut log, 0, 200, 40);
+    let expected = latest_values(&log);
+    let buffers = CleanerBuffers {
+        key_capacity: 25,
+        ..CleanerBuffers::default()
+    };
+    let mut passes = 0;
+    while let Some(input) = log.compaction_input(NOW) {
+        let cleaned = input.clean(&IoThrottle::unlimited(), &buffers).unwrap();
+        log.install_cleaned(cleaned).unwrap();
+        passes += 1;
+        assert!(passes < 20, "compaction makes progress");
+        assert_eq!(latest_values(&log), expected, "pass {passes}");
+    }
+    // 25 keys (of single-record batches) per pass: 200 batches take 8.
+    assert_eq!(passes, 8);
+    let kept: usize = stored_batches(&log).iter().map(|(_, _, v)| v.len()).sum();
+    assert_eq!(kept, 40, "one record per key is left");
+}
+
+/// A key map that cannot hold even one batch's records says what to change.
+#[test]
+fn a_key_map_smaller_than_a_batch_is_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), compacted_config(4096), false);
+    let mut b = BatchBuilder::default().build(&records(10, NOW, "big"));
+    log.append_as_leader(&mut b, 0, AppendOrigin::Client, NOW)
+        .unwrap();
+    log.roll(NOW).unwrap();
+    log.set_high_watermark(log.log_end_offset());
+    let buffers = CleanerBuffers {
+        key_capacity: 9,
+        ..CleanerBuffers::default()
+    };
+    let e = log
+        .compact(NOW, &IoThrottle::unlimited(), &buffers)
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        StorageError::KeyMapTooSmall {
+            capacity: 9,
+            records: 10,
+            ..
+        }
+    ));
+    assert!(e
+        .to_string()
+        .contains("raise log.cleaner.dedupe.buffer.size"));
+}
+
+/// A pass streams its cleaned copies to `.cleaned` files instead of
+/// holding them in memory; a copy that is not installed is deleted, and an
+/// installed one leaves no such file behind.
+#[test]
+fn cleaned_copies_are_files_that_do_not_outlive_the_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), compacted_config(1024), false);
+    write_keyed(&mut log, 0, 60, 4);
+    let cleaned_files = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".cleaned")
+            })
+            .count()
+    };
+    let input = log.compaction_input(NOW).unwrap();
+    let cleaned = input
+        .clean(&IoThrottle::unlimited(), &CleanerBuffers::default())
+        .unwrap();
+    assert_eq!(cleaned_files(), cleaned.rewritten());
+    assert!(cleaned.rewritten() > 0);
+    drop(cleaned);
+    assert_eq!(cleaned_files(), 0, "a dropped pass leaves nothing");
+
+    let expected = latest_values(&log);
+    let input = log.compaction_input(NOW).unwrap();
+    let cleaned = input
+        .clean(&IoThrottle::unlimited(), &CleanerBuffers::default())
+        .unwrap();
+    assert!(log.install_cleaned(cleaned).unwrap().segments_rewritten > 0);
+    assert_eq!(cleaned_files(), 0);
+    assert_eq!(latest_values(&log), expected);
 }
 
 fn latest_values(log: &PartitionLog) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
@@ -711,7 +830,7 @@ proptest! {
         let expected = latest_values(&log);
         let size_before = log.size_bytes();
         // Tombstones are still within delete.retention.ms: kept.
-        log.compact(NOW, &IoThrottle::unlimited()).unwrap();
+        log.compact(NOW, &IoThrottle::unlimited(), &CleanerBuffers::default()).unwrap();
         prop_assert_eq!(latest_values(&log), expected.clone());
         prop_assert!(log.size_bytes() <= size_before);
         // Reopen (indexes rebuilt from the rewritten segments) and check again.
@@ -725,7 +844,7 @@ proptest! {
         log.set_high_watermark(log.log_end_offset());
         prop_assert_eq!(latest_values(&log), expected.clone());
         // Long after delete.retention.ms, tombstones go too.
-        log.compact(NOW + 2 * 86_400_000, &IoThrottle::unlimited())
+        log.compact(NOW + 2 * 86_400_000, &IoThrottle::unlimited(), &CleanerBuffers::default())
             .unwrap();
         let live: BTreeMap<_, _> = expected.into_iter().filter(|(_, (_, v))| v.is_some()).collect();
         prop_assert_eq!(latest_values(&log), live);

@@ -1,7 +1,8 @@
 //! The log cleaner beside the broker's other work: a compaction pass held
 //! to a low `log.cleaner.io.max.bytes.per.second` takes tens of seconds,
 //! and the broker goes on creating topics and serving them meanwhile; and
-//! `log.cleaner.threads` changed at runtime.
+//! `log.cleaner.threads` and `log.cleaner.dedupe.buffer.size` changed at
+//! runtime.
 
 use std::time::{Duration, Instant};
 
@@ -109,27 +110,55 @@ fn cleaner_threads_change_at_runtime() {
     std::thread::sleep(Duration::from_millis(1500));
     assert!(!node.log().contains("compacted log"), "{}", node.log());
 
-    let altered = ok(kafka_tool(
-        "kafka-configs.sh",
-        &[
-            "--bootstrap-server",
-            &node.bootstrap(),
-            "--alter",
-            "--entity-type",
-            "brokers",
-            "--entity-default",
-            "--add-config",
-            "log.cleaner.threads=2",
-        ],
-        None,
-    ));
-    assert!(
-        altered.contains("Completed updating default config"),
-        "{altered}"
+    alter_broker_config(&node, &["--entity-default"], "log.cleaner.threads=2");
+    wait_for_log(&node, "compacted log");
+}
+
+/// A dedupe buffer too small for one batch's keys: the log says which key
+/// to raise, and raising it for this broker compacts the log.
+#[test]
+fn a_too_small_dedupe_buffer_is_reported_and_raised_at_runtime() {
+    let node = Ottla::start(&[
+        // Room for no key at all.
+        ("log.cleaner.dedupe.buffer.size", "24"),
+        ("log.cleaner.backoff.ms", "100"),
+    ]);
+    write_cleanable(&node, "keyed");
+    wait_for_log(&node, "raise log.cleaner.dedupe.buffer.size");
+    assert!(!node.log().contains("compacted log"), "{}", node.log());
+    alter_broker_config(
+        &node,
+        &["--entity-name", "1"],
+        "log.cleaner.dedupe.buffer.size=1048576",
     );
+    wait_for_log(&node, "compacted log");
+}
+
+/// `kafka-configs.sh --alter --entity-type brokers <entity> --add-config <config>`.
+fn alter_broker_config(node: &Ottla, entity: &[&str], config: &str) {
+    let bootstrap = node.bootstrap();
+    let mut args = vec![
+        "--bootstrap-server",
+        &bootstrap,
+        "--alter",
+        "--entity-type",
+        "brokers",
+    ];
+    args.extend_from_slice(entity);
+    args.extend(["--add-config", config]);
+    let altered = ok(kafka_tool("kafka-configs.sh", &args, None));
+    assert!(altered.contains("Completed updating"), "{altered}");
+}
+
+/// Waits up to 30 s for `line` in the broker's log.
+fn wait_for_log(node: &Ottla, line: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !node.log().contains("compacted log") {
-        assert!(Instant::now() < deadline, "not compacted:\n{}", node.log());
+    while !node.log().contains(line) {
+        assert!(
+            Instant::now() < deadline,
+            "no {line:?} in the log:\n{}",
+            node.log()
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }

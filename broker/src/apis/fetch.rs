@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchRequest;
 use kafka_protocol::messages::fetch_response::{
@@ -12,7 +13,6 @@ use kafka_protocol::messages::fetch_response::{
     NodeEndpoint, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, ProducerId, TopicName};
-use bytes::Bytes;
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::MetadataImage;
 use ottla_protocol::file_records::{FileRange, FileRecords};

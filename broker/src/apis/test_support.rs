@@ -12,7 +12,7 @@ use ottla_controller::{
     Controller, ControllerSettings, MetadataRecord, NewTopic, Node, QuorumConfig, TopicDefaults,
 };
 use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
-use ottla_storage::manager::TopicPartition;
+use ottla_storage::manager::{CleanerConfig, TopicPartition};
 use ottla_storage::producer_state::AppendOrigin;
 
 use crate::broker::{Broker, BrokerSettings};
@@ -45,8 +45,13 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
         flush_check_interval: Duration::from_secs(5),
         checkpoint_interval: Duration::from_secs(5),
         cleaner_backoff: Duration::from_secs(5),
-        cleaner_io_max_bytes_per_second: f64::MAX,
-        cleaner_threads: 1,
+        cleaner: CleanerConfig {
+            threads: 1,
+            io_max_bytes_per_second: f64::MAX,
+            dedupe_buffer_size: 128 << 20,
+            io_buffer_load_factor: 0.9,
+            io_buffer_size: 512 << 10,
+        },
         producer_expiration_check_interval: Duration::from_secs(600),
         producer_id_expiration: Duration::from_secs(86_400),
         static_configs: BTreeMap::new(),

@@ -21,6 +21,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use ottla_protocol::api_versions::ApiVersionsTable;
+use ottla_protocol::file_records::FileRecords;
 use ottla_protocol::frame::{FrameError, FrameReader};
 use ottla_protocol::mirror::envelope::{decode_mirror_request, mirror_response_head};
 use ottla_protocol::mirror::MirrorApiKey;
@@ -28,7 +29,6 @@ use ottla_protocol::request::{decode_request, Request, RequestError, RequestPref
 use ottla_protocol::response::{
     encode_response, encode_response_frame, encode_response_head, EncodeError,
 };
-use ottla_protocol::file_records::FileRecords;
 use ottla_protocol::response_frame::ResponseFrame;
 use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};

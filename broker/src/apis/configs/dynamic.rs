@@ -14,9 +14,9 @@ use crate::security::tls_reload::check_tls_listeners;
 
 /// The broker keys Ottla applies at runtime besides the `log.*` defaults
 /// of topic keys (read through the topic config resolver): the replication
-/// throttles, the connection limits, the cleaner's pacing and threads, and
-/// more. Kafka lets more change dynamically (other thread counts, cleaner
-/// buffers, listeners, ...); Ottla reads those once, at start-up, so it
+/// throttles, the connection limits, the cleaner's pacing, threads and
+/// buffers, and more. Kafka lets more change dynamically (other thread
+/// counts, listeners, ...); Ottla reads those once, at start-up, so it
 /// refuses to store a dynamic value it would not apply.
 const DYNAMIC: &[&str] = &[
     "leader.replication.throttled.rate",
@@ -29,20 +29,20 @@ const DYNAMIC: &[&str] = &[
     "log.cleaner.backoff.ms",
     "log.cleaner.io.max.bytes.per.second",
     "log.cleaner.threads",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
 ];
 
 /// Keys Kafka changes at runtime that Ottla reads once: thread counts (its
-/// async runtime's workers are fixed), cleaner tuning, listener settings
-/// (applied when listeners are bound). Their refusal says so.
+/// async runtime's workers are fixed) and listener settings (applied when
+/// listeners are bound). Their refusal says so.
 const KAFKA_DYNAMIC_READ_AT_START: &[&str] = &[
     "num.io.threads",
     "num.network.threads",
     "num.replica.fetchers",
     "num.recovery.threads.per.data.dir",
     "background.threads",
-    "log.cleaner.dedupe.buffer.size",
-    "log.cleaner.io.buffer.size",
-    "log.cleaner.io.buffer.load.factor",
     "listeners",
     "advertised.listeners",
     "listener.security.protocol.map",
