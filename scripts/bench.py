@@ -12,7 +12,11 @@ connection. On a small machine the perf-test JVMs share the cores with the
 broker, so throughput can be the client's limit; the CPU figure is the
 broker's own cost.
 
-    scripts/bench.py [--records N] [--rounds R] [--quick] [--cases 1024:all:8,...]
+    scripts/bench.py [--mib M] [--rounds R] [--quick] [--cases 1024:all:8,...]
+
+Every run moves the same amount of data (`--mib`, 500 MiB by default: 512,000
+records of 1 KiB, 5,242,880 of 100 bytes), so small-record runs last as long
+as large-record ones instead of being over before the JVMs warm up.
 
 Ratios above 1 favour Ottla for throughput; below 1 favour Ottla for
 latency, memory and start time.
@@ -168,13 +172,14 @@ def consume(bin_dir, broker, topic, records):
     return {"rec/s": float(fields[5]), "MB/s": float(fields[3])}
 
 
-def run_pass(broker, bin_dir, cases, records, results, round_no):
+def run_pass(broker, bin_dir, cases, run_bytes, results, round_no):
     """One pass over every case on a freshly started broker: produce, then
     consume what was produced. Samples are appended to `results`."""
     work = Path(tempfile.mkdtemp(prefix="bench-work-"))
     broker.start()
     try:
         for size, acks, parts in cases:
+            records = run_bytes // size
             topic = f"bench-{size}-{acks}-{parts}"
             sh([str(bin_dir / "kafka-topics.sh"), "--bootstrap-server", broker.bootstrap(), "--create",
                 "--topic", topic, "--partitions", str(parts), "--replication-factor", "1"])
@@ -199,7 +204,7 @@ def best(samples, key):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--mib", type=int, default=500, help="data per run, MiB")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="one case per record size, one round")
     ap.add_argument("--cases", help="only these cases, as SIZE:ACKS:PARTITIONS[,...], e.g. 1024:all:8")
@@ -220,8 +225,8 @@ def main():
         ottla_broker = Ottla("ottla", OTTLA_PORT, binary)
         passes = [(kafka_broker, kafka), (ottla_broker, ottla)]
         for broker, results in passes if r % 2 == 0 else reversed(passes):
-            run_pass(broker, bin_dir, cases, args.records, results, r + 1)
-    print(f"\nOttla / Apache Kafka, {args.records} records per run, best of {args.rounds} round(s), this machine")
+            run_pass(broker, bin_dir, cases, args.mib << 20, results, r + 1)
+    print(f"\nOttla / Apache Kafka, {args.mib} MiB per run, best of {args.rounds} round(s), this machine")
     print(f"{'case':<34}{'metric':<10}{'kafka':>12}{'ottla':>12}{'ratio':>9}")
     for key in sorted(k for k in kafka if isinstance(k, tuple)):
         kind, size, acks, parts = key
