@@ -810,7 +810,7 @@ impl ReplicaManager {
     /// traffic metrics.
     pub fn record_fetch(&self, tp: &TopicPartition, outcome: &FetchOutcome) {
         if let Some(p) = self.partition(tp) {
-            let bytes = outcome.records.as_ref().map_or(0, |r| r.len);
+            let bytes = outcome.records.as_ref().map_or(0, |r| r.range.len);
             p.stats.fetched(bytes, outcome.error.is_some());
         }
     }

@@ -11,6 +11,7 @@ use std::time::SystemTime;
 
 use bytes::{Bytes, BytesMut};
 use ottla_protocol::batch::{batch_size_at, BatchError, BatchView, BATCH_HEADER_LEN, LOG_OVERHEAD};
+use ottla_protocol::file_records::FileRange;
 
 use crate::error::{Result, StorageError};
 use crate::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
@@ -35,19 +36,11 @@ pub fn parse_offset_file_name(name: &str, suffix: &str) -> Option<i64> {
 /// A byte range of a segment file that holds whole batches. Reading happens
 /// outside the log's lock; the file handle keeps the data reachable even if
 /// the segment is deleted meanwhile.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct FileSlice {
-    pub file: Arc<File>,
-    pub position: u64,
-    pub len: usize,
+    pub range: FileRange,
     /// The offset after the slice's last batch.
     pub next_offset: i64,
-}
-
-impl std::fmt::Debug for FileSlice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "FileSlice({}+{})", self.position, self.len)
-    }
 }
 
 impl FileSlice {
@@ -55,12 +48,15 @@ impl FileSlice {
     /// (a follower truncation racing a read), returns only the whole batches
     /// still present.
     pub fn read(&self) -> io::Result<Bytes> {
-        let mut buf = BytesMut::zeroed(self.len);
+        let FileRange {
+            file,
+            position,
+            len,
+        } = &self.range;
+        let mut buf = BytesMut::zeroed(*len);
         let mut filled = 0;
-        while filled < self.len {
-            let n = self
-                .file
-                .read_at(&mut buf[filled..], self.position + filled as u64)?;
+        while filled < *len {
+            let n = file.read_at(&mut buf[filled..], position + filled as u64)?;
             if n == 0 {
                 break;
             }
@@ -542,9 +538,11 @@ impl LogSegment {
             })?;
         }
         Ok(Some(FileSlice {
-            file: self.log.clone(),
-            position: first.position,
-            len,
+            range: FileRange {
+                file: self.log.clone(),
+                position: first.position,
+                len,
+            },
             next_offset,
         }))
     }

@@ -15,7 +15,7 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{BrokerId, ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::MetadataImage;
-use ottla_protocol::file_records::{FileRange, FileRecords};
+use ottla_protocol::file_records::FileRecords;
 use ottla_protocol::response_frame::SPLICE_MIN;
 use ottla_storage::log::FetchIsolation;
 use ottla_storage::manager::TopicPartition;
@@ -230,7 +230,7 @@ pub async fn handle(
                 Some(epoch_end) => broker.replicas.diverged(tp, epoch_end),
                 None => broker.replicas.read(tp, &spec),
             };
-            let n = o.records.as_ref().map_or(0, |r| r.len);
+            let n = o.records.as_ref().map_or(0, |r| r.range.len);
             if throttled {
                 broker.replication_throttle.record(Side::Leader, n);
             }
@@ -256,7 +256,7 @@ pub async fn handle(
     if let Some(quota) = quota.filter(|_| !is_follower) {
         let bytes: usize = outcomes
             .iter()
-            .map(|o| o.records.as_ref().map_or(0, |r| r.len))
+            .map(|o| o.records.as_ref().map_or(0, |r| r.range.len))
             .sum();
         let throttle = quota.record(QuotaType::Fetch, bytes as f64);
         if !throttle.is_zero() {
@@ -276,7 +276,7 @@ pub async fn handle(
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     let mut files = FileRecords::default();
     for ((tp, f), mut o) in session.partitions.iter().zip(outcomes) {
-        let has_data = o.records.as_ref().is_some_and(|r| r.len > 0);
+        let has_data = o.records.as_ref().is_some_and(|r| r.range.len > 0);
         let seen = PartitionSeen {
             high_watermark: o.high_watermark,
             last_stable_offset: o.last_stable_offset,
@@ -363,13 +363,8 @@ pub async fn handle(
 /// sent from its file, or the set itself, read now, when it is small (a
 /// chunk of its own would cost more than the copy) or no stand-in is left.
 fn records_for_response(files: &mut FileRecords, slice: FileSlice) -> std::io::Result<Bytes> {
-    if slice.len >= SPLICE_MIN {
-        let range = FileRange {
-            file: slice.file.clone(),
-            position: slice.position,
-            len: slice.len,
-        };
-        if let Ok(stand_in) = files.stand_in(range) {
+    if slice.range.len >= SPLICE_MIN {
+        if let Ok(stand_in) = files.stand_in(slice.range.clone()) {
             return Ok(stand_in);
         }
     }
