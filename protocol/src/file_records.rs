@@ -88,12 +88,16 @@ impl FileRecords {
         Ok(stand_in)
     }
 
-    /// The file range a stand-in stands for (same address and length).
+    /// The file range a stand-in stands for (same address and length). The
+    /// encoder asks this of every slice it writes; the stand-ins are made at
+    /// rising addresses, so they are searched by halves.
     pub(crate) fn range_for(&self, src: &[u8]) -> Option<&FileRange> {
-        self.sets
-            .iter()
-            .find(|(s, _)| s.as_ptr() == src.as_ptr() && s.len() == src.len())
-            .map(|(_, r)| r)
+        let at = self
+            .sets
+            .binary_search_by_key(&src.as_ptr(), |(s, _)| s.as_ptr())
+            .ok()?;
+        let (stand_in, range) = &self.sets[at];
+        (stand_in.len() == src.len()).then_some(range)
     }
 
     /// How many stand-ins were made (the encoder must replace them all).

@@ -114,7 +114,9 @@ impl ResponseFrame {
         while let Some(front) = self.chunks.front_mut() {
             match front {
                 Chunk::Memory(_) => {
-                    let n = write.write_vectored(&self.memory_slices()).await?;
+                    let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+                    let count = self.memory_slices(&mut slices);
+                    let n = write.write_vectored(&slices[..count]).await?;
                     if n == 0 {
                         return Err(io::ErrorKind::WriteZero.into());
                     }
@@ -138,7 +140,11 @@ impl ResponseFrame {
         while let Some(front) = self.chunks.front() {
             socket.writable().await?;
             let sent = match front {
-                Chunk::Memory(_) => socket.try_write_vectored(&self.memory_slices()),
+                Chunk::Memory(_) => {
+                    let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+                    let count = self.memory_slices(&mut slices);
+                    socket.try_write_vectored(&slices[..count])
+                }
                 Chunk::File(range) => socket.try_io(Interest::WRITABLE, || sendfile(socket, range)),
             };
             match sent {
@@ -152,16 +158,19 @@ impl ResponseFrame {
         Ok(())
     }
 
-    /// The memory chunks at the front, up to the next file range.
-    fn memory_slices(&self) -> Vec<IoSlice<'_>> {
-        self.chunks
-            .iter()
-            .take(MAX_IOVECS)
-            .map_while(|c| match c {
-                Chunk::Memory(b) => Some(IoSlice::new(b)),
-                Chunk::File(_) => None,
-            })
-            .collect()
+    /// Fills `dst` with the memory chunks at the front, up to the next file
+    /// range, and says how many (no allocation per write).
+    fn memory_slices<'a>(&'a self, dst: &mut [IoSlice<'a>; MAX_IOVECS]) -> usize {
+        let memory = self.chunks.iter().map_while(|c| match c {
+            Chunk::Memory(b) => Some(b),
+            Chunk::File(_) => None,
+        });
+        let mut count = 0;
+        for (slot, chunk) in dst.iter_mut().zip(memory) {
+            *slot = IoSlice::new(chunk);
+            count += 1;
+        }
+        count
     }
 
     /// Drops `cnt` written bytes from the front.

@@ -501,21 +501,12 @@ fn outcome(
     version: i16,
     correlation_id: i32,
 ) -> Result<Outcome, EncodeError> {
+    let encode = |body: &ResponseKind, files: &FileRecords| {
+        encode_response_frame(api_key, version, correlation_id, body, files)
+    };
     Ok(match response {
-        Response::Message(body) => Outcome::Send(encode_response_frame(
-            api_key,
-            version,
-            correlation_id,
-            &body,
-            &FileRecords::default(),
-        )?),
-        Response::FromFiles(body, files) => Outcome::Send(encode_response_frame(
-            api_key,
-            version,
-            correlation_id,
-            &body,
-            &files,
-        )?),
+        Response::Message(body) => Outcome::Send(encode(&body, &FileRecords::default())?),
+        Response::FromFiles(body, files) => Outcome::Send(encode(&body, &files)?),
         Response::Encoded(body) => Outcome::Send(ResponseFrame::new([
             encode_response_head(api_key, version, correlation_id, body.len())?,
             body,
