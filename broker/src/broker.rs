@@ -67,6 +67,9 @@ pub struct BrokerSettings {
     /// The `log.cleaner.*` settings as configured at start-up (all of them
     /// change at runtime, as in Kafka).
     pub cleaner: CleanerConfig,
+    /// `num.recovery.threads.per.data.dir` as configured at start-up: the
+    /// threads per log dir that load the logs and close them (dynamic).
+    pub recovery_threads_per_dir: usize,
     /// producer.id.expiration.check.interval.ms.
     pub producer_expiration_check_interval: Duration,
     /// producer.id.expiration.ms as configured at start-up (it is dynamic).
@@ -127,8 +130,12 @@ impl Broker {
             controller.image(),
         ));
         let logs = Arc::new(
-            LogManager::open(settings.log_dirs.clone(), configs.as_ref())
-                .context("opening the log dirs")?,
+            LogManager::open(
+                settings.log_dirs.clone(),
+                configs.as_ref(),
+                recovery_threads_per_dir(&controller.image(), &settings),
+            )
+            .context("opening the log dirs")?,
         );
         let (replicas, isr_changes) = ReplicaManager::new(
             settings.node_id,
@@ -461,11 +468,29 @@ impl Broker {
         self.fetchers.stop();
         self.replicas
             .logs()
-            .shutdown()
+            .shutdown(recovery_threads_per_dir(
+                &self.controller.image(),
+                &self.settings,
+            ))
             .context("closing the logs")?;
         info!("broker shut down cleanly");
         Ok(())
     }
+}
+
+/// `num.recovery.threads.per.data.dir`: the dynamic value `image` has for
+/// this node (its own, then the cluster-wide one), else the static one.
+fn recovery_threads_per_dir(
+    image: &ottla_controller::MetadataImage,
+    settings: &BrokerSettings,
+) -> usize {
+    dynamic_value(
+        image,
+        &settings.node_id.to_string(),
+        keys::NUM_RECOVERY_THREADS_PER_DATA_DIR.name,
+    )
+    .and_then(|v| v.parse().ok())
+    .unwrap_or(settings.recovery_threads_per_dir)
 }
 
 /// Registers this broker (fenced) and heartbeats until the controller

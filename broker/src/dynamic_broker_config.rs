@@ -2,12 +2,13 @@
 //! config, else the cluster-wide dynamic default, else the static one; read
 //! from the metadata image where they are used.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use ottla_controller::records::CONFIG_RESOURCE_BROKER;
 use ottla_controller::{Controller, MetadataImage};
 
-use crate::config::keys;
+use crate::config::{default_of, is_reloadable_tls_key, keys, BrokerConfig, ConfigError};
 use crate::network::{parse_per_ip_overrides, ConnectionLimitSource, Limits};
 
 /// The dynamic value of broker key `key` for node `node_id`: its own, then
@@ -19,6 +20,28 @@ pub fn dynamic_value<'a>(image: &'a MetadataImage, node_id: &str, key: &str) -> 
             .get(key)
             .map(String::as_str)
     })
+}
+
+/// The configuration node `node_id` runs with under `image`: its static
+/// values, then the cluster-wide dynamic configs, then its own. Keys Ottla
+/// does not know (a plugin's, stored unchecked) are left out.
+pub fn layered_for_node(
+    image: &MetadataImage,
+    node_id: i32,
+    static_values: &BTreeMap<String, String>,
+) -> Result<BrokerConfig, ConfigError> {
+    let mut dynamic = BTreeMap::new();
+    for level in [String::new(), node_id.to_string()] {
+        if let Some(configs) = image.configs_of(CONFIG_RESOURCE_BROKER, &level) {
+            dynamic.extend(
+                configs
+                    .iter()
+                    .filter(|(k, _)| default_of(k).is_some() || is_reloadable_tls_key(k))
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+        }
+    }
+    BrokerConfig::layered(static_values, &dynamic)
 }
 
 /// `max.connections`, `max.connections.per.ip` and

@@ -7,6 +7,7 @@ pub mod broker;
 pub mod config;
 pub mod coordinator_shards;
 pub mod dynamic_broker_config;
+pub mod dynamic_listeners;
 pub mod features;
 pub mod fetch_session;
 pub mod group;

@@ -14,8 +14,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use ottla_broker::broker::{Broker, BrokerSettings};
 use ottla_broker::config::{keys, BrokerConfig, Listener};
 use ottla_broker::dynamic_broker_config::DynamicConnectionLimits;
+use ottla_broker::dynamic_listeners::{ApiService, DynamicListeners};
 use ottla_broker::handlers::broker_apis::BrokerSlot;
-use ottla_broker::handlers::{broker_registry, controller_registry, HandlerRegistry};
+use ottla_broker::handlers::{broker_registry, controller_registry};
 use ottla_broker::metrics::{self, MetricsServer};
 use ottla_broker::network::{
     bind_address, static_connection_limits, ListenerSpec, QuorumEndpoint, QuorumSlot, Server,
@@ -144,23 +145,30 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     let credentials: Arc<dyn ScramCredentialStore> = Arc::new(MetadataCredentials(slot.clone()));
     let quorum_slot = QuorumSlot::default();
     let server_settings = ServerSettings::from_config(&config);
+    let controller_service = ApiService::new(
+        controller_registry(finalized.clone()).context("building the controller API table")?,
+    );
     let controller_specs = listener_specs(
         &config,
         config.controller_listeners(),
-        controller_registry(finalized.clone()).context("building the controller API table")?,
+        &controller_service,
         Some(&quorum_slot),
         &credentials,
     )
     .await?;
     let mut tls_listeners = reloadable_tls(&controller_specs);
     let controller_server = Server::bind(server_settings.clone(), controller_specs).await?;
+    // As configured, before port 0 becomes the bound port: what dynamic
+    // listeners are compared with.
+    let configured_broker_listeners: Vec<Listener> = config.broker_listeners().cloned().collect();
     let broker_server = if config.roles.broker {
-        let registry =
-            broker_registry(slot.clone(), finalized.clone()).context("building the API table")?;
+        let service = ApiService::new(
+            broker_registry(slot.clone(), finalized.clone()).context("building the API table")?,
+        );
         let listeners = config.broker_listeners();
-        let specs = listener_specs(&config, listeners, registry, None, &credentials).await?;
+        let specs = listener_specs(&config, listeners, &service, None, &credentials).await?;
         tls_listeners.extend(reloadable_tls(&specs));
-        Some(Server::bind(server_settings, specs).await?)
+        Some((Server::bind(server_settings, specs).await?, service))
     } else {
         None
     };
@@ -177,10 +185,11 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         }
         None => None,
     };
-    let bound = controller_server
-        .local_addrs()
-        .into_iter()
-        .chain(broker_server.iter().flat_map(Server::local_addrs));
+    let bound = controller_server.local_addrs().into_iter().chain(
+        broker_server
+            .iter()
+            .flat_map(|(server, _)| server.local_addrs()),
+    );
     for (name, addr) in bound {
         config.set_bound_port(&name, addr.port());
     }
@@ -195,9 +204,16 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     if let Some(endpoint) = quorum_endpoint(&config, &controller) {
         let _ = quorum_slot.set(endpoint);
     }
-    let tls_reloader = TlsReloader::new(config.node_id, config.static_values(), tls_listeners);
+    let tls_reloader = Arc::new(TlsReloader::new(
+        config.node_id,
+        config.static_values(),
+        tls_listeners,
+    ));
     tls_reloader.apply(&controller.image());
-    tokio::spawn(reload_tls_on_change(tls_reloader, controller.subscribe()));
+    tokio::spawn(reload_tls_on_change(
+        tls_reloader.clone(),
+        controller.subscribe(),
+    ));
     let stop_controller_listener = CancellationToken::new();
     let controller_listener = tokio::spawn(controller_server.run(stop_controller_listener.clone()));
     let signalled = CancellationToken::new();
@@ -208,7 +224,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         () = signalled.cancelled() => {}
     }
     let broker_server = broker_server.filter(|_| !signalled.is_cancelled());
-    if let Some(broker_server) = broker_server {
+    if let Some((broker_server, service)) = broker_server {
         let settings = broker_settings(&config, finalized.clone(), inter_broker);
         let for_open = controller.clone();
         let broker =
@@ -228,7 +244,21 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
                 static_connection_limits(&config),
             )))
             .with_connection_rate_quotas(Arc::new(IpConnectionQuotas(controller.clone())));
-        let serving = tokio::spawn(broker_server.run(stop_broker_listeners.clone()));
+        let (listener_control, serving) = broker_server.start(stop_broker_listeners.clone());
+        let serving = tokio::spawn(serving);
+        let dynamic_listeners = DynamicListeners::new(
+            config.node_id,
+            config.static_values(),
+            configured_broker_listeners,
+            listener_control,
+            service,
+            credentials.clone(),
+            tls_reloader,
+        );
+        tokio::spawn(apply_listeners_on_change(
+            dynamic_listeners,
+            controller.subscribe(),
+        ));
         signalled.cancelled().await;
         broker.controlled_shutdown().await;
         stop_broker_listeners.cancel();
@@ -362,6 +392,10 @@ fn broker_settings(
             io_buffer_size: usize::try_from(config.get(keys::LOG_CLEANER_IO_BUFFER_SIZE))
                 .unwrap_or(0),
         },
+        recovery_threads_per_dir: usize::try_from(
+            config.get(keys::NUM_RECOVERY_THREADS_PER_DATA_DIR),
+        )
+        .unwrap_or(1),
         producer_expiration_check_interval: ms(i64::from(
             config.get(keys::PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS),
         )),
@@ -381,6 +415,8 @@ fn broker_settings(
                 .clone()
                 .unwrap_or_else(|| "PLAINTEXT".to_string()),
             security: inter_broker,
+            fetchers_per_leader: usize::try_from(config.get(keys::NUM_REPLICA_FETCHERS))
+                .unwrap_or(1),
         },
         controlled_shutdown_timeout: Duration::from_secs(30),
         authorizer: Authorizer::from_config(config).map(Arc::new),
@@ -391,12 +427,10 @@ fn broker_settings(
 async fn listener_specs<'a>(
     config: &BrokerConfig,
     listeners: impl Iterator<Item = &'a Listener>,
-    registry: HandlerRegistry,
+    service: &ApiService,
     quorum: Option<&QuorumSlot>,
     credentials: &Arc<dyn ScramCredentialStore>,
 ) -> Result<Vec<ListenerSpec>> {
-    let api_versions = Arc::new(registry.api_versions().clone());
-    let handler = Arc::new(registry);
     let mut specs = Vec::new();
     for l in listeners {
         let addr = bind_address(&l.endpoint.host, l.endpoint.port)
@@ -405,8 +439,8 @@ async fn listener_specs<'a>(
         specs.push(ListenerSpec {
             name: l.name.clone(),
             addr,
-            api_versions: Arc::clone(&api_versions),
-            handler: handler.clone(),
+            api_versions: Arc::clone(&service.api_versions),
+            handler: Arc::clone(&service.handler),
             quorum: quorum.cloned(),
             security: ListenerSecurity::from_config(config, l, credentials.clone())
                 .map_err(anyhow::Error::msg)?,
@@ -423,9 +457,24 @@ fn reloadable_tls(specs: &[ListenerSpec]) -> Vec<(String, Arc<ReloadableTls>)> {
         .collect()
 }
 
+/// Serves the dynamic broker listeners: those of the current image, then
+/// of each image that arrives.
+async fn apply_listeners_on_change(
+    listeners: DynamicListeners,
+    mut images: watch::Receiver<Arc<ottla_controller::MetadataImage>>,
+) {
+    loop {
+        let image = images.borrow_and_update().clone();
+        listeners.apply(&image).await;
+        if images.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Applies dynamic TLS store settings as metadata images arrive.
 async fn reload_tls_on_change(
-    reloader: TlsReloader,
+    reloader: Arc<TlsReloader>,
     mut images: watch::Receiver<Arc<ottla_controller::MetadataImage>>,
 ) {
     while images.changed().await.is_ok() {

@@ -11,6 +11,7 @@ pub mod io_throttle;
 pub mod key_map;
 pub mod log;
 pub mod manager;
+pub mod parallel;
 pub mod producer_state;
 pub mod segment;
 pub mod txn_index;

@@ -28,6 +28,7 @@ use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
 use crate::io_throttle::IoThrottle;
 use crate::log::{LogOpenOptions, PartitionLog};
+use crate::parallel::on_threads;
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
@@ -99,56 +100,31 @@ pub struct LogManager {
 }
 
 impl LogManager {
-    /// Opens every partition log found in `log_dirs`. After an unclean
-    /// shutdown, segments past each log's recovery point are rescanned.
-    pub fn open(log_dirs: Vec<PathBuf>, configs: &dyn LogConfigSource) -> Result<Self> {
+    /// Opens every partition log found in `log_dirs`, with
+    /// `threads_per_dir` threads in each dir (Kafka's
+    /// `num.recovery.threads.per.data.dir`; the dirs load at the same time).
+    /// After an unclean shutdown, segments past each log's recovery point
+    /// are rescanned.
+    pub fn open(
+        log_dirs: Vec<PathBuf>,
+        configs: &dyn LogConfigSource,
+        threads_per_dir: usize,
+    ) -> Result<Self> {
+        let threads = threads_per_dir.max(1);
+        let loaded: Vec<Result<Vec<(TopicPartition, LogEntry)>>> = std::thread::scope(|scope| {
+            let loading: Vec<_> = log_dirs
+                .iter()
+                .enumerate()
+                .map(|(index, dir)| scope.spawn(move || load_dir(index, dir, configs, threads)))
+                .collect();
+            loading
+                .into_iter()
+                .map(|dir| dir.join().expect("a log dir loader panicked"))
+                .collect()
+        });
         let mut logs = HashMap::new();
-        for (index, dir) in log_dirs.iter().enumerate() {
-            fs::create_dir_all(dir)?;
-            let marker = dir.join(CLEAN_SHUTDOWN_FILE);
-            let clean = marker.exists();
-            let recovery = read_offsets(dir, RECOVERY_POINT_CHECKPOINT_FILE)?;
-            let starts = read_offsets(dir, LOG_START_OFFSET_CHECKPOINT_FILE)?;
-            let hws = read_offsets(dir, REPLICATION_OFFSET_CHECKPOINT_FILE)?;
-            let started = std::time::Instant::now();
-            for entry in fs::read_dir(dir)? {
-                let entry = entry?;
-                if !entry.file_type()?.is_dir() {
-                    continue;
-                }
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if name.ends_with(DELETE_SUFFIX) {
-                    // A deletion interrupted by a crash: finish it.
-                    fs::remove_dir_all(entry.path())?;
-                    continue;
-                }
-                let Some(tp) = TopicPartition::from_dir_name(&name) else {
-                    warn!(dir = %entry.path().display(), "ignoring a directory that is not a partition");
-                    continue;
-                };
-                if tp.topic == METADATA_TOPIC {
-                    continue;
-                }
-                let opts = LogOpenOptions {
-                    recovery_point: recovery.get(&tp).copied().unwrap_or(0),
-                    log_start_offset: starts.get(&tp).copied().unwrap_or(0),
-                    high_watermark: hws.get(&tp).copied().unwrap_or(0),
-                    clean_shutdown: clean,
-                };
-                let log = PartitionLog::open(&entry.path(), configs.log_config(&tp.topic), opts)?;
-                logs.insert(
-                    tp,
-                    LogEntry {
-                        log: Arc::new(RwLock::new(log)),
-                        log_dir: index,
-                    },
-                );
-            }
-            // From now on a crash is an unclean shutdown.
-            if clean {
-                fs::remove_file(&marker)?;
-            }
-            info!(dir = %dir.display(), clean_shutdown = clean, logs = logs.len(), elapsed_ms = started.elapsed().as_millis() as u64, "loaded log dir");
+        for dir in loaded {
+            logs.extend(dir?);
         }
         Ok(Self {
             log_dirs,
@@ -307,21 +283,9 @@ impl LogManager {
             cleaner.io_buffer_size,
             threads,
         );
-        let logs = self.all_logs();
-        let next = AtomicUsize::new(0);
-        let clean_next = || {
-            while let Some((tp, log)) = logs.get(next.fetch_add(1, Ordering::Relaxed)) {
-                if let Err(e) = compact_one(log, now_ms, &throttle, &buffers) {
-                    error!(partition = %tp, error = %e, "compaction failed");
-                }
-            }
-        };
-        std::thread::scope(|scope| {
-            for _ in 1..threads.min(logs.len()) {
-                scope.spawn(clean_next);
-            }
-            if threads > 0 {
-                clean_next();
+        on_threads(&self.all_logs(), threads, |(tp, log)| {
+            if let Err(e) = compact_one(log, now_ms, &throttle, &buffers) {
+                error!(partition = %tp, error = %e, "compaction failed");
             }
         });
     }
@@ -353,25 +317,29 @@ impl LogManager {
         out
     }
 
-    /// Clean shutdown: flush and snapshot every log, write the checkpoints,
-    /// then leave the marker that lets the next start skip recovery.
-    pub fn shutdown(&self) -> Result<()> {
-        let logs: Vec<(TopicPartition, SharedLog)> = self
-            .logs
-            .read()
-            .iter()
-            .map(|(tp, e)| (tp.clone(), e.log.clone()))
-            .collect();
-        let mut all_ok = true;
-        for (tp, log) in &logs {
-            let mut log = log.write();
-            if let Err(e) = log.close() {
+    /// Clean shutdown: flush and snapshot every log, with `threads_per_dir`
+    /// threads for each log dir (`num.recovery.threads.per.data.dir`, which
+    /// Kafka closes logs with too), write the checkpoints, then leave the
+    /// marker that lets the next start skip recovery.
+    pub fn shutdown(&self, threads_per_dir: usize) -> Result<()> {
+        let started = std::time::Instant::now();
+        let logs = self.all_logs();
+        let threads = threads_per_dir.max(1) * self.log_dirs.len();
+        let failed = AtomicUsize::new(0);
+        on_threads(&logs, threads, |(tp, log)| {
+            if let Err(e) = log.write().close() {
                 error!(partition = %tp, error = %e, "could not close log cleanly");
-                all_ok = false;
+                failed.fetch_add(1, Ordering::Relaxed);
             }
-        }
+        });
+        info!(
+            logs = logs.len(),
+            threads_per_dir,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "closed the logs"
+        );
         self.checkpoint()?;
-        if all_ok {
+        if failed.into_inner() == 0 {
             for dir in &self.log_dirs {
                 fs::write(dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
                 crate::log::fsync_dir(dir)?;
@@ -379,6 +347,74 @@ impl LogManager {
         }
         Ok(())
     }
+}
+
+/// Opens the partition logs of log dir number `index`, `threads` at a time.
+fn load_dir(
+    index: usize,
+    dir: &Path,
+    configs: &dyn LogConfigSource,
+    threads: usize,
+) -> Result<Vec<(TopicPartition, LogEntry)>> {
+    fs::create_dir_all(dir)?;
+    let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+    let clean = marker.exists();
+    let recovery = read_offsets(dir, RECOVERY_POINT_CHECKPOINT_FILE)?;
+    let starts = read_offsets(dir, LOG_START_OFFSET_CHECKPOINT_FILE)?;
+    let hws = read_offsets(dir, REPLICATION_OFFSET_CHECKPOINT_FILE)?;
+    let started = std::time::Instant::now();
+    let mut partitions = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if !entry.file_type()?.is_dir() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(DELETE_SUFFIX) {
+            // A deletion interrupted by a crash: finish it.
+            fs::remove_dir_all(entry.path())?;
+            continue;
+        }
+        let Some(tp) = TopicPartition::from_dir_name(&name) else {
+            warn!(dir = %entry.path().display(), "ignoring a directory that is not a partition");
+            continue;
+        };
+        if tp.topic != METADATA_TOPIC {
+            partitions.push((tp, entry.path()));
+        }
+    }
+    let opened = Mutex::new(Vec::with_capacity(partitions.len()));
+    on_threads(&partitions, threads, |(tp, path)| {
+        let opts = LogOpenOptions {
+            recovery_point: recovery.get(tp).copied().unwrap_or(0),
+            log_start_offset: starts.get(tp).copied().unwrap_or(0),
+            high_watermark: hws.get(tp).copied().unwrap_or(0),
+            clean_shutdown: clean,
+        };
+        let log = PartitionLog::open(path, configs.log_config(&tp.topic), opts);
+        opened.lock().push((tp.clone(), log));
+    });
+    let mut logs = Vec::with_capacity(partitions.len());
+    for (tp, log) in opened.into_inner() {
+        let entry = LogEntry {
+            log: Arc::new(RwLock::new(log?)),
+            log_dir: index,
+        };
+        logs.push((tp, entry));
+    }
+    // From now on a crash is an unclean shutdown.
+    if clean {
+        fs::remove_file(&marker)?;
+    }
+    info!(
+        dir = %dir.display(),
+        clean_shutdown = clean,
+        logs = logs.len(),
+        threads,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "loaded log dir"
+    );
+    Ok(logs)
 }
 
 fn read_offsets(dir: &Path, file: &str) -> Result<HashMap<TopicPartition, i64>> {
@@ -487,7 +523,7 @@ mod tests {
         let mut cfg = LogConfig::default();
         cfg.cleanup_policy.delete = false;
         cfg.cleanup_policy.compact = true;
-        let m = LogManager::open(vec![root.path().to_path_buf()], &cfg).unwrap();
+        let m = LogManager::open(vec![root.path().to_path_buf()], &cfg, 1).unwrap();
         let sizes = |m: &LogManager| -> Vec<u64> {
             (0..5)
                 .map(|p| {
@@ -541,7 +577,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let dirs = vec![root.path().join("a"), root.path().join("b")];
         let cfg = LogConfig::default();
-        let m = LogManager::open(dirs.clone(), &cfg).unwrap();
+        let m = LogManager::open(dirs.clone(), &cfg, 2).unwrap();
         for p in 0..4 {
             let tp = TopicPartition::new("orders", p);
             let log = m
@@ -559,10 +595,10 @@ mod tests {
             m.log_dir_of(&TopicPartition::new("orders", 0))
                 != m.log_dir_of(&TopicPartition::new("orders", 1))
         );
-        m.shutdown().unwrap();
+        m.shutdown(2).unwrap();
         assert!(dirs[0].join(CLEAN_SHUTDOWN_FILE).exists());
         drop(m);
-        let m = LogManager::open(dirs.clone(), &cfg).unwrap();
+        let m = LogManager::open(dirs.clone(), &cfg, 2).unwrap();
         assert!(
             !dirs[0].join(CLEAN_SHUTDOWN_FILE).exists(),
             "marker removed once running"

@@ -15,7 +15,7 @@ use ottla_tests::crash::expected_value;
 
 fn verify(dir: &std::path::Path, at_least: i64) -> i64 {
     let config = LogConfig::default();
-    let manager = LogManager::open(vec![dir.to_path_buf()], &config).unwrap();
+    let manager = LogManager::open(vec![dir.to_path_buf()], &config, 1).unwrap();
     let log = manager
         .get(&TopicPartition::new("crash", 0))
         .expect("partition exists");

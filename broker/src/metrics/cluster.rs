@@ -161,6 +161,16 @@ impl BrokerCollector {
         )?;
         gauge(
             e,
+            "ottla_replica_fetchers",
+            "Replica fetch loops running per leader broker (num.replica.fetchers each; Kafka's ReplicaFetcherThread-<id>-<leader>).",
+            self.0
+                .fetchers
+                .running()
+                .into_iter()
+                .map(|(leader, loops)| ([("leader", leader.to_string())], loops as u64)),
+        )?;
+        gauge(
+            e,
             "kafka_server_replicamanager_offline_replicas",
             "Hosted partitions whose log went offline after an I/O error (Kafka ReplicaManager OfflineReplicaCount).",
             count(|r| r.offline),

@@ -20,4 +20,6 @@ pub use limits::{
 };
 pub use memory::RequestMemory;
 pub use quorum::{QuorumAdmission, QuorumEndpoint, QuorumSlot};
-pub use server::{bind_address, static_connection_limits, ListenerSpec, Server, ServerSettings};
+pub use server::{
+    bind_address, static_connection_limits, ListenerControl, ListenerSpec, Server, ServerSettings,
+};

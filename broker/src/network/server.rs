@@ -1,6 +1,7 @@
 //! Listeners: bind, accept within the connection limits, spawn connections,
 //! and shut down gracefully.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use ottla_protocol::api_versions::ApiVersionsTable;
 use ottla_protocol::frame::DEFAULT_MAX_REQUEST_SIZE;
+use parking_lot::Mutex;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -127,24 +129,10 @@ pub struct Server {
 impl Server {
     /// Binds every listener; fails if any address is unavailable.
     pub async fn bind(settings: ServerSettings, specs: Vec<ListenerSpec>) -> io::Result<Self> {
-        let mut listeners = Vec::with_capacity(specs.len());
-        for spec in specs {
-            let listener = bind_listener(spec.addr, &settings).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("cannot bind listener {} to {}: {e}", spec.name, spec.addr),
-                )
-            })?;
-            let service = Service {
-                connections: network().listener(&spec.name),
-                name: spec.name.into(),
-                api_versions: spec.api_versions,
-                handler: spec.handler,
-                quorum: spec.quorum,
-                security: spec.security,
-            };
-            listeners.push((Arc::new(service), listener));
-        }
+        let listeners = specs
+            .into_iter()
+            .map(|spec| bind_spec(spec, &settings))
+            .collect::<io::Result<_>>()?;
         Ok(Self {
             listeners,
             settings: Arc::new(settings),
@@ -179,6 +167,15 @@ impl Server {
     /// reading requests, lets queued responses be written for up to
     /// `shutdown_grace`, and drops whatever connections remain.
     pub async fn run(self, shutdown: CancellationToken) {
+        self.start(shutdown).1.await;
+    }
+
+    /// Starts serving as [`run`](Self::run) does; the control adds and
+    /// removes listeners while the returned future runs.
+    pub fn start(
+        self,
+        shutdown: CancellationToken,
+    ) -> (ListenerControl, impl std::future::Future<Output = ()>) {
         let tracker = TaskTracker::new();
         let hard_stop = CancellationToken::new();
         let acceptor = Arc::new(Acceptor {
@@ -192,29 +189,87 @@ impl Server {
             shutdown: shutdown.clone(),
             hard_stop: hard_stop.clone(),
         });
+        let control = ListenerControl {
+            acceptor,
+            running: Arc::default(),
+        };
         for (service, listener) in self.listeners {
-            let span = info_span!("listener", listener = %service.name);
-            tracker.spawn(
-                Arc::clone(&acceptor)
-                    .accept_loop(listener, service)
-                    .instrument(span),
-            );
+            control.serve(service, listener);
         }
-        drop(acceptor);
-        tracker.close();
-        shutdown.cancelled().await;
-        info!("shutting down network server");
-        if tokio::time::timeout(self.settings.shutdown_grace, tracker.wait())
-            .await
-            .is_err()
-        {
-            warn!(
-                "connections still busy after {:?}; dropping them",
-                self.settings.shutdown_grace
-            );
-            hard_stop.cancel();
-            tracker.wait().await;
+        let settings = self.settings;
+        let serving = async move {
+            shutdown.cancelled().await;
+            tracker.close();
+            info!("shutting down network server");
+            if tokio::time::timeout(settings.shutdown_grace, tracker.wait())
+                .await
+                .is_err()
+            {
+                warn!(
+                    "connections still busy after {:?}; dropping them",
+                    settings.shutdown_grace
+                );
+                hard_stop.cancel();
+                tracker.wait().await;
+            }
+        };
+        (control, serving)
+    }
+}
+
+/// Adds and removes the listeners of a running [`Server`] (dynamic
+/// `listeners`).
+#[derive(Clone)]
+pub struct ListenerControl {
+    acceptor: Arc<Acceptor>,
+    /// Each listener's bound address and what stops it and its connections.
+    running: Arc<Mutex<BTreeMap<String, (SocketAddr, CancellationToken)>>>,
+}
+
+impl ListenerControl {
+    /// The listeners being served, by name, with their bound addresses.
+    pub fn running(&self) -> BTreeMap<String, SocketAddr> {
+        self.running
+            .lock()
+            .iter()
+            .map(|(name, (addr, _))| (name.clone(), *addr))
+            .collect()
+    }
+
+    /// Binds and serves a new listener; fails if its address is taken or
+    /// the server is shutting down.
+    pub fn add(&self, spec: ListenerSpec) -> io::Result<SocketAddr> {
+        if self.acceptor.shutdown.is_cancelled() {
+            return Err(io::Error::other("the server is shutting down"));
         }
+        let (service, listener) = bind_spec(spec, &self.acceptor.settings)?;
+        let addr = listener.local_addr()?;
+        self.serve(service, listener);
+        Ok(addr)
+    }
+
+    /// Stops listener `name`: it accepts no more connections, and its open
+    /// connections close once their queued responses are written.
+    pub fn remove(&self, name: &str) {
+        if let Some((addr, stop)) = self.running.lock().remove(name) {
+            info!(listener = name, %addr, "removing listener");
+            stop.cancel();
+        }
+    }
+
+    fn serve(&self, service: Arc<Service>, listener: TcpListener) {
+        let stop = self.acceptor.shutdown.child_token();
+        if let Ok(addr) = listener.local_addr() {
+            self.running
+                .lock()
+                .insert(service.name.to_string(), (addr, stop.clone()));
+        }
+        let span = info_span!("listener", listener = %service.name);
+        self.acceptor.tracker.spawn(
+            Arc::clone(&self.acceptor)
+                .accept_loop(listener, service, stop)
+                .instrument(span),
+        );
     }
 }
 
@@ -229,17 +284,24 @@ struct Acceptor {
 }
 
 impl Acceptor {
-    async fn accept_loop(self: Arc<Self>, listener: TcpListener, service: Arc<Service>) {
+    /// Accepts on `listener` until `stop` (the server's shutdown, or this
+    /// listener's removal), which also closes its connections.
+    async fn accept_loop(
+        self: Arc<Self>,
+        listener: TcpListener,
+        service: Arc<Service>,
+        stop: CancellationToken,
+    ) {
         if let Ok(addr) = listener.local_addr() {
             info!("listening on {addr}");
         }
         loop {
             let reserved = tokio::select! {
-                _ = self.shutdown.cancelled() => return,
+                _ = stop.cancelled() => return,
                 reserved = self.limits.reserve() => reserved,
             };
             let accepted = tokio::select! {
-                _ = self.shutdown.cancelled() => return,
+                _ = stop.cancelled() => return,
                 accepted = listener.accept() => accepted,
             };
             let (stream, peer) = match accepted {
@@ -275,7 +337,7 @@ impl Acceptor {
                 service: Arc::clone(&service),
                 settings: Arc::clone(&self.settings),
             };
-            let shutdown = self.shutdown.clone();
+            let shutdown = stop.clone();
             let hard_stop = self.hard_stop.clone();
             let span = info_span!("connection", id, %peer);
             self.tracker.spawn(
@@ -294,6 +356,28 @@ impl Acceptor {
             );
         }
     }
+}
+
+/// Binds `spec`'s address and makes its service.
+fn bind_spec(
+    spec: ListenerSpec,
+    settings: &ServerSettings,
+) -> io::Result<(Arc<Service>, TcpListener)> {
+    let listener = bind_listener(spec.addr, settings).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot bind listener {} to {}: {e}", spec.name, spec.addr),
+        )
+    })?;
+    let service = Service {
+        connections: network().listener(&spec.name),
+        name: spec.name.into(),
+        api_versions: spec.api_versions,
+        handler: spec.handler,
+        quorum: spec.quorum,
+        security: spec.security,
+    };
+    Ok((Arc::new(service), listener))
 }
 
 fn bind_listener(addr: SocketAddr, settings: &ServerSettings) -> io::Result<TcpListener> {

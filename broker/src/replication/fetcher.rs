@@ -1,9 +1,10 @@
-//! Follower side of replication: one fetch loop per leader broker, sending
-//! Fetch requests with this broker's replica id for every partition it
-//! follows from that leader, appending what comes back byte for byte and
-//! truncating where the leader says this log diverged.
+//! Follower side of replication: `num.replica.fetchers` fetch loops per
+//! leader broker, each sending Fetch requests with this broker's replica id
+//! for its share of the partitions followed from that leader, appending what
+//! comes back byte for byte and truncating where the leader says this log
+//! diverged.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ use tracing::{debug, info, warn};
 use ottla_storage::manager::TopicPartition;
 
 use super::throttle::{is_throttled, ReplicationThrottle, Side};
+use crate::config::keys;
+use crate::dynamic_broker_config::dynamic_value;
 use crate::inter_broker::endpoint_of;
 use crate::replica::{Partition, ReplicaManager};
 
@@ -47,15 +50,45 @@ pub struct FetchSettings {
     /// The listener brokers replicate over, and how to connect to it.
     pub listener: String,
     pub security: ClientSecurity,
+    /// `num.replica.fetchers` of the static configuration; a dynamic value
+    /// in the metadata image takes its place.
+    pub fetchers_per_leader: usize,
 }
 
-/// The running fetch loops, by leader broker id.
+/// One fetch loop: the leader it fetches from, and which share of that
+/// leader's partitions it has (`id` of `count`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct LoopId {
+    leader: i32,
+    id: usize,
+    count: usize,
+}
+
+impl LoopId {
+    /// Whether this loop fetches `tp`. Kafka's assignment: the topic's
+    /// Java hash code and the partition, modulo the fetcher count.
+    fn fetches(&self, tp: &TopicPartition) -> bool {
+        let hash = 31i32
+            .wrapping_mul(java_string_hash(&tp.topic))
+            .wrapping_add(tp.partition);
+        hash.unsigned_abs() as usize % self.count == self.id
+    }
+}
+
+/// `String.hashCode()`: what Kafka's fetcher assignment hashes.
+fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
+}
+
+/// The running fetch loops.
 pub struct ReplicaFetchers {
     settings: FetchSettings,
     replicas: Arc<ReplicaManager>,
     throttle: Arc<ReplicationThrottle>,
     image: Mutex<Arc<MetadataImage>>,
-    loops: Mutex<BTreeMap<i32, JoinHandle<()>>>,
+    loops: Mutex<BTreeMap<LoopId, JoinHandle<()>>>,
 }
 
 impl ReplicaFetchers {
@@ -73,26 +106,59 @@ impl ReplicaFetchers {
         })
     }
 
-    /// Starts a loop for every leader this broker now follows and stops
-    /// the loops of leaders it no longer does. Call after the replica
-    /// manager applied `image`.
+    /// Starts the loops of every leader this broker now follows and stops
+    /// the loops of leaders it no longer does. A new `num.replica.fetchers`
+    /// restarts every loop, since partitions move between them (as Kafka's
+    /// resizeFetcherThreadPool does). Call after the replica manager
+    /// applied `image`.
     pub fn sync(self: &Arc<Self>, image: Arc<MetadataImage>) {
+        let count = self.fetchers_per_leader(&image);
         *self.image.lock() = image;
-        let wanted = self.replicas.leaders_followed();
+        let wanted: BTreeSet<LoopId> = self
+            .replicas
+            .leaders_followed()
+            .into_iter()
+            .flat_map(|leader| (0..count).map(move |id| LoopId { leader, id, count }))
+            .collect();
         let mut loops = self.loops.lock();
-        loops.retain(|leader, task| {
-            let keep = wanted.contains(leader) && !task.is_finished();
+        loops.retain(|id, task| {
+            let keep = wanted.contains(id) && !task.is_finished();
             if !keep {
                 task.abort();
             }
             keep
         });
-        for leader in wanted {
-            loops.entry(leader).or_insert_with(|| {
-                info!(leader, "starting replica fetcher");
-                tokio::spawn(self.clone().run(leader))
+        for id in wanted {
+            loops.entry(id).or_insert_with(|| {
+                info!(
+                    leader = id.leader,
+                    fetcher = id.id,
+                    fetchers = id.count,
+                    "starting replica fetcher"
+                );
+                tokio::spawn(self.clone().run(id))
             });
         }
+    }
+
+    /// `num.replica.fetchers` as `image` has it (at least 1, as in Kafka).
+    fn fetchers_per_leader(&self, image: &MetadataImage) -> usize {
+        let node = self.replicas.node_id().to_string();
+        dynamic_value(image, &node, keys::NUM_REPLICA_FETCHERS.name)
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(self.settings.fetchers_per_leader)
+            .max(1)
+    }
+
+    /// How many fetch loops run for each leader, by leader id.
+    pub fn running(&self) -> BTreeMap<i32, usize> {
+        let mut running = BTreeMap::new();
+        for (id, task) in self.loops.lock().iter() {
+            if !task.is_finished() {
+                *running.entry(id.leader).or_default() += 1;
+            }
+        }
+        running
     }
 
     pub fn stop(&self) {
@@ -105,16 +171,18 @@ impl ReplicaFetchers {
         endpoint_of(&self.image.lock(), leader, &self.settings.listener)
     }
 
-    async fn run(self: Arc<Self>, leader: i32) {
+    async fn run(self: Arc<Self>, id: LoopId) {
+        let leader = id.leader;
         let mut client: Option<KafkaClient> = None;
         loop {
-            let partitions = self.replicas.followed_from(leader);
+            let mut partitions = self.replicas.followed_from(leader);
+            partitions.retain(|p| id.fetches(&p.tp));
             if partitions.is_empty() {
                 tokio::time::sleep(self.settings.backoff).await;
                 continue;
             }
             if client.is_none() {
-                client = self.connect(leader).await;
+                client = self.connect(id).await;
                 if client.is_none() {
                     tokio::time::sleep(self.settings.backoff).await;
                     continue;
@@ -129,9 +197,15 @@ impl ReplicaFetchers {
         }
     }
 
-    async fn connect(&self, leader: i32) -> Option<KafkaClient> {
+    async fn connect(&self, id: LoopId) -> Option<KafkaClient> {
+        let leader = id.leader;
         let (host, port) = self.leader_address(leader)?;
-        let client_id = format!("replica-fetcher-{}", self.replicas.node_id());
+        // Kafka's fetcher thread name, ReplicaFetcherThread-<id>-<leader>.
+        let client_id = format!(
+            "replica-fetcher-{}-{}-{leader}",
+            self.replicas.node_id(),
+            id.id
+        );
         match KafkaClient::connect_with(
             &host,
             port,
@@ -331,4 +405,59 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ottla_storage::StorageError> + Send + 'static,
 ) -> anyhow::Result<T> {
     Ok(tokio::task::spawn_blocking(f).await??)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_hash_codes() {
+        assert_eq!(java_string_hash(""), 0);
+        assert_eq!(java_string_hash("foo"), 101_574);
+        // Overflows wrap as in Java.
+        assert_eq!(java_string_hash("replicated-topic"), -887_126_723);
+    }
+
+    #[test]
+    fn every_partition_has_exactly_one_loop() {
+        for count in 1..=5 {
+            for partition in 0..50 {
+                let tp = TopicPartition::new(format!("t{}", partition % 7), partition);
+                let owners = (0..count)
+                    .filter(|&id| {
+                        LoopId {
+                            leader: 2,
+                            id,
+                            count,
+                        }
+                        .fetches(&tp)
+                    })
+                    .count();
+                assert_eq!(owners, 1, "{tp} with {count} fetchers");
+            }
+        }
+    }
+
+    #[test]
+    fn partitions_spread_over_the_loops() {
+        let count = 3;
+        let mut per_loop = [0; 3];
+        for partition in 0..30 {
+            let tp = TopicPartition::new("events".to_string(), partition);
+            let id = (0..count)
+                .find(|&id| {
+                    LoopId {
+                        leader: 1,
+                        id,
+                        count,
+                    }
+                    .fetches(&tp)
+                })
+                .unwrap();
+            per_loop[id] += 1;
+        }
+        // Consecutive partitions of one topic go round the loops.
+        assert_eq!(per_loop, [10, 10, 10]);
+    }
 }

@@ -61,7 +61,7 @@ pub fn check_tls_listeners(config: &BrokerConfig) -> Result<(), String> {
 pub struct TlsReloader {
     node_id: String,
     static_values: BTreeMap<String, String>,
-    listeners: Vec<(String, Arc<ReloadableTls>)>,
+    listeners: Mutex<Vec<(String, Arc<ReloadableTls>)>>,
     /// The dynamic TLS settings last applied.
     applied: Mutex<BTreeMap<String, String>>,
 }
@@ -75,9 +75,20 @@ impl TlsReloader {
         Self {
             node_id: node_id.to_string(),
             static_values,
-            listeners,
+            listeners: Mutex::new(listeners),
             applied: Mutex::default(),
         }
+    }
+
+    /// Reloads listener `name`'s stores from now on (a listener added at
+    /// runtime).
+    pub fn track(&self, name: &str, tls: Arc<ReloadableTls>) {
+        self.listeners.lock().push((name.to_string(), tls));
+    }
+
+    /// Forgets listener `name` (removed at runtime).
+    pub fn forget(&self, name: &str) {
+        self.listeners.lock().retain(|(n, _)| n != name);
     }
 
     /// Reloads the listeners whose stores `image` changes.
@@ -100,7 +111,7 @@ impl TlsReloader {
                 return;
             }
         };
-        for (name, tls) in &self.listeners {
+        for (name, tls) in self.listeners.lock().iter() {
             match tls_settings(&config, name).and_then(|settings| tls.update(settings)) {
                 Ok(true) => info!(listener = %name, "TLS key store and trust store reloaded"),
                 Ok(false) => {}

@@ -48,7 +48,7 @@ fn main() {
         segment_bytes: 256 * 1024,
         ..LogConfig::default()
     };
-    let manager = LogManager::open(vec![dir], &config).expect("open log dir");
+    let manager = LogManager::open(vec![dir], &config, 1).expect("open log dir");
     let tp = TopicPartition::new("crash", 0);
     let log = manager
         .get_or_create(&tp, "Y3Jhc2gtdGVzdC10b3BpYw", config.clone())

@@ -4,12 +4,15 @@
 use std::collections::{BTreeMap, HashSet};
 
 use kafka_protocol::error::ResponseError;
-use ottla_controller::ControllerError;
+use ottla_controller::{ControllerError, MetadataImage};
 use ottla_storage::config::TOPIC_CONFIG_KEYS;
 
 use super::{invalid_request, static_config, with_overrides, RESOURCE_BROKER};
 use crate::broker::Broker;
-use crate::config::{is_listener_scoped, is_reloadable_tls_key, ConfigError};
+use crate::config::{
+    is_listener_scoped, is_reloadable_tls_key, BrokerConfig, ConfigError, Listener,
+};
+use crate::dynamic_broker_config::{dynamic_value, layered_for_node};
 use crate::security::tls_reload::check_tls_listeners;
 
 /// The broker keys Ottla applies at runtime besides the `log.*` defaults
@@ -32,17 +35,31 @@ const DYNAMIC: &[&str] = &[
     "log.cleaner.dedupe.buffer.size",
     "log.cleaner.io.buffer.size",
     "log.cleaner.io.buffer.load.factor",
-];
-
-/// Keys Kafka changes at runtime that Ottla reads once: thread counts (its
-/// async runtime's workers are fixed) and listener settings (applied when
-/// listeners are bound). Their refusal says so.
-const KAFKA_DYNAMIC_READ_AT_START: &[&str] = &[
-    "num.io.threads",
-    "num.network.threads",
     "num.replica.fetchers",
     "num.recovery.threads.per.data.dir",
-    "background.threads",
+    "num.network.threads",
+    "listeners",
+    "advertised.listeners",
+    "listener.security.protocol.map",
+];
+
+/// Thread counts Kafka lets change at runtime, each step at most halving or
+/// doubling the current value (DynamicThreadPool.validateReconfiguration).
+const THREAD_COUNTS: &[&str] = &[
+    "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir",
+    "num.network.threads",
+];
+
+/// Keys Kafka changes at runtime that Ottla reads once: `num.io.threads`
+/// (the async runtime's worker threads, fixed for the life of the process)
+/// and the per-listener settings (applied when a listener is bound). Their
+/// refusal says so.
+const KAFKA_DYNAMIC_READ_AT_START: &[&str] = &["num.io.threads"];
+
+/// The listener set, dynamic per broker within the bounds
+/// [`check_listener_change`] sets.
+const LISTENER_KEYS: &[&str] = &[
     "listeners",
     "advertised.listeners",
     "listener.security.protocol.map",
@@ -87,8 +104,9 @@ pub(super) fn validate(
             String::new()
         } else {
             format!(
-                " ({} change at runtime in Kafka; Ottla reads them at start-up: set them in \
-                 server.properties and restart)",
+                " ({} change at runtime in Kafka; Ottla reads them at start-up (num.io.threads \
+                 sizes the async runtime, listener settings apply when a listener is bound): \
+                 set them in server.properties and restart)",
                 java_set(read_at_start)
             )
         };
@@ -102,11 +120,16 @@ pub(super) fn validate(
         .map(String::as_str)
         .filter(|k| is_reloadable_tls_key(k))
         .collect();
-    if level.is_empty() && !tls_stores.is_empty() {
-        // As in Kafka: certificates are per broker.
+    let per_broker: Vec<&str> = next
+        .keys()
+        .map(String::as_str)
+        .filter(|k| is_reloadable_tls_key(k) || LISTENER_KEYS.contains(k))
+        .collect();
+    if level.is_empty() && !per_broker.is_empty() {
+        // As in Kafka: certificates and listeners are per broker.
         return Err(invalid_request(format!(
             "Cannot update these configs at default cluster level, broker id must be specified: {}",
-            java_set(tls_stores)
+            java_set(per_broker)
         )));
     }
     // Values are type-checked as the configuration they would produce:
@@ -138,6 +161,12 @@ pub(super) fn validate(
         )),
         other => invalid_request(other.to_string()),
     })?;
+    check_thread_counts(broker, &image, next)?;
+    if level == node {
+        let current = layered_for_node(&image, broker.node_id(), &broker.settings.static_configs)
+            .map_err(broken_static_config)?;
+        check_listener_change(&current, &config).map_err(invalid_request)?;
+    }
     // The stores are files on this node: checked when it is the target.
     if !tls_stores.is_empty() && level == node {
         check_tls_listeners(&config).map_err(|e| {
@@ -146,6 +175,95 @@ pub(super) fn validate(
                  failed: {e}"
             ))
         })?;
+    }
+    Ok(())
+}
+
+/// What a dynamic listener change may do (Kafka's
+/// DynamicListenerConfig.validateReconfiguration under KRaft): add and
+/// remove broker listeners, and move those not advertised. Advertised
+/// listeners are part of the broker's registration and stay; so do the
+/// controller listeners and each existing listener's security protocol.
+fn check_listener_change(current: &BrokerConfig, next: &BrokerConfig) -> Result<(), String> {
+    for listener in &next.listeners {
+        if let Some(old) = current.listeners.iter().find(|l| l.name == listener.name) {
+            if old.protocol != listener.protocol {
+                return Err(format!(
+                    "Security protocol cannot be updated for existing listener {}",
+                    listener.name
+                ));
+            }
+        }
+    }
+    let sorted = |listeners: &[Listener]| {
+        let mut listeners = listeners.to_vec();
+        listeners.sort_by(|a, b| a.name.cmp(&b.name));
+        listeners
+    };
+    if sorted(&current.advertised_listeners) != sorted(&next.advertised_listeners) {
+        return Err(
+            "Advertised listeners cannot be altered when using a Raft-based metadata quorum \
+             (they are the broker's registration: change advertised.listeners, or listeners \
+             when advertised.listeners is not set, in server.properties and restart the broker)"
+                .to_string(),
+        );
+    }
+    let controller = |config: &BrokerConfig| {
+        let listeners: Vec<Listener> = config.controller_listeners().cloned().collect();
+        sorted(&listeners)
+    };
+    if controller(current) != controller(next) {
+        return Err(format!(
+            "Controller listeners cannot change at runtime: keep {} in listeners as they are \
+             (set them in server.properties and restart the node)",
+            current
+                .controller_listeners()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
+    Ok(())
+}
+
+/// Kafka's bounds on a thread count change, against this node's value now.
+fn check_thread_counts(
+    broker: &Broker,
+    image: &MetadataImage,
+    next: &BTreeMap<String, String>,
+) -> Result<(), ControllerError> {
+    let config = static_config(broker).map_err(broken_static_config)?;
+    let entries = config.describe();
+    let static_value = |key: &str| {
+        entries
+            .iter()
+            .find(|e| e.name == key)
+            .and_then(|e| e.value.clone())
+    };
+    let node = broker.node_id().to_string();
+    for &key in THREAD_COUNTS {
+        let Some(new) = next.get(key).and_then(|v| v.parse::<i64>().ok()) else {
+            continue;
+        };
+        let current = dynamic_value(image, &node, key)
+            .map(str::to_owned)
+            .or_else(|| static_value(key))
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(1);
+        if new == current {
+            continue;
+        }
+        let failed = format!("Dynamic thread count update validation failed for {key}={new}");
+        let reason = if new <= 0 {
+            "value should be at least 1".to_string()
+        } else if new < current / 2 {
+            format!("value should be at least half the current value {current}")
+        } else if new > current * 2 {
+            format!("value should not be greater than double the current value {current}")
+        } else {
+            continue;
+        };
+        return Err(invalid_request(format!("{failed}, {reason}")));
     }
     Ok(())
 }
@@ -178,7 +296,11 @@ mod tests {
         );
         assert!(!is_dynamic("log.dirs"));
         assert!(!is_dynamic("num.partitions"));
-        assert!(!is_dynamic("listeners"));
+        assert!(
+            is_dynamic("listeners"),
+            "within check_listener_change's bounds"
+        );
+        assert!(!is_dynamic("num.io.threads"));
         assert!(is_dynamic("max.connections.per.ip.overrides"));
     }
 }

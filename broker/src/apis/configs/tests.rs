@@ -482,6 +482,129 @@ fn broker_configs_describe_and_alter_dynamically() {
 }
 
 #[test]
+fn thread_counts_change_by_at_most_a_factor_of_two() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    let fetchers = |level: &str, n: &str| {
+        incremental(
+            &broker,
+            RESOURCE_BROKER,
+            level,
+            vec![op("num.replica.fetchers", SET, Some(n))],
+            false,
+        )
+    };
+    let (code, message) = fetchers("1", "3");
+    assert_eq!(code, ResponseError::InvalidRequest.code());
+    assert_eq!(
+        message,
+        "Dynamic thread count update validation failed for num.replica.fetchers=3, value \
+         should not be greater than double the current value 1"
+    );
+    assert_eq!(fetchers("1", "2").0, 0);
+    assert_eq!(fetchers("1", "4").0, 0, "double the value now in force");
+    assert_eq!(
+        fetchers("1", "1").1,
+        "Dynamic thread count update validation failed for num.replica.fetchers=1, value \
+         should be at least half the current value 4"
+    );
+    assert_eq!(
+        fetchers("1", "0").1,
+        "Dynamic thread count update validation failed for num.replica.fetchers=0, value \
+         should be at least 1"
+    );
+    // The static default of num.recovery.threads.per.data.dir is 2.
+    let recovery = |n: &str| {
+        incremental(
+            &broker,
+            RESOURCE_BROKER,
+            "",
+            vec![op("num.recovery.threads.per.data.dir", SET, Some(n))],
+            false,
+        )
+    };
+    assert_eq!(recovery("4").0, 0);
+    assert_eq!(recovery("9").0, ResponseError::InvalidRequest.code());
+}
+
+#[test]
+fn listeners_change_per_broker_and_keep_the_registration() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    let alter = |level: &str, ops: Vec<AlterableConfig>| {
+        incremental(&broker, RESOURCE_BROKER, level, ops, true)
+    };
+    let add_extra = || {
+        vec![
+            op(
+                "listeners",
+                SET,
+                Some(
+                    "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093,EXTRA://127.0.0.1:9094",
+                ),
+            ),
+            op(
+                "advertised.listeners",
+                SET,
+                Some("PLAINTEXT://localhost:9092"),
+            ),
+            op(
+                "listener.security.protocol.map",
+                SET,
+                Some("PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,EXTRA:PLAINTEXT"),
+            ),
+        ]
+    };
+    assert_eq!(alter("1", add_extra()), (0, String::new()));
+    let (code, message) = alter("", add_extra());
+    assert_eq!(code, ResponseError::InvalidRequest.code());
+    assert_eq!(
+        message,
+        "Cannot update these configs at default cluster level, broker id must be specified: \
+         [advertised.listeners, listener.security.protocol.map, listeners]"
+    );
+    let (_, message) = alter("1", add_extra()[..2].to_vec());
+    assert_eq!(
+        message,
+        "invalid listeners: listener EXTRA has no entry in listener.security.protocol.map"
+    );
+    // Without advertised.listeners, a new listener would be advertised.
+    let mut ops = add_extra();
+    ops.remove(1);
+    let (_, message) = alter("1", ops);
+    assert!(
+        message.starts_with(
+            "Advertised listeners cannot be altered when using a Raft-based metadata quorum"
+        ),
+        "{message}"
+    );
+    let (_, message) = alter(
+        "1",
+        vec![op(
+            "listener.security.protocol.map",
+            SET,
+            Some("PLAINTEXT:SSL,CONTROLLER:PLAINTEXT"),
+        )],
+    );
+    assert_eq!(
+        message,
+        "Security protocol cannot be updated for existing listener PLAINTEXT"
+    );
+    let (_, message) = alter(
+        "1",
+        vec![op(
+            "listeners",
+            SET,
+            Some("PLAINTEXT://localhost:9092,CONTROLLER://localhost:9095"),
+        )],
+    );
+    assert!(
+        message.starts_with("Controller listeners cannot change at runtime"),
+        "{message}"
+    );
+}
+
+#[test]
 fn broker_refusals_follow_kafka() {
     let dir = tempfile::tempdir().unwrap();
     let broker = test_broker(dir.path());
@@ -500,8 +623,9 @@ fn broker_refusals_follow_kafka() {
     assert_eq!(
         message,
         "Cannot update these configs dynamically: [num.io.threads] ([num.io.threads] change \
-         at runtime in Kafka; Ottla reads them at start-up: set them in server.properties and \
-         restart)"
+         at runtime in Kafka; Ottla reads them at start-up (num.io.threads sizes the async \
+         runtime, listener settings apply when a listener is bound): set them in \
+         server.properties and restart)"
     );
     assert_eq!(
         refusal(
