@@ -563,6 +563,56 @@ mod tests {
         );
     }
 
+    /// A config source that records how many logs open at once, each
+    /// waiting (up to 5 s) until `wanted` have been opening together.
+    struct ConcurrentOpens {
+        wanted: usize,
+        opening: std::sync::Mutex<usize>,
+        changed: std::sync::Condvar,
+        most: AtomicUsize,
+    }
+
+    impl LogConfigSource for ConcurrentOpens {
+        fn log_config(&self, _topic: &str) -> LogConfig {
+            let mut now = self.opening.lock().unwrap();
+            *now += 1;
+            self.most.fetch_max(*now, Ordering::Relaxed);
+            self.changed.notify_all();
+            let (mut now, _) = self
+                .changed
+                .wait_timeout_while(now, std::time::Duration::from_secs(5), |_| {
+                    self.most.load(Ordering::Relaxed) < self.wanted
+                })
+                .unwrap();
+            *now -= 1;
+            LogConfig::default()
+        }
+    }
+
+    #[test]
+    fn logs_load_with_the_recovery_threads_of_each_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("a")];
+        let cfg = LogConfig::default();
+        let m = LogManager::open(dirs.clone(), &cfg, 1).unwrap();
+        for p in 0..8 {
+            let tp = TopicPartition::new("many", p);
+            m.get_or_create(&tp, "AAAAAAAAAAAAAAAAAAAAAA", cfg.clone())
+                .unwrap();
+        }
+        m.shutdown(3).unwrap();
+        drop(m);
+        let source = ConcurrentOpens {
+            wanted: 3,
+            opening: std::sync::Mutex::new(0),
+            changed: std::sync::Condvar::new(),
+            most: AtomicUsize::new(0),
+        };
+        let m = LogManager::open(dirs, &source, 3).unwrap();
+        assert_eq!(m.partitions().len(), 8);
+        assert_eq!(source.most.into_inner(), 3, "three logs opened at once");
+    }
+
     #[test]
     fn dir_names_round_trip() {
         let tp = TopicPartition::from_dir_name("my-topic-12").unwrap();

@@ -51,8 +51,8 @@ mod tests {
 
     #[test]
     fn the_threads_work_at_the_same_time() {
-        // Every item waits until 3 are in progress at once; with fewer
-        // threads than that, the wait would time out.
+        // Every item waits until 3 have been in progress at once; with
+        // fewer threads than that, the wait would time out.
         let in_progress = Mutex::new(0);
         let changed = Condvar::new();
         let most = AtomicUsize::new(0);
@@ -62,7 +62,9 @@ mod tests {
             most.fetch_max(*now, Ordering::Relaxed);
             changed.notify_all();
             let (mut now, _) = changed
-                .wait_timeout_while(now, Duration::from_secs(5), |n| *n < 3)
+                .wait_timeout_while(now, Duration::from_secs(5), |_| {
+                    most.load(Ordering::Relaxed) < 3
+                })
                 .unwrap();
             *now -= 1;
         });

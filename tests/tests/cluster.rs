@@ -864,3 +864,210 @@ fn broker_only_nodes_follow_a_controller_only_quorum() {
         nodes[b4].log()
     );
 }
+
+/// `kafka-configs.sh --alter --entity-type brokers` through `node`, with
+/// `args` (the entity and the change); the tool's stdout and stderr.
+fn alter_brokers(node: &Ottla, args: &[&str]) -> (bool, String) {
+    let bootstrap = node.bootstrap();
+    let mut all = vec![
+        "--bootstrap-server",
+        &bootstrap,
+        "--alter",
+        "--entity-type",
+        "brokers",
+    ];
+    all.extend_from_slice(args);
+    let out = kafka_tool("kafka-configs.sh", &all, None);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        out.status.success() && text.contains("Completed updating"),
+        text,
+    )
+}
+
+/// Polls `node`'s metrics until `check` holds for them (30 s at most).
+fn wait_for_metrics(node: &Ottla, what: &str, check: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = scrape(node);
+        if check(&text) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{what} never happened:\n{text}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Kafka's dynamic thread counts and listeners on a running cluster: more
+/// replica fetch loops (every partition still replicates), a listener
+/// added and removed, and the recovery threads a node closes and loads its
+/// logs with.
+#[test]
+fn thread_counts_and_listeners_change_at_runtime() {
+    let mut settings = CLUSTER_SETTINGS.to_vec();
+    settings.retain(|(k, _)| *k != "offsets.topic.replication.factor");
+    settings.push(("metrics.listener", "http://127.0.0.1:0"));
+    let mut nodes = Ottla::cluster(2, &settings);
+    nodes[0].wait_for_brokers(2, Duration::from_secs(30));
+    let created = ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &nodes[0].bootstrap(),
+            "--create",
+            "--topic",
+            "spread",
+            "--replica-assignment",
+            "1:2,1:2,1:2,1:2,1:2,1:2",
+        ],
+        None,
+    ));
+    assert!(created.contains("Created topic spread"), "{created}");
+    let fetchers = "ottla_replica_fetchers{leader=\"1\"}";
+    wait_for_metrics(&nodes[1], "one fetch loop", |t| {
+        sample(t, fetchers) == Some(1.0)
+    });
+
+    // num.replica.fetchers, cluster-wide: node 2 runs two loops for node 1.
+    let (done, out) = alter_brokers(
+        &nodes[0],
+        &["--entity-default", "--add-config", "num.replica.fetchers=2"],
+    );
+    assert!(done, "{out}");
+    wait_for_metrics(&nodes[1], "two fetch loops", |t| {
+        sample(t, fetchers) == Some(2.0)
+    });
+    let (done, out) = alter_brokers(
+        &nodes[0],
+        &["--entity-default", "--add-config", "num.replica.fetchers=5"],
+    );
+    assert!(
+        !done && out.contains("value should not be greater than double the current value 2"),
+        "{out}"
+    );
+    let sent = produce(&nodes[0], "spread", 6_000);
+    assert!(sent.contains("6000 records sent"), "{sent}");
+    let end = |text: &str, partition: i32| {
+        sample(
+            text,
+            &format!("kafka_log_end_offset{{topic=\"spread\",partition=\"{partition}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    let leader = scrape(&nodes[0]);
+    let total = |text: &str| (0..6).map(|p| end(text, p)).sum::<f64>();
+    assert_eq!(total(&leader), 6_000.0, "{leader}");
+    wait_for_metrics(&nodes[1], "the follower catching up", |t| {
+        (0..6).all(|p| end(t, p) == end(&leader, p))
+    });
+
+    // A listener added to node 1 and removed again.
+    let extra_port = ottla_tests::ottla::free_port();
+    let extra = format!("127.0.0.1:{extra_port}");
+    let listeners = format!(
+        "listeners=[PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{},EXTRA://{extra}]",
+        nodes[0].port, nodes[0].controller_port
+    );
+    let map =
+        "listener.security.protocol.map=[PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,EXTRA:PLAINTEXT]";
+    let (done, out) = alter_brokers(
+        &nodes[0],
+        &[
+            "--entity-name",
+            "1",
+            "--add-config",
+            &format!("{listeners},{map}"),
+        ],
+    );
+    assert!(done, "{out}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(&extra).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "EXTRA never listened:\n{}",
+            nodes[0].log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let listed = ok(kafka_tool(
+        "kafka-topics.sh",
+        &["--bootstrap-server", &extra, "--list"],
+        None,
+    ));
+    assert!(listed.lines().any(|l| l == "spread"), "{listed}");
+    // Advertising it would change the broker's registration.
+    let (done, out) = alter_brokers(
+        &nodes[0],
+        &[
+            "--entity-name",
+            "1",
+            "--add-config",
+            &format!(
+                "advertised.listeners=[PLAINTEXT://127.0.0.1:{},EXTRA://{extra}]",
+                nodes[0].port
+            ),
+        ],
+    );
+    assert!(
+        !done && out.contains("Advertised listeners cannot be altered"),
+        "{out}"
+    );
+    let (done, out) = alter_brokers(
+        &nodes[0],
+        &[
+            "--entity-name",
+            "1",
+            "--delete-config",
+            "listeners,listener.security.protocol.map",
+        ],
+    );
+    assert!(done, "{out}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(&extra).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "EXTRA still listens:\n{}",
+            nodes[0].log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // num.recovery.threads.per.data.dir, for node 2: used to close its logs
+    // and, read from the metadata at start-up, to load them again.
+    let (done, out) = alter_brokers(
+        &nodes[0],
+        &[
+            "--entity-name",
+            "2",
+            "--add-config",
+            "num.recovery.threads.per.data.dir=4",
+        ],
+    );
+    assert!(done, "{out}");
+    // The change reaches node 2 through the metadata log; a restarted
+    // node 2 reads it before it opens its logs.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(nodes[1].stop(), Some(0));
+    let closed = nodes[1].log();
+    assert!(
+        closed
+            .lines()
+            .any(|l| l.contains("closed the logs") && l.contains("threads_per_dir=4")),
+        "{closed}"
+    );
+    nodes[1].restart();
+    nodes[0].wait_for_brokers(2, Duration::from_secs(30));
+    let loaded = nodes[1].log();
+    let reloads: Vec<&str> = loaded
+        .lines()
+        .filter(|l| l.contains("loaded log dir"))
+        .collect();
+    assert!(
+        reloads.last().is_some_and(|l| l.contains("threads=4")),
+        "{reloads:?}"
+    );
+}
