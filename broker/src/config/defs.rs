@@ -241,7 +241,7 @@ configs! {
     COMPRESSION_LZ4_LEVEL: i32 = "compression.lz4.level", Int, Some("9"), Valid::Between(1, 17);
     /// zstd level when the broker compresses.
     COMPRESSION_ZSTD_LEVEL: i32 = "compression.zstd.level", Int, Some("3"), Valid::Between(-131072, 22);
-    /// Threads per data directory recovering logs at startup.
+    /// Threads per data directory loading (and recovering) the logs at start-up and closing them at shutdown.
     NUM_RECOVERY_THREADS_PER_DATA_DIR: i32 = "num.recovery.threads.per.data.dir", Int, Some("2"), Valid::AtLeast(1);
 
     // ---- topics and replication ----
@@ -273,7 +273,7 @@ configs! {
     REPLICA_FETCH_RESPONSE_MAX_BYTES: i32 = "replica.fetch.response.max.bytes", Int, Some("10485760"), Valid::AtLeast(0);
     /// Backoff after a follower fetch error.
     REPLICA_FETCH_BACKOFF_MS: i32 = "replica.fetch.backoff.ms", Int, Some("1000"), Valid::AtLeast(0);
-    /// Fetcher threads per source broker.
+    /// Fetch loops per leader broker, each replicating its share of the partitions followed from that leader.
     NUM_REPLICA_FETCHERS: i32 = "num.replica.fetchers", Int, Some("1"), Valid::Any;
     /// Socket timeout of follower fetches.
     REPLICA_SOCKET_TIMEOUT_MS: i32 = "replica.socket.timeout.ms", Int, Some("30000"), Valid::Any;
