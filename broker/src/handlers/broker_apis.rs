@@ -153,8 +153,11 @@ impl RequestHandler for BrokerApis {
             let mut response = match body {
                 RequestKind::Produce(r) => {
                     let bytes = produce::records_bytes(&r);
-                    let appended =
-                        blocking(b, move |b| produce::handle(b, v, &listener, r)).await?;
+                    let appended = if produce::appends_in_place(b, &r) {
+                        produce::handle(b, v, &listener, r)
+                    } else {
+                        blocking(b, move |b| produce::handle(b, v, &listener, r)).await?
+                    };
                     ctx.release_next();
                     byte_throttle = quota.record(QuotaType::Produce, bytes as f64);
                     let acks_started = Instant::now();
