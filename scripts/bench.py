@@ -12,11 +12,17 @@ connection. On a small machine the perf-test JVMs share the cores with the
 broker, so throughput can be the client's limit; the CPU figure is the
 broker's own cost.
 
-    scripts/bench.py [--mib M] [--rounds R] [--quick] [--cases 1024:all:8,...]
+    scripts/bench.py [--mib M] [--rounds R] [--quick] [--cases 1024:all:8,...] [--latency-mib-s 10]
 
 Every run moves the same amount of data (`--mib`, 500 MiB by default: 512,000
 records of 1 KiB, 5,242,880 of 100 bytes), so small-record runs last as long
 as large-record ones instead of being over before the JVMs warm up.
+
+The latency of an unthrottled producer measures how full its buffer gets,
+not the broker. So each case also runs the producer for 15 s at a fixed
+rate both brokers sustain (`--latency-mib-s`, 10 MiB/s by default: 10,240
+records/s of 1 KiB, 104,857 of 100 bytes); its p50 and p99 are the
+latency figures to compare ("latency" rows).
 
 Ratios above 1 favour Ottla for throughput; below 1 favour Ottla for
 latency, memory and start time.
@@ -148,12 +154,13 @@ PRODUCER = re.compile(
 )
 
 
-def produce(bin_dir, broker, topic, records, size, acks, work):
+def produce(bin_dir, broker, topic, records, size, acks, work, rate=-1):
+    """kafka-producer-perf-test; `rate` records/s (-1: as fast as it goes)."""
     props = work / f"producer-{acks}.properties"
     props.write_text(f"acks={acks}\nlinger.ms=5\nbatch.size=65536\n")
     out = sh([
         str(bin_dir / "kafka-producer-perf-test.sh"), "--topic", topic, "--num-records", str(records),
-        "--record-size", str(size), "--throughput", "-1", "--bootstrap-server", broker.bootstrap(),
+        "--record-size", str(size), "--throughput", str(rate), "--bootstrap-server", broker.bootstrap(),
         "--command-config", str(props),
     ]).stdout
     m = PRODUCER.search(out.strip().splitlines()[-1])
@@ -172,9 +179,10 @@ def consume(bin_dir, broker, topic, records):
     return {"rec/s": float(fields[5]), "MB/s": float(fields[3])}
 
 
-def run_pass(broker, bin_dir, cases, run_bytes, results, round_no):
+def run_pass(broker, bin_dir, cases, run_bytes, latency_rate, results, round_no):
     """One pass over every case on a freshly started broker: produce, then
-    consume what was produced. Samples are appended to `results`."""
+    consume what was produced, then produce at `latency_rate` bytes/s (if
+    any) for LATENCY_SECONDS. Samples are appended to `results`."""
     work = Path(tempfile.mkdtemp(prefix="bench-work-"))
     broker.start()
     try:
@@ -189,11 +197,25 @@ def run_pass(broker, bin_dir, cases, run_bytes, results, round_no):
             results.setdefault(("consume", size, acks, parts), []).append(c)
             print(f"  round {round_no} {broker.name} {size}B acks={acks} p={parts}: produce {p} consume {c}",
                   file=sys.stderr)
+            if latency_rate:
+                rate = latency_rate // size
+                topic = f"latency-{size}-{acks}-{parts}"
+                sh([str(bin_dir / "kafka-topics.sh"), "--bootstrap-server", broker.bootstrap(), "--create",
+                    "--topic", topic, "--partitions", str(parts), "--replication-factor", "1"])
+                lat = measured(broker, lambda: produce(
+                    bin_dir, broker, topic, rate * LATENCY_SECONDS, size, acks, work, rate))
+                results.setdefault(("latency", size, acks, parts), []).append(lat)
+                print(f"  round {round_no} {broker.name} {size}B acks={acks} p={parts}: at {rate} rec/s {lat}",
+                      file=sys.stderr)
         results.setdefault("peak RSS MiB", []).append(peak_rss_mib(broker.pid))
         results.setdefault("start ms", []).append(broker.ready_ms)
     finally:
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+# How long each fixed-rate latency run lasts.
+LATENCY_SECONDS = 15
 
 
 def best(samples, key):
@@ -208,6 +230,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="one case per record size, one round")
     ap.add_argument("--cases", help="only these cases, as SIZE:ACKS:PARTITIONS[,...], e.g. 1024:all:8")
+    ap.add_argument("--latency-mib-s", type=float, default=10,
+                    help="rate of the fixed-rate latency runs, MiB/s (0: none)")
     args = ap.parse_args()
     bin_dir = Path(last_line("kafka-tools.sh"))
     sh(["cargo", "build", "--release", "-p", "ottla-broker", "--bin", "ottla"], cwd=ROOT)
@@ -225,7 +249,7 @@ def main():
         ottla_broker = Ottla("ottla", OTTLA_PORT, binary)
         passes = [(kafka_broker, kafka), (ottla_broker, ottla)]
         for broker, results in passes if r % 2 == 0 else reversed(passes):
-            run_pass(broker, bin_dir, cases, args.mib << 20, results, r + 1)
+            run_pass(broker, bin_dir, cases, args.mib << 20, int(args.latency_mib_s * (1 << 20)), results, r + 1)
     print(f"\nOttla / Apache Kafka, {args.mib} MiB per run, best of {args.rounds} round(s), this machine")
     print(f"{'case':<34}{'metric':<10}{'kafka':>12}{'ottla':>12}{'ratio':>9}")
     for key in sorted(k for k in kafka if isinstance(k, tuple)):
