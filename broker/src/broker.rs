@@ -20,7 +20,7 @@ use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
 use crate::config::keys;
-use crate::dynamic_broker_config::dynamic_value;
+use crate::dynamic_broker_config::dynamic_or;
 use crate::features;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
@@ -406,9 +406,7 @@ impl Broker {
     /// The value of dynamic broker key `key`: this node's dynamic value,
     /// else the cluster-wide one, else `fallback` (the static value).
     pub fn dynamic_or<T: std::str::FromStr>(&self, key: &str, fallback: T) -> T {
-        dynamic_value(&self.controller.image(), &self.node_id().to_string(), key)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(fallback)
+        dynamic_or(&self.controller.image(), self.node_id(), key, fallback)
     }
 
     /// `log.cleaner.backoff.ms`, dynamic as in Kafka.
@@ -484,13 +482,12 @@ fn recovery_threads_per_dir(
     image: &ottla_controller::MetadataImage,
     settings: &BrokerSettings,
 ) -> usize {
-    dynamic_value(
+    dynamic_or(
         image,
-        &settings.node_id.to_string(),
+        settings.node_id,
         keys::NUM_RECOVERY_THREADS_PER_DATA_DIR.name,
+        settings.recovery_threads_per_dir,
     )
-    .and_then(|v| v.parse().ok())
-    .unwrap_or(settings.recovery_threads_per_dir)
 }
 
 /// Registers this broker (fenced) and heartbeats until the controller

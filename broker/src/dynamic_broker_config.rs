@@ -22,6 +22,19 @@ pub fn dynamic_value<'a>(image: &'a MetadataImage, node_id: &str, key: &str) -> 
     })
 }
 
+/// The dynamic value of broker key `key` for node `node_id` parsed as a
+/// `T`, else `fallback` (the static value).
+pub fn dynamic_or<T: std::str::FromStr>(
+    image: &MetadataImage,
+    node_id: i32,
+    key: &str,
+    fallback: T,
+) -> T {
+    dynamic_value(image, &node_id.to_string(), key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(fallback)
+}
+
 /// The configuration node `node_id` runs with under `image`: its static
 /// values, then the cluster-wide dynamic configs, then its own. Keys Ottla
 /// does not know (a plugin's, stored unchecked) are left out.

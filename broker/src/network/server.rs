@@ -222,20 +222,11 @@ impl Server {
 #[derive(Clone)]
 pub struct ListenerControl {
     acceptor: Arc<Acceptor>,
-    /// Each listener's bound address and what stops it and its connections.
-    running: Arc<Mutex<BTreeMap<String, (SocketAddr, CancellationToken)>>>,
+    /// What stops each listener and its connections, by listener name.
+    running: Arc<Mutex<BTreeMap<String, CancellationToken>>>,
 }
 
 impl ListenerControl {
-    /// The listeners being served, by name, with their bound addresses.
-    pub fn running(&self) -> BTreeMap<String, SocketAddr> {
-        self.running
-            .lock()
-            .iter()
-            .map(|(name, (addr, _))| (name.clone(), *addr))
-            .collect()
-    }
-
     /// Binds and serves a new listener; fails if its address is taken or
     /// the server is shutting down.
     pub fn add(&self, spec: ListenerSpec) -> io::Result<SocketAddr> {
@@ -251,19 +242,17 @@ impl ListenerControl {
     /// Stops listener `name`: it accepts no more connections, and its open
     /// connections close once their queued responses are written.
     pub fn remove(&self, name: &str) {
-        if let Some((addr, stop)) = self.running.lock().remove(name) {
-            info!(listener = name, %addr, "removing listener");
+        if let Some(stop) = self.running.lock().remove(name) {
+            info!(listener = name, "removing listener");
             stop.cancel();
         }
     }
 
     fn serve(&self, service: Arc<Service>, listener: TcpListener) {
         let stop = self.acceptor.shutdown.child_token();
-        if let Ok(addr) = listener.local_addr() {
-            self.running
-                .lock()
-                .insert(service.name.to_string(), (addr, stop.clone()));
-        }
+        self.running
+            .lock()
+            .insert(service.name.to_string(), stop.clone());
         let span = info_span!("listener", listener = %service.name);
         self.acceptor.tracker.spawn(
             Arc::clone(&self.acceptor)

@@ -26,7 +26,7 @@ use ottla_storage::manager::TopicPartition;
 
 use super::throttle::{is_throttled, ReplicationThrottle, Side};
 use crate::config::keys;
-use crate::dynamic_broker_config::dynamic_value;
+use crate::dynamic_broker_config::dynamic_or;
 use crate::inter_broker::endpoint_of;
 use crate::replica::{Partition, ReplicaManager};
 
@@ -71,7 +71,13 @@ impl LoopId {
         let hash = 31i32
             .wrapping_mul(java_string_hash(&tp.topic))
             .wrapping_add(tp.partition);
-        hash.unsigned_abs() as usize % self.count == self.id
+        // Kafka's Utils.abs: i32::MIN counts as 0.
+        let hash = if hash == i32::MIN {
+            0
+        } else {
+            hash.unsigned_abs()
+        };
+        hash as usize % self.count == self.id
     }
 }
 
@@ -143,11 +149,13 @@ impl ReplicaFetchers {
 
     /// `num.replica.fetchers` as `image` has it (at least 1, as in Kafka).
     fn fetchers_per_leader(&self, image: &MetadataImage) -> usize {
-        let node = self.replicas.node_id().to_string();
-        dynamic_value(image, &node, keys::NUM_REPLICA_FETCHERS.name)
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(self.settings.fetchers_per_leader)
-            .max(1)
+        dynamic_or(
+            image,
+            self.replicas.node_id(),
+            keys::NUM_REPLICA_FETCHERS.name,
+            self.settings.fetchers_per_leader,
+        )
+        .max(1)
     }
 
     /// How many fetch loops run for each leader, by leader id.
