@@ -902,6 +902,20 @@ fn wait_for_metrics(node: &Ottla, what: &str, check: impl Fn(&str) -> bool) -> S
     }
 }
 
+/// Waits up to 30 s until `node` accepts connections on `address`
+/// (`listening`) or refuses them.
+fn wait_listening(node: &Ottla, address: &str, listening: bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(address).is_ok() != listening {
+        assert!(
+            Instant::now() < deadline,
+            "{address} never went listening={listening}:\n{}",
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Kafka's dynamic thread counts and listeners on a running cluster: more
 /// replica fetch loops (every partition still replicates), a listener
 /// added and removed, and the recovery threads a node closes and loads its
@@ -984,15 +998,7 @@ fn thread_counts_and_listeners_change_at_runtime() {
         ],
     );
     assert!(done, "{out}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(&extra).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "EXTRA never listened:\n{}",
-            nodes[0].log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_listening(&nodes[0], &extra, true);
     let listed = ok(kafka_tool(
         "kafka-topics.sh",
         &["--bootstrap-server", &extra, "--list"],
@@ -1026,15 +1032,7 @@ fn thread_counts_and_listeners_change_at_runtime() {
         ],
     );
     assert!(done, "{out}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(&extra).is_ok() {
-        assert!(
-            Instant::now() < deadline,
-            "EXTRA still listens:\n{}",
-            nodes[0].log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_listening(&nodes[0], &extra, false);
 
     // num.recovery.threads.per.data.dir, for node 2: used to close its logs
     // and, read from the metadata at start-up, to load them again.

@@ -427,21 +427,26 @@ mod tests {
         assert_eq!(java_string_hash("replicated-topic"), -887_126_723);
     }
 
+    /// The ids of the loops, out of `count`, that fetch `tp`.
+    fn owners(tp: &TopicPartition, count: usize) -> Vec<usize> {
+        (0..count)
+            .filter(|&id| {
+                LoopId {
+                    leader: 2,
+                    id,
+                    count,
+                }
+                .fetches(tp)
+            })
+            .collect()
+    }
+
     #[test]
     fn every_partition_has_exactly_one_loop() {
         for count in 1..=5 {
             for partition in 0..50 {
                 let tp = TopicPartition::new(format!("t{}", partition % 7), partition);
-                let owners = (0..count)
-                    .filter(|&id| {
-                        LoopId {
-                            leader: 2,
-                            id,
-                            count,
-                        }
-                        .fetches(&tp)
-                    })
-                    .count();
+                let owners = owners(&tp, count).len();
                 assert_eq!(owners, 1, "{tp} with {count} fetchers");
             }
         }
@@ -453,17 +458,7 @@ mod tests {
         let mut per_loop = [0; 3];
         for partition in 0..30 {
             let tp = TopicPartition::new("events".to_string(), partition);
-            let id = (0..count)
-                .find(|&id| {
-                    LoopId {
-                        leader: 1,
-                        id,
-                        count,
-                    }
-                    .fetches(&tp)
-                })
-                .unwrap();
-            per_loop[id] += 1;
+            per_loop[owners(&tp, count)[0]] += 1;
         }
         // Consecutive partitions of one topic go round the loops.
         assert_eq!(per_loop, [10, 10, 10]);

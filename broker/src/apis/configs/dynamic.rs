@@ -10,7 +10,7 @@ use ottla_storage::config::TOPIC_CONFIG_KEYS;
 use super::{invalid_request, static_config, with_overrides, RESOURCE_BROKER};
 use crate::broker::Broker;
 use crate::config::{
-    is_listener_scoped, is_reloadable_tls_key, BrokerConfig, ConfigError, Listener,
+    is_listener_scoped, is_reloadable_tls_key, BrokerConfig, ConfigEntry, ConfigError, Listener,
 };
 use crate::dynamic_broker_config::{dynamic_value, layered_for_node};
 use crate::security::tls_reload::check_tls_listeners;
@@ -81,8 +81,10 @@ pub(super) fn validate(
     level: &str,
     next: &BTreeMap<String, String>,
 ) -> Result<(), ControllerError> {
-    let config = static_config(broker).map_err(broken_static_config)?;
-    let known: HashSet<&str> = config.describe().iter().map(|e| e.name).collect();
+    let static_entries = static_config(broker)
+        .map_err(broken_static_config)?
+        .describe();
+    let known: HashSet<&str> = static_entries.iter().map(|e| e.name).collect();
     // Keys the broker does not know (a plugin's, say) are stored unchecked,
     // as Kafka's DynamicBrokerConfig.validateConfigs does. Listener
     // settings are read once, when the listeners are bound.
@@ -161,7 +163,7 @@ pub(super) fn validate(
         )),
         other => invalid_request(other.to_string()),
     })?;
-    check_thread_counts(broker, &image, next)?;
+    check_thread_counts(broker, &image, &static_entries, next)?;
     if level == node {
         let current = layered_for_node(&image, broker.node_id(), &broker.settings.static_configs)
             .map_err(broken_static_config)?;
@@ -230,12 +232,11 @@ fn check_listener_change(current: &BrokerConfig, next: &BrokerConfig) -> Result<
 fn check_thread_counts(
     broker: &Broker,
     image: &MetadataImage,
+    static_entries: &[ConfigEntry],
     next: &BTreeMap<String, String>,
 ) -> Result<(), ControllerError> {
-    let config = static_config(broker).map_err(broken_static_config)?;
-    let entries = config.describe();
     let static_value = |key: &str| {
-        entries
+        static_entries
             .iter()
             .find(|e| e.name == key)
             .and_then(|e| e.value.clone())
