@@ -193,7 +193,7 @@ impl ApiVersionsTable {
         if version >= 3 {
             let (levels, epoch) = self.features.finalized.get();
             response = response
-                .with_supported_features(self.supported_features())
+                .with_supported_features(self.supported_features(version))
                 .with_finalized_features(finalized_features(levels))
                 .with_finalized_features_epoch(epoch);
         }
@@ -237,10 +237,13 @@ impl ApiVersionsTable {
             .collect()
     }
 
-    fn supported_features(&self) -> Vec<SupportedFeatureKey> {
+    /// Before v4, features whose minimum level is 0 are left out, as Kafka
+    /// does: older clients fail to read such a range (KAFKA-17492).
+    fn supported_features(&self, version: i16) -> Vec<SupportedFeatureKey> {
         self.features
             .supported
             .iter()
+            .filter(|f| version >= 4 || f.min_version > 0)
             .map(|f| {
                 SupportedFeatureKey::default()
                     .with_name(StrBytes::from_string(f.name.clone()))
@@ -294,6 +297,7 @@ mod tests {
         let mut t = ApiVersionsTable::new(
             Features::default()
                 .support("metadata.version", 7, 27)
+                .support("group.version", 0, 1)
                 .finalized_by(finalized),
         );
         t.add(ApiKey::Produce, range(3, 11)).unwrap();
@@ -330,7 +334,16 @@ mod tests {
     #[test]
     fn v3_carries_features() {
         let resp = table().response(&request("x", "1"), 3);
+        // A range starting at 0 only from v4 (KAFKA-17492).
+        assert_eq!(resp.supported_features.len(), 1);
         assert_eq!(resp.supported_features[0].name.as_str(), "metadata.version");
+        let v4 = table().response(&request("x", "1"), 4);
+        let names: Vec<&str> = v4
+            .supported_features
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect();
+        assert_eq!(names, ["metadata.version", "group.version"]);
         assert_eq!(resp.finalized_features[0].max_version_level, 27);
         assert_eq!(resp.finalized_features[0].min_version_level, 27);
         assert_eq!(resp.finalized_features_epoch, 5);

@@ -5,6 +5,9 @@
 //!   protocol) survive a member killed with SIGKILL: no record is lost, and
 //!   only records the dead member had consumed past its last commit are
 //!   consumed again;
+//! - a group of classic console consumers migrates to the consumer protocol
+//!   as consumer-protocol members join, and back as they leave, with no
+//!   record lost;
 //! - kafka-consumer-groups.sh lists, describes (offsets and lag), resets
 //!   (earliest, latest, datetime, shift) and deletes groups and offsets;
 //! - idempotent producers (Java and confluent-kafka) write exact counts,
@@ -208,15 +211,16 @@ fn classic_group(node: &Ottla, group: &str) -> (String, usize) {
 struct ConsumerGroupView {
     state: String,
     epoch: i32,
-    /// (member id, member epoch, partition count), by member id.
-    members: Vec<(String, i32, usize)>,
+    /// (member id, member epoch, partition count, member type: 0 classic,
+    /// 1 consumer protocol), by member id.
+    members: Vec<(String, i32, usize, i8)>,
 }
 
 fn consumer_group(node: &Ottla, group: &str) -> ConsumerGroupView {
     let req = ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(group))]);
     let r = WireClient::connect(&node.bootstrap()).send(1, &req);
     let g = &r.groups[0];
-    let mut members: Vec<(String, i32, usize)> = g
+    let mut members: Vec<(String, i32, usize, i8)> = g
         .members
         .iter()
         .map(|m| {
@@ -226,7 +230,12 @@ fn consumer_group(node: &Ottla, group: &str) -> ConsumerGroupView {
                 .iter()
                 .map(|t| t.partitions.len())
                 .sum();
-            (m.member_id.to_string(), m.member_epoch, count)
+            (
+                m.member_id.to_string(),
+                m.member_epoch,
+                count,
+                m.member_type,
+            )
         })
         .collect();
     members.sort();
@@ -418,6 +427,117 @@ fn consumer_protocol_console_consumers_survive_a_killed_member_and_a_restart() {
         !lower.contains("exception") && !lower.contains("error"),
         "{dump}"
     );
+}
+
+/// Every partition's offsets were consumed at least once by `consumers`,
+/// with one value each; returns how many were consumed more than once.
+fn assert_nothing_lost(node: &Ottla, topic: &str, consumers: &[ConsoleConsumer]) -> usize {
+    let ends = end_offsets(node, topic, 6);
+    let mut seen: BTreeMap<(i32, i64), (String, usize)> = BTreeMap::new();
+    for (p, o, v) in consumers.iter().flat_map(|c| c.records()) {
+        let e = seen.entry((p, o)).or_insert_with(|| (v.clone(), 0));
+        assert_eq!(e.0, v, "partition {p} offset {o} read with two values");
+        e.1 += 1;
+    }
+    for (&p, &end) in &ends {
+        for o in 0..end {
+            assert!(
+                seen.contains_key(&(p, o)),
+                "partition {p} offset {o} was never consumed"
+            );
+        }
+    }
+    seen.values().filter(|(_, n)| *n > 1).count()
+}
+
+/// KIP-848's online migration with the stock Java consumer: a classic
+/// group of two console consumers is upgraded when two consumers with
+/// `group.protocol=consumer` join it, the four share the topic (the
+/// classic ones as classic members of a consumer group), and when the two
+/// new ones stop, the group is downgraded and the classic ones carry on.
+/// No record is lost across either conversion.
+#[test]
+fn a_group_migrates_to_the_consumer_protocol_and_back_under_load() {
+    const N: usize = 3000;
+    let node = Ottla::start(GROUP_OVERRIDES);
+    let (group, topic) = ("migrating", "migrating-orders");
+    create_topic(&node, topic, 6, &[]);
+    let classic_props = [
+        "enable.auto.commit=true",
+        "auto.commit.interval.ms=500",
+        "session.timeout.ms=6000",
+        "heartbeat.interval.ms=500",
+    ];
+    let mut consumers: Vec<ConsoleConsumer> = (0..2)
+        .map(|i| {
+            ConsoleConsumer::start(&node, &format!("classic-{i}"), topic, group, &classic_props)
+        })
+        .collect();
+    let stable_classic = |node: &Ottla| classic_group(node, group) == ("Stable".to_string(), 2);
+    wait_for("the classic group", Duration::from_secs(60), || {
+        stable_classic(&node).then_some(())
+    });
+    let consumed = |consumers: &[ConsoleConsumer]| -> usize {
+        let all: BTreeSet<(i32, i64)> = consumers
+            .iter()
+            .flat_map(|c| c.records())
+            .map(|(p, o, _)| (p, o))
+            .collect();
+        all.len()
+    };
+    produce(&node, topic, 0..N / 3);
+    wait_for("the first third", Duration::from_secs(60), || {
+        (consumed(&consumers) >= N / 3).then_some(())
+    });
+
+    // Upgrade: two consumer-protocol members join the classic group.
+    for i in 0..2 {
+        consumers.push(ConsoleConsumer::start(
+            &node,
+            &format!("modern-{i}"),
+            topic,
+            group,
+            &["group.protocol=consumer", "auto.commit.interval.ms=500"],
+        ));
+    }
+    let mixed = wait_for("the mixed group to settle", Duration::from_secs(90), || {
+        let g = consumer_group(&node, group);
+        let types: Vec<i8> = g.members.iter().map(|m| m.3).collect();
+        let mut sorted = types.clone();
+        sorted.sort();
+        (g.state == "Stable" && sorted == [0, 0, 1, 1] && g.members.iter().all(|m| m.2 > 0))
+            .then_some(g)
+    });
+    assert_eq!(mixed.members.iter().map(|m| m.2).sum::<usize>(), 6);
+    // Classic members of a consumer group are invisible to DescribeGroups.
+    assert_eq!(classic_group(&node, group).0, "Dead");
+    produce(&node, topic, N / 3..2 * N / 3);
+    wait_for("the second third", Duration::from_secs(60), || {
+        (consumed(&consumers) >= 2 * N / 3).then_some(())
+    });
+
+    // Downgrade: the consumer-protocol members leave.
+    for c in &mut consumers[2..] {
+        c.stop();
+    }
+    wait_for("the classic group again", Duration::from_secs(90), || {
+        stable_classic(&node).then_some(())
+    });
+    assert_eq!(
+        consumer_group(&node, group).members,
+        Vec::new(),
+        "no consumer group remains"
+    );
+    produce(&node, topic, 2 * N / 3..N);
+    wait_for("every record", Duration::from_secs(60), || {
+        (consumed(&consumers) >= N).then_some(())
+    });
+    for c in &mut consumers[..2] {
+        c.stop();
+    }
+    let again = assert_nothing_lost(&node, topic, &consumers);
+    eprintln!("{group}: {N} records, {again} consumed more than once");
+    assert_eq!(committed(&node, group, topic), end_offsets(&node, topic, 6));
 }
 
 fn groups_tool(node: &Ottla, args: &[&str]) -> String {

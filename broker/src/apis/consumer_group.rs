@@ -22,17 +22,34 @@ use uuid::Uuid;
 
 use super::group::{client_host, ALL_GROUP_OPERATIONS};
 use crate::broker::Broker;
+use crate::features::{self, GROUP_VERSION};
 use crate::group::{
     validate_consumer_heartbeat, Assignment, ConsumerMember, HeartbeatError, HeartbeatRequest,
 };
 use crate::replica::{base64_topic_id, now_ms};
 
-/// ConsumerGroupDescribe's member type of consumer-protocol members (0 is
-/// classic, which Ottla does not mix into consumer groups).
+/// ConsumerGroupDescribe's member types (v1): members still on the classic
+/// protocol (a group being migrated), and consumer-protocol members.
+const CLASSIC_MEMBER_TYPE: i8 = 0;
 const CONSUMER_MEMBER_TYPE: i8 = 1;
 
 fn text(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
+}
+
+/// Why the consumer group protocol is off, if it is: Kafka then answers its
+/// APIs UNSUPPORTED_VERSION, and Java consumers tell their users to fall
+/// back to `group.protocol=classic`.
+fn disabled(broker: &Broker, image: &MetadataImage) -> Option<String> {
+    if !broker.groups.config().consumer.enabled {
+        Some("The consumer group protocol is disabled: group.coordinator.rebalance.protocols does not list consumer.".to_string())
+    } else if features::level(image, GROUP_VERSION) < 1 {
+        Some(format!(
+            "The consumer group protocol is disabled: {GROUP_VERSION} is 0 (kafka-features.sh upgrade --feature {GROUP_VERSION}=1 enables it)."
+        ))
+    } else {
+        None
+    }
 }
 
 pub fn heartbeat(
@@ -42,6 +59,12 @@ pub fn heartbeat(
     client_addr: IpAddr,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
+    let image = broker.controller.image();
+    if let Some(why) = disabled(broker, &image) {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::UnsupportedVersion.code())
+            .with_error_message(Some(text(why)));
+    }
     let mut request = HeartbeatRequest {
         group_id: req.group_id.to_string(),
         member_id: req.member_id.to_string(),
@@ -73,7 +96,7 @@ pub fn heartbeat(
                 request.member_id = base64_topic_id(&Uuid::new_v4());
             }
             let shard = broker.groups.shard(&request.group_id)?;
-            shard.consumer_heartbeat(&request, &broker.controller.image(), now_ms())
+            shard.consumer_heartbeat(&request, &image, now_ms())
         });
     match answer {
         Ok(a) => ConsumerGroupHeartbeatResponse::default()
@@ -103,10 +126,17 @@ pub fn describe(
     req: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
     let image = broker.controller.image();
+    let off = disabled(broker, &image);
     let groups = req
         .group_ids
         .into_iter()
         .map(|id| {
+            if let Some(why) = &off {
+                return DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_error_code(ResponseError::UnsupportedVersion.code())
+                    .with_error_message(Some(text(why.as_str())));
+            }
             let mut d = describe_group(broker, version, &image, &id);
             if req.include_authorized_operations && d.error_code == 0 {
                 d = d.with_authorized_operations(ALL_GROUP_OPERATIONS);
@@ -175,7 +205,11 @@ fn describe_member(
         .with_assignment(named(image, &m.current.assigned))
         .with_target_assignment(named(image, target));
     if version >= 1 {
-        member.with_member_type(CONSUMER_MEMBER_TYPE)
+        member.with_member_type(if m.uses_classic_protocol() {
+            CLASSIC_MEMBER_TYPE
+        } else {
+            CONSUMER_MEMBER_TYPE
+        })
     } else {
         member
     }

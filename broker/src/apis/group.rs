@@ -224,9 +224,10 @@ async fn join(
         require_known_member_id: version >= 4,
         supports_skip_assignment: version >= 9,
     };
-    settle(shard.join(request, now_ms()), || {
-        JoinResult::error("", ResponseError::NotCoordinator)
-    })
+    settle(
+        shard.join(request, &broker.controller.image(), now_ms()),
+        || JoinResult::error("", ResponseError::NotCoordinator),
+    )
     .await
 }
 
@@ -315,9 +316,10 @@ async fn sync(broker: &Broker, version: i16, req: SyncGroupRequest) -> SyncResul
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect(),
     };
-    settle(shard.sync(request, now_ms()), || {
-        SyncResult::error(ResponseError::NotCoordinator)
-    })
+    settle(
+        shard.sync(request, &broker.controller.image(), now_ms()),
+        || SyncResult::error(ResponseError::NotCoordinator),
+    )
     .await
 }
 
@@ -369,10 +371,14 @@ pub async fn leave_group(
     let codes = if req.group_id.is_empty() {
         Err(ResponseError::InvalidGroupId)
     } else {
-        broker
-            .groups
-            .shard(&req.group_id)
-            .map(|shard| shard.leave(&req.group_id, &members, now_ms()))
+        broker.groups.shard(&req.group_id).map(|shard| {
+            shard.leave(
+                &req.group_id,
+                &members,
+                &broker.controller.image(),
+                now_ms(),
+            )
+        })
     };
     match codes {
         Err(e) => LeaveGroupResponse::default().with_error_code(e.code()),

@@ -1,7 +1,8 @@
-//! UpdateFeatures: finalizes feature levels (`kafka-features.sh upgrade`).
-//! metadata.version may move up within what every node supports; it never
-//! moves down (Kafka refuses unsafe metadata downgrades, and Ottla has no
-//! safe one yet).
+//! UpdateFeatures: finalizes feature levels (`kafka-features.sh upgrade`,
+//! `downgrade`). A level must be one every node supports. metadata.version
+//! never moves down (Kafka refuses unsafe metadata downgrades, and Ottla
+//! has no safe one yet); other features move down when the request says it
+//! is a downgrade, as in Kafka.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
@@ -10,7 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_controller::{ControllerError, MetadataImage};
 
 use crate::broker::Broker;
-use crate::features::{finalized_levels, supported_range};
+use crate::features::{self, supported_range, METADATA_VERSION};
 
 pub fn handle(broker: &Broker, version: i16, req: UpdateFeaturesRequest) -> UpdateFeaturesResponse {
     let image = broker.controller.image();
@@ -20,7 +21,14 @@ pub fn handle(broker: &Broker, version: i16, req: UpdateFeaturesRequest) -> Upda
         .iter()
         .map(|u| {
             let feature = u.feature.to_string();
-            let level = check(&image, &feature, u.max_version_level);
+            // v0 has a flag, v1+ an upgrade type (1 upgrade, 2 safe and 3
+            // unsafe downgrade).
+            let downgrade = if version >= 1 {
+                u.upgrade_type >= 2
+            } else {
+                u.allow_downgrade
+            };
+            let level = check(&image, &feature, u.max_version_level, downgrade);
             (feature, level)
         })
         .collect();
@@ -51,7 +59,12 @@ pub fn handle(broker: &Broker, version: i16, req: UpdateFeaturesRequest) -> Upda
 }
 
 /// The level to finalize for `feature`, or why not.
-fn check(image: &MetadataImage, feature: &str, level: i16) -> Result<i16, ControllerError> {
+fn check(
+    image: &MetadataImage,
+    feature: &str,
+    level: i16,
+    downgrade: bool,
+) -> Result<i16, ControllerError> {
     let invalid = |m: String| Err(ControllerError::new(ResponseError::InvalidUpdateVersion, m));
     let Some((min, max)) = supported_range(feature) else {
         return invalid(format!(
@@ -63,13 +76,15 @@ fn check(image: &MetadataImage, feature: &str, level: i16) -> Result<i16, Contro
             "Invalid update version {level} for feature {feature}. The controller supports versions {min}-{max}."
         ));
     }
-    let current = finalized_levels(image)
-        .into_iter()
-        .find(|(f, _)| f == feature)
-        .map_or(0, |(_, l)| l);
-    if level < current {
+    let current = features::level(image, feature);
+    if level < current && feature == METADATA_VERSION {
         return invalid(format!(
             "Downgrading {feature} from {current} to {level} is not supported."
+        ));
+    }
+    if level < current && !downgrade {
+        return invalid(format!(
+            "Can't downgrade the version of {feature} from {current} to {level} without setting the upgrade type to either safe or unsafe downgrade."
         ));
     }
     Ok(level)

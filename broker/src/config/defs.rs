@@ -326,6 +326,9 @@ configs! {
     GROUP_CONSUMER_MAX_SIZE: i32 = "group.consumer.max.size", Int, Some("2147483647"), Valid::AtLeast(1);
     /// Server-side assignors of consumer groups, the first being the default.
     GROUP_CONSUMER_ASSIGNORS: Vec<String> = "group.consumer.assignors", List, Some("uniform,range"), Valid::NonEmptyList;
+    /// Whether non-empty groups move between the classic and consumer protocols.
+    GROUP_CONSUMER_MIGRATION_POLICY: String = "group.consumer.migration.policy", String, Some("bidirectional"),
+        Valid::Parses(|v| crate::group::MigrationPolicy::parse(v).map(|_| ()));
 
     // ---- cluster mirroring ----
     /// Partitions of __mirror_state, the mirror partition states.

@@ -231,6 +231,14 @@ impl ClassicGroup {
         self.pending_sync.remove(id);
     }
 
+    /// Answers every parked JoinGroup and SyncGroup with `error`.
+    pub(super) fn abort_pending_requests(&mut self, error: ResponseError) {
+        for member in self.members.values_mut() {
+            member.complete_join(JoinResult::error(&member.id, error));
+            member.complete_sync(SyncResult::error(error));
+        }
+    }
+
     pub(super) fn has_all_members_joined(&self) -> bool {
         self.pending_join.is_empty() && self.members.values().all(Member::is_awaiting_join)
     }

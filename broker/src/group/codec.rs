@@ -57,6 +57,13 @@ impl Writer {
         }
     }
 
+    pub fn nullable_bytes(&mut self, b: Option<&[u8]>) -> &mut Self {
+        match b {
+            Some(b) => self.bytes(b),
+            None => self.i32(-1),
+        }
+    }
+
     pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
         match i32::try_from(b.len()) {
             Ok(n) => {
@@ -174,10 +181,15 @@ impl<'a> Reader<'a> {
     }
 
     pub fn bytes(&mut self) -> DecodeResult<Bytes> {
-        let n = self
-            .length(Self::i32)?
-            .ok_or(DecodeError("null in a non-nullable bytes field"))?;
-        Ok(Bytes::copy_from_slice(self.take(n)?))
+        self.nullable_bytes()?
+            .ok_or(DecodeError("null in a non-nullable bytes field"))
+    }
+
+    pub fn nullable_bytes(&mut self) -> DecodeResult<Option<Bytes>> {
+        let Some(n) = self.length(Self::i32)? else {
+            return Ok(None);
+        };
+        Ok(Some(Bytes::copy_from_slice(self.take(n)?)))
     }
 
     /// An array's element count.

@@ -20,6 +20,14 @@ impl FlexWriter {
         }
     }
 
+    /// A writer for a nested struct (a tagged field's value): no version.
+    pub fn nested() -> Self {
+        Self {
+            buf: Vec::new(),
+            too_long: false,
+        }
+    }
+
     pub fn i8(&mut self, v: i8) -> &mut Self {
         self.buf.extend_from_slice(&v.to_be_bytes());
         self
@@ -72,6 +80,12 @@ impl FlexWriter {
             Some(s) => self.string(s),
             None => self.uvarint(0),
         }
+    }
+
+    pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
+        self.length(b.len(), i32::MAX as usize);
+        self.buf.extend_from_slice(b);
+        self
     }
 
     /// The element count of a (non-null) compact array.

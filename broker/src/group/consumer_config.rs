@@ -9,6 +9,7 @@ use tracing::warn;
 use super::config::get;
 use super::consumer_assignor::{RANGE, UNIFORM};
 use super::consumer_member::MemberSubscription;
+use super::consumer_migration::MigrationPolicy;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerGroupConfig {
@@ -17,6 +18,10 @@ pub struct ConsumerGroupConfig {
     pub max_size: usize,
     /// Server-side assignor names, the first being the default.
     pub assignors: Vec<String>,
+    /// Whether groups may move between the classic and consumer protocols.
+    pub migration_policy: MigrationPolicy,
+    /// Whether `group.coordinator.rebalance.protocols` lists `consumer`.
+    pub enabled: bool,
 }
 
 impl Default for ConsumerGroupConfig {
@@ -26,6 +31,8 @@ impl Default for ConsumerGroupConfig {
             heartbeat_interval_ms: 5_000,
             max_size: i32::MAX as usize,
             assignors: vec![UNIFORM.to_string(), RANGE.to_string()],
+            migration_policy: MigrationPolicy::Bidirectional,
+            enabled: true,
         }
     }
 }
@@ -65,6 +72,14 @@ impl ConsumerGroupConfig {
                 .map(|v| parse_assignors(v))
                 .filter(|a| !a.is_empty())
                 .unwrap_or(d.assignors),
+            // Validated with the broker's configuration.
+            migration_policy: configs
+                .get("group.consumer.migration.policy")
+                .and_then(|v| MigrationPolicy::parse(v).ok())
+                .unwrap_or(d.migration_policy),
+            enabled: configs
+                .get("group.coordinator.rebalance.protocols")
+                .is_none_or(|v| v.split(',').any(|p| p.trim() == "consumer")),
         }
     }
 
@@ -148,6 +163,8 @@ mod tests {
         // Below group.consumer.min.heartbeat.interval.ms (5000).
         assert_eq!(c.heartbeat_interval_ms, 5000);
         assert_eq!(c.assignors, ["range", "uniform"]);
+        assert_eq!(c.migration_policy, MigrationPolicy::Bidirectional);
+        assert!(c.enabled);
         assert_eq!(c.preferred_assignor([].into_iter()), "range");
         let subs = [
             sub(Some("uniform")),
@@ -160,5 +177,18 @@ mod tests {
             ConsumerGroupConfig::default().preferred_assignor([].into_iter()),
             "uniform"
         );
+        let classic_only = BTreeMap::from([
+            (
+                "group.coordinator.rebalance.protocols".to_string(),
+                "classic".to_string(),
+            ),
+            (
+                "group.consumer.migration.policy".to_string(),
+                "UPGRADE".to_string(),
+            ),
+        ]);
+        let c = ConsumerGroupConfig::from_static(&classic_only);
+        assert!(!c.enabled);
+        assert_eq!(c.migration_policy, MigrationPolicy::Upgrade);
     }
 }

@@ -14,6 +14,7 @@ use super::consumer_member::{
     Assignment, ConsumerMember, CurrentAssignment, MemberState, MemberSubscription, LEAVE_EPOCH,
 };
 use super::consumer_records::{ConsumerRecord, ResolvedRegex};
+use super::subscription::CONSUMER_PROTOCOL_TYPE;
 
 /// ListGroups v5's type of consumer-protocol groups.
 pub const CONSUMER_GROUP_TYPE: &str = "consumer";
@@ -41,12 +42,16 @@ impl ConsumerGroupState {
 }
 
 /// A member's timers; soft state, rebuilt when a partition is loaded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MemberTimers {
     pub session_deadline: i64,
     /// While the member must revoke: when it is fenced unless it has moved
     /// past the epoch it had then.
     pub revocation_deadline: Option<(i64, i32)>,
+    /// A classic member told to rejoin must send JoinGroup by then.
+    pub join_deadline: Option<i64>,
+    /// A classic member answered JoinGroup must send SyncGroup by then.
+    pub sync_deadline: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -110,6 +115,61 @@ impl ConsumerGroup {
         self.owners.get(&(*topic, partition)).copied()
     }
 
+    /// The member's timers, or none running.
+    pub fn timers_of(&self, member: &str) -> MemberTimers {
+        self.timers.get(member).copied().unwrap_or_default()
+    }
+
+    /// Whether a member at UNRELEASED_PARTITIONS still waits for a
+    /// partition of its target that another member owns.
+    pub fn waits_on_unreleased_partition(&self, member: &ConsumerMember) -> bool {
+        if member.current.state != MemberState::UnreleasedPartitions {
+            return false;
+        }
+        let Some(target) = self.targets.get(&member.id) else {
+            return false;
+        };
+        target.iter().any(|(topic, ps)| {
+            ps.iter().any(|&p| {
+                !member
+                    .current
+                    .assigned
+                    .get(topic)
+                    .is_some_and(|a| a.contains(&p))
+                    && self.owners.contains_key(&(*topic, p))
+            })
+        })
+    }
+
+    pub fn classic_members(&self) -> impl Iterator<Item = &ConsumerMember> {
+        self.members.values().filter(|m| m.uses_classic_protocol())
+    }
+
+    /// Whether a classic member with these protocols can join: the type is
+    /// the consumer protocol's, and one protocol is one every classic
+    /// member supports (any protocol, while there is none).
+    pub fn supports_classic_protocols(&self, protocol_type: &str, names: &[&str]) -> bool {
+        if protocol_type != CONSUMER_PROTOCOL_TYPE {
+            return false;
+        }
+        names.iter().any(|name| {
+            self.classic_members()
+                .all(|m| m.sub.classic.as_ref().is_some_and(|c| c.supports(name)))
+        })
+    }
+
+    /// Whether every member but `member` uses the classic protocol, and
+    /// `member` itself does not (its leaving could end the consumer protocol).
+    pub fn only_classic_members_besides(&self, member: &str) -> bool {
+        self.members
+            .get(member)
+            .is_some_and(|m| !m.uses_classic_protocol())
+            && self
+                .members
+                .values()
+                .all(|m| m.id == member || m.uses_classic_protocol())
+    }
+
     /// Whether any member consumes `topic` (OffsetDelete refuses those).
     pub fn is_subscribed_to(&self, topic: &str) -> bool {
         self.members
@@ -132,14 +192,12 @@ impl ConsumerGroup {
             .members
             .get(member_id)
             .ok_or(ResponseError::UnknownMemberId)?;
-        // Consumer-protocol members commit with v9+, which carries the epoch.
-        if api_version < 9 {
+        // Consumer-protocol members commit with v9+, which carries the
+        // epoch; classic members commit with their generation.
+        if api_version < 9 && !member.uses_classic_protocol() {
             return Err(ResponseError::UnsupportedVersion);
         }
-        if member_epoch != member.current.epoch {
-            return Err(ResponseError::StaleMemberEpoch);
-        }
-        Ok(())
+        check_member_epoch(member, member_epoch)
     }
 
     /// TxnOffsetCommit: as OffsetCommit without the version check; a stale
@@ -169,10 +227,7 @@ impl ConsumerGroup {
             .members
             .get(member_id.unwrap_or_default())
             .ok_or(ResponseError::UnknownMemberId)?;
-        if member_epoch != member.current.epoch {
-            return Err(ResponseError::StaleMemberEpoch);
-        }
-        Ok(())
+        check_member_epoch(member, member_epoch)
     }
 
     /// The tombstones that delete this group, as Kafka writes them;
@@ -181,16 +236,28 @@ impl ConsumerGroup {
         if self.state() != ConsumerGroupState::Empty {
             return Err(ResponseError::NonEmptyGroup);
         }
+        Ok(self.tombstones())
+    }
+
+    /// The tombstones of every member and of the group itself (when the
+    /// group turns into a classic group).
+    pub fn tombstones(&self) -> Vec<ConsumerRecord> {
         let group = || self.id.clone();
         let mut records: Vec<ConsumerRecord> = self
-            .targets
+            .members
             .keys()
-            .map(|member| ConsumerRecord::TargetAssignmentMember {
-                group: group(),
-                member: member.clone(),
-                value: None,
-            })
+            .flat_map(|m| member_tombstones(&self.id, m))
             .collect();
+        records.extend(
+            self.targets
+                .keys()
+                .filter(|m| !self.members.contains_key(*m))
+                .map(|member| ConsumerRecord::TargetAssignmentMember {
+                    group: group(),
+                    member: member.clone(),
+                    value: None,
+                }),
+        );
         records.push(ConsumerRecord::TargetAssignmentMetadata {
             group: group(),
             value: None,
@@ -209,7 +276,7 @@ impl ConsumerGroup {
             group: group(),
             value: None,
         });
-        Ok(records)
+        records
     }
 
     /// Applies a member-, assignment- or regex-level record (group records
@@ -326,6 +393,43 @@ impl ConsumerGroup {
             }
         }
     }
+}
+
+/// A member's epoch as its request states it: STALE_MEMBER_EPOCH for a
+/// consumer-protocol member, ILLEGAL_GENERATION for a classic one (its
+/// generation is its member epoch).
+fn check_member_epoch(member: &ConsumerMember, epoch: i32) -> Result<(), ResponseError> {
+    match (
+        epoch == member.current.epoch,
+        member.uses_classic_protocol(),
+    ) {
+        (true, _) => Ok(()),
+        (false, true) => Err(ResponseError::IllegalGeneration),
+        (false, false) => Err(ResponseError::StaleMemberEpoch),
+    }
+}
+
+/// The records that remove a member from its group.
+pub fn member_tombstones(group: &str, member: &str) -> impl Iterator<Item = ConsumerRecord> {
+    let (g, m) = (group.to_string(), member.to_string());
+    [
+        ConsumerRecord::CurrentAssignment {
+            group: g.clone(),
+            member: m.clone(),
+            value: None,
+        },
+        ConsumerRecord::TargetAssignmentMember {
+            group: g.clone(),
+            member: m.clone(),
+            value: None,
+        },
+        ConsumerRecord::MemberMetadata {
+            group: g,
+            member: m,
+            value: None,
+        },
+    ]
+    .into_iter()
 }
 
 fn partitions(a: &Assignment) -> impl Iterator<Item = (Uuid, i32)> + '_ {

@@ -22,6 +22,8 @@ pub struct ConsumerGroups {
 pub enum Expiry {
     Session,
     Revocation,
+    Join,
+    Sync,
 }
 
 impl Expiry {
@@ -31,6 +33,8 @@ impl Expiry {
             Self::Revocation => {
                 "the member failed to revoke its partitions within the rebalance timeout"
             }
+            Self::Join => "the classic member failed to join within the rebalance timeout",
+            Self::Sync => "the classic member failed to sync within the rebalance timeout",
         }
     }
 }
@@ -119,11 +123,13 @@ impl ConsumerGroups {
                                 m.current.epoch,
                             )
                         });
+                    let session = m.session_timeout_ms(config.session_timeout_ms);
                     (
                         m.id.clone(),
                         MemberTimers {
-                            session_deadline: now + i64::from(config.session_timeout_ms),
+                            session_deadline: now + i64::from(session),
                             revocation_deadline: revocation,
+                            ..MemberTimers::default()
                         },
                     )
                 })
@@ -133,6 +139,8 @@ impl ConsumerGroups {
     }
 
     pub fn set_timers(&mut self, group: &str, member: &str, timers: MemberTimers) {
+        // A timer set for a member whose records were not applied (gone, or
+        // its group converted) would fence a stranger.
         if let Some(g) = self.groups.get_mut(group) {
             if g.members.contains_key(member) {
                 g.timers.insert(member.to_string(), timers);
@@ -154,8 +162,13 @@ impl ConsumerGroups {
                 let Some(m) = g.members.get(member) else {
                     continue;
                 };
+                let passed = |deadline: Option<i64>| deadline.is_some_and(|d| d <= now);
                 if t.session_deadline <= now {
                     due.push((g.id.clone(), member.clone(), Expiry::Session));
+                } else if passed(t.join_deadline) {
+                    due.push((g.id.clone(), member.clone(), Expiry::Join));
+                } else if passed(t.sync_deadline) {
+                    due.push((g.id.clone(), member.clone(), Expiry::Sync));
                 } else if let Some((deadline, epoch)) = t.revocation_deadline {
                     if deadline <= now
                         && m.current.state == MemberState::UnrevokedPartitions

@@ -24,12 +24,16 @@ use uuid::Uuid;
 use super::classic::ClassicGroup;
 use super::consumer_assignor::{assign, MemberSpec};
 use super::consumer_config::ConsumerGroupConfig;
-use super::consumer_group::{metadata_hash, topic_ids, topics_of, ConsumerGroup, MemberTimers};
+use super::consumer_group::{
+    member_tombstones, metadata_hash, topic_ids, topics_of, ConsumerGroup, MemberTimers,
+};
 use super::consumer_groups::ConsumerGroups;
 use super::consumer_leave;
 use super::consumer_member::{
-    is_subset, Assignment, ConsumerMember, MemberState, MemberSubscription, LEAVE_STATIC_EPOCH,
+    is_subset, Assignment, ConsumerMember, CurrentAssignment, MemberState, MemberSubscription,
+    LEAVE_STATIC_EPOCH,
 };
+use super::consumer_migration::{self, Migration};
 use super::consumer_reconcile::{reconcile, Target};
 use super::consumer_records::ConsumerRecord;
 use super::consumer_regex;
@@ -86,15 +90,30 @@ pub(super) fn fail(error: ResponseError, message: String) -> HeartbeatError {
     }
 }
 
-/// What a heartbeat decided.
+/// What a request to a consumer group decided: the records to append, the
+/// answer, and the soft state to set once the records are applied.
 #[derive(Debug)]
-pub struct Decision {
+pub struct Decision<A = HeartbeatAnswer> {
     pub records: Vec<CoordinatorRecord>,
-    pub answer: HeartbeatAnswer,
-    /// The member's timers once the records are applied (None: unchanged).
-    pub timers: Option<MemberTimers>,
+    pub answer: A,
+    /// Members' timers once the records are applied.
+    pub timers: Vec<(String, MemberTimers)>,
     /// The metadata image offset the decision checked the group against.
     pub image_checked: Option<i64>,
+    /// Whether the records move the group to the other protocol.
+    pub migration: Option<Migration>,
+}
+
+impl<A> Decision<A> {
+    pub fn answer(answer: A) -> Self {
+        Self {
+            records: Vec::new(),
+            answer,
+            timers: Vec::new(),
+            image_checked: None,
+            migration: None,
+        }
+    }
 }
 
 /// The checks Kafka makes before a heartbeat reaches the coordinator.
@@ -175,11 +194,13 @@ pub fn heartbeat(
     ctx: &Ctx<'_>,
 ) -> Result<Decision, HeartbeatError> {
     if req.member_epoch < 0 {
-        return consumer_leave::leave(groups, req, image);
+        return consumer_leave::leave(groups, req, image, ctx);
     }
     let config = &ctx.config.consumer;
     let id = &req.group_id;
     let mut records = Vec::new();
+    let mut migration = None;
+    let mut timers = Vec::new();
     let fresh;
     let group = match groups.get(id) {
         Some(g) => g,
@@ -190,181 +211,40 @@ pub fn heartbeat(
             ))
         }
         None => {
-            if let Some(c) = classic.get(id) {
-                if !c.is_empty() {
-                    return Err(fail(
-                        ResponseError::GroupIdNotFound,
-                        format!("Group {id} is not a consumer group."),
-                    ));
+            fresh = match classic.get(id) {
+                Some(c) if !c.is_empty() => {
+                    let upgraded = consumer_migration::upgrade(c, config, image, ctx.now)?;
+                    records = upgraded.records;
+                    timers = upgraded.timers;
+                    migration = Some(Migration::Upgraded);
+                    upgraded.group
                 }
-                // An empty classic group becomes a consumer group; committed
-                // offsets belong to the group id and stay.
-                records.push(CoordinatorRecord::GroupMetadata {
-                    group: id.clone(),
-                    value: None,
-                });
-            }
-            fresh = ConsumerGroup::new(id);
+                existing => {
+                    if existing.is_some() {
+                        // An empty classic group becomes a consumer group;
+                        // committed offsets belong to the group id and stay.
+                        records.push(CoordinatorRecord::GroupMetadata {
+                            group: id.clone(),
+                            value: None,
+                        });
+                    }
+                    ConsumerGroup::new(id)
+                }
+            };
             &fresh
         }
     };
-    if group.members.len() >= config.max_size && !group.members.contains_key(&req.member_id) {
-        return Err(fail(
-            ResponseError::GroupMaxSizeReached,
-            format!(
-                "The consumer group has reached its maximum capacity of {} members.",
-                config.max_size
-            ),
-        ));
-    }
+    check_capacity(group, &req.member_id, config)?;
     let (member, replaced) = find_member(group, req)?;
-    if let Some(old) = replaced {
-        records.extend(consumer_leave::member_tombstones(id, &old.id).map(consumer));
-        records.push(consumer(ConsumerRecord::MemberMetadata {
-            group: id.clone(),
-            member: member.id.clone(),
-            value: Some(member.sub.clone()),
-        }));
-        records.push(consumer(ConsumerRecord::TargetAssignmentMember {
-            group: id.clone(),
-            member: member.id.clone(),
-            value: Some(group.targets.get(&old.id).cloned().unwrap_or_default()),
-        }));
-        records.push(consumer(ConsumerRecord::CurrentAssignment {
-            group: id.clone(),
-            member: member.id.clone(),
-            value: Some(member.current.clone()),
-        }));
-        info!(group = %id, member = %member.id, replaced = %old.id, "static member rejoined under a new member id");
-    } else if !group.members.contains_key(&member.id) {
-        info!(group = %id, member = %member.id, instance = ?req.instance_id, "member joins the consumer group");
-    }
-
-    // 1. The member's subscription, the group's regexes and metadata hash.
     let sub = updated_subscription(&member.sub, req);
-    let subscription_changed =
-        sub.topic_names != member.sub.topic_names || sub.topic_regex != member.sub.topic_regex;
-    if sub != member.sub {
-        records.push(consumer(ConsumerRecord::MemberMetadata {
-            group: id.clone(),
-            member: member.id.clone(),
-            value: Some(sub.clone()),
-        }));
-    }
-    let mut subs: BTreeMap<&str, &MemberSubscription> = group
-        .members
-        .iter()
-        .map(|(m, member)| (m.as_str(), &member.sub))
-        .collect();
-    if let Some(old) = replaced {
-        subs.remove(old.id.as_str());
-    }
-    subs.insert(&member.id, &sub);
-    let mut bump = group.epoch == 0 || subscription_changed;
-    let mut regexes = group.regexes.clone();
-    let image_changed = group.image_checked != image.offset;
-    let mut hash = group.metadata_hash;
-    if image_changed || bump || replaced.is_some() {
-        bump |= consumer_regex::refresh(group, &subs, &mut regexes, image, ctx.now, &mut records);
-        let names: BTreeSet<String> = subs.values().flat_map(|s| topics_of(s, &regexes)).collect();
-        hash = metadata_hash(&names, image);
-        bump |= hash != group.metadata_hash;
-    }
-    let epoch = group.epoch + i32::from(bump);
-    if bump {
-        records.push(consumer(ConsumerRecord::GroupMetadata {
-            group: id.clone(),
-            value: Some((epoch, hash)),
-        }));
-        info!(group = %id, epoch, "bumped the group epoch");
-    }
-
-    // 2. The target assignment.
-    let empty = Assignment::new();
-    let previous_target = |m: &str| -> &Assignment {
-        let key = match replaced {
-            Some(old) if m == member.id => old.id.as_str(),
-            _ => m,
-        };
-        group.targets.get(key).unwrap_or(&empty)
+    let change = Change {
+        group,
+        member: &member,
+        replaced,
+        sub: &sub,
     };
-    let (target_epoch, target) = if epoch > group.assignment_epoch {
-        let assignor = config.preferred_assignor(subs.values().copied());
-        let specs: Vec<MemberSpec<'_>> = subs
-            .iter()
-            .map(|(m, s)| MemberSpec {
-                id: m,
-                subscribed: topic_ids(&topics_of(s, &regexes), image),
-                current: previous_target(m),
-            })
-            .collect();
-        let topics: BTreeMap<Uuid, i32> = specs
-            .iter()
-            .flat_map(|s| s.subscribed.iter())
-            .filter_map(|t| Some((*t, image.topic_by_id(t)?.partitions.len() as i32)))
-            .collect();
-        let mut targets = assign(assignor, &specs, &topics);
-        for (m, a) in &targets {
-            if a != previous_target(m) {
-                records.push(consumer(ConsumerRecord::TargetAssignmentMember {
-                    group: id.clone(),
-                    member: m.clone(),
-                    value: Some(a.clone()),
-                }));
-            }
-        }
-        records.push(consumer(ConsumerRecord::TargetAssignmentMetadata {
-            group: id.clone(),
-            value: Some(epoch),
-        }));
-        info!(group = %id, epoch, assignor, members = specs.len(), "computed a new target assignment");
-        (epoch, targets.remove(&member.id).unwrap_or_default())
-    } else {
-        (group.assignment_epoch, previous_target(&member.id).clone())
-    };
-
-    // 3. Reconciliation.
-    let current = if member.current.is_reconciled_to(target_epoch) {
-        member.current.clone()
-    } else {
-        let subscribed = topic_ids(&topics_of(&sub, &regexes), image);
-        let owner = |t: &Uuid, p: i32| group.owner_epoch(t, p);
-        reconcile(
-            &member.current,
-            &Target {
-                epoch: target_epoch,
-                partitions: &target,
-                subscribed: &subscribed,
-                owned: req.owned.as_ref(),
-                owner_epoch: &owner,
-            },
-        )
-        .map_err(|e| {
-            fail(
-                e,
-                "The consumer group member is in a unknown state. The member must abandon all its partitions and rejoin.".to_string(),
-            )
-        })?
-    };
+    let current = change.apply(req.owned.as_ref(), image, ctx, &mut records)?;
     let changed = current != member.current;
-    if changed {
-        records.push(consumer(ConsumerRecord::CurrentAssignment {
-            group: id.clone(),
-            member: member.id.clone(),
-            value: Some(current.clone()),
-        }));
-    }
-    let revocation_deadline = match current.state {
-        MemberState::UnrevokedPartitions if changed => Some((
-            ctx.now + i64::from(sub.rebalance_timeout_ms.max(0)),
-            current.epoch,
-        )),
-        MemberState::UnrevokedPartitions => group
-            .timers
-            .get(&member.id)
-            .and_then(|t| t.revocation_deadline),
-        _ => None,
-    };
     // A full request (joining, or resending everything after an error) gets
     // the assignment whether it changed or not.
     let full = req.member_epoch == 0
@@ -373,6 +253,16 @@ pub fn heartbeat(
             && req.owned.is_some());
     let assignment =
         (full || current.assigned != member.current.assigned).then(|| current.assigned.clone());
+    timers.push((
+        member.id.clone(),
+        MemberTimers {
+            session_deadline: ctx.now + i64::from(config.session_timeout_ms),
+            revocation_deadline: revocation_deadline(
+                group, &member.id, &current, changed, &sub, ctx,
+            ),
+            ..MemberTimers::default()
+        },
+    ));
     Ok(Decision {
         records,
         answer: HeartbeatAnswer {
@@ -381,12 +271,212 @@ pub fn heartbeat(
             heartbeat_interval_ms: config.heartbeat_interval_ms,
             assignment,
         },
-        timers: Some(MemberTimers {
-            session_deadline: ctx.now + i64::from(config.session_timeout_ms),
-            revocation_deadline,
-        }),
+        timers,
         image_checked: Some(image.offset),
+        migration,
     })
+}
+
+/// GROUP_MAX_SIZE_REACHED for a new member of a full group.
+pub(super) fn check_capacity(
+    group: &ConsumerGroup,
+    member: &str,
+    config: &ConsumerGroupConfig,
+) -> Result<(), HeartbeatError> {
+    if group.members.len() >= config.max_size && !group.members.contains_key(member) {
+        return Err(fail(
+            ResponseError::GroupMaxSizeReached,
+            format!(
+                "The consumer group has reached its maximum capacity of {} members.",
+                config.max_size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One member's request as the group sees it: the member before it (with
+/// its new id, if it replaces a static member), and its new subscription.
+pub(super) struct Change<'g> {
+    pub group: &'g ConsumerGroup,
+    pub member: &'g ConsumerMember,
+    pub replaced: Option<&'g ConsumerMember>,
+    pub sub: &'g MemberSubscription,
+}
+
+impl Change<'_> {
+    /// Kafka's three steps for a member's request, as records: update the
+    /// member and bump the group epoch if anything it depends on changed,
+    /// compute a new target assignment if the epoch moved, and reconcile
+    /// the member towards its target given what it reports it `owned`.
+    /// Returns the member's new current assignment.
+    pub fn apply(
+        &self,
+        owned: Option<&Assignment>,
+        image: &MetadataImage,
+        ctx: &Ctx<'_>,
+        records: &mut Vec<CoordinatorRecord>,
+    ) -> Result<CurrentAssignment, HeartbeatError> {
+        let (group, member, sub) = (self.group, self.member, self.sub);
+        let id = &group.id;
+        if let Some(old) = self.replaced {
+            records.extend(member_tombstones(id, &old.id).map(consumer));
+            records.push(consumer(ConsumerRecord::MemberMetadata {
+                group: id.clone(),
+                member: member.id.clone(),
+                value: Some(member.sub.clone()),
+            }));
+            records.push(consumer(ConsumerRecord::TargetAssignmentMember {
+                group: id.clone(),
+                member: member.id.clone(),
+                value: Some(group.targets.get(&old.id).cloned().unwrap_or_default()),
+            }));
+            records.push(consumer(ConsumerRecord::CurrentAssignment {
+                group: id.clone(),
+                member: member.id.clone(),
+                value: Some(member.current.clone()),
+            }));
+            info!(group = %id, member = %member.id, replaced = %old.id, "static member rejoined under a new member id");
+        } else if !group.members.contains_key(&member.id) {
+            info!(group = %id, member = %member.id, instance = ?sub.instance_id, classic = sub.classic.is_some(), "member joins the consumer group");
+        }
+
+        // 1. The member's subscription, the group's regexes and metadata hash.
+        let subscription_changed =
+            sub.topic_names != member.sub.topic_names || sub.topic_regex != member.sub.topic_regex;
+        if *sub != member.sub {
+            records.push(consumer(ConsumerRecord::MemberMetadata {
+                group: id.clone(),
+                member: member.id.clone(),
+                value: Some(sub.clone()),
+            }));
+        }
+        let mut subs: BTreeMap<&str, &MemberSubscription> = group
+            .members
+            .iter()
+            .map(|(m, member)| (m.as_str(), &member.sub))
+            .collect();
+        if let Some(old) = self.replaced {
+            subs.remove(old.id.as_str());
+        }
+        subs.insert(&member.id, sub);
+        let mut bump = group.epoch == 0 || subscription_changed;
+        let mut regexes = group.regexes.clone();
+        let image_changed = group.image_checked != image.offset;
+        let mut hash = group.metadata_hash;
+        if image_changed || bump || self.replaced.is_some() {
+            bump |= consumer_regex::refresh(group, &subs, &mut regexes, image, ctx.now, records);
+            let names: BTreeSet<String> =
+                subs.values().flat_map(|s| topics_of(s, &regexes)).collect();
+            hash = metadata_hash(&names, image);
+            bump |= hash != group.metadata_hash;
+        }
+        let epoch = group.epoch + i32::from(bump);
+        if bump {
+            records.push(consumer(ConsumerRecord::GroupMetadata {
+                group: id.clone(),
+                value: Some((epoch, hash)),
+            }));
+            info!(group = %id, epoch, "bumped the group epoch");
+        }
+
+        // 2. The target assignment.
+        let empty = Assignment::new();
+        let previous_target = |m: &str| -> &Assignment {
+            let key = match self.replaced {
+                Some(old) if m == member.id => old.id.as_str(),
+                _ => m,
+            };
+            group.targets.get(key).unwrap_or(&empty)
+        };
+        let config = &ctx.config.consumer;
+        let (target_epoch, target) = if epoch > group.assignment_epoch {
+            let assignor = config.preferred_assignor(subs.values().copied());
+            let specs: Vec<MemberSpec<'_>> = subs
+                .iter()
+                .map(|(m, s)| MemberSpec {
+                    id: m,
+                    subscribed: topic_ids(&topics_of(s, &regexes), image),
+                    current: previous_target(m),
+                })
+                .collect();
+            let topics: BTreeMap<Uuid, i32> = specs
+                .iter()
+                .flat_map(|s| s.subscribed.iter())
+                .filter_map(|t| Some((*t, image.topic_by_id(t)?.partitions.len() as i32)))
+                .collect();
+            let mut targets = assign(assignor, &specs, &topics);
+            for (m, a) in &targets {
+                if a != previous_target(m) {
+                    records.push(consumer(ConsumerRecord::TargetAssignmentMember {
+                        group: id.clone(),
+                        member: m.clone(),
+                        value: Some(a.clone()),
+                    }));
+                }
+            }
+            records.push(consumer(ConsumerRecord::TargetAssignmentMetadata {
+                group: id.clone(),
+                value: Some(epoch),
+            }));
+            info!(group = %id, epoch, assignor, members = specs.len(), "computed a new target assignment");
+            (epoch, targets.remove(&member.id).unwrap_or_default())
+        } else {
+            (group.assignment_epoch, previous_target(&member.id).clone())
+        };
+
+        // 3. Reconciliation.
+        let current = if member.current.is_reconciled_to(target_epoch) {
+            member.current.clone()
+        } else {
+            let subscribed = topic_ids(&topics_of(sub, &regexes), image);
+            let owner = |t: &Uuid, p: i32| group.owner_epoch(t, p);
+            reconcile(
+                &member.current,
+                &Target {
+                    epoch: target_epoch,
+                    partitions: &target,
+                    subscribed: &subscribed,
+                    owned,
+                    owner_epoch: &owner,
+                },
+            )
+            .map_err(|e| {
+                fail(
+                    e,
+                    "The consumer group member is in a unknown state. The member must abandon all its partitions and rejoin.".to_string(),
+                )
+            })?
+        };
+        if current != member.current {
+            records.push(consumer(ConsumerRecord::CurrentAssignment {
+                group: id.clone(),
+                member: member.id.clone(),
+                value: Some(current.clone()),
+            }));
+        }
+        Ok(current)
+    }
+}
+
+/// While a member must revoke, the time by which it must have done so: a
+/// rebalance timeout from when it was first asked.
+pub(super) fn revocation_deadline(
+    group: &ConsumerGroup,
+    member: &str,
+    current: &CurrentAssignment,
+    changed: bool,
+    sub: &MemberSubscription,
+    ctx: &Ctx<'_>,
+) -> Option<(i64, i32)> {
+    match current.state {
+        MemberState::UnrevokedPartitions if changed => Some((
+            ctx.now + i64::from(sub.rebalance_timeout_ms.max(0)),
+            current.epoch,
+        )),
+        MemberState::UnrevokedPartitions => group.timers_of(member).revocation_deadline,
+        _ => None,
+    }
 }
 
 /// The member the request is for, and the static member it replaces.
@@ -417,8 +507,10 @@ fn find_member<'g>(
             format!("Instance id {instance} is unknown."),
         )),
         Some(existing) if joining => {
-            // Only a static member that left temporarily can be replaced.
-            if existing.current.epoch != LEAVE_STATIC_EPOCH {
+            // Only a static member that left temporarily can be replaced,
+            // or a classic one (its instance restarted with the consumer
+            // protocol: classic static members do not leave on close).
+            if existing.current.epoch != LEAVE_STATIC_EPOCH && !existing.uses_classic_protocol() {
                 return Err(fail(
                     ResponseError::UnreleasedInstanceId,
                     format!(
@@ -512,5 +604,6 @@ fn updated_subscription(old: &MemberSubscription, req: &HeartbeatRequest) -> Mem
     }
     sub.client_id.clone_from(&req.client_id);
     sub.client_host.clone_from(&req.client_host);
+    sub.classic = None;
     sub
 }

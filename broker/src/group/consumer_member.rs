@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
+use super::member::Protocol;
+
 /// Topic id -> partitions.
 pub type Assignment = BTreeMap<Uuid, BTreeSet<i32>>;
 
@@ -60,6 +62,29 @@ pub struct MemberSubscription {
     pub topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
+    /// Set for a member that joined with the classic protocol (JoinGroup)
+    /// while the group uses the consumer protocol (online migration).
+    pub classic: Option<ClassicMetadata>,
+}
+
+/// A classic member's JoinGroup settings (Kafka's ClassicMemberMetadata).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClassicMetadata {
+    pub session_timeout_ms: i32,
+    /// Its protocols (client-side assignors) in order of preference, each
+    /// with its embedded subscription.
+    pub protocols: Vec<Protocol>,
+}
+
+impl ClassicMetadata {
+    /// The protocol its JoinGroup and SyncGroup answers name: its first.
+    pub fn protocol_name(&self) -> &str {
+        self.protocols.first().map_or("", |p| p.name.as_str())
+    }
+
+    pub fn supports(&self, protocol: &str) -> bool {
+        self.protocols.iter().any(|p| p.name == protocol)
+    }
 }
 
 impl MemberSubscription {
@@ -101,6 +126,19 @@ impl ConsumerMember {
             id: id.to_string(),
             ..Self::default()
         }
+    }
+
+    pub fn uses_classic_protocol(&self) -> bool {
+        self.sub.classic.is_some()
+    }
+
+    /// Its session timeout: its own for a classic member, the group's
+    /// for consumer-protocol members.
+    pub fn session_timeout_ms(&self, group_session_timeout_ms: i32) -> i32 {
+        self.sub
+            .classic
+            .as_ref()
+            .map_or(group_session_timeout_ms, |c| c.session_timeout_ms)
     }
 }
 

@@ -20,7 +20,10 @@ use std::collections::BTreeSet;
 
 use super::codec::{DecodeError, DecodeResult, FieldTooLong, Reader, Writer};
 use super::consumer_codec::FlexWriter;
-use super::consumer_member::{Assignment, CurrentAssignment, MemberState, MemberSubscription};
+use super::consumer_member::{
+    Assignment, ClassicMetadata, CurrentAssignment, MemberState, MemberSubscription,
+};
+use super::member::Protocol;
 
 const GROUP_METADATA: i16 = 3;
 const PARTITION_METADATA: i16 = 4;
@@ -34,6 +37,8 @@ const REGULAR_EXPRESSION: i16 = 16;
 const VALUE_VERSION: i16 = 0;
 /// ConsumerGroupMetadataValue's tagged MetadataHash (KIP-1101).
 const METADATA_HASH_TAG: u32 = 0;
+/// ConsumerGroupMemberMetadataValue's tagged ClassicMemberMetadata.
+const CLASSIC_MEMBER_METADATA_TAG: u32 = 0;
 
 /// A regex resolved against the metadata image.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -134,7 +139,7 @@ impl ConsumerRecord {
                 value,
             } => {
                 key.i16(MEMBER_METADATA).string(group).string(member);
-                value.as_ref().map(encode_subscription)
+                value.as_ref().map(encode_subscription).transpose()?
             }
             Self::TargetAssignmentMetadata { group, value } => {
                 key.i16(TARGET_ASSIGNMENT_METADATA).string(group);
@@ -285,7 +290,7 @@ fn decode_group_metadata(buf: &[u8]) -> DecodeResult<(i32, i64)> {
     Ok((epoch, hash))
 }
 
-fn encode_subscription(s: &MemberSubscription) -> FlexWriter {
+fn encode_subscription(s: &MemberSubscription) -> Result<FlexWriter, FieldTooLong> {
     let mut w = FlexWriter::new(VALUE_VERSION);
     w.nullable_string(s.instance_id.as_deref())
         .nullable_string(s.rack_id.as_deref())
@@ -297,9 +302,47 @@ fn encode_subscription(s: &MemberSubscription) -> FlexWriter {
     }
     w.nullable_string(s.topic_regex.as_deref())
         .i32(s.rebalance_timeout_ms)
-        .nullable_string(s.server_assignor.as_deref())
-        .no_tags();
-    w
+        .nullable_string(s.server_assignor.as_deref());
+    match &s.classic {
+        None => w.no_tags(),
+        Some(c) => w.tags(&[(CLASSIC_MEMBER_METADATA_TAG, encode_classic(c)?)]),
+    };
+    Ok(w)
+}
+
+/// A nullable struct as a tagged value: 1 (present), then the struct.
+fn encode_classic(c: &ClassicMetadata) -> Result<Vec<u8>, FieldTooLong> {
+    let mut w = FlexWriter::nested();
+    w.i8(1)
+        .i32(c.session_timeout_ms)
+        .array_len(c.protocols.len());
+    for p in &c.protocols {
+        w.string(&p.name).bytes(&p.metadata).no_tags();
+    }
+    w.no_tags();
+    w.finish()
+}
+
+fn decode_classic(buf: &[u8]) -> DecodeResult<Option<ClassicMetadata>> {
+    let mut r = Reader::new(buf);
+    r.set_flexible(true);
+    if r.i8()? < 0 {
+        return Ok(None);
+    }
+    let session_timeout_ms = r.i32()?;
+    let protocols = (0..r.array_len()?)
+        .map(|_| {
+            let name = r.string()?;
+            let metadata = r.bytes()?;
+            r.tagged_fields()?;
+            Ok(Protocol { name, metadata })
+        })
+        .collect::<DecodeResult<_>>()?;
+    r.tagged_fields()?;
+    Ok(Some(ClassicMetadata {
+        session_timeout_ms,
+        protocols,
+    }))
 }
 
 fn decode_subscription(buf: &[u8]) -> DecodeResult<MemberSubscription> {
@@ -312,8 +355,12 @@ fn decode_subscription(buf: &[u8]) -> DecodeResult<MemberSubscription> {
     let topic_regex = r.nullable_string()?;
     let rebalance_timeout_ms = r.i32()?;
     let server_assignor = r.nullable_string()?;
-    // Tag 0 is the metadata of classic members, which Ottla does not mix in.
-    r.tagged_fields()?;
+    let mut classic = None;
+    for (tag, bytes) in r.tagged_fields()? {
+        if tag == CLASSIC_MEMBER_METADATA_TAG {
+            classic = decode_classic(bytes)?;
+        }
+    }
     Ok(MemberSubscription {
         instance_id,
         rack_id,
@@ -323,6 +370,7 @@ fn decode_subscription(buf: &[u8]) -> DecodeResult<MemberSubscription> {
         topic_regex,
         rebalance_timeout_ms,
         server_assignor,
+        classic,
     })
 }
 
@@ -441,6 +489,7 @@ mod tests {
                 topic_regex: Some("t.*".into()),
                 rebalance_timeout_ms: 300_000,
                 server_assignor: Some("range".into()),
+                classic: None,
             }),
         });
         let (key, value) = round_trip(ConsumerRecord::CurrentAssignment {
@@ -481,6 +530,36 @@ mod tests {
             member: "m".into(),
             value: None,
         });
+    }
+
+    #[test]
+    fn classic_member_metadata_is_tag_0_as_a_nullable_struct() {
+        let sub = MemberSubscription {
+            client_id: "c".into(),
+            client_host: "h".into(),
+            rebalance_timeout_ms: 1,
+            classic: Some(ClassicMetadata {
+                session_timeout_ms: 45_000,
+                protocols: vec![Protocol {
+                    name: "range".into(),
+                    metadata: bytes::Bytes::from_static(&[0, 3]),
+                }],
+            }),
+            ..MemberSubscription::default()
+        };
+        let (_, value) = round_trip(ConsumerRecord::MemberMetadata {
+            group: "g".into(),
+            member: "m".into(),
+            value: Some(sub),
+        });
+        let value = value.unwrap();
+        // ... null server assignor, one tagged field: tag 0, 17 bytes: the
+        // presence byte, the timeout, one protocol ("range", 2 bytes of
+        // metadata, no tags), no tags.
+        let tail = [
+            0, 1, 0, 17, 1, 0, 0, 0xaf, 0xc8, 2, 6, b'r', b'a', b'n', b'g', b'e', 3, 0, 3, 0, 0,
+        ];
+        assert_eq!(&value[value.len() - tail.len()..], &tail);
     }
 
     #[test]

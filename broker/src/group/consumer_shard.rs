@@ -1,6 +1,7 @@
 //! The consumer-protocol side of a shard: ConsumerGroupHeartbeat, the
-//! timers that fence members, ConsumerGroupDescribe and the consumer-group
-//! cases of offset commits, offset and group deletion, and classic joins.
+//! timers that fence members, ConsumerGroupDescribe, the consumer-group
+//! cases of offset commits, offset and group deletion, and the classic
+//! requests of members still on the classic protocol (`consumer_classic`).
 //! Every change is a list of records, appended and then replayed.
 
 use std::collections::{HashMap, HashSet};
@@ -10,11 +11,17 @@ use ottla_controller::MetadataImage;
 use tracing::{info, warn};
 
 use super::admin;
+use super::consumer_classic;
 use super::consumer_config::ConsumerGroupConfig;
-use super::consumer_group::ConsumerGroupState;
+use super::consumer_group::{ConsumerGroup, ConsumerGroupState};
 use super::consumer_groups::DescribedConsumerGroup;
-use super::consumer_heartbeat::{self, HeartbeatAnswer, HeartbeatError, HeartbeatRequest};
+use super::consumer_heartbeat::{
+    self, Decision, HeartbeatAnswer, HeartbeatError, HeartbeatRequest,
+};
 use super::consumer_leave;
+use super::consumer_migration::Migration;
+use super::member::{JoinResult, SyncResult};
+use super::membership::{JoinRequest, LeavingMember, SyncRequest};
 use super::offsets::{self, CommitRequest, PartitionCodes};
 use super::records::CoordinatorRecord;
 use super::shard::{Shard, ShardState};
@@ -34,6 +41,35 @@ impl ShardState {
         Ok(())
     }
 
+    /// Appends a decision's records, applies them and the soft state they
+    /// come with; the answer once they are stored.
+    fn apply<A>(
+        &mut self,
+        group_id: &str,
+        decision: Decision<A>,
+        ctx: &Ctx<'_>,
+    ) -> Result<A, ResponseError> {
+        if decision.migration == Some(Migration::Upgraded) {
+            if let Some(classic) = self.groups.get_mut(group_id) {
+                // Parked members rejoin the consumer group.
+                classic.abort_pending_requests(ResponseError::RebalanceInProgress);
+            }
+        }
+        self.write(decision.records, ctx)?;
+        for (member, timers) in decision.timers {
+            self.consumer.set_timers(group_id, &member, timers);
+        }
+        if let Some(offset) = decision.image_checked {
+            self.consumer.set_image_checked(group_id, offset);
+        }
+        if decision.migration == Some(Migration::Downgraded) {
+            if let Some(classic) = self.groups.get_mut(group_id) {
+                classic.prepare_rebalance(ctx, "the group was downgraded to the classic protocol");
+            }
+        }
+        Ok(decision.answer)
+    }
+
     fn consumer_heartbeat(
         &mut self,
         req: &HeartbeatRequest,
@@ -42,20 +78,76 @@ impl ShardState {
     ) -> Result<HeartbeatAnswer, HeartbeatError> {
         let decision =
             consumer_heartbeat::heartbeat(&self.consumer, &self.groups, req, image, ctx)?;
-        self.write(decision.records, ctx)?;
-        if let Some(timers) = decision.timers {
-            self.consumer
-                .set_timers(&req.group_id, &decision.answer.member_id, timers);
+        Ok(self.apply(&req.group_id, decision, ctx)?)
+    }
+
+    /// A consumer group with members, which classic requests then go to.
+    fn populated_consumer_group(&self, id: &str) -> Option<&ConsumerGroup> {
+        self.consumer.get(id).filter(|g| !g.members.is_empty())
+    }
+
+    /// JoinGroup to a consumer group with members (None for other groups).
+    pub(super) fn classic_join_consumer_group(
+        &mut self,
+        req: &JoinRequest,
+        image: &MetadataImage,
+        ctx: &Ctx<'_>,
+    ) -> Option<JoinResult> {
+        let group = self.populated_consumer_group(&req.group_id)?;
+        let result = consumer_classic::join(group, req, image, ctx)
+            .and_then(|decision| self.apply(&req.group_id, decision, ctx));
+        Some(result.unwrap_or_else(|e| JoinResult::error(&req.member_id, e)))
+    }
+
+    /// SyncGroup to a consumer group (None for other groups); an empty one
+    /// has no member to answer.
+    pub(super) fn classic_sync_consumer_group(
+        &mut self,
+        req: &SyncRequest,
+        image: &MetadataImage,
+        ctx: &Ctx<'_>,
+    ) -> Option<SyncResult> {
+        let group = self.consumer.get(&req.group_id)?;
+        let decision = consumer_classic::sync(group, req, image, ctx);
+        let result = self.apply(&req.group_id, decision, ctx).and_then(|r| r);
+        Some(result.unwrap_or_else(SyncResult::error))
+    }
+
+    /// Heartbeat to a consumer group (None for other groups).
+    pub(super) fn classic_heartbeat_consumer_group(
+        &mut self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        ctx: &Ctx<'_>,
+    ) -> Option<Result<(), ResponseError>> {
+        let group = self.consumer.get(group_id)?;
+        let decision = consumer_classic::heartbeat(group, member_id, instance_id, generation, ctx);
+        Some(self.apply(group_id, decision, ctx).and_then(|r| r))
+    }
+
+    /// LeaveGroup to a consumer group (None for other groups).
+    pub(super) fn classic_leave_consumer_group(
+        &mut self,
+        group_id: &str,
+        members: &[LeavingMember],
+        image: &MetadataImage,
+        ctx: &Ctx<'_>,
+    ) -> Option<Vec<i16>> {
+        let group = self.consumer.get(group_id)?;
+        let (codes, records) = consumer_classic::leave(group, members, image);
+        if !records.is_empty() {
+            info!(group = group_id, "classic members left the consumer group");
         }
-        if let Some(offset) = decision.image_checked {
-            self.consumer.set_image_checked(&req.group_id, offset);
-        }
-        Ok(decision.answer)
+        Some(match self.write(records, ctx) {
+            Ok(()) => codes,
+            Err(e) => vec![e.code(); codes.len()],
+        })
     }
 
     /// Before a classic JoinGroup: an empty consumer group gives way (its
-    /// records are deleted, its offsets kept, as Kafka converts it); one with
-    /// members refuses classic members.
+    /// records are deleted, its offsets kept, as Kafka converts it).
     pub(super) fn make_way_for_classic(
         &mut self,
         group_id: &str,
@@ -181,8 +273,8 @@ impl ShardState {
                 continue;
             }
             info!(group = %group_id, member = %member, reason = why.reason(), "fencing a consumer group member");
-            let records = consumer_leave::fence(group, &member, image);
-            if let Err(e) = self.write(records, ctx) {
+            let decision = consumer_leave::fence(group, &member, image, ctx).with_answer(());
+            if let Err(e) = self.apply(&group_id, decision, ctx) {
                 warn!(group = %group_id, member = %member, error = %e, "could not fence the member; will retry");
             }
         }

@@ -613,7 +613,8 @@ fn admin_apis_see_consumer_groups() {
     ));
     assert_eq!(d5.groups[0].group_state.as_str(), "Dead");
 
-    // A classic member cannot join a group in use by the consumer protocol.
+    // A classic member joins a consumer group only with a readable
+    // embedded consumer protocol (here: none).
     let join = JoinGroupRequest::default()
         .with_group_id(gid("g"))
         .with_session_timeout_ms(10_000)
@@ -622,13 +623,18 @@ fn admin_apis_see_consumer_groups() {
         .with_protocols(vec![
             JoinGroupRequestProtocol::default().with_name(s("range"))
         ]);
-    let j = tokio_run(join_group(
-        &broker,
-        9,
-        "c",
-        IpAddr::V4(Ipv4Addr::LOCALHOST),
-        join,
-    ));
+    let send_join = |req: JoinGroupRequest| {
+        tokio_run(join_group(
+            &broker,
+            9,
+            "c",
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            req,
+        ))
+    };
+    let first = send_join(join.clone());
+    assert_eq!(first.error_code, ResponseError::MemberIdRequired.code());
+    let j = send_join(join.with_member_id(first.member_id));
     assert_eq!(
         j.error_code,
         ResponseError::InconsistentGroupProtocol.code()

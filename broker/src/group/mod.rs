@@ -10,14 +10,16 @@
 //! - `offsets`, `admin`: offset commits/fetches/deletes; describe/list/delete groups;
 //! - `txn_offsets`: transactional offset commits, applied or dropped by markers;
 //! - `retention`: expiry of old offsets and removal of the groups they leave;
-//! - `records`, `codec`, `subscription`: the stored and embedded formats;
+//! - `records`, `codec`, `subscription`: the stored and embedded formats
+//!   (`subscription`: the consumer protocol inside JoinGroup and SyncGroup);
 //! - `partitioner`, `config`, `writer`: group → partition, settings, log appends;
 //! - `consumer_*`: consumer-protocol groups: `consumer_heartbeat` (the
 //!   protocol), `consumer_leave`, `consumer_regex`, `consumer_reconcile`
 //!   (member reconciliation), `consumer_assignor` (uniform, range),
 //!   `consumer_group(s)`, `consumer_member` (state), `consumer_records` and
 //!   `consumer_codec` (formats), `consumer_shard` (shard operations),
-//!   `consumer_config`.
+//!   `consumer_config`; `consumer_classic` (classic members of a consumer
+//!   group) and `consumer_migration` (a group's move between protocols).
 //!
 //! The request handlers are in `crate::apis::group` and
 //! `crate::apis::consumer_group`.
@@ -27,6 +29,7 @@ mod classic;
 mod codec;
 mod config;
 mod consumer_assignor;
+mod consumer_classic;
 mod consumer_codec;
 mod consumer_config;
 mod consumer_group;
@@ -34,6 +37,7 @@ mod consumer_groups;
 mod consumer_heartbeat;
 mod consumer_leave;
 mod consumer_member;
+mod consumer_migration;
 mod consumer_reconcile;
 mod consumer_records;
 mod consumer_regex;
@@ -54,6 +58,8 @@ mod writer;
 #[cfg(test)]
 mod consumer_tests;
 #[cfg(test)]
+mod migration_tests;
+#[cfg(test)]
 mod tests;
 
 pub use admin::{GroupDescription, ListedGroup, MemberDescription, CLASSIC_GROUP_TYPE};
@@ -66,6 +72,7 @@ pub use consumer_heartbeat::{
     validate as validate_consumer_heartbeat, HeartbeatAnswer, HeartbeatError, HeartbeatRequest,
 };
 pub use consumer_member::{Assignment, ConsumerMember};
+pub use consumer_migration::MigrationPolicy;
 pub use coordinator::{coordinator_node, CoordinatorNode, GroupCoordinator};
 pub use member::{JoinResult, JoinedMember, Protocol, SyncResult};
 pub use membership::{JoinRequest, LeavingMember, Reply, SyncRequest};

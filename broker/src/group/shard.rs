@@ -203,8 +203,13 @@ impl Shard {
         f(&mut self.state.lock(), &ctx)
     }
 
-    pub fn join(&self, req: JoinRequest, now: i64) -> Reply<JoinResult> {
+    /// JoinGroup; `image` maps the topics of a consumer group's classic
+    /// members between names and ids.
+    pub fn join(&self, req: JoinRequest, image: &MetadataImage, now: i64) -> Reply<JoinResult> {
         self.with_state(now, |st, ctx| {
+            if let Some(result) = st.classic_join_consumer_group(&req, image, ctx) {
+                return Reply::Ready(result);
+            }
             if let Err(e) = st.make_way_for_classic(&req.group_id, ctx) {
                 return Reply::Ready(JoinResult::error(&req.member_id, e));
             }
@@ -212,8 +217,13 @@ impl Shard {
         })
     }
 
-    pub fn sync(&self, req: SyncRequest, now: i64) -> Reply<SyncResult> {
-        self.with_state(now, |st, ctx| membership::sync(&mut st.groups, req, ctx))
+    pub fn sync(&self, req: SyncRequest, image: &MetadataImage, now: i64) -> Reply<SyncResult> {
+        self.with_state(now, |st, ctx| {
+            if let Some(result) = st.classic_sync_consumer_group(&req, image, ctx) {
+                return Reply::Ready(result);
+            }
+            membership::sync(&mut st.groups, req, ctx)
+        })
     }
 
     pub fn heartbeat(
@@ -224,7 +234,16 @@ impl Shard {
         generation: i32,
         now: i64,
     ) -> Result<(), ResponseError> {
-        self.with_state(now, |st, _| {
+        self.with_state(now, |st, ctx| {
+            if let Some(result) = st.classic_heartbeat_consumer_group(
+                group_id,
+                member_id,
+                instance_id,
+                generation,
+                ctx,
+            ) {
+                return result;
+            }
             membership::heartbeat(
                 &mut st.groups,
                 group_id,
@@ -236,8 +255,17 @@ impl Shard {
         })
     }
 
-    pub fn leave(&self, group_id: &str, members: &[LeavingMember], now: i64) -> Vec<i16> {
+    pub fn leave(
+        &self,
+        group_id: &str,
+        members: &[LeavingMember],
+        image: &MetadataImage,
+        now: i64,
+    ) -> Vec<i16> {
         self.with_state(now, |st, ctx| {
+            if let Some(codes) = st.classic_leave_consumer_group(group_id, members, image, ctx) {
+                return codes;
+            }
             membership::leave(&mut st.groups, group_id, members, ctx)
         })
     }
@@ -342,11 +370,7 @@ impl Unload for Shard {
     fn on_unloaded(&self) {
         let mut st = self.state.lock();
         for group in st.groups.values_mut() {
-            for member in group.members.values_mut() {
-                let result = JoinResult::error(&member.id, ResponseError::NotCoordinator);
-                member.complete_join(result);
-                member.complete_sync(SyncResult::error(ResponseError::NotCoordinator));
-            }
+            group.abort_pending_requests(ResponseError::NotCoordinator);
         }
     }
 }

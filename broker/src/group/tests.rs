@@ -32,26 +32,26 @@ use crate::apis::test_support::{assert_encodes, create_topic, test_settings};
 use crate::broker::Broker;
 use crate::replica::now_ms;
 
-const NONE: i16 = 0;
+pub(super) const NONE: i16 = 0;
 const LISTENER: &str = "PLAINTEXT";
 
-fn s(v: &str) -> StrBytes {
+pub(super) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-fn gid(v: &str) -> GroupId {
+pub(super) fn gid(v: &str) -> GroupId {
     GroupId(s(v))
 }
 
-fn localhost() -> IpAddr {
+pub(super) fn localhost() -> IpAddr {
     IpAddr::V4(Ipv4Addr::LOCALHOST)
 }
 
 /// A running broker: opened with a 0 ms initial rebalance delay and 5
 /// offsets partitions, with its background loop (which drives group
 /// timers and hosts new partitions).
-struct Running {
-    broker: Arc<Broker>,
+pub(super) struct Running {
+    pub(super) broker: Arc<Broker>,
     stop: watch::Sender<bool>,
     background: JoinHandle<()>,
 }
@@ -59,12 +59,22 @@ struct Running {
 impl Running {
     /// `topics` are created before the background loop starts, so that
     /// two image applications never race.
-    async fn start(dir: &Path, topics: &[(&str, i32)]) -> Self {
+    pub(super) async fn start(dir: &Path, topics: &[(&str, i32)]) -> Self {
+        Self::start_with(dir, topics, &[]).await
+    }
+
+    /// As `start`, with more broker configs.
+    pub(super) async fn start_with(
+        dir: &Path,
+        topics: &[(&str, i32)],
+        configs: &[(&str, &str)],
+    ) -> Self {
         let mut settings = test_settings(dir);
-        for (k, v) in [
+        let defaults = [
             ("group.initial.rebalance.delay.ms", "0"),
             ("offsets.topic.num.partitions", "5"),
-        ] {
+        ];
+        for (k, v) in defaults.iter().chain(configs) {
             settings.static_configs.insert(k.to_string(), v.to_string());
         }
         let broker = crate::apis::test_support::open_broker(settings).expect("opening the broker");
@@ -83,7 +93,7 @@ impl Running {
         }
     }
 
-    async fn shutdown(self) {
+    pub(super) async fn shutdown(self) {
         self.stop.send_replace(true);
         self.background.await.unwrap();
         self.broker.shutdown().unwrap();
@@ -92,7 +102,7 @@ impl Running {
 
 /// FindCoordinator until the offsets topic exists and the group's shard is
 /// loaded (the first lookup creates the topic).
-async fn coordinator_ready(broker: &Broker, group: &str) {
+pub(super) async fn coordinator_ready(broker: &Broker, group: &str) {
     for _ in 0..250 {
         let r = find_coordinator(
             broker,
@@ -120,7 +130,7 @@ fn subscription(topics: &[&str]) -> Bytes {
     Bytes::from(w.finish().unwrap())
 }
 
-fn join_request(
+pub(super) fn join_request(
     group: &str,
     member_id: &str,
     instance: Option<&str>,
@@ -143,7 +153,7 @@ fn join_request(
         ])
 }
 
-fn spawn_join(
+pub(super) fn spawn_join(
     broker: &Arc<Broker>,
     version: i16,
     req: JoinGroupRequest,
@@ -156,7 +166,7 @@ fn spawn_join(
     })
 }
 
-fn spawn_sync(
+pub(super) fn spawn_sync(
     broker: &Arc<Broker>,
     version: i16,
     req: SyncGroupRequest,
@@ -171,7 +181,7 @@ fn spawn_sync(
 
 /// A dynamic member's two-step join (v4+): MEMBER_ID_REQUIRED, then the
 /// real join, which parks until the rebalance completes.
-async fn join_dynamic(
+pub(super) async fn join_dynamic(
     broker: &Arc<Broker>,
     group: &str,
     topics: &[&str],
@@ -193,7 +203,7 @@ async fn join_dynamic(
     )
 }
 
-fn sync_request(
+pub(super) fn sync_request(
     group: &str,
     generation: i32,
     member: &str,
@@ -217,7 +227,7 @@ fn sync_request(
         )
 }
 
-async fn beat(broker: &Broker, group: &str, member: &str, generation: i32) -> i16 {
+pub(super) async fn beat(broker: &Broker, group: &str, member: &str, generation: i32) -> i16 {
     let req = HeartbeatRequest::default()
         .with_group_id(gid(group))
         .with_member_id(s(member))
@@ -227,7 +237,7 @@ async fn beat(broker: &Broker, group: &str, member: &str, generation: i32) -> i1
     r.error_code
 }
 
-async fn describe(
+pub(super) async fn describe(
     broker: &Broker,
     version: i16,
     group: &str,
@@ -435,7 +445,7 @@ async fn static_member_rejoins_without_rebalance() {
     run.shutdown().await;
 }
 
-fn commit_request(group: &str, topics: &[(&str, &[(i32, i64)])]) -> OffsetCommitRequest {
+pub(super) fn commit_request(group: &str, topics: &[(&str, &[(i32, i64)])]) -> OffsetCommitRequest {
     OffsetCommitRequest::default()
         .with_group_id(gid(group))
         .with_generation_id_or_member_epoch(-1)
@@ -460,7 +470,7 @@ fn commit_request(group: &str, topics: &[(&str, &[(i32, i64)])]) -> OffsetCommit
         )
 }
 
-async fn fetch_v8(
+pub(super) async fn fetch_v8(
     broker: &Broker,
     group: &str,
     topics: Option<&[(&str, &[i32])]>,
