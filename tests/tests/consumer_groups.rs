@@ -540,6 +540,71 @@ fn a_group_migrates_to_the_consumer_protocol_and_back_under_load() {
     assert_eq!(committed(&node, group, topic), end_offsets(&node, topic, 6));
 }
 
+/// `group.version` turns the consumer protocol off and on, through the
+/// stock kafka-features.sh; a Java consumer with `group.protocol=consumer`
+/// is told to fall back to the classic protocol while it is off.
+#[test]
+fn group_version_switches_the_consumer_protocol() {
+    let node = Ottla::start(GROUP_OVERRIDES);
+    let bootstrap = node.bootstrap();
+    let features = |args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", bootstrap.as_str()];
+        all.extend_from_slice(args);
+        ok(kafka_tool("kafka-features.sh", &all, None))
+    };
+    let level = |described: &str| -> String {
+        let line = described
+            .lines()
+            .find(|l| l.starts_with("Feature: group.version"))
+            .unwrap_or_else(|| panic!("{described}"));
+        assert!(line.contains("SupportedMinVersion: 0"), "{line}");
+        assert!(line.contains("SupportedMaxVersion: 1"), "{line}");
+        let level = line.split("FinalizedVersionLevel:").nth(1).unwrap();
+        level.split_whitespace().next().unwrap().to_string()
+    };
+    assert_eq!(level(&features(&["describe"])), "1");
+    create_topic(&node, "gv", 1, &[]);
+    produce(&node, "gv", 0..1);
+    let consume = |group: &str| {
+        kafka_tool(
+            "kafka-console-consumer.sh",
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--topic",
+                "gv",
+                "--group",
+                group,
+                "--from-beginning",
+                "--max-messages",
+                "1",
+                "--timeout-ms",
+                "20000",
+                "--consumer-property",
+                "group.protocol=consumer",
+            ],
+            None,
+        )
+    };
+
+    let out = features(&["downgrade", "--feature", "group.version=0"]);
+    assert!(out.contains("group.version was downgraded to 0"), "{out}");
+    assert_eq!(level(&features(&["describe"])), "0");
+    let refused = consume("gv-off");
+    let text = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        text.contains("does not support the new CONSUMER group protocol"),
+        "{text}"
+    );
+    assert!(!String::from_utf8_lossy(&refused.stdout).contains("value-0"));
+
+    let out = features(&["upgrade", "--feature", "group.version=1"]);
+    assert!(out.contains("group.version was upgraded to 1"), "{out}");
+    let consumed = ok(consume("gv-on"));
+    assert!(consumed.contains("value-0"), "{consumed}");
+    assert_eq!(consumer_group(&node, "gv-on").state, "Empty");
+}
+
 fn groups_tool(node: &Ottla, args: &[&str]) -> String {
     let bootstrap = node.bootstrap();
     let mut all = vec!["--bootstrap-server", bootstrap.as_str()];
