@@ -483,3 +483,176 @@ async fn group_version_zero_disables_the_consumer_protocol() {
     assert_eq!(on.error_code, NONE);
     run.shutdown().await;
 }
+
+/// Static members are migrated one instance at a time, as a rolling
+/// restart does it: an instance restarting with the consumer protocol takes
+/// over its classic predecessor's partitions, and the instance restarting
+/// back with the classic protocol turns the group classic again, each time
+/// without a rebalance.
+#[tokio::test]
+async fn static_members_migrate_one_instance_at_a_time_without_rebalancing() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = "g-static-migration";
+    let run = Running::start(dir.path(), &[(TOPIC, 4)]).await;
+    let broker = run.broker.clone();
+    coordinator_ready(&broker, group).await;
+    let join_static = |instance: &str| {
+        let mut req = join_request(group, "", Some(instance), &[TOPIC]);
+        for p in &mut req.protocols {
+            p.metadata = subscription_v1(&[]);
+        }
+        spawn_join(&broker, 9, req)
+    };
+    let (first, second) = (join_static("i1"), join_static("i2"));
+    let (j1, j2) = (first.await.unwrap(), second.await.unwrap());
+    assert_eq!(
+        (j1.error_code, j2.error_code, j1.generation_id),
+        (NONE, NONE, 1)
+    );
+    let leader = if j1.leader == j1.member_id { &j1 } else { &j2 };
+    let i1_partitions = encode_assignment(1, &vec![(TOPIC.to_string(), vec![0, 1])]);
+    let i2_partitions = encode_assignment(1, &vec![(TOPIC.to_string(), vec![2, 3])]);
+    let assignments: [(&str, &[u8]); 2] = [
+        (&j1.member_id, &i1_partitions),
+        (&j2.member_id, &i2_partitions),
+    ];
+    let follower = if leader.member_id == j1.member_id {
+        &j2
+    } else {
+        &j1
+    };
+    let follower_sync = spawn_sync(&broker, 5, sync_request(group, 1, &follower.member_id, &[]));
+    let leader_sync = spawn_sync(
+        &broker,
+        5,
+        sync_request(group, 1, &leader.member_id, &assignments),
+    );
+    assert_eq!(leader_sync.await.unwrap().error_code, NONE);
+    assert_eq!(follower_sync.await.unwrap().error_code, NONE);
+
+    // i1 restarts with the consumer protocol, under a new member id.
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(gid(group))
+        .with_member_id(s("i1-modern"))
+        .with_instance_id(Some(s("i1")))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(5000)
+        .with_subscribed_topic_names(Some(vec![TopicName(s(TOPIC))]))
+        .with_topic_partitions(Some(Vec::new()));
+    let r = heartbeat(&broker, 1, "client", localhost(), req);
+    assert_eq!(r.error_code, NONE, "{:?}", r.error_message);
+    assert_eq!(r.member_epoch, 1, "no rebalance");
+    let got: BTreeSet<i32> = r.assignment.unwrap().topic_partitions[0]
+        .partitions
+        .iter()
+        .copied()
+        .collect();
+    assert_eq!(got, BTreeSet::from([0, 1]), "i1's partitions");
+    let mut expected = vec![("i1-modern".to_string(), 1), (j2.member_id.to_string(), 0)];
+    expected.sort();
+    assert_eq!(member_types(&broker, group), expected);
+    assert_eq!(beat(&broker, group, &j2.member_id, 1).await, NONE);
+    // The old classic member id of i1 is gone.
+    assert_eq!(
+        beat(&broker, group, &j1.member_id, 1).await,
+        ResponseError::UnknownMemberId.code()
+    );
+
+    // i1 leaves for a restart (epoch -2) and comes back classic: the group
+    // is classic again, i1 holding its partitions, i2 undisturbed.
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(gid(group))
+        .with_member_id(s("i1-modern"))
+        .with_instance_id(Some(s("i1")))
+        .with_member_epoch(-2);
+    assert_eq!(
+        heartbeat(&broker, 1, "client", localhost(), req).error_code,
+        NONE
+    );
+    let back = join_static("i1").await.unwrap();
+    assert_eq!(back.error_code, NONE);
+    assert_eq!(
+        (back.generation_id, back.protocol_name.as_deref()),
+        (1, Some("range"))
+    );
+    assert_eq!(group_type(&broker, group).await, "classic");
+    let synced = sync_group(&broker, 5, sync_request(group, 1, &back.member_id, &[])).await;
+    assert_eq!(synced.error_code, NONE);
+    assert_eq!(
+        parse_assignment(&synced.assignment).unwrap(),
+        vec![(TOPIC.to_string(), vec![0, 1])]
+    );
+    assert_eq!(beat(&broker, group, &j2.member_id, 1).await, NONE);
+    assert_eq!(
+        describe(&broker, 5, group).await.group_state.as_str(),
+        "Stable"
+    );
+    run.shutdown().await;
+}
+
+/// The classic requests' checks inside a consumer group: unknown members,
+/// consumer-protocol members, stale generations, other protocols; and
+/// LeaveGroup removing classic members only.
+#[tokio::test]
+async fn classic_requests_to_a_consumer_group_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = "g-checks";
+    let run = Running::start(dir.path(), &[(TOPIC, 2)]).await;
+    let broker = run.broker.clone();
+    coordinator_ready(&broker, group).await;
+    let (c, joined) = Modern::join(&broker, group);
+    assert_eq!(joined.error_code, NONE);
+    let mut a = Classic {
+        id: "a".to_string(),
+        generation: -1,
+        owned: BTreeSet::new(),
+    };
+    assert_eq!(
+        a.rejoin(&broker, group).await,
+        NONE,
+        "a known id is created"
+    );
+    let sync = |member: &str, generation: i32, protocol: &str| {
+        let req =
+            sync_request(group, generation, member, &[]).with_protocol_name(Some(s(protocol)));
+        sync_group(&broker, 5, req)
+    };
+    assert_eq!(
+        sync("a", a.generation + 1, "range").await.error_code,
+        ResponseError::IllegalGeneration.code()
+    );
+    assert_eq!(
+        sync("a", a.generation, "roundrobin").await.error_code,
+        ResponseError::InconsistentGroupProtocol.code()
+    );
+    assert_eq!(
+        sync(&c.id, c.epoch, "range").await.error_code,
+        ResponseError::UnknownMemberId.code(),
+        "a consumer-protocol member cannot use SyncGroup"
+    );
+    assert_eq!(
+        beat(&broker, group, "stranger", 1).await,
+        ResponseError::UnknownMemberId.code()
+    );
+    // A JoinGroup whose protocols a classic member does not share.
+    let mut other = join_request(group, "b", None, &[TOPIC]);
+    other.protocols.retain(|p| p.name.as_str() == "roundrobin");
+    other.protocols[0].name = s("sticky");
+    let refused = join_group(&broker, 9, "client", localhost(), other).await;
+    assert_eq!(
+        refused.error_code,
+        ResponseError::InconsistentGroupProtocol.code()
+    );
+
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(gid(group))
+        .with_members(vec![
+            leave_group_request::MemberIdentity::default().with_member_id(s(&a.id)),
+            leave_group_request::MemberIdentity::default().with_member_id(s(&c.id)),
+        ]);
+    let left = crate::apis::group::leave_group(&broker, 5, leave).await;
+    let codes: Vec<i16> = left.members.iter().map(|m| m.error_code).collect();
+    assert_eq!(codes, [NONE, ResponseError::UnknownMemberId.code()]);
+    assert_eq!(member_types(&broker, group), vec![(c.id.clone(), 1)]);
+    run.shutdown().await;
+}
