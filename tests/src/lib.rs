@@ -3,6 +3,7 @@
 
 pub mod apache_kafka;
 pub mod certs;
+pub mod console_consumer;
 pub mod crash;
 pub mod faults;
 pub mod mirror;

@@ -14,9 +14,6 @@
 //!   and producer ids keep growing across a restart.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -26,8 +23,9 @@ use kafka_protocol::messages::{
     OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use ottla_tests::console_consumer::{every_offset_read, ConsoleConsumer, Record};
 use ottla_tests::ottla::Ottla;
-use ottla_tests::tools::{kafka_bin, kafka_tool, ok, python_script};
+use ottla_tests::tools::{kafka_tool, ok, python_script};
 use ottla_tests::topics::{create_topic, produce_keyed};
 use ottla_tests::wire::WireClient;
 
@@ -60,99 +58,6 @@ fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) 
         }
         assert!(start.elapsed() < timeout, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
-/// One printed record: partition, offset, value.
-type Record = (i32, i64, String);
-
-/// kafka-console-consumer.sh in the background, printing partition, offset,
-/// key and value of each record to a file.
-struct ConsoleConsumer {
-    child: Option<Child>,
-    out: PathBuf,
-}
-
-impl ConsoleConsumer {
-    fn start(node: &Ottla, name: &str, topic: &str, group: &str, props: &[&str]) -> Self {
-        let out = node.data_dir.join(format!("{name}.out"));
-        let err = node.data_dir.join(format!("{name}.err"));
-        let bootstrap = node.bootstrap();
-        let mut args = vec![
-            "--bootstrap-server",
-            &bootstrap,
-            "--topic",
-            topic,
-            "--group",
-            group,
-            "--from-beginning",
-            "--formatter-property",
-            "print.partition=true",
-            "--formatter-property",
-            "print.offset=true",
-            "--formatter-property",
-            "print.key=true",
-        ];
-        for p in props {
-            args.extend(["--consumer-property", p]);
-        }
-        let child = Command::new(kafka_bin().join("kafka-console-consumer.sh"))
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(File::create(&out).unwrap())
-            .stderr(File::create(err).unwrap())
-            .spawn()
-            .expect("starting kafka-console-consumer.sh");
-        Self {
-            child: Some(child),
-            out,
-        }
-    }
-
-    /// Every complete line printed so far.
-    fn records(&self) -> Vec<Record> {
-        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
-        text.lines()
-            .filter_map(|line| {
-                let mut fields = line.split('\t');
-                let partition = fields.next()?.strip_prefix("Partition:")?.parse().ok()?;
-                let offset = fields.next()?.strip_prefix("Offset:")?.parse().ok()?;
-                let _key = fields.next()?;
-                let value = fields.next()?.to_string();
-                Some((partition, offset, value))
-            })
-            .collect()
-    }
-
-    /// SIGKILL: the JVM gets no chance to commit or leave.
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().unwrap();
-            c.wait().unwrap();
-        }
-    }
-
-    /// SIGTERM: the console consumer commits and leaves the group.
-    fn stop(&mut self) {
-        let Some(mut c) = self.child.take() else {
-            return;
-        };
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        let start = Instant::now();
-        while c.try_wait().unwrap().is_none() {
-            if start.elapsed() > Duration::from_secs(30) {
-                c.kill().unwrap();
-                panic!("the console consumer ignored SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for ConsoleConsumer {
-    fn drop(&mut self) {
-        self.kill9();
     }
 }
 
@@ -306,20 +211,7 @@ fn survive_a_killed_member(
     // Nothing lost: every offset of every partition, every value.
     let ends = end_offsets(node, &topic, 6);
     assert_eq!(ends.values().sum::<i64>(), N as i64);
-    let mut seen: BTreeMap<(i32, i64), (String, usize)> = BTreeMap::new();
-    for (p, o, v) in &records {
-        let e = seen.entry((*p, *o)).or_insert_with(|| (v.clone(), 0));
-        assert_eq!(&e.0, v, "partition {p} offset {o} read with two values");
-        e.1 += 1;
-    }
-    for (&p, &end) in &ends {
-        for o in 0..end {
-            assert!(
-                seen.contains_key(&(p, o)),
-                "partition {p} offset {o} was never consumed"
-            );
-        }
-    }
+    let seen = every_offset_read(&ends, &records);
     let values: BTreeSet<&str> = seen.values().map(|(v, _)| v.as_str()).collect();
     assert_eq!(values.len(), N);
     // Duplicates only past the dead member's last commit.
@@ -429,27 +321,6 @@ fn consumer_protocol_console_consumers_survive_a_killed_member_and_a_restart() {
     );
 }
 
-/// Every partition's offsets were consumed at least once by `consumers`,
-/// with one value each; returns how many were consumed more than once.
-fn assert_nothing_lost(node: &Ottla, topic: &str, consumers: &[ConsoleConsumer]) -> usize {
-    let ends = end_offsets(node, topic, 6);
-    let mut seen: BTreeMap<(i32, i64), (String, usize)> = BTreeMap::new();
-    for (p, o, v) in consumers.iter().flat_map(|c| c.records()) {
-        let e = seen.entry((p, o)).or_insert_with(|| (v.clone(), 0));
-        assert_eq!(e.0, v, "partition {p} offset {o} read with two values");
-        e.1 += 1;
-    }
-    for (&p, &end) in &ends {
-        for o in 0..end {
-            assert!(
-                seen.contains_key(&(p, o)),
-                "partition {p} offset {o} was never consumed"
-            );
-        }
-    }
-    seen.values().filter(|(_, n)| *n > 1).count()
-}
-
 /// KIP-848's online migration with the stock Java consumer: a classic
 /// group of two console consumers is upgraded when two consumers with
 /// `group.protocol=consumer` join it, the four share the topic (the
@@ -535,7 +406,10 @@ fn a_group_migrates_to_the_consumer_protocol_and_back_under_load() {
     for c in &mut consumers[..2] {
         c.stop();
     }
-    let again = assert_nothing_lost(&node, topic, &consumers);
+    let records: Vec<Record> = consumers.iter().flat_map(|c| c.records()).collect();
+    let seen = every_offset_read(&end_offsets(&node, topic, 6), &records);
+    assert_eq!(seen.len(), N);
+    let again = seen.values().filter(|(_, n)| *n > 1).count();
     eprintln!("{group}: {N} records, {again} consumed more than once");
     assert_eq!(committed(&node, group, topic), end_offsets(&node, topic, 6));
 }

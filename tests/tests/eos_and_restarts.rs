@@ -12,9 +12,6 @@
 //!   converge and consume everything, re-consuming only uncommitted records.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -23,8 +20,9 @@ use kafka_protocol::messages::{
     BrokerId, DescribeGroupsRequest, GroupId, ListOffsetsRequest, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use ottla_tests::console_consumer::{every_offset_read, ConsoleConsumer, Record};
 use ottla_tests::ottla::Ottla;
-use ottla_tests::tools::{kafka_bin, kafka_tool, ok, python_script};
+use ottla_tests::tools::{kafka_tool, ok, python_script};
 use ottla_tests::topics::create_topic;
 use ottla_tests::wire::WireClient;
 
@@ -545,95 +543,14 @@ fn an_open_transaction_is_fenced_after_a_sigkill_restart() {
     restart_mid_transaction(true);
 }
 
-/// One printed record: partition, offset, value.
-type Record = (i32, i64, String);
-
-/// kafka-console-consumer.sh in a group, in the background, printing
-/// partition, offset and value of each record to a file.
-struct ConsoleConsumer {
-    child: Option<Child>,
-    out: PathBuf,
-}
-
-impl ConsoleConsumer {
-    fn start(node: &Ottla, name: &str, topic: &str, group: &str) -> Self {
-        let out = node.data_dir.join(format!("{name}.out"));
-        let err = node.data_dir.join(format!("{name}.err"));
-        let child = Command::new(kafka_bin().join("kafka-console-consumer.sh"))
-            .args([
-                "--bootstrap-server",
-                &node.bootstrap(),
-                "--topic",
-                topic,
-                "--group",
-                group,
-                "--from-beginning",
-                "--formatter-property",
-                "print.partition=true",
-                "--formatter-property",
-                "print.offset=true",
-            ])
-            .args(
-                [
-                    "enable.auto.commit=true",
-                    "auto.commit.interval.ms=500",
-                    "session.timeout.ms=6000",
-                    "heartbeat.interval.ms=500",
-                    "reconnect.backoff.max.ms=500",
-                ]
-                .iter()
-                .flat_map(|p| ["--consumer-property", p]),
-            )
-            .stdin(Stdio::null())
-            .stdout(File::create(&out).unwrap())
-            .stderr(File::create(err).unwrap())
-            .spawn()
-            .expect("starting kafka-console-consumer.sh");
-        Self {
-            child: Some(child),
-            out,
-        }
-    }
-
-    fn records(&self) -> Vec<Record> {
-        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
-        text.lines()
-            .filter_map(|line| {
-                let mut fields = line.split('\t');
-                let partition = fields.next()?.strip_prefix("Partition:")?.parse().ok()?;
-                let offset = fields.next()?.strip_prefix("Offset:")?.parse().ok()?;
-                let value = fields.next()?.to_string();
-                Some((partition, offset, value))
-            })
-            .collect()
-    }
-
-    /// SIGTERM: the console consumer commits and leaves the group.
-    fn stop(&mut self) {
-        let Some(mut c) = self.child.take() else {
-            return;
-        };
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        let start = Instant::now();
-        while c.try_wait().unwrap().is_none() {
-            if start.elapsed() > Duration::from_secs(30) {
-                c.kill().unwrap();
-                panic!("the console consumer ignored SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for ConsoleConsumer {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
+/// The group members' settings: quick commits, sessions and reconnects.
+const MEMBER_PROPS: &[&str] = &[
+    "enable.auto.commit=true",
+    "auto.commit.interval.ms=500",
+    "session.timeout.ms=6000",
+    "heartbeat.interval.ms=500",
+    "reconnect.backoff.max.ms=500",
+];
 
 /// A classic group's state and member count (DescribeGroups v5).
 fn classic_group(node: &Ottla, group: &str) -> (String, usize) {
@@ -684,7 +601,7 @@ fn a_group_converges_after_a_restart_during_a_rebalance() {
     let mut node = Ottla::start(OVERRIDES);
     create_topic(&node, TOPIC, 6, &[]);
     let mut consumers: Vec<ConsoleConsumer> = (0..2)
-        .map(|i| ConsoleConsumer::start(&node, &format!("member-{i}"), TOPIC, GROUP))
+        .map(|i| ConsoleConsumer::start(&node, &format!("member-{i}"), TOPIC, GROUP, MEMBER_PROPS))
         .collect();
     wait_for("two members", Duration::from_secs(60), || {
         (classic_group(&node, GROUP) == ("Stable".to_string(), 2)).then_some(())
@@ -704,7 +621,13 @@ fn a_group_converges_after_a_restart_during_a_rebalance() {
 
     // A third member joins; the broker goes down as soon as the group
     // starts rebalancing for it.
-    consumers.push(ConsoleConsumer::start(&node, "member-2", TOPIC, GROUP));
+    consumers.push(ConsoleConsumer::start(
+        &node,
+        "member-2",
+        TOPIC,
+        GROUP,
+        MEMBER_PROPS,
+    ));
     let state_at_restart = wait_for("the third member's join", Duration::from_secs(60), || {
         let (state, members) = classic_group(&node, GROUP);
         (state != "Stable" || members == 3).then_some((state, members))
@@ -748,7 +671,13 @@ fn a_group_converges_after_a_restart_during_a_rebalance() {
         c.stop();
     }
     if stalled {
-        consumers.push(ConsoleConsumer::start(&node, "member-3", TOPIC, GROUP));
+        consumers.push(ConsoleConsumer::start(
+            &node,
+            "member-3",
+            TOPIC,
+            GROUP,
+            MEMBER_PROPS,
+        ));
         wait_for("every record", Duration::from_secs(60), || {
             (distinct(&consumers) >= N).then_some(())
         });
@@ -761,20 +690,7 @@ fn a_group_converges_after_a_restart_during_a_rebalance() {
 
     let ends = latest_offsets(&node, TOPIC, 6, 0);
     assert_eq!(ends.values().sum::<i64>(), N as i64);
-    let mut seen: BTreeMap<(i32, i64), (String, usize)> = BTreeMap::new();
-    for (p, o, v) in &records {
-        let e = seen.entry((*p, *o)).or_insert_with(|| (v.clone(), 0));
-        assert_eq!(&e.0, v, "partition {p} offset {o} read with two values");
-        e.1 += 1;
-    }
-    for (&p, &end) in &ends {
-        for o in 0..end {
-            assert!(
-                seen.contains_key(&(p, o)),
-                "partition {p} offset {o} was never consumed"
-            );
-        }
-    }
+    let seen = every_offset_read(&ends, &records);
     let values: BTreeSet<&str> = seen.values().map(|(v, _)| v.as_str()).collect();
     assert_eq!(values.len(), N);
     let mut duplicates = 0;
