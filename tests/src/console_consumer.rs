@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::ottla::Ottla;
-use crate::tools::kafka_bin;
+use crate::tools::kafka_tool_command;
 
 /// One printed record: partition, offset, value.
 pub type Record = (i32, i64, String);
@@ -26,7 +26,7 @@ impl ConsoleConsumer {
     pub fn start(node: &Ottla, name: &str, topic: &str, group: &str, props: &[&str]) -> Self {
         let out = node.data_dir.join(format!("{name}.out"));
         let err = node.data_dir.join(format!("{name}.err"));
-        let child = Command::new(kafka_bin().join("kafka-console-consumer.sh"))
+        let child = kafka_tool_command("kafka-console-consumer.sh")
             .args([
                 "--bootstrap-server",
                 &node.bootstrap(),

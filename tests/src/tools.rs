@@ -14,9 +14,10 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-fn last_line_of(script: &str) -> PathBuf {
+fn last_line_of(script: &str, args: &[&str]) -> PathBuf {
     let out = Command::new("bash")
         .arg(repo_root().join("scripts").join(script))
+        .args(args)
         .stderr(Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("running {script}: {e}"));
@@ -28,18 +29,42 @@ fn last_line_of(script: &str) -> PathBuf {
 /// Directory holding kafka-topics.sh and friends.
 pub fn kafka_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| last_line_of("kafka-tools.sh"))
+    BIN.get_or_init(|| last_line_of("kafka-tools.sh", &[]))
 }
 
 /// The venv's python.
 pub fn python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
-    PY.get_or_init(|| last_line_of("python-env.sh"))
+    PY.get_or_init(|| last_line_of("python-env.sh", &[]))
+}
+
+/// JVM options for the tools the tests start: hundreds of short runs, so
+/// the client compiler only, the serial collector, and the class-data
+/// sharing archive kafka-tools.sh makes; each start then costs about a
+/// third of the CPU, which the brokers under test get instead. (The
+/// benchmarks run the tools with Kafka's own options.)
+fn tool_jvm_options() -> &'static str {
+    static OPTS: OnceLock<String> = OnceLock::new();
+    OPTS.get_or_init(|| {
+        let archive = last_line_of("kafka-tools.sh", &["--class-archive"]);
+        format!(
+            "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:SharedArchiveFile={} \
+             -Xlog:cds=off -Xlog:cds+dynamic=off -Djava.awt.headless=true",
+            archive.display()
+        )
+    })
+}
+
+/// A Kafka CLI tool, ready to run with the tests' JVM options.
+pub fn kafka_tool_command(tool: &str) -> Command {
+    let mut cmd = Command::new(kafka_bin().join(tool));
+    cmd.env("KAFKA_JVM_PERFORMANCE_OPTS", tool_jvm_options());
+    cmd
 }
 
 /// Runs a Kafka CLI tool, optionally feeding `stdin`.
 pub fn kafka_tool(tool: &str, args: &[&str], stdin: Option<&str>) -> Output {
-    run(Command::new(kafka_bin().join(tool)).args(args), stdin)
+    run(kafka_tool_command(tool).args(args), stdin)
 }
 
 /// Runs a Python snippet in the test venv with `args` in sys.argv[1:].
