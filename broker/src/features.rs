@@ -10,6 +10,10 @@ use ottla_protocol::api_versions::{Features, FinalizedFeatures};
 pub const METADATA_VERSION: &str = "metadata.version";
 /// group.version 1 enables the consumer group protocol (KIP-848).
 pub const GROUP_VERSION: &str = "group.version";
+/// transaction.version 2 lets producers use KIP-890 part 2: partitions
+/// join a transaction with their first produce, and every EndTxn bumps the
+/// producer epoch (level 1 only changes Kafka's stored record format).
+pub const TRANSACTION_VERSION: &str = "transaction.version";
 
 /// A feature this build knows: the levels it can run at, and the level a
 /// cluster runs at until UpdateFeatures sets one (Kafka's bootstrap level).
@@ -20,7 +24,7 @@ struct Feature {
     initial: i16,
 }
 
-const FEATURES: [Feature; 2] = [
+const FEATURES: [Feature; 3] = [
     // 3.3-IV3 (7) is Kafka 4.x's KRaft floor, 4.1-IV1 (27) matches the
     // Kafka 4.1 schemas kafka-protocol 0.18 is built from.
     Feature {
@@ -35,6 +39,14 @@ const FEATURES: [Feature; 2] = [
         min: 0,
         max: 1,
         initial: 1,
+    },
+    // And with transactions of version 2, which the coordinator serves
+    // beside the older ones (a client chooses by the EndTxn version).
+    Feature {
+        name: TRANSACTION_VERSION,
+        min: 0,
+        max: 2,
+        initial: 2,
     },
 ];
 
@@ -111,21 +123,27 @@ mod tests {
     fn features_start_at_their_initial_levels_and_level_0_is_off() {
         let mut image = MetadataImage::default();
         assert_eq!(level(&image, GROUP_VERSION), 1);
-        assert_eq!(level(&image, "transaction.version"), 0);
+        assert_eq!(level(&image, "kraft.version"), 0);
         let mut levels = finalized_levels(&image);
         levels.sort();
         assert_eq!(
             levels,
             [
                 (GROUP_VERSION.to_string(), 1),
-                (METADATA_VERSION.to_string(), 27)
+                (METADATA_VERSION.to_string(), 27),
+                (TRANSACTION_VERSION.to_string(), 2)
             ]
         );
         image.features.insert(GROUP_VERSION.to_string(), 0);
         assert_eq!(level(&image, GROUP_VERSION), 0);
+        let mut levels = finalized_levels(&image);
+        levels.sort();
         assert_eq!(
-            finalized_levels(&image),
-            [(METADATA_VERSION.to_string(), 27)]
+            levels,
+            [
+                (METADATA_VERSION.to_string(), 27),
+                (TRANSACTION_VERSION.to_string(), 2)
+            ]
         );
         assert_eq!(supported_range(GROUP_VERSION), Some((0, 1)));
         assert_eq!(supported_range("kraft.version"), None);

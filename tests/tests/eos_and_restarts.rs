@@ -230,6 +230,25 @@ fn java_transactional_perf_test_and_an_aborted_python_transaction() {
     let end = latest_offsets(&node, "tx-perf", 1, 0);
     assert!(end[&0] > N as i64, "no transaction markers: {end:?}");
     assert_eq!(latest_offsets(&node, "tx-perf", 1, 1), end);
+    // The Java producer uses transaction version 2, which the cluster
+    // finalizes: its markers carry an epoch bumped past its data's.
+    let segment = node
+        .data_dir
+        .join("logs/tx-perf-0/00000000000000000000.log");
+    let dump = ok(kafka_tool(
+        "kafka-dump-log.sh",
+        &["--files", &segment.to_string_lossy()],
+        None,
+    ));
+    let epochs: BTreeSet<&str> = dump
+        .split("producerEpoch: ")
+        .skip(1)
+        .filter_map(|rest| rest.split_whitespace().next())
+        .collect();
+    assert!(
+        epochs.len() >= 2,
+        "one producer epoch throughout: {epochs:?}"
+    );
 
     create_topic(&node, "tx-mixed", 1, &[]);
     python_ok(
