@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use ottla_controller::records::CONFIG_RESOURCE_BROKER;
 use ottla_controller::{Controller, MetadataImage};
 
-use crate::config::{default_of, is_reloadable_tls_key, keys, BrokerConfig, ConfigError};
+use crate::config::{default_of, is_listener_scoped, keys, BrokerConfig, ConfigError};
 use crate::network::{parse_per_ip_overrides, ConnectionLimitSource, Limits};
 
 /// The dynamic value of broker key `key` for node `node_id`: its own, then
@@ -49,7 +49,7 @@ pub fn layered_for_node(
             dynamic.extend(
                 configs
                     .iter()
-                    .filter(|(k, _)| default_of(k).is_some() || is_reloadable_tls_key(k))
+                    .filter(|(k, _)| default_of(k).is_some() || is_listener_scoped(k))
                     .map(|(k, v)| (k.clone(), v.clone())),
             );
         }

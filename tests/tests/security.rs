@@ -403,6 +403,81 @@ fn sasl_ssl_with_listener_prefixed_settings() {
     assert!(errors.contains("SCRAM-SHA-256"), "{errors}");
 }
 
+/// A SASL_PLAINTEXT listener added while the broker runs, with its own
+/// mechanisms and JAAS users (`listener.name.late.*`, set together with
+/// the listener through kafka-configs.sh, as Kafka's docs describe); the
+/// settings of a listener already bound stay as they are. The listener is
+/// not advertised (a KRaft broker's registration cannot change), so the
+/// logins are checked on the wire rather than through a client's session.
+#[test]
+fn a_listener_added_at_runtime_brings_its_own_sasl_settings() {
+    let s = start(&[], &[]);
+    let late = format!("127.0.0.1:{}", ottla_tests::ottla::free_port());
+    let alter = |configs: &str| {
+        kafka_tool(
+            "kafka-configs.sh",
+            &[
+                "--bootstrap-server",
+                &s.node.bootstrap(),
+                "--alter",
+                "--entity-type",
+                "brokers",
+                "--entity-name",
+                "1",
+                "--add-config",
+                configs,
+            ],
+            None,
+        )
+    };
+    let listeners = format!(
+        "listeners=[PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{},LATE://{late}]",
+        s.node.port, s.node.controller_port
+    );
+    let settings = [
+        listeners.as_str(),
+        "listener.security.protocol.map=[PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,LATE:SASL_PLAINTEXT]",
+        "listener.name.late.sasl.enabled.mechanisms=PLAIN",
+        // Brackets keep kafka-configs.sh from splitting the value at its '='.
+        "listener.name.late.plain.sasl.jaas.config=[org.apache.kafka.common.security.plain.PlainLoginModule required user_erin=\"erin-secret\";]",
+    ];
+    ok(alter(&settings.join(",")));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(&late).is_err() {
+        assert!(Instant::now() < deadline, "{late} never opened");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Its own mechanisms: PLAIN only (the broker-wide list has SCRAM too).
+    let refused = WireClient::connect(&late).send(1, &handshake("SCRAM-SHA-512"));
+    assert_eq!(refused.error_code, 33, "UNSUPPORTED_SASL_MECHANISM");
+    let mechanisms: Vec<&str> = refused.mechanisms.iter().map(|m| m.as_str()).collect();
+    assert_eq!(mechanisms, ["PLAIN"]);
+    // Its own users: erin logs in, the broker-wide alice does not.
+    let login = |user: &str, password: &str| {
+        let mut client = WireClient::connect(&late);
+        assert_eq!(client.send(1, &handshake("PLAIN")).error_code, 0);
+        let answer = client.send(2, &plain_token(user, password));
+        (answer.error_code, client)
+    };
+    let (code, mut erin) = login("erin", "erin-secret");
+    assert_eq!(code, 0);
+    assert_eq!(erin.send(12, &MetadataRequest::default()).brokers.len(), 1);
+    assert_eq!(
+        login("alice", "alice-secret").0,
+        58,
+        "SASL_AUTHENTICATION_FAILED"
+    );
+    // Once bound, its settings change only with a restart.
+    let refused = alter("listener.name.late.sasl.enabled.mechanisms=SCRAM-SHA-512");
+    assert!(!refused.status.success());
+    let text = String::from_utf8_lossy(&refused.stdout).to_string()
+        + &String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        text.contains("Configs cannot be updated dynamically for existing listener LATE"),
+        "{text}"
+    );
+}
+
 #[test]
 fn wrong_passwords_are_refused_and_logged() {
     let s = start(&["SASL_PLAINTEXT"], &[]);

@@ -278,6 +278,17 @@ impl BrokerConfig {
         }
     }
 
+    /// The `listener.name.<listener>.` settings of `listener` that only
+    /// apply when it is bound: every scoped key but its key and trust
+    /// stores (which are reloaded), rendered as DescribeConfigs does.
+    pub fn listener_bind_settings(&self, listener: &str) -> BTreeMap<&str, String> {
+        self.listener_values
+            .iter()
+            .filter(|((l, rest), _)| l == listener && !listener_overrides::is_tls_store(rest))
+            .map(|((_, rest), value)| (rest.as_str(), value.to_string()))
+            .collect()
+    }
+
     /// The value of any key, typed by its handle.
     pub fn get<T: FromValue>(&self, key: Key<T>) -> T {
         let value = self.values.get(key.name).and_then(|r| r.value.as_ref());

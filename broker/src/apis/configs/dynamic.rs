@@ -52,9 +52,8 @@ const THREAD_COUNTS: &[&str] = &[
 ];
 
 /// Keys Kafka changes at runtime that Ottla reads once: `num.io.threads`
-/// (the async runtime's worker threads, fixed for the life of the process)
-/// and the per-listener settings (applied when a listener is bound). Their
-/// refusal says so.
+/// (the async runtime's worker threads, fixed for the life of the
+/// process). Their refusal says so.
 const KAFKA_DYNAMIC_READ_AT_START: &[&str] = &["num.io.threads"];
 
 /// The listener set, dynamic per broker within the bounds
@@ -86,29 +85,25 @@ pub(super) fn validate(
         .describe();
     let known: HashSet<&str> = static_entries.iter().map(|e| e.name).collect();
     // Keys the broker does not know (a plugin's, say) are stored unchecked,
-    // as Kafka's DynamicBrokerConfig.validateConfigs does. Listener
-    // settings are read once, when the listeners are bound.
+    // as Kafka's DynamicBrokerConfig.validateConfigs does. Per-listener
+    // settings are checked below, against the listeners they are for.
     let fixed: Vec<&str> = next
         .keys()
         .map(String::as_str)
-        .filter(|k| {
-            !is_reloadable_tls_key(k)
-                && ((known.contains(k) && !is_dynamic(k)) || is_listener_scoped(k))
-        })
+        .filter(|k| known.contains(k) && !is_dynamic(k))
         .collect();
     if !fixed.is_empty() {
         let read_at_start: Vec<&str> = fixed
             .iter()
             .copied()
-            .filter(|k| KAFKA_DYNAMIC_READ_AT_START.contains(k) || is_listener_scoped(k))
+            .filter(|k| KAFKA_DYNAMIC_READ_AT_START.contains(k))
             .collect();
         let hint = if read_at_start.is_empty() {
             String::new()
         } else {
             format!(
                 " ({} change at runtime in Kafka; Ottla reads them at start-up (num.io.threads \
-                 sizes the async runtime, listener settings apply when a listener is bound): \
-                 set them in server.properties and restart)",
+                 sizes the async runtime): set them in server.properties and restart)",
                 java_set(read_at_start)
             )
         };
@@ -125,7 +120,7 @@ pub(super) fn validate(
     let per_broker: Vec<&str> = next
         .keys()
         .map(String::as_str)
-        .filter(|k| is_reloadable_tls_key(k) || LISTENER_KEYS.contains(k))
+        .filter(|k| is_listener_scoped(k) || LISTENER_KEYS.contains(k))
         .collect();
     if level.is_empty() && !per_broker.is_empty() {
         // As in Kafka: certificates and listeners are per broker.
@@ -154,7 +149,7 @@ pub(super) fn validate(
     } else {
         next.clone()
     });
-    layered.retain(|k, _| known.contains(k.as_str()) || is_reloadable_tls_key(k));
+    layered.retain(|k, _| known.contains(k.as_str()) || is_listener_scoped(k));
     let config = with_overrides(broker, &layered).map_err(|e| match e {
         ConfigError::InvalidValue {
             key, value, reason, ..
@@ -183,15 +178,24 @@ pub(super) fn validate(
 
 /// What a dynamic listener change may do (Kafka's
 /// DynamicListenerConfig.validateReconfiguration under KRaft): add and
-/// remove broker listeners, and move those not advertised. Advertised
-/// listeners are part of the broker's registration and stay; so do the
-/// controller listeners and each existing listener's security protocol.
+/// remove broker listeners, with their own `listener.name.<l>.` TLS and
+/// SASL settings, and move those not advertised. Advertised listeners are
+/// part of the broker's registration and stay; so do the controller
+/// listeners, and each existing listener's security protocol and settings
+/// (only its key and trust stores are reloaded).
 fn check_listener_change(current: &BrokerConfig, next: &BrokerConfig) -> Result<(), String> {
     for listener in &next.listeners {
         if let Some(old) = current.listeners.iter().find(|l| l.name == listener.name) {
             if old.protocol != listener.protocol {
                 return Err(format!(
                     "Security protocol cannot be updated for existing listener {}",
+                    listener.name
+                ));
+            }
+            if current.listener_bind_settings(&old.name) != next.listener_bind_settings(&old.name) {
+                return Err(format!(
+                    "Configs cannot be updated dynamically for existing listener {}, restart \
+                     broker or create a new listener for update",
                     listener.name
                 ));
             }

@@ -556,6 +556,41 @@ fn listeners_change_per_broker_and_keep_the_registration() {
         ]
     };
     assert_eq!(alter("1", add_extra()), (0, String::new()));
+    // A new listener comes with its own TLS and SASL settings; an existing
+    // one keeps those it was bound with (Kafka's rule).
+    let mut with_settings = add_extra();
+    with_settings.push(op(
+        "listener.name.extra.sasl.enabled.mechanisms",
+        SET,
+        Some("PLAIN"),
+    ));
+    assert_eq!(alter("1", with_settings), (0, String::new()));
+    let (_, message) = alter(
+        "1",
+        vec![op(
+            "listener.name.plaintext.ssl.client.auth",
+            SET,
+            Some("required"),
+        )],
+    );
+    assert_eq!(
+        message,
+        "Configs cannot be updated dynamically for existing listener PLAINTEXT, restart broker \
+         or create a new listener for update"
+    );
+    let mut bad_value = add_extra();
+    bad_value.push(op(
+        "listener.name.extra.ssl.client.auth",
+        SET,
+        Some("often"),
+    ));
+    let (_, message) = alter("1", bad_value);
+    assert!(
+        message.starts_with(
+            "Invalid value often for configuration listener.name.extra.ssl.client.auth"
+        ),
+        "{message}"
+    );
     let (code, message) = alter("", add_extra());
     assert_eq!(code, ResponseError::InvalidRequest.code());
     assert_eq!(
@@ -624,8 +659,7 @@ fn broker_refusals_follow_kafka() {
         message,
         "Cannot update these configs dynamically: [num.io.threads] ([num.io.threads] change \
          at runtime in Kafka; Ottla reads them at start-up (num.io.threads sizes the async \
-         runtime, listener settings apply when a listener is bound): set them in \
-         server.properties and restart)"
+         runtime): set them in server.properties and restart)"
     );
     assert_eq!(
         refusal(
@@ -635,8 +669,7 @@ fn broker_refusals_follow_kafka() {
         .0,
         0
     );
-    // TLS and SASL settings apply when listeners are bound, so they are
-    // refused rather than stored without effect.
+    // Listener settings are per broker, as in Kafka.
     let (code, message) = refusal(
         "",
         vec![op(
@@ -646,11 +679,10 @@ fn broker_refusals_follow_kafka() {
         )],
     );
     assert_eq!(code, ResponseError::InvalidRequest.code());
-    assert!(
-        message.starts_with(
-            "Cannot update these configs dynamically: [listener.name.ssl.ssl.client.auth] ("
-        ),
-        "{message}"
+    assert_eq!(
+        message,
+        "Cannot update these configs at default cluster level, broker id must be specified: \
+         [listener.name.ssl.ssl.client.auth]"
     );
     let (code, message) = refusal("1", vec![op("log.retention.ms", SET, Some("soon"))]);
     assert_eq!(code, ResponseError::InvalidRequest.code());
