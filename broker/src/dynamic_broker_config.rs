@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use ottla_controller::records::CONFIG_RESOURCE_BROKER;
 use ottla_controller::{Controller, MetadataImage};
 
-use crate::config::{default_of, is_listener_scoped, keys, BrokerConfig, ConfigError};
-use crate::network::{parse_per_ip_overrides, ConnectionLimitSource, Limits};
+use crate::config::{default_of, is_listener_scoped, BrokerConfig, ConfigError};
+use crate::network::{connection_limits, ConnectionLimitSource, Limits};
+use tracing::warn;
 
 /// The dynamic value of broker key `key` for node `node_id`: its own, then
 /// the cluster-wide default; None when neither is set.
@@ -57,47 +58,41 @@ pub fn layered_for_node(
     BrokerConfig::layered(static_values, &dynamic)
 }
 
-/// `max.connections`, `max.connections.per.ip` and
-/// `max.connections.per.ip.overrides` as the metadata image has them,
-/// recomputed when the image changes.
+/// The connection limits (`max.connections`, the per-IP limits and the
+/// connection creation rates, broker-wide and per listener) of this node's
+/// configuration under the metadata image, recomputed when it changes.
 pub struct DynamicConnectionLimits {
     controller: Arc<Controller>,
-    node_id: String,
-    static_limits: Limits,
+    node_id: i32,
+    static_values: BTreeMap<String, String>,
     cached: Mutex<Option<(Arc<MetadataImage>, Arc<Limits>)>>,
 }
 
 impl DynamicConnectionLimits {
-    pub fn new(controller: Arc<Controller>, node_id: i32, static_limits: Limits) -> Self {
+    pub fn new(
+        controller: Arc<Controller>,
+        node_id: i32,
+        static_values: BTreeMap<String, String>,
+    ) -> Self {
         Self {
             controller,
-            node_id: node_id.to_string(),
-            static_limits,
+            node_id,
+            static_values,
             cached: Mutex::new(None),
         }
     }
 
     fn resolve(&self, image: &MetadataImage) -> Limits {
-        let value = |key: &str| dynamic_value(image, &self.node_id, key);
-        // Values were validated when they were stored; a count that does
-        // not parse leaves the static limit in force.
-        let count = |key: &str, fallback: usize| {
-            value(key)
-                .and_then(|v| v.parse::<i64>().ok())
-                .map_or(fallback, |n| usize::try_from(n).unwrap_or(0))
-        };
-        Limits {
-            max_connections: count(
-                keys::MAX_CONNECTIONS.name,
-                self.static_limits.max_connections,
-            ),
-            max_per_ip: count(
-                keys::MAX_CONNECTIONS_PER_IP.name,
-                self.static_limits.max_per_ip,
-            ),
-            per_ip_overrides: value(keys::MAX_CONNECTIONS_PER_IP_OVERRIDES.name)
-                .and_then(|v| parse_per_ip_overrides(v).ok())
-                .unwrap_or_else(|| self.static_limits.per_ip_overrides.clone()),
+        match layered_for_node(image, self.node_id, &self.static_values) {
+            Ok(config) => connection_limits(&config),
+            // Dynamic values were validated when stored, so this is a
+            // static configuration that no longer loads: keep its limits.
+            Err(e) => {
+                warn!("cannot read the dynamic connection limits, keeping the static ones: {e}");
+                BrokerConfig::layered(&self.static_values, &BTreeMap::new())
+                    .map(|config| connection_limits(&config))
+                    .unwrap_or_default()
+            }
         }
     }
 }

@@ -19,8 +19,7 @@ use ottla_broker::handlers::broker_apis::BrokerSlot;
 use ottla_broker::handlers::{broker_registry, controller_registry};
 use ottla_broker::metrics::{self, MetricsServer};
 use ottla_broker::network::{
-    bind_address, static_connection_limits, ListenerSpec, QuorumEndpoint, QuorumSlot, Server,
-    ServerSettings,
+    bind_address, ListenerSpec, QuorumEndpoint, QuorumSlot, Server, ServerSettings,
 };
 use ottla_broker::quotas::IpConnectionQuotas;
 use ottla_broker::replication::fetcher::FetchSettings;
@@ -241,7 +240,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
             .with_connection_limits(Arc::new(DynamicConnectionLimits::new(
                 controller.clone(),
                 config.node_id,
-                static_connection_limits(&config),
+                config.static_values(),
             )))
             .with_connection_rate_quotas(Arc::new(IpConnectionQuotas(controller.clone())));
         let (listener_control, serving) = broker_server.start(stop_broker_listeners.clone());

@@ -351,6 +351,58 @@ fn an_ip_over_its_connection_creation_rate_is_refused() {
         .contains("connection_creation_rate quota is exceeded"));
 }
 
+/// `max.connection.creation.rate` (KIP-612), set and removed at runtime:
+/// over it the acceptor waits before taking each new connection on, so a
+/// burst is slowed, and nothing is refused.
+#[test]
+fn the_connection_creation_rate_slows_the_acceptor() {
+    let metrics_port = free_port();
+    let metrics = format!("http://127.0.0.1:{metrics_port}");
+    let node = Ottla::start(&[("metrics.listener", metrics.as_str())]);
+    let b = node.bootstrap();
+    let burst = |n: usize| {
+        let started = Instant::now();
+        let served = (0..n).filter(|_| answered(&b)).count();
+        (served, started.elapsed().as_secs_f64())
+    };
+    let (served, free_secs) = burst(20);
+    assert_eq!(served, 20);
+    let brokers = |change: &[&str]| {
+        let mut args = vec!["--alter", "--entity-type", "brokers", "--entity-default"];
+        args.extend_from_slice(change);
+        ok(configs(&b, &args))
+    };
+    // 2 a second, measured over 10 s: the burst above already used it up.
+    brokers(&["--add-config", "max.connection.creation.rate=2"]);
+    let (served, slow_secs) = burst(8);
+    assert_eq!(served, 8, "throttled, not refused");
+    assert!(
+        slow_secs >= 4.0,
+        "8 connections over the rate took {slow_secs:.1} s (20 free ones {free_secs:.1} s)"
+    );
+    let text = ok(python_script(
+        "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1]).read().decode())",
+        &[&format!("{metrics}/metrics")],
+    ));
+    let throttled: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(
+                r#"kafka_network_connection_accept_throttle_ms_total{listener="PLAINTEXT"} "#,
+            )
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(throttled >= 3000.0, "{throttled} ms throttled");
+    brokers(&["--delete-config", "max.connection.creation.rate"]);
+    let (served, secs) = burst(8);
+    assert_eq!(served, 8);
+    assert!(
+        secs < slow_secs / 2.0,
+        "{secs:.1} s once the rate is removed"
+    );
+}
+
 /// `max.connections.per.ip` and its overrides change at runtime through
 /// `kafka-configs.sh --entity-type brokers`, cluster-wide and per broker.
 #[test]

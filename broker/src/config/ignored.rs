@@ -39,7 +39,6 @@ const KEYS: &[&str] = &[
     "log.local.retention.bytes",
     "log.local.retention.ms",
     "log.message.format.version",
-    "max.connection.creation.rate",
     "metadata.log.max.snapshot.cache.size",
     "metric.reporters",
     "metrics.num.samples",

@@ -16,7 +16,12 @@ const SCOPED: &[&str] = &[
     "sasl.enabled.mechanisms",
     "sasl.server.max.receive.size",
     "connections.max.reauth.ms",
+    "max.connection.creation.rate",
 ];
+
+/// Scoped keys applied to a listener that is already bound (Kafka's
+/// SocketServer.ListenerReconfigurableConfigs Ottla knows).
+const RECONFIGURABLE: &[&str] = &["max.connection.creation.rate"];
 
 /// The scoped keys that locate a listener's certificates: reloaded at
 /// runtime (Kafka's SslConfigs.RECONFIGURABLE_CONFIGS Ottla knows).
@@ -32,6 +37,12 @@ const TLS_STORES: &[&str] = &[
 
 pub(super) fn is_tls_store(rest: &str) -> bool {
     TLS_STORES.contains(&rest)
+}
+
+/// Whether scoped key `rest` changes a bound listener: its stores are
+/// reloaded, its connection creation rate read at each accept.
+pub(super) fn applies_to_bound_listener(rest: &str) -> bool {
+    is_tls_store(rest) || RECONFIGURABLE.contains(&rest)
 }
 
 /// Mechanisms whose JAAS config may be set per listener.

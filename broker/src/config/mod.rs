@@ -280,13 +280,24 @@ impl BrokerConfig {
 
     /// The `listener.name.<listener>.` settings of `listener` that only
     /// apply when it is bound: every scoped key but its key and trust
-    /// stores (which are reloaded), rendered as DescribeConfigs does.
+    /// stores (which are reloaded) and its connection creation rate,
+    /// rendered as DescribeConfigs does.
     pub fn listener_bind_settings(&self, listener: &str) -> BTreeMap<&str, String> {
         self.listener_values
             .iter()
-            .filter(|((l, rest), _)| l == listener && !listener_overrides::is_tls_store(rest))
+            .filter(|((l, rest), _)| {
+                l == listener && !listener_overrides::applies_to_bound_listener(rest)
+            })
             .map(|((_, rest), value)| (rest.as_str(), value.to_string()))
             .collect()
+    }
+
+    /// `listener`'s own `listener.name.<listener>.` value of `key`, if it
+    /// has one (no fallback to the broker-wide value).
+    pub fn scoped<T: FromValue>(&self, listener: &str, key: Key<T>) -> Option<T> {
+        self.listener_values
+            .get(&(listener.to_string(), key.name.to_string()))
+            .and_then(|value| T::from_value(Some(value)))
     }
 
     /// The value of any key, typed by its handle.

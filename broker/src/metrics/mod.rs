@@ -13,6 +13,7 @@
 //! | `kafka_network_request_duration_seconds{request}` (histogram) | `kafka.network:type=RequestMetrics,name=TotalTimeMs` |
 //! | `kafka_network_connections{listener}` | `kafka.server:type=socket-server-metrics,name=connection-count` |
 //! | `kafka_network_connection_creation_total{listener}`, `..._close_total` | `connection-creation-total`, `connection-close-total` |
+//! | `kafka_network_connection_accept_throttle_ms_total{listener}` | `connection-accept-throttle-time` |
 //! | `kafka_server_brokertopic_bytes_in_total{topic}` | `kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec` |
 //! | `kafka_server_brokertopic_bytes_out_total{topic}` | `BytesOutPerSec` (consumer fetches; not replication) |
 //! | `kafka_server_brokertopic_messages_in_total{topic}` | `MessagesInPerSec` |

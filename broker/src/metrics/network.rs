@@ -45,12 +45,14 @@ impl Default for ApiMetrics {
     }
 }
 
-/// Connections accepted and closed on one listener. The open-connection
-/// gauge is their difference.
+/// Connections accepted and closed on one listener (the open-connection
+/// gauge is their difference), and how long its acceptor was held back by
+/// `max.connection.creation.rate`.
 #[derive(Debug, Default)]
 pub struct ConnectionCounters {
     created: AtomicU64,
     closed: AtomicU64,
+    accept_throttle_ms: AtomicU64,
 }
 
 impl ConnectionCounters {
@@ -60,6 +62,11 @@ impl ConnectionCounters {
 
     pub fn closed(&self) {
         self.closed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn creation_throttled(&self, delay: std::time::Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.accept_throttle_ms.fetch_add(ms, Ordering::Relaxed);
     }
 }
 
@@ -203,35 +210,45 @@ impl Collector for NetworkCollector {
             }
         }
 
-        let listeners: Vec<(Arc<str>, u64, u64)> = m
+        // (closed, created, accept throttle ms); closed is read before
+        // created, so the gauge never dips below zero.
+        let listeners: Vec<(Arc<str>, [u64; 3])> = m
             .listeners
             .lock()
             .iter()
-            // Closed before created, so the gauge never dips below zero.
-            .map(|(n, c)| (n.clone(), load(&c.closed), load(&c.created)))
-            .collect();
-        let by_listener = |f: fn(u64, u64) -> u64| {
-            listeners.iter().map(move |(n, closed, created)| {
-                ([("listener", n.to_string())], f(*closed, *created))
+            .map(|(n, c)| {
+                let counts = [&c.closed, &c.created, &c.accept_throttle_ms].map(load);
+                (n.clone(), counts)
             })
+            .collect();
+        let by_listener = |f: fn([u64; 3]) -> u64| {
+            listeners
+                .iter()
+                .map(move |(n, counts)| ([("listener", n.to_string())], f(*counts)))
         };
         gauge(
             &mut encoder,
             "kafka_network_connections",
             "Open client connections (Kafka socket-server-metrics connection-count).",
-            by_listener(|closed, created| created.saturating_sub(closed)),
+            by_listener(|[closed, created, _]| created.saturating_sub(closed)),
         )?;
         counter(
             &mut encoder,
             "kafka_network_connection_creation",
             "Connections accepted (Kafka socket-server-metrics connection-creation-total).",
-            by_listener(|_, created| created),
+            by_listener(|[_, created, _]| created),
         )?;
         counter(
             &mut encoder,
             "kafka_network_connection_close",
             "Connections closed (Kafka socket-server-metrics connection-close-total).",
-            by_listener(|closed, _| closed),
+            by_listener(|[closed, _, _]| closed),
+        )?;
+        counter(
+            &mut encoder,
+            "kafka_network_connection_accept_throttle_ms",
+            "Time the listener's acceptor waited for max.connection.creation.rate (Kafka socket-server-metrics connection-accept-throttle-time).",
+            by_listener(|[_, _, throttled]| throttled),
         )
     }
 }

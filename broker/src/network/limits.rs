@@ -2,7 +2,11 @@
 //! at the broker-wide limit the acceptors stop accepting until a connection
 //! closes; a client IP over its limit has its new connection closed at once.
 //! Likewise for an IP creating connections faster than its
-//! `connection_creation_rate` quota (KIP-612).
+//! `connection_creation_rate` quota (KIP-612). Over
+//! `max.connection.creation.rate`, broker-wide or a listener's own, the
+//! listener's acceptor waits before it takes the connection on (KIP-612's
+//! throttling of the acceptor), so a connection storm is slowed, not
+//! refused.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -14,12 +18,20 @@ use tokio::sync::Notify;
 use crate::quotas::SampledRate;
 
 /// The connection limits in force: `max.connections`,
-/// `max.connections.per.ip` and `max.connections.per.ip.overrides`.
+/// `max.connections.per.ip`, `max.connections.per.ip.overrides` and the
+/// connection creation rates.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
     pub max_connections: usize,
     pub max_per_ip: usize,
     pub per_ip_overrides: HashMap<IpAddr, usize>,
+    /// `max.connection.creation.rate` per second (None: unlimited).
+    pub max_creation_rate: Option<f64>,
+    /// Each listener's own `listener.name.<l>.max.connection.creation.rate`.
+    pub listener_creation_rates: HashMap<String, f64>,
+    /// Exempt from the broker-wide rate (Kafka's protected listener): the
+    /// inter-broker listener, when there are others.
+    pub exempt_listener: Option<String>,
 }
 
 impl Limits {
@@ -37,9 +49,15 @@ impl Default for Limits {
             max_connections: usize::MAX,
             max_per_ip: usize::MAX,
             per_ip_overrides: HashMap::new(),
+            max_creation_rate: None,
+            listener_creation_rates: HashMap::new(),
+            exempt_listener: None,
         }
     }
 }
+
+/// Kafka caps one connection's throttle at its quota window.
+const MAX_CREATION_THROTTLE: Duration = Duration::from_secs(1);
 
 /// Where the limits come from, read as connections are accepted, so a
 /// change (a dynamic broker config) applies to the next connection.
@@ -89,6 +107,13 @@ pub(super) struct ConnectionLimits {
     open: Mutex<OpenConnections>,
     /// Signalled whenever a connection closes.
     closed: Notify,
+    creation: Mutex<CreationRates>,
+}
+
+/// Connections accepted per second, broker-wide and by listener.
+struct CreationRates {
+    broker: SampledRate,
+    listeners: HashMap<String, SampledRate>,
 }
 
 #[derive(Default)]
@@ -119,7 +144,50 @@ impl ConnectionLimits {
             source,
             open: Mutex::default(),
             closed: Notify::new(),
+            creation: Mutex::new(CreationRates {
+                broker: SampledRate::new(Instant::now()),
+                listeners: HashMap::new(),
+            }),
         })
+    }
+
+    /// Counts a connection accepted on `listener` and returns how long its
+    /// acceptor must wait to bring the creation rates back to their
+    /// limits: the longer of the broker-wide and the listener's delay (as
+    /// Kafka's ConnectionQuotas), at most one quota window.
+    pub(super) fn creation_delay(&self, listener: &str) -> Duration {
+        let limits = self.source.limits();
+        let now = Instant::now();
+        let mut rates = self.creation.lock().unwrap_or_else(|p| p.into_inner());
+        // Every connection counts, limited or not, so a limit set at
+        // runtime applies to the rate already going on (as Kafka's sensors).
+        let delay = |rate: &mut SampledRate, limit: Option<f64>| {
+            rate.record(1.0, now);
+            let Some(limit) = limit else {
+                return Duration::ZERO;
+            };
+            let (observed, span) = rate.rate(now);
+            if limit <= 0.0 {
+                return MAX_CREATION_THROTTLE;
+            }
+            if observed <= limit {
+                return Duration::ZERO;
+            }
+            span.mul_f64((observed - limit) / limit)
+                .min(MAX_CREATION_THROTTLE)
+        };
+        // Inter-broker traffic is not held back by client connection storms.
+        let broker_wide = if limits.exempt_listener.as_deref() == Some(listener) {
+            Duration::ZERO
+        } else {
+            delay(&mut rates.broker, limits.max_creation_rate)
+        };
+        let rate = rates
+            .listeners
+            .entry(listener.to_string())
+            .or_insert_with(|| SampledRate::new(now));
+        let own = delay(rate, limits.listener_creation_rates.get(listener).copied());
+        broker_wide.max(own)
     }
 
     fn open(&self) -> std::sync::MutexGuard<'_, OpenConnections> {
@@ -232,6 +300,46 @@ const RATE_EXPIRY: Duration = Duration::from_secs(3600);
 mod tests {
     use super::*;
 
+    fn creation_limits(limits: Limits) -> Arc<ConnectionLimits> {
+        ConnectionLimits::new(Arc::new(StaticLimits(Arc::new(limits))))
+    }
+
+    #[test]
+    fn creation_rates_hold_the_acceptor_back_broker_wide_and_per_listener() {
+        // 5 a second over a ten-second span: 50 pass, then each waits, at
+        // most one quota window.
+        let broker_wide = creation_limits(Limits {
+            max_creation_rate: Some(5.0),
+            exempt_listener: Some("REPLICATION".to_string()),
+            ..Limits::default()
+        });
+        let delays: Vec<Duration> = (0..60)
+            .map(|_| broker_wide.creation_delay("CLIENTS"))
+            .collect();
+        assert!(delays[..50].iter().all(Duration::is_zero), "{delays:?}");
+        assert!(delays[50..]
+            .iter()
+            .all(|d| !d.is_zero() && *d <= MAX_CREATION_THROTTLE));
+        // The inter-broker listener is not held back by client storms.
+        assert!(broker_wide.creation_delay("REPLICATION").is_zero());
+
+        let per_listener = creation_limits(Limits {
+            listener_creation_rates: HashMap::from([("CLIENTS".to_string(), 1.0)]),
+            ..Limits::default()
+        });
+        let waited = (0..15)
+            .filter(|_| !per_listener.creation_delay("CLIENTS").is_zero())
+            .count();
+        assert_eq!(waited, 5);
+        assert!((0..100).all(|_| per_listener.creation_delay("OTHER").is_zero()));
+        // A rate of 0 admits nothing without the longest wait.
+        let closed = creation_limits(Limits {
+            max_creation_rate: Some(0.0),
+            ..Limits::default()
+        });
+        assert_eq!(closed.creation_delay("CLIENTS"), MAX_CREATION_THROTTLE);
+    }
+
     struct Fixed(f64);
 
     impl ConnectionRateQuotas for Fixed {
@@ -255,7 +363,7 @@ mod tests {
         ConnectionLimits::new(Arc::new(StaticLimits(Arc::new(Limits {
             max_connections,
             max_per_ip,
-            per_ip_overrides: HashMap::new(),
+            ..Limits::default()
         }))))
     }
 
@@ -305,7 +413,7 @@ mod tests {
         *source.0.lock().unwrap() = Arc::new(Limits {
             max_connections: 3,
             max_per_ip: 1,
-            per_ip_overrides: HashMap::new(),
+            ..Limits::default()
         });
         let reserved = held_back.await.unwrap();
         // The new per-IP limit holds back a second connection from `ip`,
@@ -315,6 +423,7 @@ mod tests {
             max_connections: 3,
             max_per_ip: 1,
             per_ip_overrides: HashMap::from([(ip, 2)]),
+            ..Limits::default()
         });
         let second = limits.admit(limits.reserve().await, ip);
         assert!(second.is_some());

@@ -21,5 +21,5 @@ pub use limits::{
 pub use memory::RequestMemory;
 pub use quorum::{QuorumAdmission, QuorumEndpoint, QuorumSlot};
 pub use server::{
-    bind_address, static_connection_limits, ListenerControl, ListenerSpec, Server, ServerSettings,
+    bind_address, connection_limits, ListenerControl, ListenerSpec, Server, ServerSettings,
 };

@@ -80,7 +80,7 @@ impl ServerSettings {
             idle_timeout: Duration::from_millis(
                 config.get(keys::CONNECTIONS_MAX_IDLE_MS).unsigned_abs(),
             ),
-            connection_limits: Arc::new(static_connection_limits(config)),
+            connection_limits: Arc::new(connection_limits(config)),
             send_buffer_size: size(config.get(keys::SOCKET_SEND_BUFFER_BYTES)),
             recv_buffer_size: size(config.get(keys::SOCKET_RECEIVE_BUFFER_BYTES)),
             listen_backlog: size(config.get(keys::SOCKET_LISTEN_BACKLOG_SIZE)).unwrap_or(50),
@@ -93,9 +93,11 @@ impl ServerSettings {
     }
 }
 
-/// The connection limits of the static configuration.
-pub fn static_connection_limits(config: &BrokerConfig) -> Limits {
+/// The connection limits `config` sets.
+pub fn connection_limits(config: &BrokerConfig) -> Limits {
     let count = |v: i32| usize::try_from(v).unwrap_or(0);
+    // Kafka's default, i32::MAX, means no limit.
+    let rate = |v: i32| (v != i32::MAX).then(|| f64::from(v.max(0)));
     Limits {
         max_connections: count(config.get(keys::MAX_CONNECTIONS)),
         max_per_ip: count(config.get(keys::MAX_CONNECTIONS_PER_IP)),
@@ -104,6 +106,19 @@ pub fn static_connection_limits(config: &BrokerConfig) -> Limits {
             &config.get(keys::MAX_CONNECTIONS_PER_IP_OVERRIDES),
         )
         .unwrap_or_default(),
+        max_creation_rate: rate(config.get(keys::MAX_CONNECTION_CREATION_RATE)),
+        listener_creation_rates: config
+            .listeners
+            .iter()
+            .filter_map(|l| {
+                let limit = config.scoped(&l.name, keys::MAX_CONNECTION_CREATION_RATE)?;
+                Some((l.name.clone(), rate(limit)?))
+            })
+            .collect(),
+        exempt_listener: config
+            .inter_broker_listener_name
+            .clone()
+            .filter(|_| config.broker_listeners().count() > 1),
     }
 }
 
@@ -309,6 +324,18 @@ impl Acceptor {
                 info!("refusing connection from {peer}: its connection_creation_rate quota is exceeded");
                 continue;
             }
+            let delay = self.limits.creation_delay(&service.name);
+            if !delay.is_zero() {
+                debug!(
+                    ?delay,
+                    "max.connection.creation.rate reached: holding the acceptor"
+                );
+                service.connections.creation_throttled(delay);
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(delay) => {}
+                }
+            }
             // Kafka disables Nagle: requests and responses are whole frames.
             if let Err(e) = stream.set_nodelay(true) {
                 debug!("cannot set TCP_NODELAY for {peer}: {e}");
@@ -401,4 +428,44 @@ pub async fn bind_address(host: &str, port: u16) -> io::Result<SocketAddr> {
         .or_else(|| addrs.first())
         .copied()
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_limits_come_from_the_configuration() {
+        let overrides: Vec<(String, String)> = [
+            (
+                "listeners",
+                "PLAINTEXT://:9092,REPLICATION://:9094,CONTROLLER://:9093",
+            ),
+            (
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            ),
+            ("inter.broker.listener.name", "REPLICATION"),
+            ("max.connection.creation.rate", "100"),
+            ("listener.name.plaintext.max.connection.creation.rate", "5"),
+            ("max.connections.per.ip", "7"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let config = BrokerConfig::load(None, &overrides).unwrap();
+        let limits = connection_limits(&config);
+        assert_eq!(limits.max_per_ip, 7);
+        assert_eq!(limits.max_creation_rate, Some(100.0));
+        assert_eq!(
+            limits.listener_creation_rates,
+            std::collections::HashMap::from([("PLAINTEXT".to_string(), 5.0)])
+        );
+        assert_eq!(limits.exempt_listener.as_deref(), Some("REPLICATION"));
+        // Kafka's defaults: no rate at all, nobody to exempt on one listener.
+        let defaults = connection_limits(&BrokerConfig::load(None, &[]).unwrap());
+        assert_eq!(defaults.max_creation_rate, None);
+        assert!(defaults.listener_creation_rates.is_empty());
+        assert_eq!(defaults.exempt_listener, None);
+    }
 }

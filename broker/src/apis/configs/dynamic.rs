@@ -27,6 +27,7 @@ const DYNAMIC: &[&str] = &[
     "max.connections",
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",
+    "max.connection.creation.rate",
     "producer.id.expiration.ms",
     "transaction.partition.verification.enable",
     "log.cleaner.backoff.ms",
