@@ -17,11 +17,12 @@ const SCOPED: &[&str] = &[
     "sasl.server.max.receive.size",
     "connections.max.reauth.ms",
     "max.connection.creation.rate",
+    "max.connections",
 ];
 
 /// Scoped keys applied to a listener that is already bound (Kafka's
-/// SocketServer.ListenerReconfigurableConfigs Ottla knows).
-const RECONFIGURABLE: &[&str] = &["max.connection.creation.rate"];
+/// SocketServer.ListenerReconfigurableConfigs).
+const RECONFIGURABLE: &[&str] = &["max.connection.creation.rate", "max.connections"];
 
 /// The scoped keys that locate a listener's certificates: reloaded at
 /// runtime (Kafka's SslConfigs.RECONFIGURABLE_CONFIGS Ottla knows).
@@ -40,7 +41,7 @@ pub(super) fn is_tls_store(rest: &str) -> bool {
 }
 
 /// Whether scoped key `rest` changes a bound listener: its stores are
-/// reloaded, its connection creation rate read at each accept.
+/// reloaded, its connection limits read at each accept.
 pub(super) fn applies_to_bound_listener(rest: &str) -> bool {
     is_tls_store(rest) || RECONFIGURABLE.contains(&rest)
 }

@@ -280,8 +280,8 @@ impl BrokerConfig {
 
     /// The `listener.name.<listener>.` settings of `listener` that only
     /// apply when it is bound: every scoped key but its key and trust
-    /// stores (which are reloaded) and its connection creation rate,
-    /// rendered as DescribeConfigs does.
+    /// stores (which are reloaded) and its connection limits, rendered as
+    /// DescribeConfigs does.
     pub fn listener_bind_settings(&self, listener: &str) -> BTreeMap<&str, String> {
         self.listener_values
             .iter()

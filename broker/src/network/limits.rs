@@ -29,8 +29,11 @@ pub struct Limits {
     pub max_creation_rate: Option<f64>,
     /// Each listener's own `listener.name.<l>.max.connection.creation.rate`.
     pub listener_creation_rates: HashMap<String, f64>,
-    /// Exempt from the broker-wide rate (Kafka's protected listener): the
-    /// inter-broker listener, when there are others.
+    /// Each listener's own `listener.name.<l>.max.connections`.
+    pub listener_max_connections: HashMap<String, usize>,
+    /// Exempt from the broker-wide connection limit and rate (Kafka's
+    /// protected listener): the inter-broker listener, when there are
+    /// others, so client storms cannot cut replication off.
     pub exempt_listener: Option<String>,
 }
 
@@ -51,6 +54,7 @@ impl Default for Limits {
             per_ip_overrides: HashMap::new(),
             max_creation_rate: None,
             listener_creation_rates: HashMap::new(),
+            listener_max_connections: HashMap::new(),
             exempt_listener: None,
         }
     }
@@ -119,13 +123,15 @@ struct CreationRates {
 #[derive(Default)]
 struct OpenConnections {
     total: usize,
+    per_listener: HashMap<Arc<str>, usize>,
     per_ip: HashMap<IpAddr, usize>,
 }
 
-/// One connection's place under `max.connections`, reserved before it is
-/// accepted.
+/// One connection's place under `max.connections` (broker-wide and its
+/// listener's), reserved before it is accepted.
 pub(super) struct Reserved {
     limits: Arc<ConnectionLimits>,
+    listener: Arc<str>,
 }
 
 /// Held for the life of one connection; releases both counts on drop.
@@ -194,17 +200,27 @@ impl ConnectionLimits {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits for broker-wide room; call before accepting.
-    pub(super) async fn reserve(self: &Arc<Self>) -> Reserved {
+    /// Waits for room on `listener` and broker-wide (Kafka's
+    /// connectionSlotAvailable); call before accepting.
+    pub(super) async fn reserve(self: &Arc<Self>, listener: &Arc<str>) -> Reserved {
         loop {
             // Created before the check, so a close in between still wakes us.
             let closed = self.closed.notified();
             {
+                let limits = self.source.limits();
                 let mut open = self.open();
-                if open.total < self.source.limits().max_connections {
+                let on_listener = open.per_listener.get(listener).copied().unwrap_or(0);
+                let listener_room = limits
+                    .listener_max_connections
+                    .get(&**listener)
+                    .is_none_or(|&max| on_listener < max);
+                let exempt = limits.exempt_listener.as_deref() == Some(&**listener);
+                if listener_room && (exempt || open.total < limits.max_connections) {
                     open.total += 1;
+                    *open.per_listener.entry(Arc::clone(listener)).or_default() += 1;
                     return Reserved {
                         limits: Arc::clone(self),
+                        listener: Arc::clone(listener),
                     };
                 }
             }
@@ -233,7 +249,16 @@ impl ConnectionLimits {
 
 impl Drop for Reserved {
     fn drop(&mut self) {
-        self.limits.open().total -= 1;
+        {
+            let mut open = self.limits.open();
+            open.total -= 1;
+            if let Some(count) = open.per_listener.get_mut(&self.listener) {
+                *count -= 1;
+                if *count == 0 {
+                    open.per_listener.remove(&self.listener);
+                }
+            }
+        }
         self.limits.closed.notify_waiters();
     }
 }
@@ -370,17 +395,18 @@ mod tests {
     #[tokio::test]
     async fn per_ip_and_total_limits() {
         let limits = fixed(3, 2);
+        let l: Arc<str> = "CLIENTS".into();
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
-        let s1 = limits.admit(limits.reserve().await, a).unwrap();
-        let _s2 = limits.admit(limits.reserve().await, a).unwrap();
-        assert!(limits.admit(limits.reserve().await, a).is_none());
-        let _s3 = limits.admit(limits.reserve().await, b).unwrap();
+        let s1 = limits.admit(limits.reserve(&l).await, a).unwrap();
+        let _s2 = limits.admit(limits.reserve(&l).await, a).unwrap();
+        assert!(limits.admit(limits.reserve(&l).await, a).is_none());
+        let _s3 = limits.admit(limits.reserve(&l).await, b).unwrap();
         // Three slots are taken: reserving waits until one is released.
-        let waiting = tokio::time::timeout(Duration::from_millis(20), limits.reserve());
+        let waiting = tokio::time::timeout(Duration::from_millis(20), limits.reserve(&l));
         assert!(waiting.await.is_err());
         drop(s1);
-        let reserved = limits.reserve().await;
+        let reserved = limits.reserve(&l).await;
         assert!(limits.admit(reserved, a).is_some());
     }
 
@@ -394,6 +420,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_listener_has_its_own_limit_and_replication_is_exempt_from_the_total() {
+        let limits = ConnectionLimits::new(Arc::new(StaticLimits(Arc::new(Limits {
+            max_connections: 2,
+            listener_max_connections: HashMap::from([("CLIENTS".to_string(), 1)]),
+            exempt_listener: Some("REPLICATION".to_string()),
+            ..Limits::default()
+        }))));
+        let (clients, other, replication): (Arc<str>, Arc<str>, Arc<str>) =
+            ("CLIENTS".into(), "OTHER".into(), "REPLICATION".into());
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let first = limits.admit(limits.reserve(&clients).await, ip).unwrap();
+        let full = tokio::time::timeout(Duration::from_millis(20), limits.reserve(&clients));
+        assert!(full.await.is_err(), "CLIENTS holds one connection at most");
+        let second = limits.admit(limits.reserve(&other).await, ip).unwrap();
+        // The broker-wide two are taken; replication still gets in, and
+        // counts towards the total, as in Kafka.
+        let full = tokio::time::timeout(Duration::from_millis(20), limits.reserve(&other));
+        assert!(full.await.is_err());
+        let _replica = limits
+            .admit(limits.reserve(&replication).await, ip)
+            .unwrap();
+        drop((first, second));
+        let _again = limits.admit(limits.reserve(&clients).await, ip).unwrap();
+    }
+
+    #[tokio::test]
     async fn changed_limits_apply_to_the_next_connections() {
         let source = Arc::new(Changing(Mutex::new(Arc::new(Limits {
             max_connections: 1,
@@ -401,10 +453,11 @@ mod tests {
         }))));
         let limits = ConnectionLimits::new(source.clone());
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
-        let first = limits.admit(limits.reserve().await, ip).unwrap();
+        let l: Arc<str> = "CLIENTS".into();
+        let first = limits.admit(limits.reserve(&l).await, ip).unwrap();
         let held_back = tokio::spawn({
-            let limits = Arc::clone(&limits);
-            async move { limits.reserve().await }
+            let (limits, l) = (Arc::clone(&limits), Arc::clone(&l));
+            async move { limits.reserve(&l).await }
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(!held_back.is_finished());
@@ -425,7 +478,7 @@ mod tests {
             per_ip_overrides: HashMap::from([(ip, 2)]),
             ..Limits::default()
         });
-        let second = limits.admit(limits.reserve().await, ip);
+        let second = limits.admit(limits.reserve(&l).await, ip);
         assert!(second.is_some());
         drop((first, second));
         assert_eq!(limits.open().total, 0);

@@ -115,6 +115,14 @@ pub fn connection_limits(config: &BrokerConfig) -> Limits {
                 Some((l.name.clone(), rate(limit)?))
             })
             .collect(),
+        listener_max_connections: config
+            .listeners
+            .iter()
+            .filter_map(|l| {
+                let max = config.scoped(&l.name, keys::MAX_CONNECTIONS)?;
+                Some((l.name.clone(), count(max)))
+            })
+            .collect(),
         exempt_listener: config
             .inter_broker_listener_name
             .clone()
@@ -302,7 +310,7 @@ impl Acceptor {
         loop {
             let reserved = tokio::select! {
                 _ = stop.cancelled() => return,
-                reserved = self.limits.reserve() => reserved,
+                reserved = self.limits.reserve(&service.name) => reserved,
             };
             let accepted = tokio::select! {
                 _ = stop.cancelled() => return,
@@ -448,6 +456,7 @@ mod tests {
             ("inter.broker.listener.name", "REPLICATION"),
             ("max.connection.creation.rate", "100"),
             ("listener.name.plaintext.max.connection.creation.rate", "5"),
+            ("listener.name.plaintext.max.connections", "40"),
             ("max.connections.per.ip", "7"),
         ]
         .iter()
@@ -460,6 +469,10 @@ mod tests {
         assert_eq!(
             limits.listener_creation_rates,
             std::collections::HashMap::from([("PLAINTEXT".to_string(), 5.0)])
+        );
+        assert_eq!(
+            limits.listener_max_connections,
+            std::collections::HashMap::from([("PLAINTEXT".to_string(), 40)])
         );
         assert_eq!(limits.exempt_listener.as_deref(), Some("REPLICATION"));
         // Kafka's defaults: no rate at all, nobody to exempt on one listener.
