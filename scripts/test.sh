@@ -15,7 +15,9 @@ cargo fmt --all -- --check
 # the compiler of the workspace's crates (what `cargo clippy` does, minus the
 # stop after type-checking). A separate `cargo clippy` type-checks the whole
 # workspace and its dependencies a second time, a seventh of CI's time on two
-# cores. The test run below sees the same variables, so it builds nothing again.
+# cores. The test run below sees the same variables, so it builds nothing again;
+# a plain `cargo build` afterwards recompiles the workspace's crates (the
+# wrapper is part of cargo's fingerprint), as the benchmarks' builds do.
 CLIPPY_DRIVER="$(rustc --print sysroot)/bin/clippy-driver"
 if [ ! -x "$CLIPPY_DRIVER" ]; then
   echo "clippy is missing: rustup component add clippy" >&2
