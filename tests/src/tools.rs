@@ -106,3 +106,12 @@ pub fn ok(out: Output) -> String {
     );
     stdout
 }
+
+/// Asserts failure and returns what the command said, stdout then stderr
+/// (the Kafka tools print an admin error on either).
+pub fn refused(out: Output) -> String {
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "command succeeded:\n{said}");
+    said
+}

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{MetadataRequest, SaslAuthenticateRequest, SaslHan
 use kafka_protocol::protocol::StrBytes;
 use ottla_tests::certs::TestPki;
 use ottla_tests::ottla::{Ottla, STANDARD_AUTHORIZER};
-use ottla_tests::tools::{kafka_tool, ok, python_script};
+use ottla_tests::tools::{kafka_tool, ok, python_script, refused};
 use ottla_tests::wire::WireClient;
 
 const PLAIN_JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
@@ -289,10 +289,7 @@ fn a_rotated_certificate_is_served_without_a_restart() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         kafka_tool("kafka-configs.sh", &args, None)
     };
-    let refused = alter("", &rotated.keystore.display().to_string());
-    assert!(!refused.status.success());
-    let said = String::from_utf8_lossy(&refused.stderr).to_string()
-        + &String::from_utf8_lossy(&refused.stdout);
+    let said = refused(alter("", &rotated.keystore.display().to_string()));
     assert!(said.contains("broker id must be specified"), "{said}");
 
     ok(alter("1", &rotated.keystore.display().to_string()));
@@ -306,10 +303,7 @@ fn a_rotated_certificate_is_served_without_a_restart() {
         .log()
         .contains("TLS key store and trust store reloaded"));
 
-    let missing = alter("1", "/nonexistent/keystore.pem");
-    assert!(!missing.status.success());
-    let said = String::from_utf8_lossy(&missing.stderr).to_string()
-        + &String::from_utf8_lossy(&missing.stdout);
+    let said = refused(alter("1", "/nonexistent/keystore.pem"));
     assert!(
         said.contains("Validation of dynamic config update"),
         "{said}"
@@ -448,9 +442,9 @@ fn a_listener_added_at_runtime_brings_its_own_sasl_settings() {
         std::thread::sleep(Duration::from_millis(200));
     }
     // Its own mechanisms: PLAIN only (the broker-wide list has SCRAM too).
-    let refused = WireClient::connect(&late).send(1, &handshake("SCRAM-SHA-512"));
-    assert_eq!(refused.error_code, 33, "UNSUPPORTED_SASL_MECHANISM");
-    let mechanisms: Vec<&str> = refused.mechanisms.iter().map(|m| m.as_str()).collect();
+    let scram = WireClient::connect(&late).send(1, &handshake("SCRAM-SHA-512"));
+    assert_eq!(scram.error_code, 33, "UNSUPPORTED_SASL_MECHANISM");
+    let mechanisms: Vec<&str> = scram.mechanisms.iter().map(|m| m.as_str()).collect();
     assert_eq!(mechanisms, ["PLAIN"]);
     // Its own users: erin logs in, the broker-wide alice does not.
     let login = |user: &str, password: &str| {
@@ -468,10 +462,9 @@ fn a_listener_added_at_runtime_brings_its_own_sasl_settings() {
         "SASL_AUTHENTICATION_FAILED"
     );
     // Once bound, its settings change only with a restart.
-    let refused = alter("listener.name.late.sasl.enabled.mechanisms=SCRAM-SHA-512");
-    assert!(!refused.status.success());
-    let text = String::from_utf8_lossy(&refused.stdout).to_string()
-        + &String::from_utf8_lossy(&refused.stderr);
+    let text = refused(alter(
+        "listener.name.late.sasl.enabled.mechanisms=SCRAM-SHA-512",
+    ));
     assert!(
         text.contains("Configs cannot be updated dynamically for existing listener LATE"),
         "{text}"

@@ -325,7 +325,7 @@ const RATE_EXPIRY: Duration = Duration::from_secs(3600);
 mod tests {
     use super::*;
 
-    fn creation_limits(limits: Limits) -> Arc<ConnectionLimits> {
+    fn with_limits(limits: Limits) -> Arc<ConnectionLimits> {
         ConnectionLimits::new(Arc::new(StaticLimits(Arc::new(limits))))
     }
 
@@ -333,7 +333,7 @@ mod tests {
     fn creation_rates_hold_the_acceptor_back_broker_wide_and_per_listener() {
         // 5 a second over a ten-second span: 50 pass, then each waits, at
         // most one quota window.
-        let broker_wide = creation_limits(Limits {
+        let broker_wide = with_limits(Limits {
             max_creation_rate: Some(5.0),
             exempt_listener: Some("REPLICATION".to_string()),
             ..Limits::default()
@@ -348,7 +348,7 @@ mod tests {
         // The inter-broker listener is not held back by client storms.
         assert!(broker_wide.creation_delay("REPLICATION").is_zero());
 
-        let per_listener = creation_limits(Limits {
+        let per_listener = with_limits(Limits {
             listener_creation_rates: HashMap::from([("CLIENTS".to_string(), 1.0)]),
             ..Limits::default()
         });
@@ -358,7 +358,7 @@ mod tests {
         assert_eq!(waited, 5);
         assert!((0..100).all(|_| per_listener.creation_delay("OTHER").is_zero()));
         // A rate of 0 admits nothing without the longest wait.
-        let closed = creation_limits(Limits {
+        let closed = with_limits(Limits {
             max_creation_rate: Some(0.0),
             ..Limits::default()
         });
@@ -385,11 +385,11 @@ mod tests {
     }
 
     fn fixed(max_connections: usize, max_per_ip: usize) -> Arc<ConnectionLimits> {
-        ConnectionLimits::new(Arc::new(StaticLimits(Arc::new(Limits {
+        with_limits(Limits {
             max_connections,
             max_per_ip,
             ..Limits::default()
-        }))))
+        })
     }
 
     #[tokio::test]
@@ -421,12 +421,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_listener_has_its_own_limit_and_replication_is_exempt_from_the_total() {
-        let limits = ConnectionLimits::new(Arc::new(StaticLimits(Arc::new(Limits {
+        let limits = with_limits(Limits {
             max_connections: 2,
             listener_max_connections: HashMap::from([("CLIENTS".to_string(), 1)]),
             exempt_listener: Some("REPLICATION".to_string()),
             ..Limits::default()
-        }))));
+        });
         let (clients, other, replication): (Arc<str>, Arc<str>, Arc<str>) =
             ("CLIENTS".into(), "OTHER".into(), "REPLICATION".into());
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
