@@ -93,7 +93,7 @@ async fn settle<T>(reply: Reply<T>, gone: impl FnOnce() -> T) -> T {
     }
 }
 
-pub async fn find_coordinator(
+pub fn find_coordinator(
     broker: &Broker,
     version: i16,
     listener: &str,

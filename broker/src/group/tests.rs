@@ -109,8 +109,7 @@ pub(super) async fn coordinator_ready(broker: &Broker, group: &str) {
             3,
             LISTENER,
             FindCoordinatorRequest::default().with_key(s(group)),
-        )
-        .await;
+        );
         if r.error_code == NONE && broker.groups.shard(group).is_ok() {
             return;
         }
@@ -882,8 +881,7 @@ async fn find_coordinator_returns_this_node() {
         0,
         LISTENER,
         FindCoordinatorRequest::default().with_key(s("g")),
-    )
-    .await;
+    );
     assert_encodes(&first, 0);
     assert_eq!(
         first.error_code,
@@ -896,8 +894,7 @@ async fn find_coordinator_returns_this_node() {
             version,
             LISTENER,
             FindCoordinatorRequest::default().with_key(s("g")),
-        )
-        .await;
+        );
         assert_encodes(&r, version);
         assert_eq!(
             (r.error_code, r.node_id, r.host.as_str(), r.port),
@@ -906,7 +903,7 @@ async fn find_coordinator_returns_this_node() {
     }
     for version in [4, 6] {
         let req = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("g"), s("h")]);
-        let r = find_coordinator(&broker, version, LISTENER, req).await;
+        let r = find_coordinator(&broker, version, LISTENER, req);
         assert_encodes(&r, version);
         assert_eq!(r.coordinators.len(), 2);
         assert!(r
@@ -917,7 +914,7 @@ async fn find_coordinator_returns_this_node() {
     let txn = FindCoordinatorRequest::default()
         .with_key_type(1)
         .with_coordinator_keys(vec![s("txn")]);
-    let r = find_coordinator(&broker, 4, LISTENER, txn).await;
+    let r = find_coordinator(&broker, 4, LISTENER, txn);
     assert_eq!(
         r.coordinators[0].error_code,
         ResponseError::CoordinatorNotAvailable.code()
@@ -925,7 +922,7 @@ async fn find_coordinator_returns_this_node() {
     let bad = FindCoordinatorRequest::default()
         .with_key_type(7)
         .with_key(s("x"));
-    let r = find_coordinator(&broker, 3, LISTENER, bad).await;
+    let r = find_coordinator(&broker, 3, LISTENER, bad);
     assert_encodes(&r, 3);
     assert_eq!(
         (r.error_code, r.node_id),
@@ -1071,8 +1068,7 @@ async fn responses_encode_at_min_and_max_versions() {
                     FindCoordinatorRequest::default()
                         .with_key(s(group))
                         .with_coordinator_keys(vec![s(group)]),
-                )
-                .await,
+                ),
                 v,
             );
         }

@@ -282,15 +282,11 @@ impl RequestHandler for BrokerApis {
                 RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
                     blocking(b, move |b| consumer_group::describe(b, v, r)).await?,
                 ),
-                RequestKind::FindCoordinator(r) => {
-                    // The first lookup creates the internal topic through the
-                    // controller, which blocks: keep the other tasks of this
-                    // worker (heartbeats among them) running meanwhile.
-                    let runtime = tokio::runtime::Handle::current();
-                    ResponseKind::FindCoordinator(tokio::task::block_in_place(|| {
-                        runtime.block_on(group::find_coordinator(b, v, &listener, r))
-                    }))
-                }
+                // The first lookup creates the internal topic through the
+                // controller, which blocks.
+                RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
+                    blocking(b, move |b| group::find_coordinator(b, v, &listener, r)).await?,
+                ),
                 RequestKind::JoinGroup(r) => {
                     let client_id = header
                         .client_id

@@ -80,8 +80,7 @@ async fn coordinator_ready(broker: &Broker, key_type: i8, key: &str) {
             FindCoordinatorRequest::default()
                 .with_key_type(key_type)
                 .with_coordinator_keys(vec![s(key)]),
-        )
-        .await;
+        );
         assert_encodes(&r, 4);
         if r.coordinators[0].error_code == NONE {
             assert_eq!(r.coordinators[0].node_id.0, 1);
