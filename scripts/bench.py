@@ -55,6 +55,16 @@ def last_line(script):
     return sh(["bash", str(ROOT / "scripts" / script)]).stdout.strip().splitlines()[-1]
 
 
+def ensure_free(port):
+    """Refuses a port something already listens on: it would answer for
+    the broker under test."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            raise RuntimeError(f"port {port} is already in use: stop what listens there first")
+    except OSError:
+        pass
+
+
 def wait_port(port, proc=None, timeout=120.0):
     start = time.monotonic()
     while time.monotonic() - start < timeout:
@@ -106,6 +116,7 @@ class Broker:
 class ApacheKafka(Broker):
     def start(self):
         script = ROOT / "scripts" / "apache-kafka.sh"
+        ensure_free(self.port)
         t0 = time.monotonic()
         self.proc = subprocess.Popen(
             ["bash", str(script), "start", "--fresh", "--port", str(self.port), "--heap", "-Xmx1g"],
@@ -138,6 +149,7 @@ class Ottla(Broker):
             # Same as scripts/apache-kafka.sh gives the reference broker.
             "--override", "group.initial.rebalance.delay.ms=0",
         ]
+        ensure_free(self.port)
         t0 = time.monotonic()
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.dir / "ottla.log", "w"))
         wait_port(self.port, self.proc)

@@ -13,13 +13,13 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use ottla_broker::broker::{Broker, BrokerSettings};
 use ottla_broker::config::{keys, BrokerConfig, Listener};
-use ottla_broker::dynamic_broker_config::{dynamic_or, DynamicConnectionLimits};
+use ottla_broker::dynamic_broker_config::DynamicConnectionLimits;
 use ottla_broker::dynamic_listeners::{ApiService, DynamicListeners};
 use ottla_broker::handlers::broker_apis::BrokerSlot;
 use ottla_broker::handlers::{broker_registry, controller_registry};
 use ottla_broker::metrics::{self, MetricsServer};
 use ottla_broker::network::{
-    bind_address, ListenerSpec, QuorumEndpoint, QuorumSlot, RequestThreads, Server, ServerSettings,
+    bind_address, ListenerSpec, QuorumEndpoint, QuorumSlot, Server, ServerSettings,
 };
 use ottla_broker::quotas::IpConnectionQuotas;
 use ottla_broker::replication::fetcher::FetchSettings;
@@ -39,7 +39,7 @@ use ottla_storage::manager::CleanerConfig;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 use tracing_subscriber::EnvFilter;
 
 /// Requests are decoded by kafka-protocol, which reserves whatever array
@@ -105,10 +105,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             for key in config.ignored_keys() {
                 warn!("ignoring config key {key}: Ottla does not implement it");
             }
-            // One worker per core for the connections, replication and
-            // background work; requests are answered on num.io.threads
-            // request threads of their own (RequestThreads).
+            let threads = usize::try_from(config.get(keys::NUM_IO_THREADS)).unwrap_or(1);
             tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(threads)
                 .thread_name("ottla-worker")
                 .enable_all()
                 .build()
@@ -161,27 +160,14 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     // As configured, before port 0 becomes the bound port: what dynamic
     // listeners are compared with.
     let configured_broker_listeners: Vec<Listener> = config.broker_listeners().cloned().collect();
-    let request_threads = if config.roles.broker {
-        let threads = usize::try_from(config.get(keys::NUM_IO_THREADS)).unwrap_or(1);
-        Some(
-            RequestThreads::start(threads, tokio::runtime::Handle::current())
-                .context("cannot start the request threads (num.io.threads)")?,
-        )
-    } else {
-        None
-    };
-    let broker_server = if let Some(request_threads) = &request_threads {
+    let broker_server = if config.roles.broker {
         let service = ApiService::new(
             broker_registry(slot.clone(), finalized.clone()).context("building the API table")?,
         );
         let listeners = config.broker_listeners();
         let specs = listener_specs(&config, listeners, &service, None, &credentials).await?;
         tls_listeners.extend(reloadable_tls(&specs));
-        let settings = ServerSettings {
-            request_threads: Some(request_threads.clone()),
-            ..server_settings
-        };
-        Some((Server::bind(settings, specs).await?, service))
+        Some((Server::bind(server_settings, specs).await?, service))
     } else {
         None
     };
@@ -272,14 +258,6 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
             dynamic_listeners,
             controller.subscribe(),
         ));
-        if let Some(request_threads) = request_threads {
-            tokio::spawn(resize_request_threads_on_change(
-                request_threads,
-                config.node_id,
-                config.get(keys::NUM_IO_THREADS),
-                controller.subscribe(),
-            ));
-        }
         signalled.cancelled().await;
         broker.controlled_shutdown().await;
         stop_broker_listeners.cancel();
@@ -487,26 +465,6 @@ async fn apply_listeners_on_change(
     loop {
         let image = images.borrow_and_update().clone();
         listeners.apply(&image).await;
-        if images.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-/// Follows a dynamic `num.io.threads` (this node's, else the cluster-wide
-/// default, else `configured`) as metadata images arrive.
-async fn resize_request_threads_on_change(
-    request_threads: Arc<RequestThreads>,
-    node_id: i32,
-    configured: i32,
-    mut images: watch::Receiver<Arc<ottla_controller::MetadataImage>>,
-) {
-    loop {
-        let image = images.borrow_and_update().clone();
-        let threads = dynamic_or(&image, node_id, keys::NUM_IO_THREADS.name, configured);
-        if let Err(e) = request_threads.resize(usize::try_from(threads).unwrap_or(1)) {
-            error!(error = %e, threads, "cannot start the request threads num.io.threads asks for; the current ones go on");
-        }
         if images.changed().await.is_err() {
             return;
         }

@@ -902,16 +902,6 @@ fn wait_for_metrics(node: &Ottla, what: &str, check: impl Fn(&str) -> bool) -> S
     }
 }
 
-/// The OS threads `node` answers requests on (named `ottla-request`).
-fn request_threads(node: &Ottla) -> usize {
-    let tasks =
-        std::fs::read_dir(format!("/proc/{}/task", node.pid())).expect("the node's threads");
-    tasks
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|name| name.trim_end() == "ottla-request")
-        .count()
-}
-
 /// Waits up to 30 s until `node` accepts connections on `address`
 /// (`listening`) or refuses them.
 fn wait_listening(node: &Ottla, address: &str, listening: bool) {
@@ -927,8 +917,7 @@ fn wait_listening(node: &Ottla, address: &str, listening: bool) {
 }
 
 /// Kafka's dynamic thread counts and listeners on a running cluster: more
-/// replica fetch loops (every partition still replicates), fewer request
-/// threads on one node (the produce after goes through them), a listener
+/// replica fetch loops (every partition still replicates), a listener
 /// added and removed, and the recovery threads a node closes and loads its
 /// logs with.
 #[test]
@@ -974,23 +963,6 @@ fn thread_counts_and_listeners_change_at_runtime() {
         !done && out.contains("value should not be greater than double the current value 2"),
         "{out}"
     );
-    // num.io.threads, node 1 only: its request threads halve, node 2's stay.
-    assert_eq!(request_threads(&nodes[0]), 8);
-    let (done, out) = alter_brokers(
-        &nodes[0],
-        &["--entity-name", "1", "--add-config", "num.io.threads=4"],
-    );
-    assert!(done, "{out}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while request_threads(&nodes[0]) != 4 {
-        assert!(
-            Instant::now() < deadline,
-            "num.io.threads=4 never applied:\n{}",
-            nodes[0].log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert_eq!(request_threads(&nodes[1]), 8);
     let sent = produce(&nodes[0], "spread", 6_000);
     assert!(sent.contains("6000 records sent"), "{sent}");
     let end = |text: &str, partition: i32| {

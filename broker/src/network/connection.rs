@@ -14,7 +14,6 @@
 //! SaslHandshake and SaslAuthenticate are answered here, in order, and no
 //! other request is served until the client has authenticated.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -343,7 +342,7 @@ impl Connection {
             version,
         );
         let handler = Arc::clone(&self.service.handler);
-        let task = self.answer(async move {
+        let task = tokio::spawn(async move {
             let response = handler
                 .handle(&ctx, header, body)
                 .await
@@ -355,19 +354,6 @@ impl Connection {
             outcome(response, api_key, version, correlation_id).map_err(|e| e.to_string())
         });
         (task, release)
-    }
-
-    /// Runs a request's handler: on the request threads when the server
-    /// has them, else on the current runtime.
-    fn answer<F>(&self, handler: F) -> JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        match &self.settings.request_threads {
-            Some(threads) => threads.spawn(handler),
-            None => tokio::spawn(handler),
-        }
     }
 }
 
@@ -408,7 +394,7 @@ impl Connection {
         let (ctx, release) =
             RequestContext::new(&self.info, principal, client_id, Api::Mirror(key), version);
         let handler = Arc::clone(&self.service.handler);
-        let task = self.answer(async move {
+        let task = tokio::spawn(async move {
             let body = handler
                 .handle_mirror(&ctx, key, request.body)
                 .await

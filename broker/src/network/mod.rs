@@ -8,7 +8,6 @@ mod handler;
 mod limits;
 mod memory;
 mod quorum;
-mod request_threads;
 mod server;
 mod transport;
 
@@ -21,7 +20,6 @@ pub use limits::{
 };
 pub use memory::RequestMemory;
 pub use quorum::{QuorumAdmission, QuorumEndpoint, QuorumSlot};
-pub use request_threads::RequestThreads;
 pub use server::{
     bind_address, connection_limits, ListenerControl, ListenerSpec, Server, ServerSettings,
 };

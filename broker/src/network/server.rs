@@ -24,7 +24,6 @@ use super::limits::{
 };
 use super::memory::RequestMemory;
 use super::quorum::QuorumSlot;
-use super::request_threads::RequestThreads;
 use crate::config::{keys, BrokerConfig};
 use crate::metrics::network;
 use crate::security::ListenerSecurity;
@@ -54,9 +53,6 @@ pub struct ServerSettings {
     pub listen_backlog: u32,
     /// queued.max.request.bytes, shared by every listener; `None`: unbounded.
     pub request_memory: Option<Arc<RequestMemory>>,
-    /// num.io.threads: where requests are answered; `None`: on the
-    /// connections' own runtime.
-    pub request_threads: Option<Arc<RequestThreads>>,
 }
 
 impl Default for ServerSettings {
@@ -71,7 +67,6 @@ impl Default for ServerSettings {
             recv_buffer_size: Some(102_400),
             listen_backlog: 50,
             request_memory: None,
-            request_threads: None,
         }
     }
 }

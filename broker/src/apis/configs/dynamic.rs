@@ -39,7 +39,6 @@ const DYNAMIC: &[&str] = &[
     "num.replica.fetchers",
     "num.recovery.threads.per.data.dir",
     "num.network.threads",
-    "num.io.threads",
     "listeners",
     "advertised.listeners",
     "listener.security.protocol.map",
@@ -51,8 +50,12 @@ const THREAD_COUNTS: &[&str] = &[
     "num.replica.fetchers",
     "num.recovery.threads.per.data.dir",
     "num.network.threads",
-    "num.io.threads",
 ];
+
+/// Keys Kafka changes at runtime that Ottla reads once: `num.io.threads`
+/// (the async runtime's worker threads, fixed for the life of the
+/// process). Their refusal says so.
+const KAFKA_DYNAMIC_READ_AT_START: &[&str] = &["num.io.threads"];
 
 /// The listener set, dynamic per broker within the bounds
 /// [`check_listener_change`] sets.
@@ -91,8 +94,22 @@ pub(super) fn validate(
         .filter(|k| known.contains(k) && !is_dynamic(k))
         .collect();
     if !fixed.is_empty() {
+        let read_at_start: Vec<&str> = fixed
+            .iter()
+            .copied()
+            .filter(|k| KAFKA_DYNAMIC_READ_AT_START.contains(k))
+            .collect();
+        let hint = if read_at_start.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} change at runtime in Kafka; Ottla reads them at start-up (num.io.threads \
+                 sizes the async runtime): set them in server.properties and restart)",
+                java_set(read_at_start)
+            )
+        };
         return Err(invalid_request(format!(
-            "Cannot update these configs dynamically: {}",
+            "Cannot update these configs dynamically: {}{hint}",
             java_set(fixed)
         )));
     }
@@ -289,7 +306,7 @@ mod tests {
             is_dynamic("listeners"),
             "within check_listener_change's bounds"
         );
-        assert!(is_dynamic("num.io.threads"));
+        assert!(!is_dynamic("num.io.threads"));
         assert!(is_dynamic("max.connections.per.ip.overrides"));
     }
 }
