@@ -55,6 +55,10 @@ impl ClassicGroup {
         info!(group = %self.id, generation = self.generation_id, reason, "preparing to rebalance");
         if !initial {
             self.maybe_complete_join_else_schedule(ctx);
+        } else if self.join_timer.is_some_and(|t| t.deadline <= ctx.now) {
+            // group.initial.rebalance.delay.ms=0: the join completes now, as
+            // Kafka's delayed join with no delay does, not at the next tick.
+            self.on_join_timer(ctx);
         }
     }
 

@@ -70,8 +70,9 @@ impl Running {
         configs: &[(&str, &str)],
     ) -> Self {
         let mut settings = test_settings(dir);
+        // Joins sent back to back land in the same first generation.
         let defaults = [
-            ("group.initial.rebalance.delay.ms", "0"),
+            ("group.initial.rebalance.delay.ms", "100"),
             ("offsets.topic.num.partitions", "5"),
         ];
         for (k, v) in defaults.iter().chain(configs) {
@@ -249,6 +250,39 @@ pub(super) async fn describe(
     r.groups.into_iter().next().unwrap()
 }
 
+/// With group.initial.rebalance.delay.ms=0 the first member's join
+/// completes as it arrives, as in Kafka, not at the coordinator's next
+/// tick: a second member arriving right after starts the next generation.
+#[tokio::test]
+async fn with_no_initial_delay_the_first_join_completes_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Running::start_with(
+        dir.path(),
+        &[],
+        &[("group.initial.rebalance.delay.ms", "0")],
+    )
+    .await;
+    let broker = run.broker.clone();
+    let group = "g-no-delay";
+    coordinator_ready(&broker, group).await;
+
+    let first = join_dynamic(&broker, group, &["t"]).await;
+    let second = join_dynamic(&broker, group, &["t"]).await;
+    let a = first.await.unwrap();
+    assert_eq!((a.error_code, a.generation_id), (NONE, 1));
+    assert_eq!(a.members.len(), 1, "the second member came after the join");
+    // The second member's arrival rebalanced the group; the first rejoins.
+    assert_eq!(
+        beat(&broker, group, &a.member_id, 1).await,
+        ResponseError::RebalanceInProgress.code()
+    );
+    let rejoined = spawn_join(&broker, 9, join_request(group, &a.member_id, None, &["t"]));
+    let (a, b) = (rejoined.await.unwrap(), second.await.unwrap());
+    assert_eq!((a.generation_id, b.generation_id), (2, 2));
+    assert_eq!(a.members.len(), 2);
+    run.shutdown().await;
+}
+
 /// Two members form a group, get the leader's assignment, heartbeat; one
 /// leaves and the other rebalances alone.
 #[tokio::test]
@@ -259,8 +293,8 @@ async fn two_members_join_sync_heartbeat_and_one_leaves() {
     let group = "g-lifecycle";
     coordinator_ready(&broker, group).await;
 
-    // Both joins are queued before anything else runs: the first one
-    // parked leads, and the (0 ms) initial delay timer fires only after.
+    // Both joins come within the initial delay: the first one parked
+    // leads.
     let first = join_dynamic(&broker, group, &["t"]).await;
     let second = join_dynamic(&broker, group, &["t"]).await;
     let (a, b) = (first.await.unwrap(), second.await.unwrap());
