@@ -55,26 +55,30 @@ def last_line(script):
     return sh(["bash", str(ROOT / "scripts" / script)]).stdout.strip().splitlines()[-1]
 
 
+def listening(port):
+    """Whether something accepts connections on 127.0.0.1:`port`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
 def ensure_free(port):
     """Refuses a port something already listens on: it would answer for
     the broker under test."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            raise RuntimeError(f"port {port} is already in use: stop what listens there first")
-    except OSError:
-        pass
+    if listening(port):
+        raise RuntimeError(f"port {port} is already in use: stop what listens there first")
 
 
 def wait_port(port, proc=None, timeout=120.0):
     start = time.monotonic()
     while time.monotonic() - start < timeout:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            if proc is not None and proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {proc.returncode}")
-            time.sleep(0.01)
+        if listening(port):
+            return
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode}")
+        time.sleep(0.01)
     raise RuntimeError(f"port {port} did not open within {timeout}s")
 
 
