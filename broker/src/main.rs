@@ -13,13 +13,14 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use ottla_broker::broker::{Broker, BrokerSettings};
 use ottla_broker::config::{keys, BrokerConfig, Listener};
-use ottla_broker::dynamic_broker_config::DynamicConnectionLimits;
+use ottla_broker::dynamic_broker_config::{dynamic_or, DynamicConnectionLimits};
 use ottla_broker::dynamic_listeners::{ApiService, DynamicListeners};
 use ottla_broker::handlers::broker_apis::BrokerSlot;
 use ottla_broker::handlers::{broker_registry, controller_registry};
 use ottla_broker::metrics::{self, MetricsServer};
 use ottla_broker::network::{
-    bind_address, ListenerSpec, QuorumEndpoint, QuorumSlot, Server, ServerSettings,
+    bind_address, ListenerSpec, QuorumEndpoint, QuorumSlot, RequestHandlerPool, Server,
+    ServerSettings,
 };
 use ottla_broker::quotas::IpConnectionQuotas;
 use ottla_broker::replication::fetcher::FetchSettings;
@@ -105,9 +106,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             for key in config.ignored_keys() {
                 warn!("ignoring config key {key}: Ottla does not implement it");
             }
-            let threads = usize::try_from(config.get(keys::NUM_IO_THREADS)).unwrap_or(1);
+            // One worker per core (TOKIO_WORKER_THREADS overrides it):
+            // num.io.threads bounds the requests processed at once, a
+            // pool resized at runtime (network::RequestHandlerPool).
             tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(threads)
                 .thread_name("ottla-worker")
                 .enable_all()
                 .build()
@@ -144,6 +146,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     let credentials: Arc<dyn ScramCredentialStore> = Arc::new(MetadataCredentials(slot.clone()));
     let quorum_slot = QuorumSlot::default();
     let server_settings = ServerSettings::from_config(&config);
+    let handler_pool = server_settings.handler_pool.clone();
     let controller_service = ApiService::new(
         controller_registry(finalized.clone()).context("building the controller API table")?,
     );
@@ -213,6 +216,12 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         tls_reloader.clone(),
         controller.subscribe(),
     ));
+    tokio::spawn(resize_handler_pool_on_change(
+        handler_pool.clone(),
+        config.node_id,
+        usize::try_from(config.get(keys::NUM_IO_THREADS)).unwrap_or(1),
+        controller.subscribe(),
+    ));
     let stop_controller_listener = CancellationToken::new();
     let controller_listener = tokio::spawn(controller_server.run(stop_controller_listener.clone()));
     let signalled = CancellationToken::new();
@@ -233,7 +242,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         let background = tokio::spawn(broker.clone().run_background(background_stopped));
         let stop_broker_listeners = CancellationToken::new();
         if let Some(metrics_server) = metrics_server {
-            let registry = Arc::new(metrics::registry(broker.clone()));
+            let registry = Arc::new(metrics::registry(broker.clone(), handler_pool));
             tokio::spawn(metrics_server.serve(registry, stop_broker_listeners.clone()));
         }
         let broker_server = broker_server
@@ -479,6 +488,28 @@ async fn reload_tls_on_change(
     while images.changed().await.is_ok() {
         let image = images.borrow_and_update().clone();
         reloader.apply(&image);
+    }
+}
+
+/// Sizes the request handler pool to `num.io.threads` as metadata images
+/// arrive: the dynamic value for this node, else the cluster-wide one, else
+/// `static_size`.
+async fn resize_handler_pool_on_change(
+    pool: Arc<RequestHandlerPool>,
+    node_id: i32,
+    static_size: usize,
+    mut images: watch::Receiver<Arc<ottla_controller::MetadataImage>>,
+) {
+    loop {
+        let image = images.borrow_and_update().clone();
+        let size = dynamic_or(&image, node_id, keys::NUM_IO_THREADS.name, static_size).max(1);
+        if size != pool.size() {
+            info!(num_io_threads = size, "resizing the request handler pool");
+            pool.resize(size);
+        }
+        if images.changed().await.is_err() {
+            return;
+        }
     }
 }
 

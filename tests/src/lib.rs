@@ -2,6 +2,7 @@
 //! (the tests themselves live under `tests/tests/`).
 
 pub mod apache_kafka;
+pub mod broker_configs;
 pub mod certs;
 pub mod console_consumer;
 pub mod crash;

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use ottla_tests::broker_configs::alter_broker_config;
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_tool, ok};
 use ottla_tests::topics::{create_topic, produce_keyed};
@@ -132,22 +133,6 @@ fn a_too_small_dedupe_buffer_is_reported_and_raised_at_runtime() {
         "log.cleaner.dedupe.buffer.size=1048576",
     );
     wait_for_log(&node, "compacted log");
-}
-
-/// `kafka-configs.sh --alter --entity-type brokers <entity> --add-config <config>`.
-fn alter_broker_config(node: &Ottla, entity: &[&str], config: &str) {
-    let bootstrap = node.bootstrap();
-    let mut args = vec![
-        "--bootstrap-server",
-        &bootstrap,
-        "--alter",
-        "--entity-type",
-        "brokers",
-    ];
-    args.extend_from_slice(entity);
-    args.extend(["--add-config", config]);
-    let altered = ok(kafka_tool("kafka-configs.sh", &args, None));
-    assert!(altered.contains("Completed updating"), "{altered}");
 }
 
 /// Waits up to 30 s for `line` in the broker's log.

@@ -1,5 +1,6 @@
 //! The Prometheus endpoint (`metrics.listener`) of a live `ottla` process,
-//! scraped while Apache Kafka's perf producer writes to it.
+//! scraped while Apache Kafka's perf producer writes to it; the request
+//! handler pool resized at runtime.
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -8,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ottla_tests::broker_configs::alter_broker_config;
 use ottla_tests::ottla::{free_port, Ottla};
 use ottla_tests::tools::{kafka_tool, ok};
 
@@ -106,6 +108,8 @@ fn metrics_grow_while_producing_and_consuming() {
     let node = Ottla::start(&[
         ("metrics.listener", listener.as_str()),
         ("group.initial.rebalance.delay.ms", "0"),
+        // Everything below is served with one request handler at a time.
+        ("num.io.threads", "1"),
     ]);
     assert_listening(&node, &[node.port, node.controller_port, metrics_port]);
     let bs = node.bootstrap();
@@ -252,6 +256,23 @@ fn metrics_grow_while_producing_and_consuming() {
     );
     assert!(v("process_resident_memory_bytes", &[]) > 0.0, "{text}");
     assert!(v("process_open_fds", &[]) > 0.0);
+    let handlers = "kafka_server_kafkarequesthandlerpool_request_handler_threads";
+    assert_eq!(v(handlers, &[]), 1.0, "{text}");
+    assert!(
+        v(
+            "kafka_server_kafkarequesthandlerpool_request_handler_busy_seconds_total",
+            &[]
+        ) > 0.0,
+        "{text}"
+    );
+
+    // num.io.threads changes without a restart, as in Kafka.
+    alter_broker_config(&node, &["--entity-name", "1"], "num.io.threads=2");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sum(&scrape(metrics_port), handlers, &[]) != Some(2.0) {
+        assert!(Instant::now() < deadline, "{}", node.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     assert_eq!(get(metrics_port, "/").unwrap().0, 404);
     assert_eq!(get(metrics_port, "/metricsx").unwrap().0, 404);

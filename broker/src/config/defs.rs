@@ -132,9 +132,9 @@ configs! {
     SOCKET_RECEIVE_BUFFER_BYTES: i32 = "socket.receive.buffer.bytes", Int, Some("102400"), Valid::AtLeast(-1);
     /// Backlog of pending connections per listener.
     SOCKET_LISTEN_BACKLOG_SIZE: i32 = "socket.listen.backlog.size", Int, Some("50"), Valid::AtLeast(1);
-    /// Accepted for compatibility: Ottla multiplexes network I/O on its request threads (num.io.threads).
+    /// Accepted for compatibility: Ottla does network I/O on the async runtime's worker threads.
     NUM_NETWORK_THREADS: i32 = "num.network.threads", Int, Some("3"), Valid::AtLeast(1);
-    /// Threads processing requests (the async runtime's worker threads).
+    /// Requests processed at once: the request handler pool, whose waiting handlers hold no slot.
     NUM_IO_THREADS: i32 = "num.io.threads", Int, Some("8"), Valid::AtLeast(1);
     /// Idle connections are closed after this many milliseconds.
     CONNECTIONS_MAX_IDLE_MS: i64 = "connections.max.idle.ms", Long, Some("600000"), Valid::AtLeast(1);

@@ -11,6 +11,8 @@
 //! | `kafka_network_requests_total{request,version}` | `kafka.network:type=RequestMetrics,name=RequestsPerSec` |
 //! | `kafka_network_request_errors_total{request,error}` | `kafka.network:type=RequestMetrics,name=ErrorsPerSec` (NONE not counted) |
 //! | `kafka_network_request_duration_seconds{request}` (histogram) | `kafka.network:type=RequestMetrics,name=TotalTimeMs` |
+//! | `kafka_server_kafkarequesthandlerpool_request_handler_threads` | `num.io.threads` (Kafka's pool size) |
+//! | `kafka_server_kafkarequesthandlerpool_request_handler_busy_seconds_total` | `kafka.server:type=KafkaRequestHandlerPool,name=RequestHandlerAvgIdlePercent` is `1 - rate / threads` |
 //! | `kafka_network_connections{listener}` | `kafka.server:type=socket-server-metrics,name=connection-count` |
 //! | `kafka_network_connection_creation_total{listener}`, `..._close_total` | `connection-creation-total`, `connection-close-total` |
 //! | `kafka_network_connection_accept_throttle_ms_total{listener}` | `connection-accept-throttle-time` |
@@ -56,6 +58,7 @@ mod http;
 mod mirror;
 mod network;
 mod process;
+mod request_handlers;
 mod topic;
 
 use std::fmt;
@@ -74,11 +77,16 @@ pub use network::{network, ConnectionCounters, NetworkMetrics};
 pub use topic::PartitionStats;
 
 use crate::broker::Broker;
+use crate::network::RequestHandlerPool;
 
-/// Everything `/metrics` serves, for the broker `broker`.
-pub fn registry(broker: Arc<Broker>) -> Registry {
+/// Everything `/metrics` serves, for the broker `broker` and its request
+/// handler pool.
+pub fn registry(broker: Arc<Broker>, handler_pool: Arc<RequestHandlerPool>) -> Registry {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(network::NetworkCollector(network())));
+    registry.register_collector(Box::new(request_handlers::RequestHandlerCollector(
+        handler_pool,
+    )));
     registry.register_collector(Box::new(cluster::BrokerCollector(broker.clone())));
     registry.register_collector(Box::new(mirror::MirrorCollector(broker)));
     registry.register_collector(Box::new(process::ProcessCollector));

@@ -140,9 +140,17 @@ fn broker_state_and_topic_traffic() {
     assert_ne!(failed.error.code(), 0);
     rebalance_started();
 
-    let text = render(&registry(broker.clone())).unwrap();
+    let text = render(&registry(broker.clone(), RequestHandlerPool::new(3))).unwrap();
     assert_well_formed(&text);
     let v = |s: &str| value(&text, s);
+    assert_eq!(
+        v("kafka_server_kafkarequesthandlerpool_request_handler_threads"),
+        Some(3.0)
+    );
+    assert_eq!(
+        v("kafka_server_kafkarequesthandlerpool_request_handler_busy_seconds_total"),
+        Some(0.0)
+    );
     assert!(v(r#"kafka_server_brokertopic_bytes_in_total{topic="orders"}"#).unwrap() > 0.0);
     assert_eq!(
         v(r#"kafka_server_brokertopic_messages_in_total{topic="orders"}"#),
@@ -209,7 +217,8 @@ fn broker_state_and_topic_traffic() {
 #[test]
 fn the_grafana_dashboard_queries_exported_metrics() {
     let dir = tempfile::tempdir().unwrap();
-    let text = render(&registry(test_broker(dir.path()))).unwrap();
+    let pool = RequestHandlerPool::new(8);
+    let text = render(&registry(test_broker(dir.path()), pool)).unwrap();
     let mut exported = std::collections::HashSet::new();
     for line in text.lines() {
         let Some((name, kind)) = line.strip_prefix("# TYPE ").and_then(|l| l.split_once(' '))

@@ -342,7 +342,7 @@ impl Connection {
             version,
         );
         let handler = Arc::clone(&self.service.handler);
-        let task = tokio::spawn(async move {
+        let task = tokio::spawn(self.settings.handler_pool.run(async move {
             let response = handler
                 .handle(&ctx, header, body)
                 .await
@@ -352,7 +352,7 @@ impl Connection {
                 network().response_errors(api_key, body);
             }
             outcome(response, api_key, version, correlation_id).map_err(|e| e.to_string())
-        });
+        }));
         (task, release)
     }
 }
@@ -394,7 +394,7 @@ impl Connection {
         let (ctx, release) =
             RequestContext::new(&self.info, principal, client_id, Api::Mirror(key), version);
         let handler = Arc::clone(&self.service.handler);
-        let task = tokio::spawn(async move {
+        let task = tokio::spawn(self.settings.handler_pool.run(async move {
             let body = handler
                 .handle_mirror(&ctx, key, request.body)
                 .await
@@ -403,7 +403,7 @@ impl Connection {
             let head = mirror_response_head(correlation_id, body.len())
                 .ok_or_else(|| format!("{key:?} response of {} bytes is too large", body.len()))?;
             Ok(Outcome::Send(ResponseFrame::new([head, body])))
-        });
+        }));
         let queued = Queued {
             pending: Pending::Task(task),
             api: Api::Mirror(key),

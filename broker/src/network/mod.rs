@@ -5,6 +5,7 @@
 
 mod connection;
 mod handler;
+mod handler_pool;
 mod limits;
 mod memory;
 mod quorum;
@@ -15,6 +16,7 @@ pub use handler::{
     Api, ConnectionThrottle, HandlerError, HandlerFuture, MirrorHandlerFuture, RequestContext,
     RequestHandler, Response,
 };
+pub use handler_pool::RequestHandlerPool;
 pub use limits::{
     parse_per_ip_overrides, ConnectionLimitSource, ConnectionRateQuotas, Limits, StaticLimits,
 };

@@ -18,6 +18,7 @@ use tracing::{debug, info, info_span, warn, Instrument};
 
 use super::connection::{Connection, Service};
 use super::handler::{ConnectionInfo, RequestHandler};
+use super::handler_pool::RequestHandlerPool;
 use super::limits::{
     parse_per_ip_overrides, ConnectionLimitSource, ConnectionLimits, ConnectionRateQuotas,
     ConnectionRates, Limits, StaticLimits,
@@ -53,6 +54,8 @@ pub struct ServerSettings {
     pub listen_backlog: u32,
     /// queued.max.request.bytes, shared by every listener; `None`: unbounded.
     pub request_memory: Option<Arc<RequestMemory>>,
+    /// num.io.threads, shared by every listener.
+    pub handler_pool: Arc<RequestHandlerPool>,
 }
 
 impl Default for ServerSettings {
@@ -67,6 +70,7 @@ impl Default for ServerSettings {
             recv_buffer_size: Some(102_400),
             listen_backlog: 50,
             request_memory: None,
+            handler_pool: RequestHandlerPool::new(8),
         }
     }
 }
@@ -88,6 +92,7 @@ impl ServerSettings {
                 .ok()
                 .filter(|&bytes| bytes > 0)
                 .map(RequestMemory::new),
+            handler_pool: RequestHandlerPool::new(count(config.get(keys::NUM_IO_THREADS))),
             ..Self::default()
         }
     }

@@ -18,9 +18,7 @@ use crate::security::tls_reload::check_tls_listeners;
 /// The broker keys Ottla applies at runtime besides the `log.*` defaults
 /// of topic keys (read through the topic config resolver): the replication
 /// throttles, the connection limits, the cleaner's pacing, threads and
-/// buffers, and more. Kafka lets more change dynamically (other thread
-/// counts, listeners, ...); Ottla reads those once, at start-up, so it
-/// refuses to store a dynamic value it would not apply.
+/// buffers, the thread counts, the listeners.
 const DYNAMIC: &[&str] = &[
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
@@ -39,6 +37,7 @@ const DYNAMIC: &[&str] = &[
     "num.replica.fetchers",
     "num.recovery.threads.per.data.dir",
     "num.network.threads",
+    "num.io.threads",
     "listeners",
     "advertised.listeners",
     "listener.security.protocol.map",
@@ -50,12 +49,8 @@ const THREAD_COUNTS: &[&str] = &[
     "num.replica.fetchers",
     "num.recovery.threads.per.data.dir",
     "num.network.threads",
+    "num.io.threads",
 ];
-
-/// Keys Kafka changes at runtime that Ottla reads once: `num.io.threads`
-/// (the async runtime's worker threads, fixed for the life of the
-/// process). Their refusal says so.
-const KAFKA_DYNAMIC_READ_AT_START: &[&str] = &["num.io.threads"];
 
 /// The listener set, dynamic per broker within the bounds
 /// [`check_listener_change`] sets.
@@ -94,22 +89,8 @@ pub(super) fn validate(
         .filter(|k| known.contains(k) && !is_dynamic(k))
         .collect();
     if !fixed.is_empty() {
-        let read_at_start: Vec<&str> = fixed
-            .iter()
-            .copied()
-            .filter(|k| KAFKA_DYNAMIC_READ_AT_START.contains(k))
-            .collect();
-        let hint = if read_at_start.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " ({} change at runtime in Kafka; Ottla reads them at start-up (num.io.threads \
-                 sizes the async runtime): set them in server.properties and restart)",
-                java_set(read_at_start)
-            )
-        };
         return Err(invalid_request(format!(
-            "Cannot update these configs dynamically: {}{hint}",
+            "Cannot update these configs dynamically: {}",
             java_set(fixed)
         )));
     }
@@ -306,7 +287,7 @@ mod tests {
             is_dynamic("listeners"),
             "within check_listener_change's bounds"
         );
-        assert!(!is_dynamic("num.io.threads"));
+        assert!(is_dynamic("num.io.threads"));
         assert!(is_dynamic("max.connections.per.ip.overrides"));
     }
 }

@@ -525,6 +525,22 @@ fn thread_counts_change_by_at_most_a_factor_of_two() {
     };
     assert_eq!(recovery("4").0, 0);
     assert_eq!(recovery("9").0, ResponseError::InvalidRequest.code());
+    // num.io.threads (static default 8) resizes the request handler pool.
+    let io_threads = |n: &str| {
+        incremental(
+            &broker,
+            RESOURCE_BROKER,
+            "1",
+            vec![op("num.io.threads", SET, Some(n))],
+            false,
+        )
+    };
+    assert_eq!(
+        io_threads("3").1,
+        "Dynamic thread count update validation failed for num.io.threads=3, value \
+         should be at least half the current value 8"
+    );
+    assert_eq!(io_threads("4").0, 0);
 }
 
 #[test]
@@ -652,15 +668,7 @@ fn broker_refusals_follow_kafka() {
         message,
         "Cannot update these configs dynamically: [num.partitions]"
     );
-    // Keys Ottla reads only at start-up (Kafka's are dynamic) are refused
-    // rather than stored without effect; the replication throttles apply.
-    let (_, message) = refusal("", vec![op("num.io.threads", SET, Some("4"))]);
-    assert_eq!(
-        message,
-        "Cannot update these configs dynamically: [num.io.threads] ([num.io.threads] change \
-         at runtime in Kafka; Ottla reads them at start-up (num.io.threads sizes the async \
-         runtime): set them in server.properties and restart)"
-    );
+    // The replication throttles apply at runtime.
     assert_eq!(
         refusal(
             "1",
