@@ -7,15 +7,18 @@ kafka-producer-perf-test then kafka-consumer-perf-test run every case
 against each with the same settings. A consumer's rate counts from when it
 has its partitions; the time it took to join its group (a quarter of a
 500 MiB run, most of it the client JVM warming up) is its own figure,
-"join ms". Prints, per case, the ratio
-Ottla/Kafka of the best round for records/s, MB/s, p50 and p99 latency and
-the broker's CPU time (user + system) over the run, plus the highest peak
-RSS and the slowest time from process start to the first accepted
-connection. On a small machine the perf-test JVMs share the cores with the
+"join ms". Each round reads each case's topic `--consumer-runs` times (3
+by default), since one consumer run varies by ±25 % from the next on
+either broker. Prints, per case, the ratio Ottla/Kafka of the medians of
+all samples (rounds, and consumer runs) for records/s, MB/s, p50 and p99
+latency and the broker's CPU time (user + system) over the run, plus the
+highest peak RSS and the slowest time from process start to the first
+accepted connection. On a small machine the perf-test JVMs share the cores with the
 broker, so throughput can be the client's limit; the CPU figure is the
 broker's own cost.
 
-    scripts/bench.py [--mib M] [--rounds R] [--quick] [--cases 1024:all:8,...] [--latency-mib-s 10]
+    scripts/bench.py [--mib M] [--rounds R] [--consumer-runs C] [--quick] [--cases 1024:all:8,...]
+                     [--latency-mib-s 10]
 
 Every run moves the same amount of data (`--mib`, 500 MiB by default: 512,000
 records of 1 KiB, 5,242,880 of 100 bytes), so small-record runs last as long
@@ -36,6 +39,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -201,10 +205,11 @@ def consume(bin_dir, broker, topic, records):
     return {"rec/s": float(fields[9]), "MB/s": float(fields[8]), "join ms": float(fields[6])}
 
 
-def run_pass(broker, bin_dir, cases, run_bytes, latency_rate, results, round_no):
+def run_pass(broker, bin_dir, cases, run_bytes, latency_rate, consumer_runs, results, round_no):
     """One pass over every case on a freshly started broker: produce, then
-    consume what was produced, then produce at `latency_rate` bytes/s (if
-    any) for LATENCY_SECONDS. Samples are appended to `results`."""
+    consume what was produced `consumer_runs` times, then produce at
+    `latency_rate` bytes/s (if any) for LATENCY_SECONDS. Samples are
+    appended to `results`."""
     work = Path(tempfile.mkdtemp(prefix="bench-work-"))
     broker.start()
     try:
@@ -215,10 +220,11 @@ def run_pass(broker, bin_dir, cases, run_bytes, latency_rate, results, round_no)
                 "--topic", topic, "--partitions", str(parts), "--replication-factor", "1"])
             p = measured(broker, lambda: produce(bin_dir, broker, topic, records, size, acks, work))
             results.setdefault(("produce", size, acks, parts), []).append(p)
-            c = measured(broker, lambda: consume(bin_dir, broker, topic, records))
-            results.setdefault(("consume", size, acks, parts), []).append(c)
-            print(f"  round {round_no} {broker.name} {size}B acks={acks} p={parts}: produce {p} consume {c}",
-                  file=sys.stderr)
+            print(f"  round {round_no} {broker.name} {size}B acks={acks} p={parts}: produce {p}", file=sys.stderr)
+            for _ in range(consumer_runs):
+                c = measured(broker, lambda: consume(bin_dir, broker, topic, records))
+                results.setdefault(("consume", size, acks, parts), []).append(c)
+                print(f"  round {round_no} {broker.name} {size}B acks={acks} p={parts}: consume {c}", file=sys.stderr)
             if latency_rate:
                 rate = latency_rate // size
                 topic = f"latency-{size}-{acks}-{parts}"
@@ -240,16 +246,17 @@ def run_pass(broker, bin_dir, cases, run_bytes, latency_rate, results, round_no)
 LATENCY_SECONDS = 15
 
 
-def best(samples, key):
-    """The best round: the highest throughput, the lowest latency and CPU."""
-    values = [s[key] for s in samples]
-    return max(values) if key in ("rec/s", "MB/s") else min(values)
+def typical(samples, key):
+    """The median sample: one unusually fast or slow run, on either broker,
+    does not decide a ratio."""
+    return statistics.median(s[key] for s in samples)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mib", type=int, default=500, help="data per run, MiB")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--consumer-runs", type=int, default=3, help="consumer runs per case and round")
     ap.add_argument("--quick", action="store_true", help="one case per record size, one round")
     ap.add_argument("--cases", help="only these cases, as SIZE:ACKS:PARTITIONS[,...], e.g. 1024:all:8")
     ap.add_argument("--latency-mib-s", type=float, default=10,
@@ -271,14 +278,16 @@ def main():
         ottla_broker = Ottla("ottla", OTTLA_PORT, binary)
         passes = [(kafka_broker, kafka), (ottla_broker, ottla)]
         for broker, results in passes if r % 2 == 0 else reversed(passes):
-            run_pass(broker, bin_dir, cases, args.mib << 20, int(args.latency_mib_s * (1 << 20)), results, r + 1)
-    print(f"\nOttla / Apache Kafka, {args.mib} MiB per run, best of {args.rounds} round(s), this machine")
+            run_pass(broker, bin_dir, cases, args.mib << 20, int(args.latency_mib_s * (1 << 20)),
+                     args.consumer_runs, results, r + 1)
+    print(f"\nOttla / Apache Kafka, {args.mib} MiB per run, medians over {args.rounds} round(s) "
+          f"({args.consumer_runs} consumer runs each), this machine")
     print(f"{'case':<34}{'metric':<10}{'kafka':>12}{'ottla':>12}{'ratio':>9}")
     for key in sorted(k for k in kafka if isinstance(k, tuple)):
         kind, size, acks, parts = key
         name = f"{kind} {size}B acks={acks} p={parts}"
         for metric in kafka[key][0]:
-            k, o = best(kafka[key], metric), best(ottla[key], metric)
+            k, o = typical(kafka[key], metric), typical(ottla[key], metric)
             ratio = o / k if k else float("nan")
             print(f"{name:<34}{metric:<10}{k:>12.1f}{o:>12.1f}{ratio:>9.2f}")
     for metric in ("peak RSS MiB", "start ms"):
