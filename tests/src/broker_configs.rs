@@ -1,22 +1,39 @@
 //! Dynamic broker configs through the stock `kafka-configs.sh`.
 
 use crate::ottla::Ottla;
-use crate::tools::{kafka_tool, ok};
+use crate::tools::kafka_tool;
 
-/// `kafka-configs.sh --alter --entity-type brokers <entity> --add-config
-/// <config>` through `node`; `entity` is `["--entity-default"]` or
-/// `["--entity-name", id]`. Panics unless the tool reports success.
-pub fn alter_broker_config(node: &Ottla, entity: &[&str], config: &str) {
+/// `kafka-configs.sh --alter --entity-type brokers` through `node`, with
+/// `args` (the entity and the change): whether the tool reported success,
+/// and its stdout and stderr.
+pub fn try_alter_broker_configs(node: &Ottla, args: &[&str]) -> (bool, String) {
     let bootstrap = node.bootstrap();
-    let mut args = vec![
+    let mut all = vec![
         "--bootstrap-server",
         &bootstrap,
         "--alter",
         "--entity-type",
         "brokers",
     ];
-    args.extend_from_slice(entity);
+    all.extend_from_slice(args);
+    let out = kafka_tool("kafka-configs.sh", &all, None);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        out.status.success() && text.contains("Completed updating"),
+        text,
+    )
+}
+
+/// Sets `config` (`key=value`) on broker entity `entity`
+/// (`["--entity-default"]` or `["--entity-name", id]`) through `node`;
+/// panics unless the tool reports success.
+pub fn alter_broker_config(node: &Ottla, entity: &[&str], config: &str) {
+    let mut args = entity.to_vec();
     args.extend(["--add-config", config]);
-    let altered = ok(kafka_tool("kafka-configs.sh", &args, None));
-    assert!(altered.contains("Completed updating"), "{altered}");
+    let (done, out) = try_alter_broker_configs(node, &args);
+    assert!(done, "{out}");
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use ottla_tests::broker_configs::try_alter_broker_configs;
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_tool, ok};
 use ottla_tests::topics::{create_topic, describe, PartitionView};
@@ -865,30 +866,6 @@ fn broker_only_nodes_follow_a_controller_only_quorum() {
     );
 }
 
-/// `kafka-configs.sh --alter --entity-type brokers` through `node`, with
-/// `args` (the entity and the change); the tool's stdout and stderr.
-fn alter_brokers(node: &Ottla, args: &[&str]) -> (bool, String) {
-    let bootstrap = node.bootstrap();
-    let mut all = vec![
-        "--bootstrap-server",
-        &bootstrap,
-        "--alter",
-        "--entity-type",
-        "brokers",
-    ];
-    all.extend_from_slice(args);
-    let out = kafka_tool("kafka-configs.sh", &all, None);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (
-        out.status.success() && text.contains("Completed updating"),
-        text,
-    )
-}
-
 /// Polls `node`'s metrics until `check` holds for them (30 s at most).
 fn wait_for_metrics(node: &Ottla, what: &str, check: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -947,7 +924,7 @@ fn thread_counts_and_listeners_change_at_runtime() {
     });
 
     // num.replica.fetchers, cluster-wide: node 2 runs two loops for node 1.
-    let (done, out) = alter_brokers(
+    let (done, out) = try_alter_broker_configs(
         &nodes[0],
         &["--entity-default", "--add-config", "num.replica.fetchers=2"],
     );
@@ -955,7 +932,7 @@ fn thread_counts_and_listeners_change_at_runtime() {
     wait_for_metrics(&nodes[1], "two fetch loops", |t| {
         sample(t, fetchers) == Some(2.0)
     });
-    let (done, out) = alter_brokers(
+    let (done, out) = try_alter_broker_configs(
         &nodes[0],
         &["--entity-default", "--add-config", "num.replica.fetchers=5"],
     );
@@ -988,7 +965,7 @@ fn thread_counts_and_listeners_change_at_runtime() {
     );
     let map =
         "listener.security.protocol.map=[PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,EXTRA:PLAINTEXT]";
-    let (done, out) = alter_brokers(
+    let (done, out) = try_alter_broker_configs(
         &nodes[0],
         &[
             "--entity-name",
@@ -1006,7 +983,7 @@ fn thread_counts_and_listeners_change_at_runtime() {
     ));
     assert!(listed.lines().any(|l| l == "spread"), "{listed}");
     // Advertising it would change the broker's registration.
-    let (done, out) = alter_brokers(
+    let (done, out) = try_alter_broker_configs(
         &nodes[0],
         &[
             "--entity-name",
@@ -1022,7 +999,7 @@ fn thread_counts_and_listeners_change_at_runtime() {
         !done && out.contains("Advertised listeners cannot be altered"),
         "{out}"
     );
-    let (done, out) = alter_brokers(
+    let (done, out) = try_alter_broker_configs(
         &nodes[0],
         &[
             "--entity-name",
@@ -1036,7 +1013,7 @@ fn thread_counts_and_listeners_change_at_runtime() {
 
     // num.recovery.threads.per.data.dir, for node 2: used to close its logs
     // and, read from the metadata at start-up, to load them again.
-    let (done, out) = alter_brokers(
+    let (done, out) = try_alter_broker_configs(
         &nodes[0],
         &[
             "--entity-name",

@@ -485,56 +485,42 @@ fn broker_configs_describe_and_alter_dynamically() {
 fn thread_counts_change_by_at_most_a_factor_of_two() {
     let dir = tempfile::tempdir().unwrap();
     let broker = test_broker(dir.path());
-    let fetchers = |level: &str, n: &str| {
+    // Sets broker key `key` to `n` at `level` ("" or a node id).
+    let set = |level: &str, key: &str, n: &str| {
         incremental(
             &broker,
             RESOURCE_BROKER,
             level,
-            vec![op("num.replica.fetchers", SET, Some(n))],
+            vec![op(key, SET, Some(n))],
             false,
         )
     };
-    let (code, message) = fetchers("1", "3");
+    let fetchers = |n: &str| set("1", "num.replica.fetchers", n);
+    let (code, message) = fetchers("3");
     assert_eq!(code, ResponseError::InvalidRequest.code());
     assert_eq!(
         message,
         "Dynamic thread count update validation failed for num.replica.fetchers=3, value \
          should not be greater than double the current value 1"
     );
-    assert_eq!(fetchers("1", "2").0, 0);
-    assert_eq!(fetchers("1", "4").0, 0, "double the value now in force");
+    assert_eq!(fetchers("2").0, 0);
+    assert_eq!(fetchers("4").0, 0, "double the value now in force");
     assert_eq!(
-        fetchers("1", "1").1,
+        fetchers("1").1,
         "Dynamic thread count update validation failed for num.replica.fetchers=1, value \
          should be at least half the current value 4"
     );
     assert_eq!(
-        fetchers("1", "0").1,
+        fetchers("0").1,
         "Dynamic thread count update validation failed for num.replica.fetchers=0, value \
          should be at least 1"
     );
     // The static default of num.recovery.threads.per.data.dir is 2.
-    let recovery = |n: &str| {
-        incremental(
-            &broker,
-            RESOURCE_BROKER,
-            "",
-            vec![op("num.recovery.threads.per.data.dir", SET, Some(n))],
-            false,
-        )
-    };
+    let recovery = |n: &str| set("", "num.recovery.threads.per.data.dir", n);
     assert_eq!(recovery("4").0, 0);
     assert_eq!(recovery("9").0, ResponseError::InvalidRequest.code());
     // num.io.threads (static default 8) resizes the request handler pool.
-    let io_threads = |n: &str| {
-        incremental(
-            &broker,
-            RESOURCE_BROKER,
-            "1",
-            vec![op("num.io.threads", SET, Some(n))],
-            false,
-        )
-    };
+    let io_threads = |n: &str| set("1", "num.io.threads", n);
     assert_eq!(
         io_threads("3").1,
         "Dynamic thread count update validation failed for num.io.threads=3, value \
