@@ -13,9 +13,9 @@ either broker. Prints, per case, the ratio Ottla/Kafka of the medians of
 all samples (rounds, and consumer runs) for records/s, MB/s, p50 and p99
 latency and the broker's CPU time (user + system) over the run, plus the
 highest peak RSS and the slowest time from process start to the first
-accepted connection. On a small machine the perf-test JVMs share the cores with the
-broker, so throughput can be the client's limit; the CPU figure is the
-broker's own cost.
+accepted connection. On a small machine the perf-test JVMs share the cores
+with the broker, so throughput can be the client's limit; the CPU figure is
+the broker's own cost.
 
     scripts/bench.py [--mib M] [--rounds R] [--consumer-runs C] [--quick] [--cases 1024:all:8,...]
                      [--latency-mib-s 10]

@@ -216,10 +216,12 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         tls_reloader.clone(),
         controller.subscribe(),
     ));
+    // Still the static num.io.threads: nothing has resized the pool yet.
+    let static_io_threads = handler_pool.size();
     tokio::spawn(resize_handler_pool_on_change(
         handler_pool.clone(),
         config.node_id,
-        usize::try_from(config.get(keys::NUM_IO_THREADS)).unwrap_or(1),
+        static_io_threads,
         controller.subscribe(),
     ));
     let stop_controller_listener = CancellationToken::new();
