@@ -165,11 +165,11 @@ impl<E: IndexEntry> SparseIndex<E> {
 
     /// Index of the first entry for which `before` is false (entries are
     /// sorted, so `before` holds for a prefix).
-    fn partition_point(&self, before: impl Fn(i64) -> bool) -> usize {
+    fn partition_point(&self, before: impl Fn(&E) -> bool) -> usize {
         let (mut lo, mut hi) = (0usize, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if before(self.entry(mid).key()) {
+            if before(&self.entry(mid)) {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -180,13 +180,13 @@ impl<E: IndexEntry> SparseIndex<E> {
 
     /// The last entry whose key is <= `key`.
     pub fn floor(&self, key: i64) -> Option<E> {
-        let i = self.partition_point(|k| k <= key);
+        let i = self.partition_point(|e| e.key() <= key);
         (i > 0).then(|| self.entry(i - 1))
     }
 
     /// The first entry whose key is >= `key`.
     pub fn ceiling(&self, key: i64) -> Option<E> {
-        let i = self.partition_point(|k| k < key);
+        let i = self.partition_point(|e| e.key() < key);
         (i < self.len()).then(|| self.entry(i))
     }
 
@@ -221,7 +221,7 @@ impl<E: IndexEntry> SparseIndex<E> {
 
     /// Removes entries whose key is >= `key`.
     pub fn truncate_from_key(&mut self, key: i64) -> Result<()> {
-        let keep = self.partition_point(|k| k < key);
+        let keep = self.partition_point(|e| e.key() < key);
         self.truncate_entries(keep)
     }
 
@@ -288,6 +288,16 @@ impl<E: IndexEntry> SparseIndex<E> {
 
     pub fn set_max_bytes(&mut self, max_bytes: usize) {
         self.max_entries = (max_bytes / E::SIZE).max(self.len());
+    }
+}
+
+impl SparseIndex<OffsetPosition> {
+    /// An indexed batch that ends at or before `position`: the one before
+    /// the last indexed batch starting there or earlier (the next indexed
+    /// batch starts after it, at or before `position`).
+    pub fn batch_ending_by(&self, position: u64) -> Option<OffsetPosition> {
+        let starting_by = self.partition_point(|e| u64::from(e.position) <= position);
+        starting_by.checked_sub(2).map(|i| self.entry(i))
     }
 }
 

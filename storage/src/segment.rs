@@ -527,7 +527,19 @@ impl LogSegment {
         }
         let mut next_offset = first.last_offset + 1;
         if len < max_bytes {
-            self.scan_headers(first.position + first.size as u64, |loc| {
+            // Whole batches up to an indexed batch that ends in reach are
+            // counted from the index instead of header by header; the scan
+            // goes on from that batch, so it sees it and its last offset.
+            let reach = limit.min(first.position + max_bytes as u64);
+            let mut scan_from = first.position + first.size as u64;
+            if let Some(indexed) = self.offset_index.batch_ending_by(reach) {
+                let indexed_at = u64::from(indexed.position);
+                if indexed_at > scan_from {
+                    len = (indexed_at - first.position) as usize;
+                    scan_from = indexed_at;
+                }
+            }
+            self.scan_headers(scan_from, |loc| {
                 let end = loc.position + loc.size as u64;
                 if end > limit || len + loc.size > max_bytes {
                     return ControlFlow::Break(());

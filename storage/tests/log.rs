@@ -850,6 +850,41 @@ proptest! {
         prop_assert_eq!(latest_values(&log), live);
     }
 
+    /// Reads that skip whole batches through the offset index return the
+    /// same slices as reads that walk every batch header (a log with no
+    /// index entries), whatever the index interval, limits and high watermark.
+    #[test]
+    fn index_assisted_reads_match_header_walks(
+        batch_records in proptest::collection::vec(1usize..12, 1..80),
+        interval in 0usize..3000,
+        hw_frac in 0.0f64..=1.0,
+        queries in proptest::collection::vec((0.0f64..=1.0, 1usize..20_000, any::<bool>(), any::<bool>()), 1..40),
+    ) {
+        let indexed_dir = tempfile::tempdir().unwrap();
+        let walked_dir = tempfile::tempdir().unwrap();
+        let segment_bytes = 16_384;
+        let mut indexed = open(indexed_dir.path(), LogConfig { segment_bytes, index_interval_bytes: interval, ..small_config() }, false);
+        let mut walked = open(walked_dir.path(), LogConfig { segment_bytes, index_interval_bytes: usize::MAX, ..small_config() }, false);
+        for &n in &batch_records {
+            prop_assert_eq!(append(&mut indexed, n, 0), append(&mut walked, n, 0));
+        }
+        let end = indexed.log_end_offset();
+        let hw = (end as f64 * hw_frac) as i64;
+        indexed.set_high_watermark(hw);
+        walked.set_high_watermark(hw);
+        for (at, max_bytes, to_hw, min_one) in queries {
+            let offset = (end as f64 * at) as i64;
+            let isolation = if to_hw { FetchIsolation::HighWatermark } else { FetchIsolation::LogEnd };
+            let slice = |log: &PartitionLog| {
+                log.read(offset, max_bytes, isolation, min_one)
+                    .unwrap()
+                    .slice
+                    .map(|s| (s.range.position, s.range.len, s.next_offset))
+            };
+            prop_assert_eq!(slice(&indexed), slice(&walked), "offset {} max_bytes {}", offset, max_bytes);
+        }
+    }
+
     /// Random appends, truncations and reopens agree with a simple model.
     #[test]
     fn append_truncate_reopen_matches_a_model(
