@@ -530,7 +530,7 @@ impl LogSegment {
             // Whole batches up to an indexed batch that ends in reach are
             // counted from the index instead of header by header; the scan
             // goes on from that batch, so it sees it and its last offset.
-            let reach = limit.min(first.position + max_bytes as u64);
+            let reach = limit.min(first.position.saturating_add(max_bytes as u64));
             let mut scan_from = first.position + first.size as u64;
             if let Some(indexed) = self.offset_index.batch_ending_by(reach) {
                 let indexed_at = u64::from(indexed.position);
