@@ -26,6 +26,7 @@ use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
 use crate::inter_broker::BrokerClients;
 use crate::log_config::TopicConfigResolver;
+use crate::mirroring::epoch_bumps::EpochBumps;
 use crate::mirroring::state_store::MirrorStateStore;
 use crate::mirroring::{MirrorManager, MirrorServices};
 use crate::producer_ids::ProducerIdManager;
@@ -145,7 +146,7 @@ impl Broker {
         );
         let replicas = Arc::new(replicas);
         let incarnation = Uuid::new_v4();
-        register(&controller, &settings, incarnation)?;
+        controller.block_on(register(&controller, &settings, incarnation));
         replicas.apply_image(&controller.image());
         features::publish(&settings.finalized_features, &controller.image());
         let groups = GroupCoordinator::open(
@@ -175,6 +176,7 @@ impl Broker {
             controller: controller.clone(),
             replicas: replicas.clone(),
             brokers: brokers.clone(),
+            epoch_bumps: EpochBumps::start(controller.clone(), settings.node_id),
             states: MirrorStateStore::new(
                 settings.node_id,
                 &settings.static_configs,
@@ -322,11 +324,7 @@ impl Broker {
             match self.controller.heartbeat(self.heartbeat()).await {
                 Ok(reply) if reply.unknown => {
                     warn!("the controller no longer knows this broker; registering again");
-                    let me = self.clone();
-                    let _ = tokio::task::spawn_blocking(move || {
-                        register(&me.controller, &me.settings, me.incarnation)
-                    })
-                    .await;
+                    register(&self.controller, &self.settings, self.incarnation).await;
                 }
                 Ok(_) => {}
                 Err(e) => warn!(error = %e, "broker heartbeat failed"),
@@ -351,21 +349,20 @@ impl Broker {
     /// Sends the ISR changes this broker's leaders ask for to the controller.
     async fn send_isr_changes(self: Arc<Self>, mut changes: mpsc::UnboundedReceiver<IsrChange>) {
         while let Some(change) = changes.recv().await {
-            let me = self.clone();
-            let _ = tokio::task::spawn_blocking(move || {
-                let result = me.controller.alter_isr(
+            let result = self
+                .controller
+                .alter_isr(
                     change.topic_id,
                     change.tp.partition,
-                    me.settings.node_id,
+                    self.settings.node_id,
                     change.leader_epoch,
                     &change.isr,
-                );
-                if let Err(e) = result {
-                    info!(partition = %change.tp, error = %e, "ISR change refused");
-                    me.replicas.isr_change_failed(&change.tp);
-                }
-            })
-            .await;
+                )
+                .await;
+            if let Err(e) = result {
+                info!(partition = %change.tp, error = %e, "ISR change refused");
+                self.replicas.isr_change_failed(&change.tp);
+            }
         }
     }
 
@@ -492,11 +489,9 @@ fn recovery_threads_per_dir(
 
 /// Registers this broker (fenced) and heartbeats until the controller
 /// unfences it. Waits for a quorum leader as long as it takes, as Kafka does.
-fn register(
-    controller: &Controller,
-    settings: &BrokerSettings,
-    incarnation: Uuid,
-) -> anyhow::Result<()> {
+/// Registers this incarnation and waits until the controller unfences it,
+/// retrying for as long as it takes (the quorum may still be electing).
+async fn register(controller: &Controller, settings: &BrokerSettings, incarnation: Uuid) {
     let registration = MetadataRecord::RegisterBroker {
         broker_id: settings.node_id,
         incarnation_id: incarnation,
@@ -504,10 +499,10 @@ fn register(
         rack: settings.rack.clone(),
     };
     let mut waited = 0;
-    while let Err(e) = controller.register_broker(registration.clone()) {
+    while let Err(e) = controller.register_broker(registration.clone()).await {
         waited += 1;
         warn!(error = %e, attempt = waited, "registering with the controller failed; retrying");
-        std::thread::sleep(Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let heartbeat = Heartbeat {
         broker_id: settings.node_id,
@@ -515,11 +510,11 @@ fn register(
         want_shutdown: false,
     };
     loop {
-        match controller.heartbeat_blocking(heartbeat) {
-            Ok(reply) if !reply.fenced && !reply.unknown => return Ok(()),
+        match controller.heartbeat(heartbeat).await {
+            Ok(reply) if !reply.fenced && !reply.unknown => return,
             Ok(reply) => debug!(?reply, "waiting to be unfenced"),
             Err(e) => warn!(error = %e, "first heartbeat failed; retrying"),
         }
-        std::thread::sleep(Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

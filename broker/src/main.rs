@@ -281,7 +281,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     }
     stop_controller_listener.cancel();
     let _ = controller_listener.await;
-    tokio::task::spawn_blocking(move || controller.close()).await?;
+    controller.close().await;
     info!("ottla stopped");
     Ok(())
 }

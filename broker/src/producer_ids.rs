@@ -26,7 +26,9 @@ impl ProducerIdManager {
     pub fn next(&self) -> ControllerResult<i64> {
         let mut block = self.block.lock();
         if block.0 >= block.1 {
-            let (start, len) = self.controller.allocate_producer_ids(self.node_id)?;
+            let (start, len) = self
+                .controller
+                .block_on(self.controller.allocate_producer_ids(self.node_id))?;
             *block = (start, start + len);
         }
         let id = block.0;

@@ -247,14 +247,14 @@ pub fn delete_records(
 
 impl Controller {
     /// Validates and commits CreateAcls; a failed commit fails every ACL.
-    pub fn create_acls(&self, acls: &[Acl]) -> Vec<ControllerResult<()>> {
-        let (results, error) = self.run(|image| create_records(image, acls));
+    pub async fn create_acls(&self, acls: &[Acl]) -> Vec<ControllerResult<()>> {
+        let (results, error) = self.run(|image| create_records(image, acls)).await;
         fail_all(results, error)
     }
 
     /// Commits DeleteAcls; a failed commit fails every filter.
-    pub fn delete_acls(&self, filters: &[AclFilter]) -> Vec<DeleteResult> {
-        let (results, error) = self.run(|image| delete_records(image, filters));
+    pub async fn delete_acls(&self, filters: &[AclFilter]) -> Vec<DeleteResult> {
+        let (results, error) = self.run(|image| delete_records(image, filters)).await;
         fail_all(results, error)
     }
 }

@@ -207,9 +207,9 @@ impl Controller {
 
     /// The quorum's state as the active controller sees it (per-voter
     /// progress is only known there).
-    pub fn describe_quorum(&self) -> Result<QuorumSummary, String> {
+    pub async fn describe_quorum(&self) -> Result<QuorumSummary, String> {
         let me = self.me.upgrade().expect("controller alive");
-        self.wait(async move {
+        self.on_runtime(async move {
             if me.leads() {
                 return me.summary_as_leader().await.map_err(|e| e.to_string());
             }
@@ -219,6 +219,7 @@ impl Controller {
                 Err(e) => Err(e.to_string()),
             }
         })
+        .await
     }
 
     async fn summary_as_leader(&self) -> Result<QuorumSummary, QuorumError> {
@@ -233,12 +234,6 @@ impl Controller {
     /// The voters and their controller listener addresses.
     pub fn voters(&self) -> BTreeMap<u64, Node> {
         self.quorum.voters()
-    }
-
-    /// [`Controller::heartbeat`] for synchronous callers.
-    pub fn heartbeat_blocking(&self, heartbeat: Heartbeat) -> Result<HeartbeatReply, String> {
-        let me = self.me.upgrade().expect("controller alive");
-        self.wait(async move { me.heartbeat(heartbeat).await })
     }
 
     /// Notes the heartbeat and fences or unfences the broker as asked.

@@ -165,7 +165,7 @@ impl Controller {
         } = settings;
         let id = u64::try_from(node_id)
             .map_err(|_| QuorumError::Config(format!("node.id {node_id} is negative")))?;
-        let quorum = wait_on(runtime.handle(), async move {
+        let quorum = runtime.block_on(async move {
             if voter {
                 Quorum::start(id, &dir, voters, None, quorum)
                     .await
@@ -225,26 +225,45 @@ impl Controller {
         }
     }
 
-    /// Runs `future` on the controller's runtime and waits for it from any
-    /// thread, async or not (a metadata call blocks its caller, as a
-    /// forwarded request to Kafka's controller would).
-    pub(crate) fn wait<T: Send + 'static>(
+    /// Runs `future` on the controller's runtime and waits for it
+    /// asynchronously: metadata work never queues behind client traffic.
+    pub(crate) async fn on_runtime<T: Send + 'static>(
         &self,
         future: impl Future<Output = T> + Send + 'static,
     ) -> T {
-        wait_on(self.runtime.as_ref().expect("running").handle(), future)
+        self.runtime
+            .as_ref()
+            .expect("running")
+            .spawn(future)
+            .await
+            .expect("the controller runtime stopped")
     }
 
-    pub(crate) fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
+    /// Waits for an async controller call from a thread that may block: a
+    /// handler on the blocking pool, a plain thread, a test. Tokio refuses
+    /// (panics) on an async runtime's worker thread, where the wait could
+    /// stall every worker of the broker and with them the quorum RPCs the
+    /// call is waiting for; async code awaits the call instead.
+    pub fn block_on<T>(&self, call: impl Future<Output = T>) -> T {
+        self.runtime
+            .as_ref()
+            .expect("running")
+            .handle()
+            .block_on(call)
+    }
+
+    /// Runs background metadata work (an internal topic's creation, the
+    /// liveness checks) on the controller's runtime, from any thread.
+    pub fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
         self.runtime.as_ref().expect("running").spawn(future);
     }
 
     /// Plans records against the current image and commits them; a plan
     /// made on an image that moved on meanwhile is made again on the new
     /// one. Returns the plan's outcome and the commit's error, if any.
-    pub(crate) fn run<T>(
+    pub(crate) async fn run<T>(
         &self,
-        mut plan: impl FnMut(&MetadataImage) -> (Vec<MetadataRecord>, T),
+        mut plan: impl FnMut(&MetadataImage) -> (Vec<MetadataRecord>, T) + Send,
     ) -> (T, Option<ControllerError>) {
         let mut attempts = 0;
         loop {
@@ -255,11 +274,14 @@ impl Controller {
             }
             let me = self.me.upgrade().expect("controller alive");
             let expected = image.offset;
-            match self.wait(async move { me.commit(expected, records).await }) {
+            match self
+                .on_runtime(async move { me.commit(expected, records).await })
+                .await
+            {
                 Ok(_) => return (outcome, None),
                 Err(CommitError::Stale) if attempts < MAX_PLAN_ATTEMPTS => {
                     attempts += 1;
-                    self.wait_for_newer_image(expected);
+                    self.wait_for_newer_image(expected).await;
                 }
                 Err(CommitError::Stale) => {
                     return (
@@ -276,21 +298,22 @@ impl Controller {
     }
 
     /// Waits briefly for this node's image to pass `offset`.
-    fn wait_for_newer_image(&self, offset: i64) {
+    async fn wait_for_newer_image(&self, offset: i64) {
         let mut rx = self.subscribe();
-        self.wait(async move {
+        self.on_runtime(async move {
             let _ = tokio::time::timeout(
                 Duration::from_millis(200),
                 rx.wait_for(|image| image.offset > offset),
             )
             .await;
-        });
+        })
+        .await;
     }
 
     /// Registers (or re-registers) a broker and its endpoints. It starts
     /// fenced; a new incarnation of a known broker first loses whatever it
     /// led, since its log may have lost an unflushed tail.
-    pub fn register_broker(&self, record: MetadataRecord) -> ControllerResult<()> {
+    pub async fn register_broker(&self, record: MetadataRecord) -> ControllerResult<()> {
         let MetadataRecord::RegisterBroker { broker_id, .. } = &record else {
             return Err(ControllerError::new(
                 ResponseError::InvalidRequest,
@@ -298,42 +321,46 @@ impl Controller {
             ));
         };
         let broker_id = *broker_id;
-        let ((), error) = self.run(|image| {
-            let mut records = vec![record.clone()];
-            records.extend(align_partitions(image, |b| {
-                usable_in(image, b, &[(broker_id, false)])
-            }));
-            (records, ())
-        });
+        let ((), error) = self
+            .run(|image| {
+                let mut records = vec![record.clone()];
+                records.extend(align_partitions(image, |b| {
+                    usable_in(image, b, &[(broker_id, false)])
+                }));
+                (records, ())
+            })
+            .await;
         error.map_or(Ok(()), Err)
     }
 
     /// Validates and creates topics. With `validate_only`, nothing is
     /// written. Returns, per topic, its id and partition count, or an error.
-    pub fn create_topics(
+    pub async fn create_topics(
         &self,
         topics: Vec<NewTopic>,
         validate_only: bool,
     ) -> Vec<(String, ControllerResult<CreatedTopic>)> {
-        let (mut results, error) = self.run(|image| {
-            let mut results = Vec::new();
-            let mut records = Vec::new();
-            let mut taken: Vec<String> = Vec::new();
-            for topic in topics.iter().cloned() {
-                let name = topic.name.clone();
-                let r = self
-                    .plan_topic(image, &taken, topic)
-                    .map(|(recs, created)| {
-                        taken.push(name.clone());
-                        if !validate_only {
-                            records.extend(recs);
-                        }
-                        created
-                    });
-                results.push((name, r));
-            }
-            (records, results)
-        });
+        let (mut results, error) = self
+            .run(|image| {
+                let mut results = Vec::new();
+                let mut records = Vec::new();
+                let mut taken: Vec<String> = Vec::new();
+                for topic in topics.iter().cloned() {
+                    let name = topic.name.clone();
+                    let r = self
+                        .plan_topic(image, &taken, topic)
+                        .map(|(recs, created)| {
+                            taken.push(name.clone());
+                            if !validate_only {
+                                records.extend(recs);
+                            }
+                            created
+                        });
+                    results.push((name, r));
+                }
+                (records, results)
+            })
+            .await;
         fail_all(&mut results, error);
         results
     }
@@ -454,33 +481,35 @@ impl Controller {
     }
 
     /// Deletes topics by name.
-    pub fn delete_topics(&self, names: &[String]) -> Vec<(String, ControllerResult<Uuid>)> {
-        let (mut results, error) = self.run(|image| {
-            let mut records = Vec::new();
-            let results: Vec<_> = names
-                .iter()
-                .map(|name| {
-                    let r = match image.topic_by_name(name) {
-                        Some(t) => {
-                            records.push(MetadataRecord::RemoveTopic { topic_id: t.id });
-                            Ok(t.id)
-                        }
-                        None => Err(ControllerError::new(
-                            ResponseError::UnknownTopicOrPartition,
-                            format!("Topic '{name}' does not exist."),
-                        )),
-                    };
-                    (name.clone(), r)
-                })
-                .collect();
-            (records, results)
-        });
+    pub async fn delete_topics(&self, names: &[String]) -> Vec<(String, ControllerResult<Uuid>)> {
+        let (mut results, error) = self
+            .run(|image| {
+                let mut records = Vec::new();
+                let results: Vec<_> = names
+                    .iter()
+                    .map(|name| {
+                        let r = match image.topic_by_name(name) {
+                            Some(t) => {
+                                records.push(MetadataRecord::RemoveTopic { topic_id: t.id });
+                                Ok(t.id)
+                            }
+                            None => Err(ControllerError::new(
+                                ResponseError::UnknownTopicOrPartition,
+                                format!("Topic '{name}' does not exist."),
+                            )),
+                        };
+                        (name.clone(), r)
+                    })
+                    .collect();
+                (records, results)
+            })
+            .await;
         fail_all(&mut results, error);
         results
     }
 
     /// Adds partitions to a topic (CreatePartitions).
-    pub fn create_partitions(
+    pub async fn create_partitions(
         &self,
         name: &str,
         count: i32,
@@ -541,12 +570,12 @@ impl Controller {
                 .enumerate()
                 .map(|(i, replicas)| partition_record(t.id, current + i as i32, replicas))
                 .collect())
-        })
+        }).await
     }
 
     /// Applies config changes to one resource. Topic keys are validated here;
     /// broker keys must be validated by the caller (the broker owns them).
-    pub fn alter_configs(
+    pub async fn alter_configs(
         &self,
         resource_type: i8,
         resource_name: &str,
@@ -669,12 +698,13 @@ impl Controller {
             }
             Ok(records)
         })
+        .await
     }
 
     /// An ISR change asked by the leader of a partition (Kafka's
     /// AlterPartition): refused unless it comes from the current leader and
     /// epoch, keeps the leader in the ISR, and adds only live replicas.
-    pub fn alter_isr(
+    pub async fn alter_isr(
         &self,
         topic_id: Uuid,
         partition: i32,
@@ -723,58 +753,60 @@ impl Controller {
                 isr: Some(isr.to_vec()),
                 replicas: None,
             }])
-        })
+        }).await
     }
 
     /// ElectLeaders: elects `kind` leaders for `partitions` (every
     /// partition when None), each answered with its own outcome.
-    pub fn elect_leaders(
+    pub async fn elect_leaders(
         &self,
         kind: ElectionType,
         partitions: Option<Vec<PartitionKey>>,
     ) -> Vec<(PartitionKey, ControllerResult<()>)> {
-        let (mut results, error) = self.run(|image| {
-            let wanted = partitions.clone().unwrap_or_else(|| {
-                image
-                    .topics
-                    .values()
-                    .flat_map(|t| t.partitions.keys().map(|p| (t.name.clone(), *p)))
-                    .collect()
-            });
-            let mut records = Vec::new();
-            let results = wanted
-                .into_iter()
-                .map(|(topic, p)| {
-                    let outcome = match image.topic_by_name(&topic) {
-                        Some(t) if t.partitions.contains_key(&p) => elect(image, t.id, p, kind)
-                            .map(|r| records.push(r))
-                            .map_err(|e| {
-                                let (code, message) = match e {
-                                    NoElection::NotNeeded => (
-                                        ResponseError::ElectionNotNeeded,
-                                        "Leader election not needed for topic partition.",
-                                    ),
-                                    NoElection::PreferredUnavailable => (
-                                        ResponseError::PreferredLeaderNotAvailable,
-                                        "The preferred leader was not available.",
-                                    ),
-                                    NoElection::NoEligibleLeader => (
-                                        ResponseError::EligibleLeadersNotAvailable,
-                                        "Eligible topic partition leaders are not available.",
-                                    ),
-                                };
-                                ControllerError::new(code, message)
-                            }),
-                        _ => Err(ControllerError::new(
-                            ResponseError::UnknownTopicOrPartition,
-                            format!("{topic}-{p} does not exist."),
-                        )),
-                    };
-                    ((topic, p), outcome)
-                })
-                .collect::<Vec<_>>();
-            (records, results)
-        });
+        let (mut results, error) = self
+            .run(|image| {
+                let wanted = partitions.clone().unwrap_or_else(|| {
+                    image
+                        .topics
+                        .values()
+                        .flat_map(|t| t.partitions.keys().map(|p| (t.name.clone(), *p)))
+                        .collect()
+                });
+                let mut records = Vec::new();
+                let results = wanted
+                    .into_iter()
+                    .map(|(topic, p)| {
+                        let outcome = match image.topic_by_name(&topic) {
+                            Some(t) if t.partitions.contains_key(&p) => elect(image, t.id, p, kind)
+                                .map(|r| records.push(r))
+                                .map_err(|e| {
+                                    let (code, message) = match e {
+                                        NoElection::NotNeeded => (
+                                            ResponseError::ElectionNotNeeded,
+                                            "Leader election not needed for topic partition.",
+                                        ),
+                                        NoElection::PreferredUnavailable => (
+                                            ResponseError::PreferredLeaderNotAvailable,
+                                            "The preferred leader was not available.",
+                                        ),
+                                        NoElection::NoEligibleLeader => (
+                                            ResponseError::EligibleLeadersNotAvailable,
+                                            "Eligible topic partition leaders are not available.",
+                                        ),
+                                    };
+                                    ControllerError::new(code, message)
+                                }),
+                            _ => Err(ControllerError::new(
+                                ResponseError::UnknownTopicOrPartition,
+                                format!("{topic}-{p} does not exist."),
+                            )),
+                        };
+                        ((topic, p), outcome)
+                    })
+                    .collect::<Vec<_>>();
+                (records, results)
+            })
+            .await;
         fail_all(&mut results, error);
         results
     }
@@ -782,102 +814,112 @@ impl Controller {
     /// AlterPartitionReassignments: moves each partition to its target
     /// replicas (None cancels its ongoing reassignment). The move completes
     /// later, once the new replicas are in the ISR.
-    pub fn reassign_partitions(
+    pub async fn reassign_partitions(
         &self,
         moves: Vec<(PartitionKey, Option<Vec<i32>>)>,
     ) -> Vec<(PartitionKey, ControllerResult<()>)> {
-        let (mut results, error) = self.run(|image| {
-            let mut records = Vec::new();
-            let results = moves
-                .iter()
-                .map(|((topic, p), target)| {
-                    let partition = image
-                        .topic_by_name(topic)
-                        .and_then(|t| t.partitions.get(p).map(|part| (t.id, part)));
-                    let outcome = match partition {
-                        None => Err(ControllerError::new(
-                            ResponseError::UnknownTopicOrPartition,
-                            format!("{topic}-{p} does not exist."),
-                        )),
-                        Some((id, part)) => {
-                            reassignment::plan(image, id, *p, part, target.as_deref())
-                                .map(|planned| records.extend(planned))
-                                .map_err(|e| match e {
-                                    ReassignmentError::NoneInProgress => ControllerError::new(
-                                        ResponseError::NoReassignmentInProgress,
-                                        format!("No ongoing reassignment for {topic}-{p}."),
-                                    ),
-                                    ReassignmentError::InvalidTarget(m) => ControllerError::new(
-                                        ResponseError::InvalidReplicaAssignment,
-                                        m,
-                                    ),
-                                })
-                        }
-                    };
-                    ((topic.clone(), *p), outcome)
-                })
-                .collect::<Vec<_>>();
-            (records, results)
-        });
+        let (mut results, error) = self
+            .run(|image| {
+                let mut records = Vec::new();
+                let results = moves
+                    .iter()
+                    .map(|((topic, p), target)| {
+                        let partition = image
+                            .topic_by_name(topic)
+                            .and_then(|t| t.partitions.get(p).map(|part| (t.id, part)));
+                        let outcome = match partition {
+                            None => Err(ControllerError::new(
+                                ResponseError::UnknownTopicOrPartition,
+                                format!("{topic}-{p} does not exist."),
+                            )),
+                            Some((id, part)) => {
+                                reassignment::plan(image, id, *p, part, target.as_deref())
+                                    .map(|planned| records.extend(planned))
+                                    .map_err(|e| match e {
+                                        ReassignmentError::NoneInProgress => ControllerError::new(
+                                            ResponseError::NoReassignmentInProgress,
+                                            format!("No ongoing reassignment for {topic}-{p}."),
+                                        ),
+                                        ReassignmentError::InvalidTarget(m) => {
+                                            ControllerError::new(
+                                                ResponseError::InvalidReplicaAssignment,
+                                                m,
+                                            )
+                                        }
+                                    })
+                            }
+                        };
+                        ((topic.clone(), *p), outcome)
+                    })
+                    .collect::<Vec<_>>();
+                (records, results)
+            })
+            .await;
         fail_all(&mut results, error);
         results
     }
 
     /// Finalizes feature levels (UpdateFeatures; the broker checks them
     /// against what it supports).
-    pub fn set_feature_levels(&self, levels: Vec<(String, i16)>) -> ControllerResult<()> {
-        let ((), error) = self.run(|image| {
-            let records = levels
-                .iter()
-                .filter(|(name, level)| image.features.get(name) != Some(level))
-                .map(|(name, level)| MetadataRecord::FeatureLevel {
-                    name: name.clone(),
-                    level: *level,
-                })
-                .collect();
-            (records, ())
-        });
+    pub async fn set_feature_levels(&self, levels: Vec<(String, i16)>) -> ControllerResult<()> {
+        let ((), error) = self
+            .run(|image| {
+                let records = levels
+                    .iter()
+                    .filter(|(name, level)| image.features.get(name) != Some(level))
+                    .map(|(name, level)| MetadataRecord::FeatureLevel {
+                        name: name.clone(),
+                        level: *level,
+                    })
+                    .collect();
+                (records, ())
+            })
+            .await;
         error.map_or(Ok(()), Err)
     }
 
     /// Commits `records` as they are, unvalidated: for tools and tests
     /// that set up a state the controller would not produce by itself.
-    pub fn commit_records(&self, records: Vec<MetadataRecord>) -> ControllerResult<()> {
-        let ((), error) = self.run(|_| (records.clone(), ()));
+    pub async fn commit_records(&self, records: Vec<MetadataRecord>) -> ControllerResult<()> {
+        let ((), error) = self.run(|_| (records.clone(), ())).await;
         error.map_or(Ok(()), Err)
     }
 
     /// Reserves a block of producer ids for `broker_id`; returns its first id.
-    pub fn allocate_producer_ids(&self, broker_id: i32) -> ControllerResult<(i64, i64)> {
-        let (start, error) = self.run(|image| {
-            let start = image.next_producer_id;
-            let record = MetadataRecord::ProducerIds {
-                broker_id,
-                next_producer_id: start + PRODUCER_ID_BLOCK,
-            };
-            (vec![record], start)
-        });
+    pub async fn allocate_producer_ids(&self, broker_id: i32) -> ControllerResult<(i64, i64)> {
+        let (start, error) = self
+            .run(|image| {
+                let start = image.next_producer_id;
+                let record = MetadataRecord::ProducerIds {
+                    broker_id,
+                    next_producer_id: start + PRODUCER_ID_BLOCK,
+                };
+                (vec![record], start)
+            })
+            .await;
         error.map_or(Ok((start, PRODUCER_ID_BLOCK)), Err)
     }
 
     /// `run` for plans that either fail before writing anything or write.
-    pub(crate) fn run_fallible(
+    pub(crate) async fn run_fallible(
         &self,
-        mut plan: impl FnMut(&MetadataImage) -> ControllerResult<Vec<MetadataRecord>>,
+        mut plan: impl FnMut(&MetadataImage) -> ControllerResult<Vec<MetadataRecord>> + Send,
     ) -> ControllerResult<()> {
-        let (planned, error) = self.run(|image| match plan(image) {
-            Ok(records) => (records, Ok(())),
-            Err(e) => (Vec::new(), Err(e)),
-        });
+        let (planned, error) = self
+            .run(|image| match plan(image) {
+                Ok(records) => (records, Ok(())),
+                Err(e) => (Vec::new(), Err(e)),
+            })
+            .await;
         planned?;
         error.map_or(Ok(()), Err)
     }
 
     /// Stops the quorum (the metadata log is fsynced on every append, so
     /// there is nothing to flush).
-    pub fn close(&self) {
+    pub async fn close(&self) {
         let me = self.me.upgrade().expect("controller alive");
-        self.wait(async move { me.quorum.stop().await });
+        self.on_runtime(async move { me.quorum.stop().await }).await;
     }
 }
 
@@ -897,20 +939,6 @@ fn fail_all<K, T>(results: &mut [(K, ControllerResult<T>)], error: Option<Contro
             *r = Err(e.clone());
         }
     }
-}
-
-/// Runs `future` on `runtime` and blocks the calling thread until it is
-/// done, without tokio's checks against blocking (the future does not run
-/// on the caller's runtime, so the caller cannot deadlock it).
-fn wait_on<T: Send + 'static>(
-    runtime: &tokio::runtime::Handle,
-    future: impl Future<Output = T> + Send + 'static,
-) -> T {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    runtime.spawn(async move {
-        let _ = tx.send(future.await);
-    });
-    rx.recv().expect("the controller runtime stopped")
 }
 
 fn partition_record(topic_id: Uuid, partition: i32, replicas: Vec<i32>) -> MetadataRecord {
@@ -1037,7 +1065,7 @@ pub(crate) mod tests {
     pub(crate) fn controller(dir: &Path) -> Arc<Controller> {
         let c = open(dir);
         let incarnation = Uuid::new_v4();
-        c.register_broker(MetadataRecord::RegisterBroker {
+        c.block_on(c.register_broker(MetadataRecord::RegisterBroker {
             broker_id: 1,
             incarnation_id: incarnation,
             endpoints: vec![Endpoint {
@@ -1047,7 +1075,7 @@ pub(crate) mod tests {
                 security_protocol: "PLAINTEXT".into(),
             }],
             rack: None,
-        })
+        }))
         .unwrap();
         assert!(c.image().brokers[&1].fenced, "brokers register fenced");
         let heartbeat = Heartbeat {
@@ -1055,10 +1083,7 @@ pub(crate) mod tests {
             incarnation: incarnation.as_u128(),
             want_shutdown: false,
         };
-        let me = c.clone();
-        let reply = c
-            .wait(async move { me.heartbeat(heartbeat).await })
-            .unwrap();
+        let reply = c.block_on(c.heartbeat(heartbeat)).unwrap();
         assert!(!reply.fenced && !reply.unknown);
         assert!(!c.image().brokers[&1].fenced, "a heartbeat unfences");
         c
@@ -1077,10 +1102,10 @@ pub(crate) mod tests {
     fn topics_are_created_validated_and_survive_restart() {
         let dir = tempfile::tempdir().unwrap();
         let c = controller(dir.path());
-        let r = c.create_topics(
+        let r = c.block_on(c.create_topics(
             vec![topic("orders", 3), topic("bad name", 1), topic("orders", 1)],
             false,
-        );
+        ));
         assert!(r[0].1.is_ok());
         assert_eq!(
             r[1].1.as_ref().unwrap_err().code,
@@ -1095,44 +1120,45 @@ pub(crate) mod tests {
             ..topic("x", 1)
         };
         assert_eq!(
-            c.create_topics(vec![rf3], false)[0]
+            c.block_on(c.create_topics(vec![rf3], false))[0]
                 .1
                 .as_ref()
                 .unwrap_err()
                 .code,
             ResponseError::InvalidReplicationFactor.code()
         );
-        let v = c.create_topics(vec![topic("dry", 1)], true);
+        let v = c.block_on(c.create_topics(vec![topic("dry", 1)], true));
         assert!(v[0].1.is_ok());
         assert!(c.image().topic_by_name("dry").is_none());
-        c.alter_configs(
+        c.block_on(c.alter_configs(
             CONFIG_RESOURCE_TOPIC,
             "orders",
             &[("retention.ms".into(), AlterOp::Set, Some("1000".into()))],
             false,
             false,
-        )
+        ))
         .unwrap();
         assert!(c
-            .alter_configs(
+            .block_on(c.alter_configs(
                 CONFIG_RESOURCE_TOPIC,
                 "orders",
                 &[("retention.ms".into(), AlterOp::Set, Some("x".into()))],
                 false,
                 false
-            )
+            ))
             .is_err());
-        c.create_partitions("orders", 5, None, false).unwrap();
+        c.block_on(c.create_partitions("orders", 5, None, false))
+            .unwrap();
         assert_eq!(
-            c.create_partitions("orders", 2, None, false)
+            c.block_on(c.create_partitions("orders", 2, None, false))
                 .unwrap_err()
                 .code,
             ResponseError::InvalidPartitions.code()
         );
-        let (first, n) = c.allocate_producer_ids(1).unwrap();
+        let (first, n) = c.block_on(c.allocate_producer_ids(1)).unwrap();
         assert_eq!((first, n), (0, PRODUCER_ID_BLOCK));
         let id = c.image().topic_by_name("orders").unwrap().id;
-        c.close();
+        c.block_on(c.close());
         drop(c);
         let c = open(dir.path());
         let img = c.image();
@@ -1143,8 +1169,11 @@ pub(crate) mod tests {
             img.configs_of(CONFIG_RESOURCE_TOPIC, "orders").unwrap()["retention.ms"],
             "1000"
         );
-        assert_eq!(c.allocate_producer_ids(1).unwrap().0, PRODUCER_ID_BLOCK);
-        let d = c.delete_topics(&["orders".into(), "nope".into()]);
+        assert_eq!(
+            c.block_on(c.allocate_producer_ids(1)).unwrap().0,
+            PRODUCER_ID_BLOCK
+        );
+        let d = c.block_on(c.delete_topics(&["orders".into(), "nope".into()]));
         assert!(d[0].1.is_ok());
         assert!(d[1].1.is_err());
         assert!(c.image().topic_by_name("orders").is_none());

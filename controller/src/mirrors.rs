@@ -72,7 +72,7 @@ fn binding_record(topic: &str, value: String) -> MetadataRecord {
 impl Controller {
     /// Creates mirror `name` with `configs` (already validated by the
     /// caller). With `validate_only`, only checks that the name is free.
-    pub fn create_mirror(
+    pub async fn create_mirror(
         &self,
         name: &str,
         configs: &BTreeMap<String, String>,
@@ -104,11 +104,12 @@ impl Controller {
                 })
                 .collect())
         })
+        .await
     }
 
     /// Deletes mirror `name`, refused while any topic is still mirrored or
     /// paused by it (remove the topics first).
-    pub fn delete_mirror(&self, name: &str) -> ControllerResult<()> {
+    pub async fn delete_mirror(&self, name: &str) -> ControllerResult<()> {
         self.run_fallible(|image| {
             let configs = image
                 .mirror_configs(name)
@@ -143,38 +144,41 @@ impl Controller {
                 })
                 .collect())
         })
+        .await
     }
 
     /// Applies `op` to each topic of mirror `mirror`: per topic, its id or
     /// why it was refused. Adding a topic the destination lacks creates it
     /// with the source's id and partition count.
-    pub fn change_mirror_topics(
+    pub async fn change_mirror_topics(
         &self,
         mirror: &str,
         op: MirrorTopicOp,
         topics: &[MirrorTopic],
     ) -> Vec<(String, ControllerResult<Uuid>)> {
-        let (mut results, error) = self.run(|image| {
-            let mut records = Vec::new();
-            let mut results = Vec::new();
-            let mut created: Vec<String> = Vec::new();
-            for topic in topics {
-                let outcome = if image.mirror_configs(mirror).is_none() {
-                    Err(unknown_mirror(mirror))
-                } else {
-                    self.plan_mirror_topic(image, mirror, op, topic, &created)
-                };
-                let outcome = outcome.map(|(planned, id, creates)| {
-                    records.extend(planned);
-                    if creates {
-                        created.push(topic.name.clone());
-                    }
-                    id
-                });
-                results.push((topic.name.clone(), outcome));
-            }
-            (records, results)
-        });
+        let (mut results, error) = self
+            .run(|image| {
+                let mut records = Vec::new();
+                let mut results = Vec::new();
+                let mut created: Vec<String> = Vec::new();
+                for topic in topics {
+                    let outcome = if image.mirror_configs(mirror).is_none() {
+                        Err(unknown_mirror(mirror))
+                    } else {
+                        self.plan_mirror_topic(image, mirror, op, topic, &created)
+                    };
+                    let outcome = outcome.map(|(planned, id, creates)| {
+                        records.extend(planned);
+                        if creates {
+                            created.push(topic.name.clone());
+                        }
+                        id
+                    });
+                    results.push((topic.name.clone(), outcome));
+                }
+                (records, results)
+            })
+            .await;
         if let Some(e) = error {
             for (_, r) in results.iter_mut().filter(|(_, r)| r.is_ok()) {
                 *r = Err(e.clone());
@@ -294,7 +298,7 @@ impl Controller {
     /// leader epoch (which the leader last saw as `seen_epoch`) to
     /// `max(current + 1, min_epoch)`. Per partition, the new epoch or why
     /// not (FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER for a stale caller).
-    pub fn bump_leader_epochs(
+    pub async fn bump_leader_epochs(
         &self,
         broker_id: i32,
         partitions: &[(Uuid, i32, i32, i32)],
@@ -338,7 +342,7 @@ impl Controller {
                 })
                 .collect();
             (records, results)
-        });
+        }).await;
         if let Some(e) = error {
             for r in results.iter_mut().filter(|r| r.is_ok()) {
                 *r = Err(e.clone());
@@ -363,9 +367,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = controller(dir.path());
         let configs = BTreeMap::from([("bootstrap.servers".to_string(), "src:9092".to_string())]);
-        c.create_mirror("east", &configs, false).unwrap();
+        c.block_on(c.create_mirror("east", &configs, false))
+            .unwrap();
         assert_eq!(
-            c.create_mirror("east", &configs, false).unwrap_err().code,
+            c.block_on(c.create_mirror("east", &configs, false))
+                .unwrap_err()
+                .code,
             errors::MIRROR_ALREADY_EXISTS.code
         );
         let id = Uuid::from_u128(42);
@@ -373,30 +380,36 @@ mod tests {
             name: "orders".into(),
             source: Some((id, 3)),
         };
-        let added =
-            c.change_mirror_topics("east", MirrorTopicOp::Add, std::slice::from_ref(&orders));
+        let added = c.block_on(c.change_mirror_topics(
+            "east",
+            MirrorTopicOp::Add,
+            std::slice::from_ref(&orders),
+        ));
         assert_eq!(added[0].1, Ok(id));
         let image = c.image();
         let topic = image.topic_by_name("orders").unwrap();
         assert_eq!((topic.id, topic.partitions.len()), (id, 3));
         assert_eq!(image.mirror_binding("orders"), Some("east"));
-        let again =
-            c.change_mirror_topics("east", MirrorTopicOp::Add, std::slice::from_ref(&orders));
+        let again = c.block_on(c.change_mirror_topics(
+            "east",
+            MirrorTopicOp::Add,
+            std::slice::from_ref(&orders),
+        ));
         assert_eq!(code(&again[0].1), errors::TOPIC_ALREADY_IN_MIRROR.code);
 
         // Configs of a bound topic can still change, and the binding stays.
-        c.alter_configs(
+        c.block_on(c.alter_configs(
             CONFIG_RESOURCE_TOPIC,
             "orders",
             &[("retention.ms".into(), AlterOp::Set, Some("1000".into()))],
             false,
             false,
-        )
+        ))
         .unwrap();
         assert_eq!(c.image().mirror_binding("orders"), Some("east"));
 
         let op = |op| {
-            c.change_mirror_topics("east", op, std::slice::from_ref(&orders))
+            c.block_on(c.change_mirror_topics("east", op, std::slice::from_ref(&orders)))
                 .remove(0)
                 .1
         };
@@ -411,7 +424,7 @@ mod tests {
             errors::MIRROR_TOPIC_ALREADY_PAUSED.code
         );
         assert_eq!(
-            c.delete_mirror("east").unwrap_err().code,
+            c.block_on(c.delete_mirror("east")).unwrap_err().code,
             errors::MIRROR_NOT_EMPTY.code
         );
         assert_eq!(op(MirrorTopicOp::Remove), Ok(id));
@@ -420,18 +433,19 @@ mod tests {
             code(&op(MirrorTopicOp::Remove)),
             errors::MIRROR_TOPIC_BEING_STOPPED.code
         );
-        c.delete_mirror("east").unwrap();
+        c.block_on(c.delete_mirror("east")).unwrap();
         assert!(c.image().mirror_configs("east").is_none());
-        let gone = c.change_mirror_topics("east", MirrorTopicOp::Add, &[orders]);
+        let gone = c.block_on(c.change_mirror_topics("east", MirrorTopicOp::Add, &[orders]));
         assert_eq!(code(&gone[0].1), errors::UNKNOWN_MIRROR.code);
 
         // A destination topic with another id is refused.
-        c.create_mirror("west", &configs, false).unwrap();
+        c.block_on(c.create_mirror("west", &configs, false))
+            .unwrap();
         let other = MirrorTopic {
             name: "orders".into(),
             source: Some((Uuid::from_u128(7), 3)),
         };
-        let refused = c.change_mirror_topics("west", MirrorTopicOp::Add, &[other]);
+        let refused = c.block_on(c.change_mirror_topics("west", MirrorTopicOp::Add, &[other]));
         assert_eq!(
             code(&refused[0].1),
             ResponseError::InconsistentTopicId.code()
@@ -443,30 +457,37 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = controller(dir.path());
         let configs = BTreeMap::from([("bootstrap.servers".to_string(), "src:9092".to_string())]);
-        c.create_mirror("east", &configs, false).unwrap();
+        c.block_on(c.create_mirror("east", &configs, false))
+            .unwrap();
         let id = Uuid::from_u128(9);
         let topic = MirrorTopic {
             name: "t".into(),
             source: Some((id, 1)),
         };
-        c.change_mirror_topics("east", MirrorTopicOp::Add, &[topic]);
+        c.block_on(c.change_mirror_topics("east", MirrorTopicOp::Add, &[topic]));
         let epoch = c.image().topic_by_id(&id).unwrap().partitions[&0].leader_epoch;
-        assert_eq!(c.bump_leader_epochs(1, &[(id, 0, epoch, 17)]), vec![Ok(17)]);
+        assert_eq!(
+            c.block_on(c.bump_leader_epochs(1, &[(id, 0, epoch, 17)])),
+            vec![Ok(17)]
+        );
         assert_eq!(
             c.image().topic_by_id(&id).unwrap().partitions[&0].leader_epoch,
             17
         );
         // A stale epoch or another broker is refused; a low minimum still bumps.
-        let stale = c.bump_leader_epochs(1, &[(id, 0, epoch, 30)]);
+        let stale = c.block_on(c.bump_leader_epochs(1, &[(id, 0, epoch, 30)]));
         assert_eq!(
             stale[0].as_ref().unwrap_err().code,
             ResponseError::FencedLeaderEpoch.code()
         );
-        let other = c.bump_leader_epochs(2, &[(id, 0, 17, 30)]);
+        let other = c.block_on(c.bump_leader_epochs(2, &[(id, 0, 17, 30)]));
         assert_eq!(
             other[0].as_ref().unwrap_err().code,
             ResponseError::NotLeaderOrFollower.code()
         );
-        assert_eq!(c.bump_leader_epochs(1, &[(id, 0, 17, 0)]), vec![Ok(18)]);
+        assert_eq!(
+            c.block_on(c.bump_leader_epochs(1, &[(id, 0, 17, 0)])),
+            vec![Ok(18)]
+        );
     }
 }

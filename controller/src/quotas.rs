@@ -220,7 +220,7 @@ pub fn alter_records(
 impl Controller {
     /// Validates and (unless `validate_only`) commits an AlterClientQuotas
     /// request; a failed commit fails every entity that had passed.
-    pub fn alter_client_quotas(
+    pub async fn alter_client_quotas(
         &self,
         alterations: &[QuotaAlteration],
         validate_only: bool,
@@ -228,7 +228,7 @@ impl Controller {
         if validate_only {
             return alter_records(&self.image(), alterations).1;
         }
-        let (results, error) = self.run(|image| alter_records(image, alterations));
+        let (results, error) = self.run(|image| alter_records(image, alterations)).await;
         match error {
             None => results,
             Some(e) => results.into_iter().map(|r| r.and(Err(e.clone()))).collect(),

@@ -162,12 +162,14 @@ pub fn alter_records(
 impl Controller {
     /// Validates and commits an AlterUserScramCredentials request; a failed
     /// commit fails every user that had passed validation.
-    pub fn alter_scram_credentials(
+    pub async fn alter_scram_credentials(
         &self,
         deletions: &[ScramDeletion],
         upsertions: &[ScramUpsertion],
     ) -> ScramAlterResults {
-        let (results, error) = self.run(|image| alter_records(image, deletions, upsertions));
+        let (results, error) = self
+            .run(|image| alter_records(image, deletions, upsertions))
+            .await;
         match error {
             None => results,
             Some(e) => results

@@ -27,6 +27,18 @@ pub fn ottla_binary() -> PathBuf {
     bin
 }
 
+/// The async runtime's worker count for the next node started: one and two
+/// in turn (so every multi-node test has both), or `TOKIO_WORKER_THREADS`
+/// when the test's environment sets it. A call that blocks a worker stalls
+/// a one-worker node at once, and tokio panics on the blocking waits it can
+/// see, so the suite catches them whatever the machine's core count.
+fn worker_threads() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static STARTED: AtomicUsize = AtomicUsize::new(0);
+    std::env::var("TOKIO_WORKER_THREADS")
+        .unwrap_or_else(|_| (1 + STARTED.fetch_add(1, Ordering::Relaxed) % 2).to_string())
+}
+
 /// `authorizer.class.name` for Kafka's (and Ottla's) ACL authorizer.
 pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
 
@@ -164,6 +176,7 @@ impl Ottla {
             .unwrap();
         let child = Command::new(ottla_binary())
             .args(&args)
+            .env("TOKIO_WORKER_THREADS", worker_threads())
             .env(
                 "RUST_LOG",
                 std::env::var("OTTLA_TEST_LOG").unwrap_or_else(|_| "info".into()),

@@ -350,8 +350,20 @@ fn cli_workflow_creates_mirrors_adds_topics_and_fails_over() {
     assert_eq!(wait_identical(&src, &dst, "events", 2), 1000);
     let listed = mirrors_cli(&dst, &["--list"]);
     let listed = String::from_utf8_lossy(&listed.stdout);
+    let source_id = ok(kafka_tool(
+        "kafka-cluster.sh",
+        &["cluster-id", "--bootstrap-server", &src],
+        None,
+    ));
+    let source_id = source_id
+        .trim()
+        .strip_prefix("Cluster ID: ")
+        .expect("kafka-cluster.sh prints the id");
     assert!(
-        listed.contains("west") && listed.contains("events") && listed.contains(&src),
+        listed.contains("west")
+            && listed.contains("events")
+            && listed.contains(&src)
+            && listed.contains(source_id),
         "{listed}"
     );
 
@@ -631,15 +643,55 @@ fn count_records(bootstrap: &str, topic: &str, isolation: &str) -> usize {
     .count()
 }
 
+/// The default failover: a transaction the source never finished is
+/// aborted with a marker, and every record after it stays.
 #[test]
-fn failover_drops_an_open_transaction_and_failback_truncates_the_old_source() {
+fn failover_aborts_an_open_transaction_and_keeps_what_follows_it() {
     let a = Ottla::start(&[]);
     let b = Ottla::start(&[]);
     let (a_bs, b_bs) = (a.bootstrap(), b.bootstrap());
     create_topic(&a_bs, "txns", 1);
     transaction(&a_bs, "txns", "committed-on-a", 50, "commit");
     transaction(&a_bs, "txns", "open-on-a", 20, "open");
+    produce(&a_bs, "txns", 30);
+    transaction(&a_bs, "txns", "later-on-a", 5, "commit");
     create_mirror(&b_bs, "from-a", &a_bs);
+    topics_op(&b_bs, TopicOp::Add, "from-a", &["txns"]);
+    wait_for_state(&b_bs, "from-a", "txns", 1, MIRRORING);
+    let mirrored = wait_identical(&a_bs, &b_bs, "txns", 1);
+    // 50 + marker, 20 open, 30 plain, 5 + marker.
+    assert_eq!(mirrored, 107);
+    assert_eq!(
+        count_records(&a_bs, "txns", "read_committed"),
+        0,
+        "the open transaction holds the source's LSO"
+    );
+
+    topics_op(&b_bs, TopicOp::Remove, "from-a", &["txns"]);
+    wait_for_state(&b_bs, "from-a", "txns", 1, STOPPED);
+    // Nothing is dropped: an ABORT marker and the MIRROR_PID_RESET barrier follow.
+    assert_eq!(log_bytes(&b_bs, "txns", 0).1, 109);
+    assert_eq!(count_records(&b_bs, "txns", "read_uncommitted"), 105);
+    assert_eq!(count_records(&b_bs, "txns", "read_committed"), 85);
+    transaction(&b_bs, "txns", "committed-on-b", 10, "commit");
+    assert_eq!(count_records(&b_bs, "txns", "read_committed"), 95);
+}
+
+/// `mirror.stop.open.transactions=truncate`, the seeds' STOPPING step.
+#[test]
+fn failover_can_truncate_an_open_transaction_and_failback_truncates_the_old_source() {
+    let a = Ottla::start(&[]);
+    let b = Ottla::start(&[]);
+    let (a_bs, b_bs) = (a.bootstrap(), b.bootstrap());
+    create_topic(&a_bs, "txns", 1);
+    transaction(&a_bs, "txns", "committed-on-a", 50, "commit");
+    transaction(&a_bs, "txns", "open-on-a", 20, "open");
+    ottla_tests::mirror::create_mirror_with(
+        &b_bs,
+        "from-a",
+        &a_bs,
+        &[("mirror.stop.open.transactions", "truncate")],
+    );
     topics_op(&b_bs, TopicOp::Add, "from-a", &["txns"]);
     wait_for_state(&b_bs, "from-a", "txns", 1, MIRRORING);
     // The open transaction is mirrored too (read_uncommitted, as stored).
@@ -796,6 +848,41 @@ fn mirroring_survives_a_source_leader_change_and_a_destination_broker_failure() 
             .then_some(())
             .ok_or(format!("{view:?}"))
     });
+}
+
+/// The first mirror use of a fresh 3-node destination adds several topics
+/// at once while `__mirror_state` does not exist yet: its creation, the
+/// state reads and the epoch bumps of every partition happen together on
+/// nodes running one or two runtime workers (see `ottla::worker_threads`).
+/// This once deadlocked every worker in a blocking controller call.
+#[test]
+fn a_fresh_three_node_destination_adds_and_removes_several_topics_at_once() {
+    let source = Ottla::start(&[]);
+    let destination = Ottla::cluster(3, CLUSTER);
+    let src = source.bootstrap();
+    let topics = ["ha", "txn", "logs"];
+    for topic in topics {
+        create_topic(&src, topic, 3);
+        produce(&src, topic, 300);
+    }
+    let dst = destination[0].bootstrap();
+    let dst_all = all_bootstraps(&destination);
+    create_mirror(&dst, "dr", &src);
+    topics_op(&dst, TopicOp::Add, "dr", &topics);
+    for topic in topics {
+        wait_for_state(&dst, "dr", topic, 3, MIRRORING);
+        assert_eq!(wait_identical(&src, &dst, topic, 3), 300);
+    }
+    topics_op(&dst, TopicOp::Remove, "dr", &topics);
+    for topic in topics {
+        wait_for_state(&dst, "dr", topic, 3, STOPPED);
+        produce(&dst_all, topic, 30);
+        assert_eq!(consume_count(&dst_all, topic, 330), 330);
+    }
+    // Every node still answers: none of them stalled its runtime.
+    for node in &destination {
+        describe_topic(node, "ha");
+    }
 }
 
 #[test]

@@ -53,7 +53,9 @@ fn acl_of(c: &AclCreation) -> Acl {
 pub fn create(broker: &Broker, _version: i16, req: CreateAclsRequest) -> CreateAclsResponse {
     let results: Vec<Result<(), ControllerError>> = if enabled(broker) {
         let acls: Vec<Acl> = req.creations.iter().map(acl_of).collect();
-        broker.controller.create_acls(&acls)
+        broker
+            .controller
+            .block_on(broker.controller.create_acls(&acls))
     } else {
         req.creations
             .iter()
@@ -167,7 +169,9 @@ fn delete_filter(f: &DeleteAclsFilter) -> AclFilter {
 pub fn delete(broker: &Broker, _version: i16, req: DeleteAclsRequest) -> DeleteAclsResponse {
     let results = if enabled(broker) {
         let filters: Vec<AclFilter> = req.filters.iter().map(delete_filter).collect();
-        broker.controller.delete_acls(&filters)
+        broker
+            .controller
+            .block_on(broker.controller.delete_acls(&filters))
     } else {
         req.filters
             .iter()

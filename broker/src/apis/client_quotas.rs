@@ -112,9 +112,11 @@ pub fn alter(
                 .collect(),
         })
         .collect();
-    let results = broker
-        .controller
-        .alter_client_quotas(&alterations, req.validate_only);
+    let results = broker.controller.block_on(
+        broker
+            .controller
+            .alter_client_quotas(&alterations, req.validate_only),
+    );
     let entries = req
         .entries
         .into_iter()

@@ -63,7 +63,12 @@ fn add_partitions(
     });
     broker
         .controller
-        .create_partitions(t.name.as_str(), t.count, assignments, validate_only)
+        .block_on(broker.controller.create_partitions(
+            t.name.as_str(),
+            t.count,
+            assignments,
+            validate_only,
+        ))
 }
 
 #[cfg(test)]

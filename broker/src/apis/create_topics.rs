@@ -58,7 +58,11 @@ pub fn handle(broker: &Broker, version: i16, req: CreateTopicsRequest) -> Create
         .collect();
     let outcomes: HashMap<String, Result<CreatedTopic, ControllerError>> = broker
         .controller
-        .create_topics(to_create, req.validate_only)
+        .block_on(
+            broker
+                .controller
+                .create_topics(to_create, req.validate_only),
+        )
         .into_iter()
         .collect();
     let view = (version >= 5).then(|| config_view(broker, req.validate_only, &overrides));

@@ -230,7 +230,10 @@ mod tests {
             configs: BTreeMap::from([("cleanup.policy".to_string(), Some("compact".to_string()))]),
             ..Default::default()
         };
-        for (_, r) in broker.controller.create_topics(vec![compacted], false) {
+        for (_, r) in broker
+            .controller
+            .block_on(broker.controller.create_topics(vec![compacted], false))
+        {
             r.unwrap();
         }
         broker.replicas.apply_image(&broker.controller.image());

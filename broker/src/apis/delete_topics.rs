@@ -159,7 +159,10 @@ fn delete(broker: &Broker, requested: &[(Option<String>, Uuid)]) -> Vec<Outcome>
         }
     }
     let to_delete: Vec<String> = targets.values().cloned().collect();
-    for (name, result) in broker.controller.delete_topics(&to_delete) {
+    for (name, result) in broker
+        .controller
+        .block_on(broker.controller.delete_topics(&to_delete))
+    {
         let id = image.topic_by_name(&name).map_or(Uuid::nil(), |t| t.id);
         outcomes.push(Outcome {
             name: Some(name),

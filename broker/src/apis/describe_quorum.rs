@@ -18,7 +18,9 @@ use crate::broker::Broker;
 const METADATA_TOPIC: &str = "__cluster_metadata";
 
 pub fn handle(broker: &Broker, version: i16, req: DescribeQuorumRequest) -> DescribeQuorumResponse {
-    let summary = broker.controller.describe_quorum();
+    let summary = broker
+        .controller
+        .block_on(broker.controller.describe_quorum());
     let topics = req
         .topics
         .into_iter()

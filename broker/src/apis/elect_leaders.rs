@@ -31,7 +31,10 @@ pub fn handle(broker: &Broker, version: i16, req: ElectLeadersRequest) -> ElectL
     });
     let asked_for_all = partitions.is_none();
     let mut results: Vec<ReplicaElectionResult> = Vec::new();
-    for ((topic, p), outcome) in broker.controller.elect_leaders(kind, partitions) {
+    for ((topic, p), outcome) in broker
+        .controller
+        .block_on(broker.controller.elect_leaders(kind, partitions))
+    {
         // Kafka leaves partitions that needed nothing out of an
         // all-partitions answer.
         let not_needed = ResponseError::ElectionNotNeeded.code();

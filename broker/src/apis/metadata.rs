@@ -64,7 +64,9 @@ pub fn handle(
                 })
                 .collect();
             if auto_create && !missing.is_empty() {
-                broker.controller.create_topics(missing, false);
+                broker
+                    .controller
+                    .block_on(broker.controller.create_topics(missing, false));
                 image = broker.controller.image();
             }
             for t in requested {

@@ -44,7 +44,9 @@ pub fn alter(
             }
         }
     }
-    let mut results = broker.controller.reassign_partitions(moves);
+    let mut results = broker
+        .controller
+        .block_on(broker.controller.reassign_partitions(moves));
     results.extend(refused);
     let mut responses: Vec<ReassignableTopicResponse> = Vec::new();
     for ((topic, partition), outcome) in results {

@@ -124,7 +124,11 @@ pub fn alter(
         .collect();
     let results = broker
         .controller
-        .alter_scram_credentials(&deletions, &upsertions)
+        .block_on(
+            broker
+                .controller
+                .alter_scram_credentials(&deletions, &upsertions),
+        )
         .into_iter()
         .map(|(user, outcome)| {
             let result =

@@ -1,6 +1,7 @@
 //! A real broker on a temporary directory, for handler tests.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,8 +75,29 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
     }
 }
 
-/// Opens a broker on `settings` with a single-voter controller of its own.
+/// Runs a synchronous handler (or anything that may wait on the
+/// controller) as the dispatcher does, off the async workers: on a thread
+/// of its own, in the caller's runtime context if it has one. An async
+/// test's runtime thread may not wait.
+pub fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    let runtime = tokio::runtime::Handle::try_current().ok();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _context = runtime.as_ref().map(tokio::runtime::Handle::enter);
+            f()
+        })
+        .join()
+        .expect("the synchronous call panicked")
+    })
+}
+
+/// Opens a broker on `settings` with a single-voter controller of its own,
+/// off the async workers as `main` does.
 pub fn open_broker(settings: BrokerSettings) -> anyhow::Result<Arc<Broker>> {
+    off_runtime(|| open_broker_here(settings))
+}
+
+fn open_broker_here(settings: BrokerSettings) -> anyhow::Result<Arc<Broker>> {
     let controller = Controller::start(ControllerSettings {
         node_id: settings.node_id,
         dir: settings.metadata_dir.join("__cluster_metadata-0"),
@@ -103,6 +125,11 @@ pub fn test_broker(dir: &Path) -> Arc<Broker> {
     open_broker(test_settings(dir)).expect("opening the test broker")
 }
 
+/// Waits for a controller call from a test, sync or async.
+pub fn wait_for<T: Send>(controller: &Controller, call: impl Future<Output = T> + Send) -> T {
+    off_runtime(|| controller.block_on(call))
+}
+
 /// Creates a topic on this node and hosts its partitions.
 pub fn create_topic(broker: &Broker, name: &str, partitions: i32) {
     let topic = NewTopic {
@@ -111,7 +138,10 @@ pub fn create_topic(broker: &Broker, name: &str, partitions: i32) {
         replication_factor: -1,
         ..Default::default()
     };
-    for (_, r) in broker.controller.create_topics(vec![topic], false) {
+    for (_, r) in wait_for(
+        &broker.controller,
+        broker.controller.create_topics(vec![topic], false),
+    ) {
         r.expect("creating the topic");
     }
     broker.replicas.apply_image(&broker.controller.image());
@@ -148,16 +178,18 @@ pub fn change_leader(broker: &Broker, tp: &TopicPartition, leader: i32) {
         .topic_by_name(&tp.topic)
         .expect("topic exists")
         .id;
-    broker
-        .controller
-        .commit_records(vec![MetadataRecord::PartitionChange {
-            topic_id,
-            partition: tp.partition,
-            leader: Some(leader),
-            isr: None,
-            replicas: None,
-        }])
-        .expect("committing the partition change");
+    let change = MetadataRecord::PartitionChange {
+        topic_id,
+        partition: tp.partition,
+        leader: Some(leader),
+        isr: None,
+        replicas: None,
+    };
+    wait_for(
+        &broker.controller,
+        broker.controller.commit_records(vec![change]),
+    )
+    .expect("committing the partition change");
     broker.replicas.apply_image(&broker.controller.image());
 }
 

@@ -39,7 +39,9 @@ pub fn handle(broker: &Broker, version: i16, req: UpdateFeaturesRequest) -> Upda
     let committed = if validate_only || valid.is_empty() {
         Ok(())
     } else {
-        broker.controller.set_feature_levels(valid)
+        broker
+            .controller
+            .block_on(broker.controller.set_feature_levels(valid))
     };
     let results = checked
         .into_iter()

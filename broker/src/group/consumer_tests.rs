@@ -59,16 +59,15 @@ fn open(dir: &Path, topics: &[(&str, i32)], groups: &[&str]) -> Arc<Broker> {
     for &(name, partitions) in topics {
         create_topic(&broker, name, partitions);
     }
+    // The first lookup has the offsets topic created, in the background.
     for g in groups {
-        // The first lookup creates the offsets topic.
-        let _ = broker.groups.find(g, "PLAINTEXT");
-    }
-    broker.replicas.apply_image(&broker.controller.image());
-    for g in groups {
-        assert!(
-            broker.groups.shard(g).is_ok(),
-            "coordinator of {g} not ready"
-        );
+        let mut attempts = 0;
+        while broker.groups.find(g, "PLAINTEXT").is_err() || broker.groups.shard(g).is_err() {
+            attempts += 1;
+            assert!(attempts < 250, "coordinator of {g} not ready");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            broker.replicas.apply_image(&broker.controller.image());
+        }
     }
     broker
 }
@@ -436,10 +435,13 @@ fn regex_subscriptions_follow_new_topics_and_partitions() {
         Some("orders-.*")
     );
     // New partitions of a subscribed topic.
-    broker
-        .controller
-        .create_partitions("orders-1", 4, None, false)
-        .unwrap();
+    crate::apis::test_support::wait_for(
+        &broker.controller,
+        broker
+            .controller
+            .create_partitions("orders-1", 4, None, false),
+    )
+    .unwrap();
     broker.replicas.apply_image(&broker.controller.image());
     settle(&broker, &mut [&mut a]);
     assert_eq!(a.count(), 7);

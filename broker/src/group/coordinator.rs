@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use ottla_controller::{Controller, MetadataImage, NewTopic};
-use tracing::{info, warn};
+use ottla_controller::{Controller, MetadataImage};
 
 use super::config::{GroupConfig, OFFSETS_TOPIC};
 use super::partitioner::partition_for;
 use super::shard::Shard;
 use crate::coordinator_shards::LedShards;
+use crate::internal_topics::InternalTopic;
 use crate::replica::{now_ms, Partition, ReplicaManager};
 
 /// Where a group's coordinator is reachable.
@@ -102,36 +102,15 @@ impl GroupCoordinator {
     }
 
     fn create_offsets_topic(&self, image: &MetadataImage) {
-        let live = image.live_brokers().count().max(1);
-        let replication_factor =
-            (self.config.offsets_topic_replication_factor as usize).min(live) as i16;
-        let topic = NewTopic {
-            name: OFFSETS_TOPIC.to_string(),
-            num_partitions: self.config.offsets_topic_partitions,
-            replication_factor,
-            configs: BTreeMap::from([
-                ("cleanup.policy".to_string(), Some("compact".to_string())),
-                (
-                    "segment.bytes".to_string(),
-                    Some(self.config.offsets_topic_segment_bytes.to_string()),
-                ),
-                ("compression.type".to_string(), Some("producer".to_string())),
-            ]),
-            ..NewTopic::default()
-        };
-        for (name, result) in self.controller.create_topics(vec![topic], false) {
-            match result {
-                Ok(t) => info!(
-                    topic = name,
-                    partitions = t.num_partitions,
-                    replication_factor = t.replication_factor,
-                    "created the offsets topic"
-                ),
-                // Another request created it first.
-                Err(e) if e.code == ResponseError::TopicAlreadyExists.code() => {}
-                Err(e) => warn!(topic = name, error = %e, "could not create the offsets topic"),
-            }
+        InternalTopic {
+            name: OFFSETS_TOPIC,
+            partitions: self.config.offsets_topic_partitions,
+            replication_factor: self.config.offsets_topic_replication_factor,
+            min_insync_replicas: None,
+            segment_bytes: i64::from(self.config.offsets_topic_segment_bytes),
+            compression_type: "producer",
         }
+        .create(&self.controller, image);
     }
 
     /// The shard owning `group_id`: NOT_COORDINATOR unless this broker leads

@@ -471,6 +471,7 @@ async fn group_version_zero_disables_the_consumer_protocol() {
     broker
         .controller
         .set_feature_levels(vec![(GROUP_VERSION.to_string(), 0)])
+        .await
         .unwrap();
     let (_, off) = Modern::join(&broker, "g");
     assert_eq!(off.error_code, ResponseError::UnsupportedVersion.code());
@@ -478,6 +479,7 @@ async fn group_version_zero_disables_the_consumer_protocol() {
     broker
         .controller
         .set_feature_levels(vec![(GROUP_VERSION.to_string(), 1)])
+        .await
         .unwrap();
     let (_, on) = Modern::join(&broker, "g");
     assert_eq!(on.error_code, NONE);

@@ -211,7 +211,8 @@ impl BrokerCollector {
             [(NO_LABELS, epoch)],
         )?;
         if controller.is_active() {
-            if let Ok(quorum) = controller.describe_quorum() {
+            // Rendering runs on the blocking pool (`metrics::http`).
+            if let Ok(quorum) = controller.block_on(controller.describe_quorum()) {
                 gauge(
                     e,
                     "kafka_server_raft_metrics_high_watermark",

@@ -325,17 +325,6 @@ impl_topic_set_response!(
     topics::ResumeMirrorTopicsResponse
 );
 
-/// Runs a controller call (which blocks) off the async workers.
-async fn on_controller<T: Send + 'static>(
-    b: &Arc<Broker>,
-    f: impl FnOnce(&Broker) -> T + Send + 'static,
-) -> T {
-    let b = b.clone();
-    tokio::task::spawn_blocking(move || f(&b))
-        .await
-        .expect("controller call panicked")
-}
-
 fn code_and_message(e: ControllerError) -> (i16, Option<String>) {
     (e.code, Some(e.message))
 }
@@ -368,12 +357,10 @@ async fn create_mirror(b: Arc<Broker>, r: CreateMirrorRequest) -> CreateMirrorRe
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| (k, v)))
         .collect();
-    let name = r.mirror_name.clone();
-    let validate_only = r.validate_only;
-    match on_controller(&b, move |b| {
-        b.controller.create_mirror(&name, &configs, validate_only)
-    })
-    .await
+    match b
+        .controller
+        .create_mirror(&r.mirror_name, &configs, r.validate_only)
+        .await
     {
         Ok(()) => CreateMirrorResponse::default(),
         Err(e) => refused(e.code, e.message),
@@ -381,12 +368,10 @@ async fn create_mirror(b: Arc<Broker>, r: CreateMirrorRequest) -> CreateMirrorRe
 }
 
 async fn delete_mirror(b: Arc<Broker>, r: DeleteMirrorRequest) -> DeleteMirrorResponse {
-    let name = r.mirror_name.clone();
-    let (error_code, error_message) =
-        match on_controller(&b, move |b| b.controller.delete_mirror(&name)).await {
-            Ok(()) => (0, None),
-            Err(e) => code_and_message(e),
-        };
+    let (error_code, error_message) = match b.controller.delete_mirror(&r.mirror_name).await {
+        Ok(()) => (0, None),
+        Err(e) => code_and_message(e),
+    };
     DeleteMirrorResponse {
         error_code,
         error_message,
@@ -404,9 +389,10 @@ fn bound_topics(image: &ottla_controller::MetadataImage, mirror: &str) -> Vec<St
 
 async fn list_mirrors(b: Arc<Broker>, _r: ListMirrorsRequest) -> ListMirrorsResponse {
     let image = b.controller.image();
-    let mirrors = image
-        .mirrors()
-        .map(|(name, configs)| ListedMirror {
+    let mut asking = tokio::task::JoinSet::new();
+    let mut mirrors = Vec::new();
+    for (index, (name, configs)) in image.mirrors().enumerate() {
+        mirrors.push(ListedMirror {
             mirror_name: name.to_string(),
             source_bootstrap_servers: configs
                 .get("bootstrap.servers")
@@ -415,13 +401,32 @@ async fn list_mirrors(b: Arc<Broker>, _r: ListMirrorsRequest) -> ListMirrorsResp
             source_cluster_id: None,
             topic_names: bound_topics(&image, name),
             ..Default::default()
-        })
-        .collect();
+        });
+        let source = super::sync::mirror_config(&image, name)
+            .and_then(|config| SourceCluster::new(&config, "ottla-list-mirrors".into()).ok());
+        if let Some(mut source) = source {
+            source.timeout = SOURCE_CLUSTER_ID_TIMEOUT;
+            asking.spawn(async move { (index, source.cluster_id().await) });
+        }
+    }
+    // Each source is asked at once; one that does not answer in time is
+    // listed without its id rather than holding the listing up.
+    let _ = tokio::time::timeout(SOURCE_CLUSTER_ID_TIMEOUT, async {
+        while let Some(answer) = asking.join_next().await {
+            if let Ok((index, Ok(id))) = answer {
+                mirrors[index].source_cluster_id = id;
+            }
+        }
+    })
+    .await;
     ListMirrorsResponse {
         mirrors,
         ..Default::default()
     }
 }
+
+/// How long ListMirrors waits for the sources' cluster ids.
+const SOURCE_CLUSTER_ID_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 async fn describe_mirrors(b: Arc<Broker>, r: DescribeMirrorsRequest) -> DescribeMirrorsResponse {
     let image = b.controller.image();
@@ -603,11 +608,7 @@ async fn change_readable_topics(
             source: None,
         }));
     }
-    let mirror_name = mirror.to_string();
-    let results = on_controller(&b, move |b| {
-        b.controller.change_mirror_topics(&mirror_name, op, &topics)
-    })
-    .await;
+    let results = b.controller.change_mirror_topics(mirror, op, &topics).await;
     let mut by_name: BTreeMap<String, MirrorTopicResult> = results
         .into_iter()
         .map(|(name, r)| {
@@ -702,7 +703,8 @@ fn read_states_refused(r: ReadMirrorStatesRequest) -> ReadMirrorStatesResponse {
 
 async fn read_states(b: Arc<Broker>, r: ReadMirrorStatesRequest) -> ReadMirrorStatesResponse {
     let mirror_name = r.mirror_name.clone();
-    on_controller(&b, move |b| {
+    // A coordinator partition's first read loads it from its log.
+    tokio::task::spawn_blocking(move || {
         let topics = r
             .topics
             .iter()
@@ -747,6 +749,7 @@ async fn read_states(b: Arc<Broker>, r: ReadMirrorStatesRequest) -> ReadMirrorSt
         }
     })
     .await
+    .expect("reading mirror states panicked")
 }
 
 fn write_states_answer(
@@ -916,12 +919,11 @@ async fn bump_leader_epochs(
             })
         })
         .collect();
-    let broker_id = r.broker_id;
-    let mut results = on_controller(&b, move |b| {
-        b.controller.bump_leader_epochs(broker_id, &asked)
-    })
-    .await
-    .into_iter();
+    let mut results = b
+        .controller
+        .bump_leader_epochs(r.broker_id, &asked)
+        .await
+        .into_iter();
     let topics = r
         .topics
         .iter()

@@ -13,14 +13,14 @@ use std::time::Duration;
 use anyhow::anyhow;
 use kafka_protocol::error::ResponseError;
 use ottla_controller::{Controller, MetadataImage};
-use ottla_mirror::config::MirrorConfig;
+use ottla_mirror::config::{MirrorConfig, OpenTransactions};
 use ottla_mirror::name::{MirrorBinding, RequestedMirroring};
 use ottla_mirror::records::{
     LastMirroredEpochValue, MirrorPartitionKey, MirrorStateValue, PartitionStateValue,
 };
 use ottla_mirror::state::MirrorPartitionState as State;
 use ottla_mirror::truncation::{lme_truncation, LocalLog, Truncation};
-use ottla_protocol::batch::{BatchBuilder, ControlType};
+use ottla_protocol::batch::{txn_marker_value, BatchBuilder, ControlType};
 use ottla_protocol::mirror::states::{
     ReadMirrorStatesRequest, ReadMirrorStatesTopic, WriteMirrorStatesPartition,
     WriteMirrorStatesRequest, WriteMirrorStatesTopic, NO_EPOCH,
@@ -31,6 +31,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::epoch_bumps::{EpochBump, EpochBumps};
 use super::fetcher::{mirror_partition, MirrorStats};
 use super::source::SourceCluster;
 use super::state_store::{MirrorStateStore, StoredState};
@@ -38,6 +39,9 @@ use crate::inter_broker::BrokerClients;
 use crate::replica::{now_ms, Partition, ReplicaManager};
 
 const RETRY: Duration = Duration::from_millis(500);
+/// How long failover waits for the ISR to have its markers before trying
+/// the STOPPING step again.
+const MARKERS_REPLICATED_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A mirror partition this broker leads, while its driver runs.
 pub struct MirrorPartition {
@@ -67,6 +71,8 @@ pub struct MirrorServices {
     pub replicas: Arc<ReplicaManager>,
     pub brokers: Arc<BrokerClients>,
     pub states: MirrorStateStore,
+    /// Leader-epoch bumps, batched across partitions.
+    pub epoch_bumps: EpochBumps,
 }
 
 impl MirrorServices {
@@ -446,7 +452,8 @@ impl Driver {
         Ok(())
     }
 
-    fn source(&self) -> Result<SourceCluster, Interrupted> {
+    /// The mirror's configuration, as the current image holds it.
+    fn config(&self) -> Result<MirrorConfig, Interrupted> {
         let image = self.services.controller.image();
         let name = &self.run.key.mirror_name;
         let configs = image
@@ -456,9 +463,13 @@ impl Driver {
             .iter()
             .map(|(k, v)| (k.clone(), Some(v.clone())))
             .collect();
-        let config = MirrorConfig::parse(name, &entries)
-            .map_err(|e| Interrupted::Failed(format!("mirror {name}: {e}")))?;
-        let client_id = format!("ottla-mirror-{name}-{}", self.services.node_id);
+        MirrorConfig::parse(name, &entries)
+            .map_err(|e| Interrupted::Failed(format!("mirror {name}: {e}")))
+    }
+
+    fn source(&self) -> Result<SourceCluster, Interrupted> {
+        let config = self.config()?;
+        let client_id = format!("ottla-mirror-{}-{}", config.name, self.services.node_id);
         SourceCluster::new(&config, client_id).map_err(Interrupted::Failed)
     }
 
@@ -570,50 +581,80 @@ impl Driver {
         }
     }
 
-    /// STOPPING: raise the leader epoch above every mirrored epoch, cut the
-    /// log back to the LSO, record the last mirrored epoch, write the
-    /// MIRROR_PID_RESET barrier; then STOPPED and writable.
+    /// STOPPING: raise the leader epoch above every mirrored epoch, settle
+    /// the transactions the source left open (abort them, or cut the log
+    /// back to the LSO: `mirror.stop.open.transactions`), record the last
+    /// mirrored epoch, write the MIRROR_PID_RESET barrier, wait for the ISR
+    /// to have all of it; then STOPPED and writable.
     async fn stop_mirroring(&self) -> Result<(), Interrupted> {
         if self.state() != State::Stopping {
             self.enter(State::Stopping, None, None).await?;
         }
+        let open_transactions = self.config()?.open_transactions_at_stop;
         self.bump_leader_epoch().await?;
         let p = self.partition.clone();
-        let lme = blocking(move || {
+        let (lme, open) = blocking(move || {
             let mut log = p.log.write();
+            let lme = log.latest_epoch().unwrap_or(NO_EPOCH);
+            let open = open_transactions_of(&log);
             let lso = log.last_stable_offset();
-            if lso < log.log_end_offset() {
-                info!(partition = %p.tp, lso, "truncating the mirror to its last stable offset");
+            if open_transactions == OpenTransactions::Truncate && lso < log.log_end_offset() {
+                info!(partition = %p.tp, lso, dropped = log.log_end_offset() - lso, "truncating the mirror to its last stable offset");
                 log.truncate_to(lso)?;
+                return Ok((lme, Vec::new()));
             }
-            Ok(log.latest_epoch().unwrap_or(NO_EPOCH))
+            Ok((lme, open))
         })
         .await?;
         // Recorded while still STOPPING, for a later failback.
         self.enter_again(lme).await?;
-        let reset = BatchBuilder::default().build_control(
+        let now = now_ms();
+        let mut batches: Vec<Vec<u8>> = open
+            .iter()
+            .map(|txn| {
+                info!(partition = %self.partition.tp, producer_id = txn.producer_id, first_offset = txn.first_offset, "aborting a transaction the source left open");
+                abort_marker(txn, now)
+            })
+            .collect();
+        batches.push(BatchBuilder::default().build_control(
             ControlType::MirrorPidReset,
-            now_ms(),
+            now,
             Vec::new(),
-        );
-        let outcome = self.services.replicas.append(
-            &self.partition.tp,
-            &reset.into(),
-            1,
-            AppendOrigin::Coordinator,
-        );
-        if outcome.end_offset < 0 {
-            return Err(match outcome.error {
-                ResponseError::NotLeaderOrFollower => Interrupted::Stopped,
-                e => Interrupted::Failed(format!(
-                    "writing the MIRROR_PID_RESET barrier failed: {e:?} {}",
-                    outcome.message.unwrap_or_default()
-                )),
-            });
+        ));
+        let mut end_offset = -1;
+        for batch in batches {
+            let outcome = self.services.replicas.append(
+                &self.partition.tp,
+                &batch.into(),
+                -1,
+                AppendOrigin::Coordinator,
+            );
+            if outcome.end_offset < 0 {
+                return Err(match outcome.error {
+                    ResponseError::NotLeaderOrFollower => Interrupted::Stopped,
+                    e => Interrupted::Failed(format!(
+                        "writing the failover markers failed: {e:?} {}",
+                        outcome.message.unwrap_or_default()
+                    )),
+                });
+            }
+            end_offset = outcome.end_offset;
         }
+        // Writable only once the ISR has the markers: a new leader must not
+        // reopen what was aborted here.
+        self.services
+            .replicas
+            .wait_replicated(&self.partition.tp, end_offset, MARKERS_REPLICATED_TIMEOUT)
+            .await
+            .map_err(|e| match e {
+                ResponseError::NotLeaderOrFollower => Interrupted::Stopped,
+                e => {
+                    Interrupted::Failed(format!("the failover markers were not replicated: {e:?}"))
+                }
+            })?;
         self.enter(State::Stopped, None, None).await?;
         self.partition.set_mirror_stopped(true);
-        info!(partition = %self.partition.tp, last_mirrored_epoch = lme, "mirror partition stopped: writable");
+        info!(partition = %self.partition.tp, last_mirrored_epoch = lme, aborted_transactions = open.len(), "mirror partition stopped: writable");
         Ok(())
     }
 
@@ -673,19 +714,16 @@ impl Driver {
             if state.leader_epoch >= at_least {
                 return Ok(());
             }
-            let controller = self.services.controller.clone();
-            let request = (
-                self.partition.topic_id,
-                self.partition.tp.partition,
-                state.leader_epoch,
-                at_least,
-            );
-            let node_id = self.services.node_id;
-            let result = tokio::task::spawn_blocking(move || {
-                controller.bump_leader_epochs(node_id, &[request]).remove(0)
-            })
-            .await
-            .map_err(|e| Interrupted::Failed(e.to_string()))?;
+            let result = self
+                .services
+                .epoch_bumps
+                .bump(EpochBump {
+                    topic_id: self.partition.topic_id,
+                    partition: self.partition.tp.partition,
+                    seen_epoch: state.leader_epoch,
+                    at_least,
+                })
+                .await;
             match result {
                 Ok(epoch) => {
                     while self.partition.state().leader_epoch < epoch {
@@ -707,6 +745,50 @@ impl Driver {
             }
         }
     }
+}
+
+/// A transaction the source left open in a mirrored log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct OpenTransaction {
+    producer_id: i64,
+    producer_epoch: i16,
+    coordinator_epoch: i32,
+    first_offset: i64,
+}
+
+fn open_transactions_of(log: &ottla_storage::log::PartitionLog) -> Vec<OpenTransaction> {
+    let mut open: Vec<OpenTransaction> = log
+        .producer_state()
+        .active_producers()
+        .filter_map(|p| {
+            p.current_txn_first_offset
+                .map(|first_offset| OpenTransaction {
+                    producer_id: p.producer_id,
+                    producer_epoch: p.producer_epoch,
+                    coordinator_epoch: p.coordinator_epoch,
+                    first_offset,
+                })
+        })
+        .collect();
+    open.sort_by_key(|t| t.first_offset);
+    open
+}
+
+/// The ABORT marker the source's coordinator never wrote: same producer id
+/// and epoch, and the last coordinator epoch the partition saw, so the
+/// producer state accepts it as that coordinator's.
+fn abort_marker(txn: &OpenTransaction, now: i64) -> Vec<u8> {
+    BatchBuilder {
+        producer_id: txn.producer_id,
+        producer_epoch: txn.producer_epoch,
+        transactional: true,
+        ..BatchBuilder::default()
+    }
+    .build_control(
+        ControlType::Abort,
+        now,
+        txn_marker_value(txn.coordinator_epoch.max(0)),
+    )
 }
 
 async fn blocking<T: Send + 'static>(

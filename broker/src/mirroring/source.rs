@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
@@ -331,8 +332,23 @@ impl SourceCluster {
             .collect())
     }
 
-    /// Every ACL on the source, as Kafka's codes.
-    pub async fn acls(&self) -> Result<Vec<Acl>, String> {
+    /// The source's cluster id (None if it sends none), from a metadata
+    /// request for no topics.
+    pub async fn cluster_id(&self) -> Result<Option<String>, String> {
+        let mut client = self.any_broker().await?;
+        let request = MetadataRequest::default()
+            .with_topics(Some(Vec::new()))
+            .with_allow_auto_topic_creation(false);
+        let response = client
+            .send(METADATA_VERSION, &request, self.timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(response.cluster_id.map(|id| id.to_string()))
+    }
+
+    /// Every ACL on the source, as Kafka's codes; None when the source has
+    /// no authorizer (SECURITY_DISABLED), so nothing to sync.
+    pub async fn acls(&self) -> Result<Option<Vec<Acl>>, String> {
         let mut client = self.any_broker().await?;
         // Null filters (kafka-protocol defaults nullable strings to "").
         let request = DescribeAclsRequest::default()
@@ -347,6 +363,9 @@ impl SourceCluster {
             .send(DESCRIBE_ACLS_VERSION, &request, self.timeout)
             .await
             .map_err(|e| e.to_string())?;
+        if response.error_code == ResponseError::SecurityDisabled.code() {
+            return Ok(None);
+        }
         if response.error_code != 0 {
             return Err(format!(
                 "the source's DescribeAcls: error code {} {}",
@@ -373,7 +392,8 @@ impl SourceCluster {
                     permission: a.permission_type,
                 })
             })
-            .collect())
+            .collect::<Vec<_>>()
+            .into())
     }
 }
 

@@ -7,7 +7,7 @@
 //! id (every broker can tell from its image). New partitions are then picked
 //! up by the mirror manager like any other mirror partition.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -55,7 +55,7 @@ fn owns_sync(image: &MetadataImage, node_id: i32) -> bool {
 }
 
 /// The mirror's parsed config, if it parses (it did at creation).
-fn mirror_config(image: &MetadataImage, mirror: &str) -> Option<MirrorConfig> {
+pub fn mirror_config(image: &MetadataImage, mirror: &str) -> Option<MirrorConfig> {
     let entries: Vec<(String, Option<String>)> = image
         .mirror_configs(mirror)?
         .iter()
@@ -124,17 +124,6 @@ fn source_of(broker: &Broker, config: &MirrorConfig) -> Result<SourceCluster, St
     )
 }
 
-/// Runs a controller call (which blocks) off the async workers.
-async fn on_controller<T: Send + 'static>(
-    broker: &Arc<Broker>,
-    f: impl FnOnce(&Broker) -> T + Send + 'static,
-) -> Result<T, String> {
-    let broker = broker.clone();
-    tokio::task::spawn_blocking(move || f(&broker))
-        .await
-        .map_err(|e| e.to_string())
-}
-
 /// New source topics the mirror's `mirror.topics.include` selects, topics
 /// deleted on the source, topic configs and partition counts.
 async fn sync_metadata(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<(), String> {
@@ -165,11 +154,11 @@ async fn sync_metadata(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<()
                 to = count,
                 "the source added partitions: expanding the mirror topic"
             );
-            on_controller(broker, move |b| {
-                b.controller.create_partitions(&name, count, None, false)
-            })
-            .await?
-            .map_err(|e| e.to_string())?;
+            broker
+                .controller
+                .create_partitions(&name, count, None, false)
+                .await
+                .map_err(|e| e.to_string())?;
         }
         let wanted: BTreeMap<String, String> = source
             .topic_configs(&topic)
@@ -208,12 +197,11 @@ async fn sync_metadata(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<()
             "syncing topic configs from the source"
         );
         let name = topic.clone();
-        on_controller(broker, move |b| {
-            b.controller
-                .alter_configs(CONFIG_RESOURCE_TOPIC, &name, &changes, false, false)
-        })
-        .await?
-        .map_err(|e| e.to_string())?;
+        broker
+            .controller
+            .alter_configs(CONFIG_RESOURCE_TOPIC, &name, &changes, false, false)
+            .await
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -252,10 +240,10 @@ async fn change_topics(
         .into_iter()
         .map(|(name, source)| MirrorTopic { name, source })
         .collect();
-    let results = on_controller(broker, move |b| {
-        b.controller.change_mirror_topics(&mirror, op, &topics)
-    })
-    .await?;
+    let results = broker
+        .controller
+        .change_mirror_topics(&mirror, op, &topics)
+        .await;
     for (topic, result) in results {
         if let Err(e) = result {
             warn!(topic, error = %e, ?op, "mirror topic change refused");
@@ -395,18 +383,21 @@ async fn log_range(broker: &Arc<Broker>, tp: &TopicPartition) -> Option<(i64, i6
     Some((range[0], range[1]))
 }
 
+/// Mirrors whose source was last seen without an authorizer.
+static NO_SOURCE_AUTHORIZER: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
 /// ACLs the mirror's rules select that this cluster lacks are created
 /// (the sync adds; it never deletes ACLs made here).
 async fn sync_acls(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<(), String> {
     let source = source_of(broker, config)?;
-    let acls = match source.acls().await {
-        Ok(acls) => acls,
-        // A source without an authorizer has no ACLs to sync.
-        Err(e) if e.contains("error code 58") || e.contains("SecurityDisabled") => {
-            return Ok(());
+    let Some(acls) = source.acls().await? else {
+        // A source without an authorizer has no ACLs to sync: said once.
+        if NO_SOURCE_AUTHORIZER.lock().insert(config.name.to_string()) {
+            info!(mirror = %config.name, "the source has no authorizer (SECURITY_DISABLED): no ACLs to sync");
         }
-        Err(e) => return Err(e),
+        return Ok(());
     };
+    NO_SOURCE_AUTHORIZER.lock().remove(config.name.as_str());
     let image = broker.controller.image();
     let missing: Vec<Acl> = acls
         .into_iter()
@@ -429,7 +420,7 @@ async fn sync_acls(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<(), St
         return Ok(());
     }
     info!(mirror = %config.name, acls = missing.len(), "syncing ACLs from the source");
-    let results = on_controller(broker, move |b| b.controller.create_acls(&missing)).await?;
+    let results = broker.controller.create_acls(&missing).await;
     match results.into_iter().find_map(Result::err) {
         None => Ok(()),
         Some(e) => Err(e.to_string()),

@@ -16,16 +16,19 @@ fn set_replicas(broker: &Broker, tp: &TopicPartition, replicas: &[i32], isr: &[i
         .topic_by_name(&tp.topic)
         .unwrap()
         .id;
-    broker
-        .controller
-        .commit_records(vec![MetadataRecord::PartitionChange {
-            topic_id,
-            partition: tp.partition,
-            leader: None,
-            isr: Some(isr.to_vec()),
-            replicas: Some(replicas.to_vec()),
-        }])
-        .unwrap();
+    crate::apis::test_support::wait_for(
+        &broker.controller,
+        broker
+            .controller
+            .commit_records(vec![MetadataRecord::PartitionChange {
+                topic_id,
+                partition: tp.partition,
+                leader: None,
+                isr: Some(isr.to_vec()),
+                replicas: Some(replicas.to_vec()),
+            }]),
+    )
+    .unwrap();
     broker.replicas.apply_image(&broker.controller.image());
 }
 

@@ -32,7 +32,9 @@ use ottla_storage::producer_state::AppendOrigin;
 use super::records::{encode_key, encode_value};
 use super::{services, TxnMetadata, TxnState, TRANSACTION_STATE_TOPIC};
 use crate::apis::group::{find_coordinator, offset_fetch};
-use crate::apis::test_support::{assert_encodes, change_leader, create_topic, test_settings};
+use crate::apis::test_support::{
+    assert_encodes, change_leader, create_topic, off_runtime, test_settings,
+};
 use crate::apis::{init_producer_id, produce, txn};
 use crate::broker::Broker;
 use crate::replica::{now_ms, ReadSpec};
@@ -72,7 +74,8 @@ fn open(dir: &Path) -> Arc<Broker> {
 /// FindCoordinator for `key` (creating the internal topic on first use),
 /// then hosts its partitions as the background loop would.
 async fn coordinator_ready(broker: &Broker, key_type: i8, key: &str) {
-    for _ in 0..2 {
+    // The internal topic is created in the background: ask until it leads.
+    for _ in 0..250 {
         let r = find_coordinator(
             broker,
             4,
@@ -84,9 +87,11 @@ async fn coordinator_ready(broker: &Broker, key_type: i8, key: &str) {
         assert_encodes(&r, 4);
         if r.coordinators[0].error_code == NONE {
             assert_eq!(r.coordinators[0].node_id.0, 1);
+            broker.replicas.apply_image(&broker.controller.image());
             return;
         }
         broker.replicas.apply_image(&broker.controller.image());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     panic!("no coordinator for {key}");
 }
@@ -103,7 +108,7 @@ fn init(
         .with_transaction_timeout_ms(timeout_ms)
         .with_producer_id(ProducerId(current.0))
         .with_producer_epoch(current.1);
-    let r = init_producer_id::handle(broker, version, req);
+    let r = off_runtime(|| init_producer_id::handle(broker, version, req));
     assert_encodes(&r, version);
     (r.error_code, r.producer_id.0, r.producer_epoch)
 }

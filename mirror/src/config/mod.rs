@@ -20,6 +20,7 @@
 //! | `mirror.metadata.refresh.interval.ms` | 30000 | Topic configs, partition counts and new topics. |
 //! | `mirror.groups.sync.interval.ms` | 30000 | Consumer-group offsets. |
 //! | `mirror.acls.sync.interval.ms` | 30000 | ACLs. |
+//! | `mirror.stop.open.transactions` | `abort` | At failover, `abort` ends a transaction the source left open with an ABORT marker; `truncate` cuts the log back to the last stable offset (the seeds' rule: drops every record after the open transaction's first). |
 //!
 //! Choices where KIP-1279 is silent: one interval per kind of sync (the
 //! prototype has only the first; MirrorMaker 2 users expect separate ones);
@@ -63,6 +64,7 @@ const MIRROR_KEYS: &[&str] = &[
     "mirror.metadata.refresh.interval.ms",
     "mirror.groups.sync.interval.ms",
     "mirror.acls.sync.interval.ms",
+    "mirror.stop.open.transactions",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -204,6 +206,33 @@ fn interval(entries: &Entries<'_>, key: &'static str) -> Result<Duration, Config
         })
 }
 
+/// What failover (STOPPING) does with a transaction the source left open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OpenTransactions {
+    /// Append an ABORT marker for it (KIP-1279's later design): its records
+    /// become aborted, every record after it stays.
+    #[default]
+    Abort,
+    /// Truncate the log to the last stable offset (the seeds' STOPPING
+    /// step): the open transaction and everything after it are dropped.
+    Truncate,
+}
+
+impl OpenTransactions {
+    fn parse(entries: &Entries<'_>) -> Result<Self, ConfigError> {
+        const KEY: &str = "mirror.stop.open.transactions";
+        match entries.get(KEY).map(str::trim) {
+            None | Some("abort") => Ok(Self::Abort),
+            Some("truncate") => Ok(Self::Truncate),
+            Some(other) => Err(ConfigError::invalid(
+                KEY,
+                other,
+                "expected abort or truncate",
+            )),
+        }
+    }
+}
+
 /// A validated mirror configuration.
 #[derive(Debug, Clone)]
 pub struct MirrorConfig {
@@ -218,6 +247,7 @@ pub struct MirrorConfig {
     pub metadata_refresh_interval: Duration,
     pub groups_sync_interval: Duration,
     pub acls_sync_interval: Duration,
+    pub open_transactions_at_stop: OpenTransactions,
 }
 
 impl MirrorConfig {
@@ -259,6 +289,7 @@ impl MirrorConfig {
             metadata_refresh_interval: interval(&entries, "mirror.metadata.refresh.interval.ms")?,
             groups_sync_interval: interval(&entries, "mirror.groups.sync.interval.ms")?,
             acls_sync_interval: interval(&entries, "mirror.acls.sync.interval.ms")?,
+            open_transactions_at_stop: OpenTransactions::parse(&entries)?,
         })
     }
 

@@ -260,3 +260,29 @@ fn secret_values_are_not_echoed_in_errors() {
     );
     assert!(!err.to_string().contains("secret"));
 }
+
+#[test]
+fn open_transactions_at_stop_default_to_abort() {
+    let base = [("bootstrap.servers", "src:9092")];
+    assert_eq!(
+        parse(&base).unwrap().open_transactions_at_stop,
+        OpenTransactions::Abort
+    );
+    let truncate = parse(&[
+        ("bootstrap.servers", "src:9092"),
+        ("mirror.stop.open.transactions", "truncate"),
+    ])
+    .unwrap();
+    assert_eq!(
+        truncate.open_transactions_at_stop,
+        OpenTransactions::Truncate
+    );
+    let bad = error(&[
+        ("bootstrap.servers", "src:9092"),
+        ("mirror.stop.open.transactions", "keep"),
+    ]);
+    assert!(
+        bad.contains("mirror.stop.open.transactions") && bad.contains("abort or truncate"),
+        "{bad}"
+    );
+}

@@ -67,9 +67,13 @@ fn replace(
     match r.resource_type {
         RESOURCE_TOPIC => {
             check_topic_name(name)?;
-            broker
-                .controller
-                .alter_configs(RESOURCE_TOPIC, name, &sets, true, validate_only)
+            broker.controller.block_on(broker.controller.alter_configs(
+                RESOURCE_TOPIC,
+                name,
+                &sets,
+                true,
+                validate_only,
+            ))
         }
         RESOURCE_BROKER => broker_resource::alter(broker, name, sets, true, validate_only),
         other => Err(unsupported_type(other)),

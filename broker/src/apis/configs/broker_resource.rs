@@ -84,7 +84,11 @@ pub(super) fn alter(
             })
             .collect()
     };
-    broker
-        .controller
-        .alter_configs(RESOURCE_BROKER, name, &changes, replace_all, validate_only)
+    broker.controller.block_on(broker.controller.alter_configs(
+        RESOURCE_BROKER,
+        name,
+        &changes,
+        replace_all,
+        validate_only,
+    ))
 }

@@ -124,7 +124,11 @@ fn alter_topic(
             Ok((key, AlterOp::Set, Some(updated)))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    broker
-        .controller
-        .alter_configs(RESOURCE_TOPIC, topic, &changes, false, validate_only)
+    broker.controller.block_on(broker.controller.alter_configs(
+        RESOURCE_TOPIC,
+        topic,
+        &changes,
+        false,
+        validate_only,
+    ))
 }
