@@ -313,6 +313,58 @@ async fn a_node_behind_the_purged_log_catches_up_by_snapshot() {
     cluster.converged(leader, more).await;
 }
 
+/// Issue 27: a node restarted from its own snapshot saw live brokers as
+/// fenced, and the active controller, which saw them unfenced, never wrote
+/// anything to correct it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_from_its_snapshot_sees_the_same_brokers_unfenced() {
+    let config = QuorumConfig {
+        snapshot_every: 5,
+        ..QuorumConfig::default()
+    };
+    let mut cluster = Cluster::start(3, config).await;
+    let leader = cluster.leader().await;
+    for broker_id in 1..=3 {
+        let registered = MetadataRecord::RegisterBroker {
+            broker_id,
+            incarnation_id: Uuid::new_v4(),
+            endpoints: Vec::new(),
+            rack: None,
+        };
+        let unfenced = MetadataRecord::BrokerFence {
+            broker_id,
+            fenced: false,
+        };
+        cluster
+            .node(leader)
+            .write(vec![registered, unfenced])
+            .await
+            .unwrap();
+    }
+    let mut last = 0;
+    for i in 0..12 {
+        last = cluster
+            .node(leader)
+            .write(vec![topic(&format!("t{i}"))])
+            .await
+            .unwrap();
+    }
+    cluster.converged(leader, last).await;
+    let follower = *cluster.nodes.keys().find(|&&id| id != leader).unwrap();
+    assert!(
+        cluster.dirs[&follower].join("quorum-snapshot").exists(),
+        "the follower took a snapshot"
+    );
+    cluster.stop(follower).await;
+    cluster.restart(follower).await;
+    let image = cluster.converged(leader, last).await;
+    assert!(
+        image.brokers.values().all(|b| !b.fenced),
+        "{:?}",
+        image.brokers
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_voter_quorum_writes_and_restarts() {
     let mut cluster = Cluster::start(1, QuorumConfig::default()).await;

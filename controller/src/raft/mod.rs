@@ -47,6 +47,8 @@ mod quorum;
 mod recent;
 mod rpc;
 mod snapshot;
+#[cfg(test)]
+mod snapshot_props;
 mod state_file;
 mod state_machine;
 
