@@ -37,6 +37,7 @@
 
 mod batches;
 mod channel;
+mod cluster_id;
 mod feed;
 mod forward;
 mod log_store;
