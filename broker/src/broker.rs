@@ -124,6 +124,8 @@ impl Broker {
             &settings.metadata_dir,
             settings.node_id,
             settings.cluster_id.as_deref(),
+            // `ottla server` formatted the dirs before the quorum started.
+            crate::meta_properties::Unformatted::Generate,
         )?;
         let configs = Arc::new(TopicConfigResolver::new(
             settings.node_id,

@@ -17,6 +17,7 @@ use ottla_broker::dynamic_broker_config::{dynamic_or, DynamicConnectionLimits};
 use ottla_broker::dynamic_listeners::{ApiService, DynamicListeners};
 use ottla_broker::handlers::broker_apis::BrokerSlot;
 use ottla_broker::handlers::{broker_registry, controller_registry};
+use ottla_broker::meta_properties::{self, Unformatted};
 use ottla_broker::metrics::{self, MetricsServer};
 use ottla_broker::network::{
     bind_address, ListenerSpec, QuorumEndpoint, QuorumSlot, RequestHandlerPool, Server,
@@ -137,6 +138,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     if config.quorum_voters.is_empty() {
         anyhow::bail!("controller.quorum.bootstrap.servers (a dynamic quorum) is not supported yet: list the voters in controller.quorum.voters");
     }
+    let cluster_id = format_dirs(&config).await?;
     // Checked before anything starts, so a bad login or trust store is
     // reported at once.
     let inter_broker = inter_broker_client(&config).map_err(anyhow::Error::msg)?;
@@ -200,7 +202,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
         advertised = ?config.advertised_listeners.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "ottla started"
     );
-    let controller_settings = controller_settings(&config, to_controllers);
+    let controller_settings = controller_settings(&config, to_controllers, cluster_id.clone());
     let controller =
         tokio::task::spawn_blocking(move || Controller::start(controller_settings)).await??;
     if let Some(endpoint) = quorum_endpoint(&config, &controller) {
@@ -235,7 +237,7 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     }
     let broker_server = broker_server.filter(|_| !signalled.is_cancelled());
     if let Some((broker_server, service)) = broker_server {
-        let settings = broker_settings(&config, finalized.clone(), inter_broker);
+        let settings = broker_settings(&config, finalized.clone(), inter_broker, cluster_id);
         let for_open = controller.clone();
         let broker =
             tokio::task::spawn_blocking(move || Broker::open(settings, for_open)).await??;
@@ -286,8 +288,39 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     Ok(())
 }
 
+/// The cluster id from the log dirs' `meta.properties` and `cluster.id`,
+/// checked against each other and written where missing, before the
+/// quorum starts: a node must never talk to its peers under an id they
+/// do not share. Only a lone node makes one up when none is configured.
+async fn format_dirs(config: &BrokerConfig) -> Result<String> {
+    let lone = config.roles.broker && config.roles.controller && config.quorum_voters.len() == 1;
+    let unformatted = if lone {
+        Unformatted::Generate
+    } else {
+        Unformatted::Refuse
+    };
+    let log_dirs = config.log_dirs.clone();
+    let metadata_dir = config.metadata_log_dir.clone();
+    let node_id = config.node_id;
+    let configured = config.get(keys::CLUSTER_ID);
+    tokio::task::spawn_blocking(move || {
+        meta_properties::ensure(
+            &log_dirs,
+            &metadata_dir,
+            node_id,
+            configured.as_deref(),
+            unformatted,
+        )
+    })
+    .await?
+}
+
 /// What the controller needs from the configuration.
-fn controller_settings(config: &BrokerConfig, peer_security: ClientSecurity) -> ControllerSettings {
+fn controller_settings(
+    config: &BrokerConfig,
+    peer_security: ClientSecurity,
+    cluster_id: String,
+) -> ControllerSettings {
     let ms = |v: i64| Duration::from_millis(v.clamp(1, i64::from(u32::MAX)) as u64);
     let election = ms(i64::from(
         config.get(keys::CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS),
@@ -316,6 +349,7 @@ fn controller_settings(config: &BrokerConfig, peer_security: ClientSecurity) -> 
             ))
             .max(Duration::from_secs(5)),
             peer_security,
+            cluster_id,
             ..QuorumConfig::default()
         },
         defaults: TopicDefaults {
@@ -354,13 +388,14 @@ fn broker_settings(
     config: &BrokerConfig,
     finalized_features: Arc<FinalizedFeatures>,
     inter_broker: ClientSecurity,
+    cluster_id: String,
 ) -> BrokerSettings {
     let ms = |v: i64| Duration::from_millis(v.clamp(1, i64::from(u32::MAX)) as u64);
     BrokerSettings {
         node_id: config.node_id,
         log_dirs: config.log_dirs.clone(),
         metadata_dir: config.metadata_log_dir.clone(),
-        cluster_id: config.get(keys::CLUSTER_ID),
+        cluster_id: Some(cluster_id),
         advertised: config
             .advertised_listeners
             .iter()

@@ -1,6 +1,7 @@
 //! `meta.properties` in every log dir, as Kafka writes it: the node id, the
-//! cluster id and a directory id. The first start generates the cluster id;
-//! later starts refuse a log dir that belongs to another cluster or node.
+//! cluster id and a directory id. The first start writes the configured
+//! cluster id (a lone node generates one when none is configured); later
+//! starts refuse a log dir that belongs to another cluster or node.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,18 +28,33 @@ fn read(path: &Path) -> anyhow::Result<Option<BTreeMap<String, String>>> {
     ))
 }
 
+/// Whether a node with no cluster id anywhere may make one up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unformatted {
+    /// A lone node (the only voter, and a broker too) generates one: a
+    /// single node needs no configuration.
+    Generate,
+    /// A node of a multi-node cluster refuses to start: nodes that each
+    /// made one up would be of different clusters (Kafka's answer is
+    /// `kafka-storage.sh format` with one id for every node).
+    Refuse,
+}
+
 /// Returns the cluster id, writing `meta.properties` where it is missing.
+/// The log dirs must agree with each other and with `configured`.
 pub fn ensure(
     log_dirs: &[PathBuf],
     metadata_dir: &Path,
     node_id: i32,
     configured: Option<&str>,
+    unformatted: Unformatted,
 ) -> anyhow::Result<String> {
     let mut dirs: Vec<&Path> = log_dirs.iter().map(PathBuf::as_path).collect();
     if !dirs.contains(&metadata_dir) {
         dirs.push(metadata_dir);
     }
-    let mut cluster_id: Option<String> = None;
+    // The first cluster id found, and where.
+    let mut found: Option<(String, PathBuf)> = None;
     for dir in &dirs {
         let path = dir.join(META_PROPERTIES);
         if let Some(props) = read(&path)? {
@@ -48,24 +64,35 @@ pub fn ensure(
                 }
             }
             if let Some(c) = props.get("cluster.id") {
-                match &cluster_id {
-                    Some(existing) if existing != c => bail!(
-                        "log dirs belong to different clusters ({existing} and {c} in {}); each log dir must come from the same cluster",
+                match &found {
+                    Some((existing, first)) if existing != c => bail!(
+                        "log dirs belong to different clusters: {} says cluster.id={existing}, {} says cluster.id={c}; every log dir of a node must come from the same cluster: remove or move the dirs of the other cluster (or fix log.dirs)",
+                        first.display(),
                         path.display()
                     ),
-                    _ => cluster_id = Some(c.clone()),
+                    Some(_) => {}
+                    None => found = Some((c.clone(), path)),
                 }
             }
         }
     }
-    if let (Some(found), Some(wanted)) = (&cluster_id, configured) {
+    if let (Some((found, path)), Some(wanted)) = (&found, configured) {
         if found != wanted {
-            bail!("the log dirs belong to cluster {found} but cluster.id is {wanted}; point log.dirs at this cluster's data or fix cluster.id");
+            bail!(
+                "{} says this node belongs to cluster {found} but cluster.id is {wanted}; fix cluster.id, or point log.dirs at this cluster's data",
+                path.display()
+            );
         }
     }
-    let cluster_id = cluster_id
-        .or_else(|| configured.map(str::to_string))
-        .unwrap_or_else(|| base64_topic_id(&Uuid::new_v4()));
+    let cluster_id = match (found, configured, unformatted) {
+        (Some((id, _)), _, _) => id,
+        (None, Some(id), _) => id.to_string(),
+        (None, None, Unformatted::Generate) => base64_topic_id(&Uuid::new_v4()),
+        (None, None, Unformatted::Refuse) => bail!(
+            "cluster.id is not set and no log dir has a meta.properties naming one; nodes of a multi-node cluster do not make one up (each would make up its own and they would not form one cluster): set the same cluster.id on every node, for example cluster.id={}",
+            base64_topic_id(&Uuid::new_v4())
+        ),
+    };
     for dir in &dirs {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(META_PROPERTIES);
@@ -85,16 +112,63 @@ pub fn ensure(
 mod tests {
     use super::*;
 
+    use Unformatted::{Generate, Refuse};
+
     #[test]
     fn cluster_id_is_generated_once_and_checked() {
         let root = tempfile::tempdir().unwrap();
         let a = root.path().join("a");
-        let id = ensure(std::slice::from_ref(&a), &a, 1, None).unwrap();
+        let id = ensure(std::slice::from_ref(&a), &a, 1, None, Generate).unwrap();
         assert_eq!(id.len(), 22);
-        assert_eq!(ensure(std::slice::from_ref(&a), &a, 1, None).unwrap(), id);
-        let e = ensure(std::slice::from_ref(&a), &a, 2, None)
+        // Once written it is kept, even where none would be made up.
+        assert_eq!(
+            ensure(std::slice::from_ref(&a), &a, 1, None, Refuse).unwrap(),
+            id
+        );
+        let e = ensure(std::slice::from_ref(&a), &a, 2, None, Generate)
             .unwrap_err()
             .to_string();
         assert!(e.contains("node.id=2"), "{e}");
+    }
+
+    #[test]
+    fn a_node_of_a_cluster_needs_a_cluster_id() {
+        let root = tempfile::tempdir().unwrap();
+        let a = root.path().join("a");
+        let e = ensure(std::slice::from_ref(&a), &a, 1, None, Refuse)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("set the same cluster.id on every node"), "{e}");
+        assert!(!a.join(META_PROPERTIES).exists(), "nothing formatted");
+        let id = "MkU3OEVBNTcwNTJENDM2Qk";
+        assert_eq!(
+            ensure(std::slice::from_ref(&a), &a, 1, Some(id), Refuse).unwrap(),
+            id
+        );
+        let text = std::fs::read_to_string(a.join(META_PROPERTIES)).unwrap();
+        assert!(text.contains(&format!("cluster.id={id}")), "{text}");
+    }
+
+    #[test]
+    fn log_dirs_must_agree_with_each_other_and_the_configuration() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        let x = ensure(std::slice::from_ref(&a), &a, 1, Some("clusterX"), Refuse).unwrap();
+        ensure(std::slice::from_ref(&b), &b, 1, Some("clusterY"), Refuse).unwrap();
+        let both = [a.clone(), b.clone()];
+        let e = ensure(&both, &a, 1, Some(&x), Refuse)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cluster.id=clusterX") && e.contains("cluster.id=clusterY"),
+            "{e}"
+        );
+        let e = ensure(std::slice::from_ref(&a), &a, 1, Some("clusterY"), Refuse)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cluster clusterX but cluster.id is clusterY"),
+            "{e}"
+        );
     }
 }

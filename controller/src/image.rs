@@ -111,6 +111,13 @@ impl MetadataImage {
         self.offset = offset;
         match record {
             MetadataRecord::Topic { name, topic_id } => {
+                // A re-registered id under a new name must not leave its old
+                // name resolving to it.
+                if let Some(old) = self.topics.get(topic_id) {
+                    if old.name != *name && self.topic_ids.get(&old.name) == Some(topic_id) {
+                        self.topic_ids.remove(&old.name);
+                    }
+                }
                 self.topic_ids.insert(name.clone(), *topic_id);
                 self.topics.insert(
                     *topic_id,
@@ -207,9 +214,12 @@ impl MetadataImage {
             }
             MetadataRecord::RemoveTopic { topic_id } => {
                 if let Some(t) = self.topics.remove(topic_id) {
-                    self.topic_ids.remove(&t.name);
-                    self.configs
-                        .remove(&(crate::records::CONFIG_RESOURCE_TOPIC, t.name));
+                    // The name may already resolve to a newer topic.
+                    if self.topic_ids.get(&t.name) == Some(topic_id) {
+                        self.topic_ids.remove(&t.name);
+                        self.configs
+                            .remove(&(crate::records::CONFIG_RESOURCE_TOPIC, t.name));
+                    }
                 }
             }
             MetadataRecord::Config {

@@ -24,6 +24,15 @@ struct Cluster {
 
 impl Cluster {
     async fn start(size: u64, config: QuorumConfig) -> Self {
+        Self::start_with(size, config.clone(), |_| config.clone()).await
+    }
+
+    /// Starts node `id` with `config_of(id)`; restarts use `config`.
+    async fn start_with(
+        size: u64,
+        config: QuorumConfig,
+        config_of: impl Fn(u64) -> QuorumConfig,
+    ) -> Self {
         let root = tempfile::tempdir().unwrap();
         let mut listeners = BTreeMap::new();
         let mut voters = BTreeMap::new();
@@ -50,18 +59,22 @@ impl Cluster {
             config,
         };
         for (id, listener) in listeners {
-            cluster.launch(id, listener).await;
+            cluster.launch_as(id, listener, config_of(id)).await;
         }
         cluster
     }
 
     async fn launch(&mut self, id: u64, listener: TcpListener) {
+        self.launch_as(id, listener, self.config.clone()).await;
+    }
+
+    async fn launch_as(&mut self, id: u64, listener: TcpListener, config: QuorumConfig) {
         let quorum = Quorum::start(
             id,
             &self.dirs[&id],
             self.voters.clone(),
             Some(listener),
-            self.config.clone(),
+            config,
         )
         .await
         .unwrap();
@@ -311,6 +324,114 @@ async fn a_node_behind_the_purged_log_catches_up_by_snapshot() {
         .await
         .unwrap();
     cluster.converged(leader, more).await;
+}
+
+/// Issue 27: a node restarted from its own snapshot saw live brokers as
+/// fenced, and the active controller, which saw them unfenced, never wrote
+/// anything to correct it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_from_its_snapshot_sees_the_same_brokers_unfenced() {
+    let config = QuorumConfig {
+        snapshot_every: 5,
+        ..QuorumConfig::default()
+    };
+    let mut cluster = Cluster::start(3, config).await;
+    let leader = cluster.leader().await;
+    for broker_id in 1..=3 {
+        let registered = MetadataRecord::RegisterBroker {
+            broker_id,
+            incarnation_id: Uuid::new_v4(),
+            endpoints: Vec::new(),
+            rack: None,
+        };
+        let unfenced = MetadataRecord::BrokerFence {
+            broker_id,
+            fenced: false,
+        };
+        cluster
+            .node(leader)
+            .write(vec![registered, unfenced])
+            .await
+            .unwrap();
+    }
+    let mut last = 0;
+    for i in 0..12 {
+        last = cluster
+            .node(leader)
+            .write(vec![topic(&format!("t{i}"))])
+            .await
+            .unwrap();
+    }
+    cluster.converged(leader, last).await;
+    let follower = *cluster.nodes.keys().find(|&&id| id != leader).unwrap();
+    assert!(
+        cluster.dirs[&follower].join("quorum-snapshot").exists(),
+        "the follower took a snapshot"
+    );
+    cluster.stop(follower).await;
+    cluster.restart(follower).await;
+    let image = cluster.converged(leader, last).await;
+    assert!(
+        image.brokers.values().all(|b| !b.fenced),
+        "{:?}",
+        image.brokers
+    );
+}
+
+/// Issue 27: nodes formatted with different cluster ids formed one
+/// cluster. A voter of another cluster gets no votes, no entries and no
+/// metadata, and neither does an observer of another cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_of_another_cluster_are_kept_out_of_the_quorum() {
+    let ours = QuorumConfig {
+        cluster_id: "MkU3OEVBNTcwNTJENDM2Qk".into(),
+        ..QuorumConfig::default()
+    };
+    let theirs = QuorumConfig {
+        cluster_id: "Zm9yZWlnbkNsdXN0ZXIxMg".into(),
+        ..QuorumConfig::default()
+    };
+    // Node 1, which bootstraps the quorum, and node 3 are of our cluster.
+    let cluster = Cluster::start_with(3, ours.clone(), |id| {
+        if id == 2 {
+            theirs.clone()
+        } else {
+            ours.clone()
+        }
+    })
+    .await;
+    let leader = wait_for(|| async {
+        let l = cluster.node(1).leader()?;
+        (cluster.node(3).leader() == Some(l)).then_some(l)
+    })
+    .await;
+    assert_ne!(leader, 2, "the foreign node cannot have won a vote");
+    let offset = cluster
+        .node(leader)
+        .write(vec![topic("ours")])
+        .await
+        .unwrap();
+    wait_for(|| async { (cluster.node(3).image().offset >= offset).then_some(()) }).await;
+    let stranger = observer_with(&cluster, 10, &theirs);
+    let member = observer_with(&cluster, 11, &ours);
+    caught_up(&member, &cluster, offset).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(cluster.node(2).image().offset, -1, "node 2 got entries");
+    assert_eq!(cluster.node(2).leader(), None);
+    assert_eq!(
+        stranger.image().offset,
+        -1,
+        "the foreign observer got metadata"
+    );
+    let summary = cluster.node(leader).summary().await.unwrap();
+    assert_eq!(
+        summary.observers.iter().map(|o| o.id).collect::<Vec<_>>(),
+        [11]
+    );
+}
+
+fn observer_with(cluster: &Cluster, id: u64, config: &QuorumConfig) -> Observer {
+    Observer::start(id, cluster.voters.clone(), config).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -294,6 +294,32 @@ impl Ottla {
     /// the controller role, and waits until every broker's metadata lists
     /// all the brokers.
     fn launch(roles: &[Role], protocols: &[&str], overrides: &[(&str, &str)]) -> Vec<Ottla> {
+        let cluster_id = cluster_id();
+        let nodes = Self::spawn_quorum(roles, protocols, overrides, |_| cluster_id.clone());
+        let brokers = roles.iter().filter(|r| **r != Role::Controller).count();
+        for node in nodes.iter().filter(|n| n.role != Role::Controller) {
+            node.wait_for_brokers(brokers, Duration::from_secs(60));
+        }
+        nodes
+    }
+
+    /// Combined nodes listed as the voters of one quorum (ids 1..), node
+    /// `i` given `cluster_ids[i]` as its `cluster.id`. Returns once each
+    /// listens, without waiting for them to form a cluster (they must not
+    /// when the ids differ).
+    pub fn voters_of_clusters(cluster_ids: &[&str], overrides: &[(&str, &str)]) -> Vec<Ottla> {
+        let roles = vec![Role::Combined; cluster_ids.len()];
+        Self::spawn_quorum(&roles, &[], overrides, |i| cluster_ids[i].to_string())
+    }
+
+    /// Starts one node per role (ids 1..), the voters being the nodes with
+    /// the controller role, node `i` with `cluster_id_of(i)`.
+    fn spawn_quorum(
+        roles: &[Role],
+        protocols: &[&str],
+        overrides: &[(&str, &str)],
+        cluster_id_of: impl Fn(usize) -> String,
+    ) -> Vec<Ottla> {
         let ports: Vec<(u16, u16)> = roles.iter().map(|_| (free_port(), free_port())).collect();
         let voters = ports
             .iter()
@@ -303,7 +329,6 @@ impl Ottla {
             .map(|(i, ((_, c), _))| format!("{}@127.0.0.1:{c}", i + 1))
             .collect::<Vec<_>>()
             .join(",");
-        let cluster_id = cluster_id();
         let mut nodes: Vec<Ottla> = ports
             .iter()
             .zip(roles)
@@ -317,7 +342,7 @@ impl Ottla {
                     .collect();
                 all.push(("node.id".into(), (i + 1).to_string()));
                 all.push(("controller.quorum.voters".into(), voters.clone()));
-                all.push(("cluster.id".into(), cluster_id.clone()));
+                all.push(("cluster.id".into(), cluster_id_of(i)));
                 Ottla {
                     child: None,
                     role: *role,
@@ -336,10 +361,6 @@ impl Ottla {
             .collect();
         for node in &mut nodes {
             node.spawn();
-        }
-        let brokers = roles.iter().filter(|r| **r != Role::Controller).count();
-        for node in nodes.iter().filter(|n| n.role != Role::Controller) {
-            node.wait_for_brokers(brokers, Duration::from_secs(60));
         }
         nodes
     }

@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use ottla_tests::broker_configs::try_alter_broker_configs;
-use ottla_tests::ottla::Ottla;
+use ottla_tests::ottla::{free_port, ottla_binary, Ottla};
 use ottla_tests::tools::{kafka_tool, ok};
 use ottla_tests::topics::{create_topic, describe, PartitionView};
+use ottla_tests::wire::WireClient;
 
 /// Short timeouts so failures are detected within seconds.
 const CLUSTER_SETTINGS: &[(&str, &str)] = &[
@@ -1044,5 +1045,173 @@ fn thread_counts_and_listeners_change_at_runtime() {
     assert!(
         reloads.last().is_some_and(|l| l.contains("threads=4")),
         "{reloads:?}"
+    );
+}
+
+/// Sets topic config `retention.ms` of `topic` to `value` through `node`
+/// over the wire (one metadata entry per call, cheaper than a JVM tool).
+fn set_retention(client: &mut WireClient, topic: &str, value: u64) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    use kafka_protocol::protocol::StrBytes;
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(topic.to_string()))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(StrBytes::from_static_str("retention.ms"))
+                .with_config_operation(0)
+                .with_value(Some(StrBytes::from_string(value.to_string())))]),
+    ]);
+    let response = client.send(1, &request);
+    assert_eq!(response.responses[0].error_code, 0, "{response:?}");
+}
+
+/// Issue 27, defect 1: a node restarted from its metadata snapshot saw the
+/// live brokers as fenced (the snapshot wrote them as only registered) and
+/// nothing ever corrected it. 1,100 config changes make every node take a
+/// snapshot (one every 1,000 entries); the restarted node must see the
+/// others unfenced, rejoin every ISR and take acks=all idempotent writes.
+#[test]
+fn a_node_restarted_from_a_snapshot_sees_the_live_brokers() {
+    let mut nodes = Ottla::cluster(3, CLUSTER_SETTINGS);
+    create_topic(
+        &nodes[0],
+        "snapshotted",
+        3,
+        &[
+            "--replication-factor",
+            "3",
+            "--config",
+            "min.insync.replicas=3",
+        ],
+    );
+    wait_for(&nodes[0], "snapshotted", "full ISRs", |v| {
+        v.len() == 3 && v.values().all(|p| p.isr.len() == 3)
+    });
+    let mut client = WireClient::connect(&nodes[0].bootstrap());
+    for i in 0..1_100 {
+        set_retention(&mut client, "snapshotted", 3_600_000 + i);
+    }
+    let snapshot_of = |node: &Ottla| {
+        node.data_dir
+            .join("logs/__cluster_metadata-0/quorum-snapshot")
+    };
+    let start = Instant::now();
+    while !nodes.iter().all(|n| snapshot_of(n).exists()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "not every node took a snapshot"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A node that is not the active controller, as in the report.
+    let (leader, _) = quorum_status(&nodes[0]);
+    let restarted = (0..3).find(|&i| i as i32 + 1 != leader).unwrap();
+    assert_eq!(nodes[restarted].stop(), Some(0), "clean exit");
+    nodes[restarted].restart();
+
+    let back = &nodes[restarted];
+    back.wait_for_brokers(3, Duration::from_secs(20));
+    wait_for(
+        back,
+        "snapshotted",
+        "the restarted node in every ISR",
+        |v| v.values().all(|p| p.isr.len() == 3 && p.leader > 0),
+    );
+    let out = ok(kafka_tool(
+        "kafka-producer-perf-test.sh",
+        &[
+            "--topic",
+            "snapshotted",
+            "--num-records",
+            "1000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &format!("bootstrap.servers={}", back.bootstrap()),
+            "acks=all",
+            "enable.idempotence=true",
+        ],
+        None,
+    ));
+    assert!(out.contains("1000 records sent"), "{out}");
+    assert_eq!(total_offsets(back, "snapshotted"), 1_000);
+}
+
+/// Issue 27, defect 5: nodes configured with different cluster ids as the
+/// voters of one quorum formed one cluster. They must not, and each says
+/// why.
+#[test]
+fn nodes_of_different_clusters_do_not_form_one() {
+    let (a, b) = ("MkU3OEVBNTcwNTJENDM2Qk", "Zm9yZWlnbkNsdXN0ZXIxMg");
+    let nodes = Ottla::voters_of_clusters(&[a, b], CLUSTER_SETTINGS);
+    // Node 1 bootstraps the quorum and asks node 2 for its vote.
+    let refused = format!(
+        "refusing quorum RPCs from node 1: it belongs to cluster {a}, this node to cluster {b}"
+    );
+    let refuses_us = format!("it belongs to cluster {b}, this node to cluster {a}");
+    let start = Instant::now();
+    while !(nodes[1].log().contains(&refused) && nodes[0].log().contains(&refuses_us)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no refusal logged;\nnode 1:\n{}\nnode 2:\n{}",
+            nodes[0].log(),
+            nodes[1].log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        nodes[1]
+            .log()
+            .contains("every node of one cluster must have the same cluster.id"),
+        "{}",
+        nodes[1].log()
+    );
+    // Neither node has a quorum: no broker ever registered.
+    std::thread::sleep(Duration::from_secs(3));
+    for node in &nodes {
+        assert!(
+            !node.log().contains("broker unfenced") && !node.log().contains("broker started"),
+            "{}",
+            node.log()
+        );
+    }
+}
+
+/// A node of a multi-node quorum with no cluster.id configured and none in
+/// its log dirs refuses to start, saying what to set.
+#[test]
+fn a_node_of_a_cluster_without_a_cluster_id_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p1, c1, c2) = (free_port(), free_port(), free_port());
+    let out = std::process::Command::new(ottla_binary())
+        .args(["server", "--override", "node.id=1"])
+        .args([
+            "--override".to_string(),
+            format!("listeners=PLAINTEXT://127.0.0.1:{p1},CONTROLLER://127.0.0.1:{c1}"),
+            "--override".to_string(),
+            format!("advertised.listeners=PLAINTEXT://127.0.0.1:{p1}"),
+            "--override".to_string(),
+            format!("controller.quorum.voters=1@127.0.0.1:{c1},2@127.0.0.1:{c2}"),
+            "--override".to_string(),
+            format!("log.dirs={}", dir.path().join("logs").display()),
+        ])
+        .output()
+        .expect("run ottla");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cluster.id is not set")
+            && stderr.contains("set the same cluster.id on every node"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("logs/meta.properties").exists(),
+        "nothing was formatted"
     );
 }

@@ -3,13 +3,15 @@
 //! controller listener asks (TLS, SASL) before its first quorum frame.
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ottla_protocol::client::{ClientError, KafkaClient};
 use ottla_protocol::client_security::ClientSecurity;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::rpc::{read_frame, write_frame, Response, MAX_FRAME};
+use super::cluster_id::ADVICE;
+use super::rpc::{read_frame, write_frame, Request, Response, MAX_FRAME};
 use super::Node;
 
 /// The client id quorum connections log in with.
@@ -21,6 +23,11 @@ pub(crate) enum CallError {
     Security(String),
     Io(io::Error),
     Timeout,
+    /// The peer belongs to another cluster (`theirs`).
+    WrongCluster {
+        ours: Arc<str>,
+        theirs: String,
+    },
 }
 
 impl std::fmt::Display for CallError {
@@ -30,6 +37,10 @@ impl std::fmt::Display for CallError {
             Self::Security(e) => write!(f, "{e}"),
             Self::Io(e) => write!(f, "{e}"),
             Self::Timeout => write!(f, "timed out"),
+            Self::WrongCluster { ours, theirs } => write!(
+                f,
+                "it belongs to cluster {theirs}, this node to cluster {ours}; {ADVICE}"
+            ),
         }
     }
 }
@@ -40,16 +51,23 @@ type Writer = Box<dyn AsyncWrite + Send + Sync + Unpin>;
 pub(crate) struct Channel {
     node: Node,
     security: ClientSecurity,
+    cluster_id: Arc<str>,
     conn: Option<(Reader, Writer)>,
 }
 
 impl Channel {
-    pub fn new(node: Node, security: ClientSecurity) -> Self {
+    pub fn new(node: Node, security: ClientSecurity, cluster_id: Arc<str>) -> Self {
         Self {
             node,
             security,
+            cluster_id,
             conn: None,
         }
+    }
+
+    /// `request` as this node's frame (it carries the cluster id).
+    pub fn encode(&self, request: &Request) -> Vec<u8> {
+        request.encode(&self.cluster_id)
     }
 
     pub fn node(&self) -> &Node {
@@ -73,6 +91,13 @@ impl Channel {
                 .and_then(|r| r.ok_or_else(|| io::ErrorKind::UnexpectedEof.into()))
                 .and_then(|body| Response::decode(&body))
                 .map_err(CallError::Io)?;
+            if let Response::WrongCluster { cluster_id } = reply {
+                // The peer closes the connection after this answer.
+                return Err(CallError::WrongCluster {
+                    ours: self.cluster_id.clone(),
+                    theirs: cluster_id,
+                });
+            }
             self.conn = Some((read, write));
             Ok(reply)
         };

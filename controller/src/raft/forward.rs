@@ -2,6 +2,7 @@
 //! kind of call, each reopened whenever the leader changes or an exchange
 //! fails.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ottla_protocol::client_security::ClientSecurity;
@@ -23,11 +24,12 @@ pub(crate) struct ToLeader {
 }
 
 impl ToLeader {
-    pub fn new(security: &ClientSecurity, timeout: Duration) -> Self {
+    pub fn new(security: &ClientSecurity, cluster_id: &Arc<str>, timeout: Duration) -> Self {
+        let forwarder = || Forwarder::new(security.clone(), cluster_id.clone());
         Self {
-            writes: Forwarder::new(security.clone()),
-            heartbeats: Forwarder::new(security.clone()),
-            fetches: Forwarder::new(security.clone()),
+            writes: forwarder(),
+            heartbeats: forwarder(),
+            fetches: forwarder(),
             timeout,
         }
     }
@@ -56,13 +58,15 @@ impl ToLeader {
 struct Forwarder {
     channel: Mutex<Option<(u64, Channel)>>,
     security: ClientSecurity,
+    cluster_id: Arc<str>,
 }
 
 impl Forwarder {
-    fn new(security: ClientSecurity) -> Self {
+    fn new(security: ClientSecurity, cluster_id: Arc<str>) -> Self {
         Self {
             channel: Mutex::default(),
             security,
+            cluster_id,
         }
     }
 
@@ -77,12 +81,13 @@ impl Forwarder {
     ) -> Result<ControllerResponse, String> {
         let mut slot = self.channel.lock().await;
         if !matches!(&*slot, Some((id, ch)) if *id == target && ch.node() == node) {
-            *slot = Some((target, Channel::new(node.clone(), self.security.clone())));
+            let channel =
+                Channel::new(node.clone(), self.security.clone(), self.cluster_id.clone());
+            *slot = Some((target, channel));
         }
         let (_, channel) = slot.as_mut().expect("just set");
-        let result = channel
-            .call(Request::Controller(request).encode(), ttl)
-            .await;
+        let body = channel.encode(&Request::Controller(request));
+        let result = channel.call(body, ttl).await;
         match result {
             Ok(Response::Controller(r)) => Ok(r),
             Ok(_) => {

@@ -37,6 +37,7 @@
 
 mod batches;
 mod channel;
+mod cluster_id;
 mod feed;
 mod forward;
 mod log_store;
@@ -47,6 +48,8 @@ mod quorum;
 mod recent;
 mod rpc;
 mod snapshot;
+#[cfg(test)]
+mod snapshot_props;
 mod state_file;
 mod state_machine;
 

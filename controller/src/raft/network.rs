@@ -19,10 +19,11 @@ use openraft::raft::{
 use openraft::RPCTypes;
 use ottla_protocol::client_security::ClientSecurity;
 use parking_lot::Mutex;
-use tracing::warn;
+use tracing::{error, warn};
 
 use super::batches::now_ms;
 use super::channel::{CallError, Channel};
+use super::cluster_id::LogLimiter;
 use super::rpc::{Request, Response, MAX_FRAME};
 use super::{Node, TypeConfig};
 
@@ -32,16 +33,26 @@ pub(crate) type Contacts = Arc<Mutex<BTreeMap<u64, i64>>>;
 
 pub(crate) struct Network {
     id: u64,
+    cluster_id: Arc<str>,
     contacts: Contacts,
     security: ClientSecurity,
+    refusals: Arc<LogLimiter>,
 }
 
 impl Network {
-    pub fn new(id: u64, contacts: Contacts, security: ClientSecurity) -> Self {
+    pub fn new(
+        id: u64,
+        cluster_id: Arc<str>,
+        contacts: Contacts,
+        security: ClientSecurity,
+        refusals: Arc<LogLimiter>,
+    ) -> Self {
         Self {
             id,
+            cluster_id,
             contacts,
             security,
+            refusals,
         }
     }
 }
@@ -53,8 +64,9 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Peer {
             id: self.id,
             target,
-            channel: Channel::new(node.clone(), self.security.clone()),
+            channel: Channel::new(node.clone(), self.security.clone(), self.cluster_id.clone()),
             contacts: self.contacts.clone(),
+            refusals: self.refusals.clone(),
         }
     }
 }
@@ -64,6 +76,7 @@ pub(crate) struct Peer {
     target: u64,
     channel: Channel,
     contacts: Contacts,
+    refusals: Arc<LogLimiter>,
 }
 
 type RpcResult<T, E = openraft::error::Infallible> =
@@ -87,6 +100,13 @@ impl Peer {
                 RPCError::Unreachable(Unreachable::new(&io::Error::other(e)))
             }
             CallError::Io(e) => RPCError::Network(NetworkError::new(&e)),
+            e @ CallError::WrongCluster { .. } => {
+                let peer = self.target;
+                if self.refusals.allows(&format!("peer {peer}")) {
+                    error!(peer, "controller {peer} refuses this node: {e}");
+                }
+                RPCError::Unreachable(Unreachable::new(&io::Error::other(e.to_string())))
+            }
             CallError::Timeout => RPCError::Timeout(Timeout {
                 action,
                 id: self.id,
@@ -122,7 +142,7 @@ impl RaftNetwork<TypeConfig> for Peer {
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<u64>> {
         let entries = rpc.entries.len() as u64;
-        let body = Request::Append(rpc).encode();
+        let body = self.channel.encode(&Request::Append(rpc));
         if body.len() > MAX_FRAME && entries > 1 {
             // openraft retries at once with fewer entries.
             let fitting = entries * MAX_FRAME as u64 / body.len() as u64;
@@ -146,7 +166,8 @@ impl RaftNetwork<TypeConfig> for Peer {
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<u64>, InstallSnapshotError> {
         let ttl = option.hard_ttl();
-        match self.call(Request::Snapshot(rpc).encode(), ttl).await {
+        let body = self.channel.encode(&Request::Snapshot(rpc));
+        match self.call(body, ttl).await {
             Ok(Response::Snapshot(Ok(r))) => {
                 self.contacted();
                 Ok(r)
@@ -163,7 +184,8 @@ impl RaftNetwork<TypeConfig> for Peer {
         option: RPCOption,
     ) -> RpcResult<VoteResponse<u64>> {
         let ttl = option.hard_ttl();
-        match self.call(Request::Vote(rpc).encode(), ttl).await {
+        let body = self.channel.encode(&Request::Vote(rpc));
+        match self.call(body, ttl).await {
             Ok(Response::Vote(Ok(r))) => Ok(r),
             Ok(Response::Vote(Err(e))) => Err(self.remote(e)),
             Ok(_) => Err(self.mismatch()),

@@ -65,7 +65,12 @@ impl Observer {
         let (image, _) = watch::channel(Arc::new(MetadataImage::empty()));
         let image = Arc::new(image);
         let view = Arc::new(Mutex::new(LeaderView::default()));
-        let to_leader = Arc::new(ToLeader::new(&config.peer_security, config.write_timeout));
+        let cluster_id = config.checked_cluster_id()?;
+        let to_leader = Arc::new(ToLeader::new(
+            &config.peer_security,
+            &cluster_id,
+            config.write_timeout,
+        ));
         let follower = tokio::spawn(
             Follower {
                 id: node_id,

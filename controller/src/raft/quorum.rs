@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tracing::info;
 
 use super::batches::now_ms;
+use super::cluster_id::{LogLimiter, MAX_LEN};
 use super::feed::ObserverFeed;
 use super::forward::ToLeader;
 use super::log_store::LogStore;
@@ -49,6 +50,9 @@ pub struct QuorumConfig {
     /// How connections to other controllers are secured: as the
     /// controller listener asks (Kafka's `sasl.mechanism.controller.protocol`).
     pub peer_security: ClientSecurity,
+    /// The cluster this node belongs to (`cluster.id`): every quorum RPC
+    /// carries it, and peers of another cluster are refused.
+    pub cluster_id: String,
 }
 
 impl Default for QuorumConfig {
@@ -61,11 +65,24 @@ impl Default for QuorumConfig {
             write_timeout: Duration::from_secs(5),
             segment_bytes: 16 << 20,
             peer_security: ClientSecurity::default(),
+            cluster_id: String::new(),
         }
     }
 }
 
 impl QuorumConfig {
+    /// The cluster id, once checked to fit a quorum RPC frame.
+    pub(crate) fn checked_cluster_id(&self) -> Result<Arc<str>, QuorumError> {
+        if self.cluster_id.len() > MAX_LEN {
+            return Err(QuorumError::Config(format!(
+                "cluster.id is {} bytes long, more than {MAX_LEN}: use a Kafka-style id \
+                 (22 characters of base64)",
+                self.cluster_id.len()
+            )));
+        }
+        Ok(self.cluster_id.as_str().into())
+    }
+
     fn raft_config(&self) -> Result<Config, QuorumError> {
         let ms = |d: Duration| d.as_millis() as u64;
         Config {
@@ -139,6 +156,8 @@ pub struct Quorum {
     service: ServiceSlot,
     to_leader: ToLeader,
     feed: Arc<ObserverFeed>,
+    cluster_id: Arc<str>,
+    refusals: Arc<LogLimiter>,
 }
 
 impl Quorum {
@@ -176,10 +195,18 @@ impl Quorum {
             )));
         }
         let raft_config = Arc::new(config.raft_config()?);
+        let cluster_id = config.checked_cluster_id()?;
+        let refusals = Arc::new(LogLimiter::default());
         let log = LogStore::open(dir, config.segment_bytes)?;
         let (state_machine, image, recent) = StateMachine::open(dir)?;
         let contacts = Contacts::default();
-        let network = Network::new(node_id, contacts.clone(), config.peer_security.clone());
+        let network = Network::new(
+            node_id,
+            cluster_id.clone(),
+            contacts.clone(),
+            config.peer_security.clone(),
+            refusals.clone(),
+        );
         let raft = Raft::new(node_id, raft_config, network, log, state_machine)
             .await
             .map_err(stopped)?;
@@ -188,7 +215,14 @@ impl Quorum {
         let server = listener.map(|listener| {
             tokio::spawn(serve(
                 listener,
-                RpcHandler::new(node_id, raft.clone(), service.clone(), feed.clone()),
+                RpcHandler::new(
+                    node_id,
+                    cluster_id.clone(),
+                    raft.clone(),
+                    service.clone(),
+                    feed.clone(),
+                    refusals.clone(),
+                ),
             ))
         });
         let quorum = Self {
@@ -199,8 +233,10 @@ impl Quorum {
             server,
             write_timeout: config.write_timeout,
             service,
-            to_leader: ToLeader::new(&config.peer_security, config.write_timeout),
+            to_leader: ToLeader::new(&config.peer_security, &cluster_id, config.write_timeout),
             feed,
+            cluster_id,
+            refusals,
         };
         let lowest = voters.keys().next() == Some(&node_id);
         if lowest && !quorum.raft.is_initialized().await.map_err(stopped)? {
@@ -325,9 +361,11 @@ impl Quorum {
     pub fn rpc_handler(&self) -> RpcHandler {
         RpcHandler::new(
             self.id,
+            self.cluster_id.clone(),
             self.raft.clone(),
             self.service.clone(),
             self.feed.clone(),
+            self.refusals.clone(),
         )
     }
 

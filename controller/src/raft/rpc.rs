@@ -4,9 +4,13 @@
 //! Framing, big-endian, one request then one response at a time per
 //! connection:
 //! ```text
-//! request  := length u32, key i16 (= RPC_KEY), version i16, postcard(Request)
+//! request  := length u32, key i16 (= RPC_KEY), version i16 (= 1),
+//!             cluster_id (length u8, utf-8), postcard(Request)
 //! response := length u32, postcard(Response)
 //! ```
+//! A request from another cluster is answered `WrongCluster` and its
+//! connection closed (see `cluster_id`). Version 0, which carried no
+//! cluster id, is refused.
 //! `RPC_KEY` is far outside Kafka's API keys, so the broker can tell these
 //! connections from Kafka clients by the first frame once it mounts the
 //! quorum on the controller listener.
@@ -24,15 +28,16 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
+use super::cluster_id::{LogLimiter, ADVICE, MAX_LEN};
 use super::feed::ObserverFeed;
 use super::TypeConfig;
 use crate::service::{ControllerRequest, ControllerResponse, MetadataFetch, ServiceSlot};
 
 /// The API key that marks a quorum RPC frame.
 pub const RPC_KEY: i16 = 30_000;
-const VERSION: i16 = 0;
+const VERSION: i16 = 1;
 /// Largest frame either side accepts. Writes are capped well below it, and
 /// AppendEntries batches above it are split (see `network`).
 pub(crate) const MAX_FRAME: usize = 16 << 20;
@@ -54,6 +59,10 @@ pub(crate) enum Response {
     Vote(Result<VoteResponse<u64>, RaftError<u64>>),
     Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
     Controller(ControllerResponse),
+    /// The request came from another cluster: the receiver's cluster id.
+    WrongCluster {
+        cluster_id: String,
+    },
 }
 
 impl Request {
@@ -68,23 +77,60 @@ impl Request {
         vote.leader_id.voted_for()
     }
 
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64);
+    /// Who sent the request, for the operator.
+    fn sender_name(&self) -> String {
+        match self {
+            Self::Controller(ControllerRequest::FetchMetadata(f)) => {
+                format!("broker {}", f.observer)
+            }
+            Self::Controller(ControllerRequest::Heartbeat(h)) => format!("broker {}", h.broker_id),
+            Self::Controller(_) => "a node".to_string(),
+            _ => self
+                .sender()
+                .map_or_else(|| "a controller".to_string(), |id| format!("node {id}")),
+        }
+    }
+
+    /// The request frame of a node of cluster `cluster_id` (at most
+    /// [`MAX_LEN`] bytes, checked when the quorum starts).
+    pub fn encode(&self, cluster_id: &str) -> Vec<u8> {
+        let id = &cluster_id.as_bytes()[..cluster_id.len().min(MAX_LEN)];
+        let mut out = Vec::with_capacity(64 + id.len());
         out.extend_from_slice(&RPC_KEY.to_be_bytes());
         out.extend_from_slice(&VERSION.to_be_bytes());
+        out.push(id.len() as u8);
+        out.extend_from_slice(id);
         postcard::to_extend(self, out).expect("in-memory serialization cannot fail")
     }
 
-    fn decode(body: &[u8]) -> io::Result<Self> {
-        match body {
-            [k0, k1, v0, v1, rest @ ..]
-                if i16::from_be_bytes([*k0, *k1]) == RPC_KEY
-                    && i16::from_be_bytes([*v0, *v1]) == VERSION =>
-            {
-                postcard::from_bytes(rest).map_err(invalid)
-            }
-            _ => Err(invalid("not a quorum RPC request")),
+    /// The sender's cluster id and its request.
+    fn decode(body: &[u8]) -> io::Result<(String, Self)> {
+        let [k0, k1, v0, v1, rest @ ..] = body else {
+            return Err(invalid("not a quorum RPC request"));
+        };
+        if i16::from_be_bytes([*k0, *k1]) != RPC_KEY {
+            return Err(invalid("not a quorum RPC request"));
         }
+        let version = i16::from_be_bytes([*v0, *v1]);
+        if version != VERSION {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "quorum RPC version {version} from a peer, but this node speaks version \
+                     {VERSION} (version 0 came from Ottla builds that sent no cluster id): run \
+                     the same Ottla version on every node"
+                ),
+            ));
+        }
+        let (len, rest) = rest
+            .split_first()
+            .ok_or_else(|| invalid("quorum RPC request without a cluster id"))?;
+        if rest.len() < usize::from(*len) {
+            return Err(invalid("quorum RPC request truncated in its cluster id"));
+        }
+        let (id, request) = rest.split_at(usize::from(*len));
+        let id = std::str::from_utf8(id).map_err(invalid)?.to_string();
+        Ok((id, postcard::from_bytes(request).map_err(invalid)?))
     }
 }
 
@@ -143,23 +189,29 @@ pub(crate) async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> io::Result<O
 #[derive(Clone)]
 pub struct RpcHandler {
     id: u64,
+    cluster_id: Arc<str>,
     raft: Raft<TypeConfig>,
     service: ServiceSlot,
     feed: Arc<ObserverFeed>,
+    refusals: Arc<LogLimiter>,
 }
 
 impl RpcHandler {
     pub(crate) fn new(
         id: u64,
+        cluster_id: Arc<str>,
         raft: Raft<TypeConfig>,
         service: ServiceSlot,
         feed: Arc<ObserverFeed>,
+        refusals: Arc<LogLimiter>,
     ) -> Self {
         Self {
             id,
+            cluster_id,
             raft,
             service,
             feed,
+            refusals,
         }
     }
 
@@ -173,7 +225,13 @@ impl RpcHandler {
         W: AsyncWrite + Unpin,
     {
         if let Err(e) = self.serve_frames(first, &mut read, &mut write).await {
-            debug!(error = %e, "quorum RPC connection closed");
+            if e.kind() == io::ErrorKind::Unsupported {
+                if self.refusals.allows("version") {
+                    warn!("refusing a quorum RPC connection: {e}");
+                }
+            } else {
+                debug!(error = %e, "quorum RPC connection closed");
+            }
         }
     }
 
@@ -195,7 +253,11 @@ impl RpcHandler {
                     None => return Ok(()),
                 },
             };
-            let request = Request::decode(&body)?;
+            let (cluster_id, request) = Request::decode(&body)?;
+            if *cluster_id != *self.cluster_id {
+                self.refuse(&cluster_id, &request, write).await?;
+                return Ok(());
+            }
             if request.sender() == Some(self.id) {
                 // Another process claims our id, or a voter's address points
                 // at us: answering would corrupt openraft's state.
@@ -223,6 +285,31 @@ impl RpcHandler {
 }
 
 impl RpcHandler {
+    /// Answers a request from another cluster with this node's cluster id,
+    /// so the sender can say what is wrong too.
+    async fn refuse<W: AsyncWrite + Unpin>(
+        &self,
+        theirs: &str,
+        request: &Request,
+        write: &mut W,
+    ) -> io::Result<()> {
+        let sender = request.sender_name();
+        if self.refusals.allows(&format!("{sender} {theirs}")) {
+            error!(
+                node = self.id,
+                cluster_id = %self.cluster_id,
+                peer_cluster_id = theirs,
+                "refusing quorum RPCs from {sender}: it belongs to cluster {theirs}, this node to \
+                 cluster {}; {ADVICE}",
+                self.cluster_id
+            );
+        }
+        let answer = Response::WrongCluster {
+            cluster_id: self.cluster_id.to_string(),
+        };
+        write_frame(write, &answer.encode()).await
+    }
+
     /// Observers fetch from the leader, as KRaft's do.
     async fn serve_fetch(&self, fetch: MetadataFetch) -> ControllerResponse {
         let (leader, term) = {
@@ -258,5 +345,36 @@ pub(crate) async fn serve(listener: TcpListener, handler: RpcHandler) {
             },
             Some(_) = connections.join_next() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_carry_the_senders_cluster_id() {
+        let request = Request::Controller(ControllerRequest::DescribeQuorum);
+        let frame = request.encode("MkU3OEVBNTcwNTJENDM2Qk");
+        let (cluster_id, decoded) = Request::decode(&frame).unwrap();
+        assert_eq!(cluster_id, "MkU3OEVBNTcwNTJENDM2Qk");
+        assert!(matches!(
+            decoded,
+            Request::Controller(ControllerRequest::DescribeQuorum)
+        ));
+        // Cut inside the cluster id.
+        assert!(Request::decode(&frame[..10]).is_err());
+    }
+
+    #[test]
+    fn version_0_frames_without_a_cluster_id_are_refused() {
+        let mut frame = RPC_KEY.to_be_bytes().to_vec();
+        frame.extend_from_slice(&0i16.to_be_bytes());
+        frame.extend(
+            postcard::to_allocvec(&Request::Controller(ControllerRequest::DescribeQuorum)).unwrap(),
+        );
+        let e = Request::decode(&frame).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+        assert!(e.to_string().contains("run the same Ottla version"), "{e}");
     }
 }

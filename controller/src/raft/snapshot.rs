@@ -6,6 +6,7 @@
 //! empty image, rebuild the image. The same bytes are the file on disk
 //! (`quorum-snapshot`) and what a leader streams to a lagging follower.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,6 @@ use parking_lot::Mutex;
 
 use super::batches::{put_batch, read_batches};
 use super::state_file::write_atomically;
-use super::state_machine::apply_records;
 use super::{epoch_of, offset_of, LogId, Node};
 use crate::image::{MetadataImage, TopicImage};
 use crate::records::MetadataRecord;
@@ -58,18 +58,40 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<(Meta, MetadataImage), String> {
         _ => return Err("bad snapshot header batch".into()),
     };
     let offset = meta.last_log_id.map_or(-1, |id| offset_of(id.index));
-    let mut image = MetadataImage::empty();
-    for batch in rest {
-        apply_records(&mut image, offset, &batch.values)?;
-    }
-    image.offset = offset;
-    Ok((meta, image))
+    let records: Vec<&[u8]> = rest
+        .iter()
+        .flat_map(|b| b.values.iter().map(Vec::as_slice))
+        .collect();
+    Ok((meta, replay(offset, &records)?))
 }
 
 /// The image at `offset` that `records` (from [`encoded_image`]) rebuild.
 pub(crate) fn image_from(offset: i64, records: &[Vec<u8>]) -> Result<MetadataImage, String> {
+    let records: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+    replay(offset, &records)
+}
+
+/// Applies a snapshot's records to an empty image. Snapshots written before
+/// fencing was made explicit carry a fence record only for fenced brokers,
+/// so a broker without one is unfenced (a registration alone would replay
+/// as fenced, as it does in the log).
+fn replay(offset: i64, records: &[&[u8]]) -> Result<MetadataImage, String> {
     let mut image = MetadataImage::empty();
-    apply_records(&mut image, offset, records)?;
+    let mut fence_recorded = BTreeSet::new();
+    for bytes in records {
+        let record = MetadataRecord::decode(bytes)
+            .map_err(|e| format!("snapshot at offset {offset}: {e}"))?;
+        if let MetadataRecord::BrokerFence { broker_id, .. } = &record {
+            fence_recorded.insert(*broker_id);
+        }
+        image.apply(offset, &record);
+    }
+    for broker in image.brokers.values_mut() {
+        if !fence_recorded.contains(&broker.id) {
+            broker.fenced = false;
+        }
+    }
+    image.offset = offset;
     Ok(image)
 }
 
@@ -82,7 +104,7 @@ pub(crate) fn encoded_image(image: &MetadataImage) -> Vec<Vec<u8>> {
 }
 
 /// Records that rebuild `image` from an empty one.
-fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
+pub(crate) fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
     let mut out = Vec::new();
     for (name, level) in &image.features {
         out.push(MetadataRecord::FeatureLevel {
@@ -97,12 +119,11 @@ fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
             endpoints: b.endpoints.clone(),
             rack: b.rack.clone(),
         });
-        if b.fenced {
-            out.push(MetadataRecord::BrokerFence {
-                broker_id: b.id,
-                fenced: true,
-            });
-        }
+        // Always explicit: a registration alone replays as fenced.
+        out.push(MetadataRecord::BrokerFence {
+            broker_id: b.id,
+            fenced: b.fenced,
+        });
     }
     let mut topics: Vec<&TopicImage> = image.topics.values().collect();
     // The topic a name resolves to goes last among those with that name, so
@@ -263,6 +284,10 @@ mod tests {
                 broker_id: 2,
                 fenced: true,
             },
+            MetadataRecord::BrokerFence {
+                broker_id: 1,
+                fenced: false,
+            },
             MetadataRecord::Topic {
                 name: "orders".into(),
                 topic_id: a,
@@ -356,6 +381,49 @@ mod tests {
         assert_eq!(image2, image);
         let (_, empty) = decode(&encode(&Meta::default(), &MetadataImage::empty())).unwrap();
         assert_eq!(empty, MetadataImage::empty());
+    }
+
+    #[test]
+    fn unfenced_brokers_stay_unfenced() {
+        let image = sample_image();
+        assert!(!image.brokers[&1].fenced && image.brokers[&2].fenced);
+        let (_, rebuilt) = decode(&encode(&meta(), &image)).unwrap();
+        assert!(!rebuilt.brokers[&1].fenced, "{:?}", rebuilt.brokers);
+        assert!(rebuilt.brokers[&2].fenced, "{:?}", rebuilt.brokers);
+    }
+
+    #[test]
+    fn snapshots_without_unfence_records_are_read_as_written() {
+        // Earlier builds wrote a fence record for fenced brokers only.
+        let register = |broker_id| MetadataRecord::RegisterBroker {
+            broker_id,
+            incarnation_id: Uuid::from_u128(broker_id as u128),
+            endpoints: Vec::new(),
+            rack: None,
+        };
+        let records = [
+            register(1),
+            register(2),
+            MetadataRecord::BrokerFence {
+                broker_id: 2,
+                fenced: true,
+            },
+        ];
+        let mut bytes = Vec::new();
+        let header = [vec![META_FORMAT], postcard::to_allocvec(&meta()).unwrap()].concat();
+        put_batch(&mut bytes, 0, 3, vec![header]);
+        put_batch(
+            &mut bytes,
+            1,
+            3,
+            records.iter().map(MetadataRecord::encode).collect(),
+        );
+        let (_, image) = decode(&bytes).unwrap();
+        assert!(!image.brokers[&1].fenced && image.brokers[&2].fenced);
+        assert_eq!(image.offset, 41);
+        let sent: Vec<Vec<u8>> = records.iter().map(MetadataRecord::encode).collect();
+        let image = image_from(41, &sent).unwrap();
+        assert!(!image.brokers[&1].fenced && image.brokers[&2].fenced);
     }
 
     #[test]
