@@ -334,6 +334,7 @@ fn a_commit_survives_its_marker_leader_being_cut_off_before_the_isr_had_it() {
             ("request.timeout.ms", "1500"),
             ("replica.socket.timeout.ms", "2000"),
             ("replica.fetch.backoff.ms", "200"),
+            ("replica.fetch.wait.max.ms", "200"),
             ("auto.leader.rebalance.enable", "false"),
             ("transaction.state.log.num.partitions", "1"),
             ("transaction.state.log.replication.factor", "1"),
@@ -385,6 +386,10 @@ fn a_commit_survives_its_marker_leader_being_cut_off_before_the_isr_had_it() {
     assert_eq!(next_line(&mut line), "produced");
 
     signal(node(f), libc::SIGSTOP);
+    // F's last fetch, sent before it froze, is answered (empty) once the
+    // leader's replica.fetch.wait.max.ms passes; only then is no fetch of
+    // F's left in flight to carry the marker to F when it thaws.
+    std::thread::sleep(Duration::from_millis(1000));
     std::io::Write::write_all(producer.stdin.as_mut().unwrap(), b"commit\n").unwrap();
     let started = Instant::now();
     assert_eq!(next_line(&mut line), "committed", "the commit is reported");
