@@ -26,8 +26,11 @@ pub struct BrokerClients {
     security: ClientSecurity,
     controller: Arc<Controller>,
     timeout: Duration,
-    connections: Mutex<HashMap<(i32, Lane), Arc<tokio::sync::Mutex<Option<KafkaClient>>>>>,
+    connections: Mutex<HashMap<(i32, Lane), Connection>>,
 }
+
+/// One connection slot, opened on first use and held for one exchange.
+type Connection = Arc<tokio::sync::Mutex<Option<KafkaClient>>>;
 
 /// Which of a broker's connections a request takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

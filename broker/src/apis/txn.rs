@@ -536,6 +536,10 @@ fn refused(error: ResponseError, message: String) -> ProduceOutcome {
     }
 }
 
+/// A partition's marker appended by WriteTxnMarkers: the offset after it,
+/// or why it was not appended.
+type AppendedMarker = (i32, Result<i64, ResponseError>);
+
 /// WriteTxnMarkers (v1): markers a coordinator asks this broker to write.
 /// As Kafka (acks=-1, `request.timeout.ms`): every marker is appended
 /// first, then each partition is answered once its ISR has the marker, so
@@ -551,8 +555,8 @@ pub fn write_txn_markers(
     let services = services(broker);
     let now = now_ms();
     let deadline = Instant::now() + services.timeout;
-    // Appended markers, per request marker, per topic: (partition, end offset).
-    let appended: Vec<Vec<Vec<(i32, Result<i64, ResponseError>)>>> = req
+    // Appended markers, per request marker, per topic.
+    let appended: Vec<Vec<Vec<AppendedMarker>>> = req
         .markers
         .iter()
         .map(|m| {

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
@@ -16,8 +19,8 @@ use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
 use kafka_protocol::messages::{
-    ProducerId, RequestHeader, ResponseHeader, TopicName, WriteTxnMarkersRequest,
-    WriteTxnMarkersResponse,
+    AddOffsetsToTxnRequest, GroupId, ProducerId, RequestHeader, ResponseHeader, TopicName,
+    TransactionalId, TxnOffsetCommitRequest, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use ottla_controller::records::Endpoint;
@@ -34,6 +37,7 @@ use super::tests::{
 };
 use crate::apis::txn;
 use crate::broker::Broker;
+use crate::group::OFFSETS_TOPIC;
 use crate::replica::now_ms;
 
 /// How long markers wait for their ISR in these tests.
@@ -347,5 +351,62 @@ async fn markers_are_retried_to_the_new_leader() {
     assert_eq!(
         *asked.lock(),
         vec![expected.clone(), expected.clone(), expected]
+    );
+}
+
+/// TxnOffsetCommit with `producer` for group `g`: the code of partition 0.
+fn commit_offset(broker: &Broker, id: &str, producer: (i64, i16)) -> i16 {
+    let req = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(s(id)))
+        .with_group_id(GroupId(s("g")))
+        .with_producer_id(ProducerId(producer.0))
+        .with_producer_epoch(producer.1)
+        .with_generation_id(-1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(42)])]);
+    txn::txn_offset_commit(broker, 3, req).topics[0].partitions[0].error_code
+}
+
+/// Transactional offsets are acknowledged once the offsets partition's ISR
+/// has them (COORDINATOR_NOT_AVAILABLE, which producers retry, when it
+/// does not within `request.timeout.ms`), and their commit marker, written
+/// through the group coordinator, counts only once that ISR has it too.
+#[tokio::test]
+async fn transactional_offsets_and_their_marker_wait_for_the_offsets_isr() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open_broker(dir.path());
+    let id = "tx-offsets-isr";
+    coordinator_ready(&broker, 1, id).await;
+    coordinator_ready(&broker, 0, "g").await;
+    let producer = new_producer(&broker, id);
+    let req = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(TransactionalId(s(id)))
+        .with_producer_id(ProducerId(producer.0))
+        .with_producer_epoch(producer.1)
+        .with_group_id(GroupId(s("g")));
+    assert_eq!(txn::add_offsets_to_txn(&broker, 3, req).error_code, NONE);
+    let offsets = TopicPartition::new(OFFSETS_TOPIC, broker.groups.partition_for("g"));
+    add_follower(&broker, &offsets);
+
+    assert_eq!(
+        commit_offset(&broker, id, producer),
+        ResponseError::CoordinatorNotAvailable.code()
+    );
+    let retried =
+        with_follower_fetching(&broker, &offsets, move |b| commit_offset(b, id, producer)).await;
+    assert_eq!(retried, NONE);
+
+    assert_eq!(end(&broker, 3, id, producer, true).error_code, NONE);
+    assert_eq!(
+        describe(&broker, id).transaction_state.as_str(),
+        "PrepareCommit"
+    );
+    with_follower_fetching(&broker, &offsets, |b| b.txns.tick(&services(b), now_ms())).await;
+    assert_eq!(
+        describe(&broker, id).transaction_state.as_str(),
+        "CompleteCommit"
     );
 }

@@ -234,7 +234,13 @@ impl Services<'_> {
                     | ResponseError::TransactionCoordinatorFenced
                     | ResponseError::CorruptMessage
             );
-        warn!(partition = %tp, producer_id = marker.producer_id, commit = marker.commit, ?error, retry, "could not write a transaction marker");
+        if retry {
+            warn!(partition = %tp, producer_id = marker.producer_id, commit = marker.commit, ?error,
+                "transaction marker not on the partition's ISR yet: the transaction stays prepared and the marker is sent again to the partition's leader; if this persists, check that partition's leader and ISR (kafka-topics.sh --describe)");
+        } else {
+            warn!(partition = %tp, producer_id = marker.producer_id, commit = marker.commit, ?error,
+                "transaction marker given up: the partition is gone or refused it as stale");
+        }
         retry
     }
 }
