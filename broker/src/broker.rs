@@ -36,7 +36,7 @@ use crate::replication::fetcher::{FetchSettings, ReplicaFetchers};
 use crate::replication::throttle::ReplicationThrottle;
 use crate::security::authorizer::{Access, Authorizer};
 use crate::security::KafkaPrincipal;
-use crate::txn::{Services, TxnCoordinator};
+use crate::txn::TxnCoordinator;
 
 /// The settings the broker's request handling needs, taken from the broker
 /// configuration at start-up.
@@ -191,13 +191,6 @@ impl Broker {
             &settings.static_configs,
             controller.clone(),
             replicas.clone(),
-            &Services {
-                replicas: &replicas,
-                groups: &groups,
-                producer_ids: &producer_ids,
-                brokers: &brokers,
-                controller: &controller,
-            },
         );
         let broker = Arc::new(Self {
             fetch_sessions: FetchSessionCache::new(
@@ -248,6 +241,7 @@ impl Broker {
     pub async fn run_background(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         tokio::spawn(self.clone().send_heartbeats(shutdown.clone()));
         tokio::spawn(self.clone().run_cleaner(shutdown.clone()));
+        tokio::spawn(self.clone().run_txn_timers(shutdown.clone()));
         if let Some(changes) = self.take_isr_changes() {
             tokio::spawn(self.clone().send_isr_changes(changes));
         }
@@ -261,7 +255,6 @@ impl Broker {
         let mut producer_expiry =
             tokio::time::interval(self.settings.producer_expiration_check_interval);
         let mut group_timers = tokio::time::interval(GroupCoordinator::TICK_INTERVAL);
-        let mut txn_timers = tokio::time::interval(self.txns.tick_interval());
         let mut mirror_sync = tokio::time::interval(crate::mirroring::sync::TICK);
         let sync_schedule = Arc::new(crate::mirroring::sync::SyncSchedule::default());
         loop {
@@ -284,12 +277,26 @@ impl Broker {
                 _ = producer_expiry.tick() => self.blocking(Broker::expire_producers).await,
                 _ = mirror_sync.tick() => crate::mirroring::sync::run_due(&self, &sync_schedule),
                 _ = group_timers.tick() => self.blocking(|b| b.groups.tick(now_ms())).await,
-                _ = txn_timers.tick() => self.blocking(|b| b.txns.tick(&crate::txn::services(b), now_ms())).await,
                 _ = checkpoint.tick() => self.blocking(|b| {
                     if let Err(e) = b.replicas.logs().checkpoint() {
                         error!(error = %e, "writing the log checkpoints failed");
                     }
                 }).await,
+            }
+        }
+    }
+
+    /// The transaction coordinator's tick (timeouts, markers still to
+    /// write), in a task of its own: a marker waits for its partition's
+    /// ISR for up to `request.timeout.ms`, which must not hold back
+    /// metadata changes or the ISR checks that end such a wait.
+    async fn run_txn_timers(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            self.blocking(|b| b.txns.tick(&crate::txn::services(b), now_ms()))
+                .await;
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                () = tokio::time::sleep(self.txns.tick_interval()) => {}
             }
         }
     }

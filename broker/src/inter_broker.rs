@@ -1,6 +1,10 @@
 //! Requests this broker sends to other brokers (transaction markers to
-//! partition leaders): one lazily opened connection per broker, on the
-//! inter-broker listener with its security, reopened after any failure.
+//! partition leaders, transaction verification, mirror states): lazily
+//! opened connections on the inter-broker listener with its security,
+//! reopened after any failure. One request is in flight per connection, so
+//! transaction markers, which a leader answers only once its ISR has them,
+//! have a connection of their own per broker (Kafka's marker channel is
+//! separate too): they never hold up the other requests to that broker.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,7 +26,18 @@ pub struct BrokerClients {
     security: ClientSecurity,
     controller: Arc<Controller>,
     timeout: Duration,
-    connections: Mutex<HashMap<i32, Arc<tokio::sync::Mutex<Option<KafkaClient>>>>>,
+    connections: Mutex<HashMap<(i32, Lane), Connection>>,
+}
+
+/// One connection slot, opened on first use and held for one exchange.
+type Connection = Arc<tokio::sync::Mutex<Option<KafkaClient>>>;
+
+/// Which of a broker's connections a request takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    General,
+    /// WriteTxnMarkers, which may wait for the leader's ISR.
+    Markers,
 }
 
 impl BrokerClients {
@@ -50,7 +65,18 @@ impl BrokerClients {
         version: i16,
         req: &R,
     ) -> Result<R::Response, String> {
-        let mut conn = self.connection(broker).await?;
+        self.send_on(Lane::General, broker, version, req).await
+    }
+
+    /// [`BrokerClients::send`] on the connection of `lane`.
+    pub async fn send_on<R: Request>(
+        &self,
+        lane: Lane,
+        broker: i32,
+        version: i16,
+        req: &R,
+    ) -> Result<R::Response, String> {
+        let mut conn = self.connection(lane, broker).await?;
         let client = conn.as_mut().expect("connected");
         let result = client.send(version, req, self.timeout).await;
         Self::settle(&mut conn, result)
@@ -62,7 +88,7 @@ impl BrokerClients {
         broker: i32,
         req: &R,
     ) -> Result<R::Response, String> {
-        let mut conn = self.connection(broker).await?;
+        let mut conn = self.connection(Lane::General, broker).await?;
         let client = conn.as_mut().expect("connected");
         let result = client.send_mirror(0, req, self.timeout).await;
         Self::settle(&mut conn, result)
@@ -72,9 +98,15 @@ impl BrokerClients {
     /// until dropped (one request in flight per connection).
     async fn connection(
         &self,
+        lane: Lane,
         broker: i32,
     ) -> Result<tokio::sync::OwnedMutexGuard<Option<KafkaClient>>, String> {
-        let slot = self.connections.lock().entry(broker).or_default().clone();
+        let slot = self
+            .connections
+            .lock()
+            .entry((broker, lane))
+            .or_default()
+            .clone();
         let mut conn = slot.lock_owned().await;
         if conn.is_none() {
             let image = self.controller.image();
@@ -115,9 +147,20 @@ impl BrokerClients {
         version: i16,
         req: &R,
     ) -> Result<R::Response, String> {
+        self.send_blocking_on(Lane::General, broker, version, req)
+    }
+
+    /// [`BrokerClients::send_on`] for code on the blocking pool.
+    pub fn send_blocking_on<R: Request>(
+        &self,
+        lane: Lane,
+        broker: i32,
+        version: i16,
+        req: &R,
+    ) -> Result<R::Response, String> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| "no async runtime to reach other brokers from".to_string())?;
-        runtime.block_on(self.send(broker, version, req))
+        runtime.block_on(self.send_on(lane, broker, version, req))
     }
 }
 

@@ -8,7 +8,7 @@
 //! end itself.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,7 @@ use ottla_storage::manager::{LogManager, SharedLog, TopicPartition};
 use ottla_storage::producer_state::AppendOrigin;
 use ottla_storage::segment::FileSlice;
 use ottla_storage::StorageError;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 use uuid::Uuid;
@@ -182,6 +182,11 @@ pub struct ReplicaManager {
     /// Bumped on every append and high-watermark move, to wake
     /// long-polling fetches and acks=all produces.
     appends: watch::Sender<u64>,
+    /// The same wakeups for synchronous waiters on the blocking pool (the
+    /// coordinators' acks=all writes): how many wait, and their condvar.
+    sync_waiters: AtomicUsize,
+    sync_lock: Mutex<()>,
+    sync_appended: Condvar,
     /// `replica.lag.time.max.ms`.
     replica_lag_max: Duration,
     isr_changes: mpsc::UnboundedSender<IsrChange>,
@@ -206,6 +211,9 @@ impl ReplicaManager {
             configs,
             partitions: RwLock::new(HashMap::new()),
             appends: watch::channel(0).0,
+            sync_waiters: AtomicUsize::new(0),
+            sync_lock: Mutex::new(()),
+            sync_appended: Condvar::new(),
             replica_lag_max,
             isr_changes,
             isr_shrinks: AtomicU64::new(0),
@@ -384,7 +392,7 @@ impl ReplicaManager {
             moved
         };
         if advanced {
-            self.appends.send_modify(|n| *n += 1);
+            self.bump_appends();
         }
     }
 
@@ -599,7 +607,7 @@ impl ReplicaManager {
             log.set_high_watermark(hw);
         }
         drop(log);
-        self.appends.send_modify(|n| *n += 1);
+        self.bump_appends();
         Ok(())
     }
 
@@ -614,7 +622,7 @@ impl ReplicaManager {
         let info = p.log.write().append_verbatim(records, now_ms())?;
         self.maybe_advance_high_watermark(p);
         p.stats.produced(records.len(), info.record_count);
-        self.appends.send_modify(|n| *n += 1);
+        self.bump_appends();
         Ok(info)
     }
 
@@ -667,7 +675,7 @@ impl ReplicaManager {
             Ok(info) => {
                 self.maybe_advance_high_watermark(&partition);
                 partition.stats.produced(records.len(), info.record_count);
-                self.appends.send_modify(|n| *n += 1);
+                self.bump_appends();
                 ProduceOutcome {
                     error: ResponseError::Unknown(0),
                     message: None,
@@ -766,26 +774,88 @@ impl ReplicaManager {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let seen = self.append_counter();
-            let p = self
-                .partition(tp)
-                .ok_or(ResponseError::NotLeaderOrFollower)?;
-            let state = p.state();
-            if state.leader != self.node_id {
-                return Err(ResponseError::NotLeaderOrFollower);
-            }
-            if p.log.read().high_watermark() >= end_offset {
-                let min_isr = p.log.read().config().min_insync_replicas;
-                return if (state.isr.len() as i32) < min_isr {
-                    Err(ResponseError::NotEnoughReplicasAfterAppend)
-                } else {
-                    Ok(())
-                };
+            if let Some(outcome) = self.replication_outcome(tp, end_offset) {
+                return outcome;
             }
             let now = tokio::time::Instant::now();
             if now >= deadline {
                 return Err(ResponseError::RequestTimedOut);
             }
             self.wait_for_appends(seen, deadline - now).await;
+        }
+    }
+
+    /// [`ReplicaManager::wait_replicated`] for synchronous code on the
+    /// blocking pool (the coordinators' acks=all writes: transaction
+    /// markers, `__transaction_state`, transactional offsets). Returns at
+    /// once when the ISR already has the batch.
+    pub fn wait_replicated_blocking(
+        &self,
+        tp: &TopicPartition,
+        end_offset: i64,
+        timeout: Duration,
+    ) -> Result<(), ResponseError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let seen = self.append_counter();
+            if let Some(outcome) = self.replication_outcome(tp, end_offset) {
+                return outcome;
+            }
+            if Instant::now() >= deadline {
+                return Err(ResponseError::RequestTimedOut);
+            }
+            self.wait_for_appends_blocking(seen, deadline);
+        }
+    }
+
+    /// Whether a leader's batch ending at `end_offset` is decided: Ok once
+    /// the high watermark passed it with at least `min.insync.replicas` in
+    /// the ISR, an error once this broker no longer leads; None meanwhile.
+    fn replication_outcome(
+        &self,
+        tp: &TopicPartition,
+        end_offset: i64,
+    ) -> Option<Result<(), ResponseError>> {
+        let Some(p) = self.partition(tp) else {
+            return Some(Err(ResponseError::NotLeaderOrFollower));
+        };
+        let state = p.state();
+        if state.leader != self.node_id {
+            return Some(Err(ResponseError::NotLeaderOrFollower));
+        }
+        let log = p.log.read();
+        if log.high_watermark() < end_offset {
+            return None;
+        }
+        let min_isr = log.config().min_insync_replicas;
+        Some(if (state.isr.len() as i32) < min_isr {
+            Err(ResponseError::NotEnoughReplicasAfterAppend)
+        } else {
+            Ok(())
+        })
+    }
+
+    /// Blocks until the append counter moves past `seen` or `deadline`.
+    fn wait_for_appends_blocking(&self, seen: u64, deadline: Instant) {
+        let mut guard = self.sync_lock.lock();
+        self.sync_waiters.fetch_add(1, Ordering::SeqCst);
+        // Pairs with the fence in `bump_appends`: either the bump sees this
+        // waiter (and notifies under the lock), or this check sees the bump.
+        fence(Ordering::SeqCst);
+        if self.append_counter() == seen {
+            self.sync_appended.wait_until(&mut guard, deadline);
+        }
+        self.sync_waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Wakes everything waiting for appends or high-watermark moves.
+    fn bump_appends(&self) {
+        self.appends.send_modify(|n| *n += 1);
+        fence(Ordering::SeqCst);
+        if self.sync_waiters.load(Ordering::SeqCst) > 0 {
+            // Taking the lock orders this wakeup after a waiter's check.
+            drop(self.sync_lock.lock());
+            self.sync_appended.notify_all();
         }
     }
 
@@ -817,7 +887,7 @@ impl ReplicaManager {
 
     /// Records the outcome of an append done by another path (coordinators).
     pub fn notify_append(&self, _info: &AppendInfo) {
-        self.appends.send_modify(|n| *n += 1);
+        self.bump_appends();
     }
 }
 

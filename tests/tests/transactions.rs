@@ -3,9 +3,15 @@
 //! transaction, and a read_committed consumer sees only committed records;
 //! then Kafka's `kafka-transactions.sh` lists and describes what the
 //! coordinator and the partitions know, and aborts a transaction left open.
+//! On three nodes: a commit whose marker only the partition leader had when
+//! it was cut off stays complete and visible (issue 27).
 
+use std::time::{Duration, Instant};
+
+use kafka_protocol::protocol::StrBytes;
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_tool, ok, python_script};
+use ottla_tests::wire::WireClient;
 
 const TOPIC: &str = "txn-topic";
 const TRANSACTIONAL_ID: &str = "py-txn";
@@ -186,4 +192,245 @@ fn confluent_kafka_transactions_and_kafka_transactions_tool() {
         &["describe-producers", "--topic", TOPIC, "--partition", "1"],
     );
     assert_eq!(row(&producers, 0, open[2])[5], "None", "{producers}");
+}
+
+/// Issue 27 phase one. argv: bootstrap, topic, transactional id. Writes
+/// six records to partition 0 in one transaction, prints `produced`, then
+/// commits when a line arrives on stdin and prints `committed`.
+const PRODUCE_THEN_COMMIT: &str = r#"
+import os, sys
+from confluent_kafka import Producer
+
+bootstrap, topic, txn_id = sys.argv[1:4]
+p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5})
+p.init_transactions(30)
+p.begin_transaction()
+for i in range(6):
+    p.produce(topic, value=f"committed-{i}", partition=0)
+p.flush(30)
+print("produced", flush=True)
+sys.stdin.readline()
+p.commit_transaction(60)
+print("committed", flush=True)
+os._exit(0)
+"#;
+
+/// Issue 27 phase two. argv: bootstrap, topic, transactional id. The same
+/// transactional id's next transaction writes to partition 0 and aborts;
+/// then a read_committed consumer prints what partition 0 holds.
+const ABORT_NEXT_THEN_READ: &str = r#"
+import os, sys, time
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+bootstrap, topic, txn_id = sys.argv[1:4]
+p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5})
+p.init_transactions(60)
+p.begin_transaction()
+p.produce(topic, value="aborted-next", partition=0)
+p.flush(30)
+p.abort_transaction(30)
+
+c = Consumer({
+    "bootstrap.servers": bootstrap,
+    "group.id": "issue-27",
+    "isolation.level": "read_committed",
+    "enable.auto.commit": False,
+    "enable.partition.eof": True,
+})
+c.assign([TopicPartition(topic, 0, 0)])
+deadline = time.time() + 30
+while time.time() < deadline:
+    m = c.poll(0.5)
+    if m is None:
+        continue
+    if m.error():
+        break
+    print(m.value().decode(), flush=True)
+os._exit(0)
+"#;
+
+/// The node (id) coordinating `transactional_id`, asked of `node` until the
+/// transaction log exists and has a leader.
+fn transaction_coordinator(node: &Ottla, transactional_id: &str) -> i32 {
+    use kafka_protocol::messages::FindCoordinatorRequest;
+    let request = FindCoordinatorRequest::default()
+        .with_key_type(1)
+        .with_coordinator_keys(vec![StrBytes::from_string(transactional_id.to_string())]);
+    wait_for("a transaction coordinator", || {
+        let r = WireClient::connect(&node.bootstrap()).send(4, &request);
+        let c = &r.coordinators[0];
+        (c.error_code == 0).then_some(c.node_id.0)
+    })
+}
+
+/// The coordinator's state of `transactional_id` (DescribeTransactions).
+fn transaction_state(coordinator: &Ottla, transactional_id: &str) -> String {
+    use kafka_protocol::messages::{DescribeTransactionsRequest, TransactionalId};
+    let request =
+        DescribeTransactionsRequest::default().with_transactional_ids(vec![TransactionalId(
+            StrBytes::from_string(transactional_id.to_string()),
+        )]);
+    let r = WireClient::connect(&coordinator.bootstrap()).send(0, &request);
+    let t = &r.transaction_states[0];
+    assert_eq!(t.error_code, 0, "describing {transactional_id}");
+    t.transaction_state.to_string()
+}
+
+/// The leader and ISR of `topic`'s partition 0, as `node` sees them.
+fn leader_and_isr(node: &Ottla, topic: &str) -> Option<(i32, Vec<i32>)> {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, TopicName};
+    let request =
+        MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.to_string()))))]));
+    let r = WireClient::connect(&node.bootstrap()).send(12, &request);
+    let p = r
+        .topics
+        .first()?
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == 0)?;
+    Some((p.leader_id.0, p.isr_nodes.iter().map(|b| b.0).collect()))
+}
+
+fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no {what} after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn signal(node: &Ottla, signal: libc::c_int) {
+    // SAFETY: a signal to our own child process.
+    unsafe { libc::kill(node.pid() as i32, signal) };
+}
+
+/// Issue 27: a committed transaction must not lose a record when the leader
+/// that appended its COMMIT marker is cut off before its ISR had the
+/// marker. Partition 0 lives on L (leader) and F; the coordinator is on a
+/// third node. F is frozen (SIGSTOP) while the producer commits, so the
+/// marker reaches L's log only; the transaction must stay PrepareCommit
+/// (not complete) meanwhile. Then L is frozen and F thawed: F takes over
+/// without the marker, and the coordinator must send it again to F. The
+/// producer's next transaction aborts on partition 0; a read_committed
+/// consumer must still see all six committed records (before the fix the
+/// next ABORT closed them as aborted).
+#[test]
+fn a_commit_survives_its_marker_leader_being_cut_off_before_the_isr_had_it() {
+    let nodes = Ottla::cluster(
+        3,
+        &[
+            ("broker.heartbeat.interval.ms", "300"),
+            // F is frozen for about request.timeout.ms: not long enough to be
+            // fenced (and dropped from the ISR); L is frozen until fenced.
+            ("broker.session.timeout.ms", "8000"),
+            ("request.timeout.ms", "1500"),
+            ("replica.socket.timeout.ms", "2000"),
+            ("replica.fetch.backoff.ms", "200"),
+            ("replica.fetch.wait.max.ms", "200"),
+            ("auto.leader.rebalance.enable", "false"),
+            ("transaction.state.log.num.partitions", "1"),
+            ("transaction.state.log.replication.factor", "1"),
+        ],
+    );
+    let topic = "issue-27";
+    let id = "issue-27-txn";
+    let coordinator = transaction_coordinator(&nodes[0], id);
+    let others: Vec<i32> = (1..=3).filter(|n| *n != coordinator).collect();
+    let (l, f) = (others[0], others[1]);
+    let node = |n: i32| &nodes[(n - 1) as usize];
+    let c = node(coordinator);
+    let out = ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &c.bootstrap(),
+            "--create",
+            "--topic",
+            topic,
+            "--replica-assignment",
+            &format!("{l}:{f}"),
+            "--config",
+            "min.insync.replicas=1",
+        ],
+        None,
+    ));
+    assert!(out.contains("Created topic"), "{out}");
+    wait_for("a full ISR", || {
+        leader_and_isr(c, topic).filter(|(leader, isr)| *leader == l && isr.len() == 2)
+    });
+
+    let bootstrap = format!("{},{}", node(l).bootstrap(), c.bootstrap());
+    let mut producer = std::process::Command::new(ottla_tests::tools::python())
+        .arg("-c")
+        .arg(PRODUCE_THEN_COMMIT)
+        .args([bootstrap.as_str(), topic, id])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting python");
+    let mut stdout = std::io::BufReader::new(producer.stdout.take().unwrap());
+    let mut line = String::new();
+    let mut next_line = |line: &mut String| {
+        line.clear();
+        std::io::BufRead::read_line(&mut stdout, line).unwrap();
+        line.trim().to_string()
+    };
+    assert_eq!(next_line(&mut line), "produced");
+
+    signal(node(f), libc::SIGSTOP);
+    // F's last fetch, sent before it froze, is answered (empty) once the
+    // leader's replica.fetch.wait.max.ms passes; only then is no fetch of
+    // F's left in flight to carry the marker to F when it thaws.
+    std::thread::sleep(Duration::from_millis(1000));
+    std::io::Write::write_all(producer.stdin.as_mut().unwrap(), b"commit\n").unwrap();
+    let started = Instant::now();
+    assert_eq!(next_line(&mut line), "committed", "the commit is reported");
+    let committed_after = started.elapsed();
+    assert!(producer.wait().unwrap().success());
+    // The marker is on L only: the transaction must not be complete.
+    assert_eq!(
+        transaction_state(c, id),
+        "PrepareCommit",
+        "completed on a marker its ISR lacks (commit answered after {committed_after:?})"
+    );
+
+    signal(node(l), libc::SIGSTOP);
+    signal(node(f), libc::SIGCONT);
+    let cut_off = Instant::now();
+    wait_for("F leading partition 0", || {
+        leader_and_isr(c, topic).filter(|(leader, _)| *leader == f)
+    });
+    let failover = cut_off.elapsed();
+    wait_for("the transaction's completion", || {
+        (transaction_state(c, id) == "CompleteCommit").then_some(())
+    });
+    let completed = cut_off.elapsed();
+
+    let bootstrap = format!("{},{}", node(f).bootstrap(), c.bootstrap());
+    let out = python_script(ABORT_NEXT_THEN_READ, &[&bootstrap, topic, id]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "python failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Vec<&str> = stdout.lines().collect();
+    let expected: Vec<String> = (0..6).map(|i| format!("committed-{i}")).collect();
+    assert_eq!(seen, expected, "read_committed on the new leader {f}");
+    println!(
+        "commit answered after {} ms with the follower frozen; new leader after {} ms, \
+         transaction complete {} ms after the leader was cut off; 6 of 6 records visible",
+        committed_after.as_millis(),
+        failover.as_millis(),
+        completed.as_millis()
+    );
+    signal(node(l), libc::SIGCONT);
 }

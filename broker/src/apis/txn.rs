@@ -6,6 +6,7 @@
 //! holds the protocol logic. InitProducerId is in `init_producer_id`.
 
 use std::collections::{BTreeSet, HashSet};
+use std::time::Instant;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -40,11 +41,14 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
 use regex::Regex;
+use tracing::warn;
 
 use crate::apis::group::{merge_codes, partition_exists};
 use crate::broker::Broker;
 use crate::config::keys;
-use crate::group::{PartitionCodes, PartitionCommit, TxnCommitRequest, OFFSETS_TOPIC};
+use crate::group::{
+    coordinator_error, PartitionCodes, PartitionCommit, TxnCommitRequest, OFFSETS_TOPIC,
+};
 use crate::replica::{now_ms, ProduceOutcome};
 use crate::txn::{services, Marker, TxnState};
 
@@ -331,7 +335,10 @@ pub fn txn_offset_commit(
                             &tp,
                             version >= 5,
                             now,
-                            || shard.commit_txn_offsets(request, now),
+                            || {
+                                let codes = shard.commit_txn_offsets(request, now);
+                                replicated_offsets(broker, &tp, codes)
+                            },
                         )
                         .unwrap_or_else(|e| all(offsets_verification_error(version, e)))
                 }
@@ -356,6 +363,33 @@ pub fn txn_offset_commit(
         })
         .collect();
     TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// TxnOffsetCommit answers once the offsets partition's ISR has the pending
+/// offsets (Kafka appends them with acks=-1): a commit marker that reached
+/// the ISR must not find them truncated by a leader change. The codes of
+/// stored offsets become the group coordinator's retriable errors when
+/// the ISR does not have them within `request.timeout.ms`.
+fn replicated_offsets(
+    broker: &Broker,
+    tp: &TopicPartition,
+    mut codes: PartitionCodes,
+) -> PartitionCodes {
+    let stored = codes.iter().flat_map(|(_, ps)| ps).any(|(_, c)| *c == 0);
+    let Some((_, end, _, _)) = broker.replicas.offsets(tp).filter(|_| stored) else {
+        return codes;
+    };
+    let timeout = broker.txns.config().request_timeout;
+    if let Err(e) = broker.replicas.wait_replicated_blocking(tp, end, timeout) {
+        warn!(partition = %tp, error = ?e, "transactional offsets not replicated to the ISR in time");
+        let e = coordinator_error(e).code();
+        for (_, c) in codes.iter_mut().flat_map(|(_, ps)| ps.iter_mut()) {
+            if *c == 0 {
+                *c = e;
+            }
+        }
+    }
+    codes
 }
 
 /// What a TxnOffsetCommit answers when its transaction check fails, as
@@ -502,9 +536,16 @@ fn refused(error: ResponseError, message: String) -> ProduceOutcome {
     }
 }
 
+/// A partition's marker appended by WriteTxnMarkers: the offset after it,
+/// or why it was not appended.
+type AppendedMarker = (i32, Result<i64, ResponseError>);
+
 /// WriteTxnMarkers (v1): markers a coordinator asks this broker to write.
-/// Ottla's own coordinator writes its markers directly; this serves other
-/// senders (tools, tests) the same way.
+/// As Kafka (acks=-1, `request.timeout.ms`): every marker is appended
+/// first, then each partition is answered once its ISR has the marker, so
+/// the coordinator never completes a transaction on a marker that a leader
+/// change could truncate; REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS(_AFTER_APPEND)
+/// or NOT_LEADER_OR_FOLLOWER tell it to retry.
 pub fn write_txn_markers(
     broker: &Broker,
     _version: i16,
@@ -513,7 +554,9 @@ pub fn write_txn_markers(
     let image = broker.controller.image();
     let services = services(broker);
     let now = now_ms();
-    let markers = req
+    let deadline = Instant::now() + services.timeout;
+    // Appended markers, per request marker, per topic.
+    let appended: Vec<Vec<Vec<AppendedMarker>>> = req
         .markers
         .iter()
         .map(|m| {
@@ -523,20 +566,40 @@ pub fn write_txn_markers(
                 coordinator_epoch: m.coordinator_epoch,
                 commit: m.transaction_result,
             };
-            let topics = m
-                .topics
+            m.topics
                 .iter()
                 .map(|t| {
-                    let partitions = t
-                        .partition_indexes
+                    t.partition_indexes
                         .iter()
                         .map(|&p| {
-                            let r = if partition_exists(&image, &t.name, p) {
+                            let end = if partition_exists(&image, &t.name, p) {
                                 let tp = TopicPartition::new(t.name.to_string(), p);
-                                services.write_local_marker(&tp, &marker, now)
+                                services.append_local_marker(&tp, &marker, now)
                             } else {
                                 Err(ResponseError::UnknownTopicOrPartition)
                             };
+                            (p, end)
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let markers = req
+        .markers
+        .iter()
+        .zip(appended)
+        .map(|(m, topics)| {
+            let topics = m
+                .topics
+                .iter()
+                .zip(topics)
+                .map(|(t, partitions)| {
+                    let partitions = partitions
+                        .into_iter()
+                        .map(|(p, end)| {
+                            let tp = TopicPartition::new(t.name.to_string(), p);
+                            let r = services.await_marker(&tp, end, deadline);
                             WritableTxnMarkerPartitionResult::default()
                                 .with_partition_index(p)
                                 .with_error_code(code(r))

@@ -156,6 +156,10 @@ configs! {
     /// Bytes/s this broker fetches for throttled replicas out of the ISR
     /// (`follower.replication.throttled.replicas`); dynamic.
     FOLLOWER_REPLICATION_THROTTLED_RATE: i64 = "follower.replication.throttled.rate", Long, Some("9223372036854775807"), Valid::AtLeast(1);
+    /// How long a request the broker completes on its own waits for other
+    /// brokers: the ISR of transaction markers and coordinator records
+    /// (acks=all), as Kafka's WriteTxnMarkers and coordinator appends.
+    REQUEST_TIMEOUT_MS: i32 = "request.timeout.ms", Int, Some("30000"), Valid::AtLeast(0);
     /// Ottla's Prometheus endpoint, `[http://]host:port` (serving /metrics); unset disables it.
     METRICS_LISTENER: Option<String> = "metrics.listener", String, None, Valid::Any;
 

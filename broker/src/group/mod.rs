@@ -80,3 +80,4 @@ pub use offsets::{CommitRequest, FetchedOffset, PartitionCodes, PartitionCommit}
 pub use partitioner::partition_for;
 pub use shard::Shard;
 pub use txn_offsets::TxnCommitRequest;
+pub use writer::coordinator_error;

@@ -103,6 +103,7 @@ pub fn coordinator_error(e: ResponseError) -> ResponseError {
     match e {
         ResponseError::UnknownTopicOrPartition
         | ResponseError::NotEnoughReplicas
+        | ResponseError::NotEnoughReplicasAfterAppend
         | ResponseError::RequestTimedOut => ResponseError::CoordinatorNotAvailable,
         ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => {
             ResponseError::NotCoordinator

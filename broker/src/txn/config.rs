@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
+use std::time::Duration;
 
 use crate::config::{default_of, keys, Key};
 
@@ -19,6 +20,9 @@ pub struct TxnConfig {
     pub abort_timed_out_interval_ms: i64,
     pub remove_expired_interval_ms: i64,
     pub partition_verification: bool,
+    /// How long markers and `__transaction_state` records wait for their
+    /// ISR (`request.timeout.ms`, as Kafka's coordinator).
+    pub request_timeout: Duration,
 }
 
 impl TxnConfig {
@@ -42,6 +46,9 @@ impl TxnConfig {
             )
             .into(),
             partition_verification: get(configs, keys::TRANSACTION_PARTITION_VERIFICATION_ENABLE),
+            request_timeout: Duration::from_millis(
+                get::<i32>(configs, keys::REQUEST_TIMEOUT_MS).max(0) as u64,
+            ),
         }
     }
 }
@@ -69,6 +76,7 @@ mod tests {
         assert_eq!(d.max_timeout_ms, 900_000);
         assert_eq!(d.abort_timed_out_interval_ms, 10_000);
         assert!(d.partition_verification);
+        assert_eq!(d.request_timeout, Duration::from_secs(30));
         let c = TxnConfig::from_static(&BTreeMap::from([
             (
                 "transaction.state.log.num.partitions".to_string(),

@@ -4,10 +4,14 @@
 //! shards (at start-up, or on first use of a partition hosted later),
 //! finishes transactions a restart left prepared, and drives timeouts.
 //!
-//! The state machine follows Kafka's TransactionCoordinator. On one node the
-//! markers are written synchronously, so EndTxn answers once the
-//! transaction is complete; a marker that cannot be written yet (a
-//! partition offline) leaves the transaction prepared, and the tick retries.
+//! The state machine follows Kafka's TransactionCoordinator. Every record it
+//! writes to `__transaction_state` is on the partition's ISR before it
+//! takes effect. EndTxn writes the markers before it answers, each
+//! acknowledged once its partition's ISR has it (for up to
+//! `request.timeout.ms`); a marker not acknowledged by then (a partition
+//! offline, an ISR lagging, a leader gone) leaves the transaction prepared,
+//! EndTxn still answers (the outcome is decided and stored), and the tick
+//! sends the marker again to the partition's current leader.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -38,15 +42,16 @@ pub struct TxnCoordinator {
 }
 
 impl TxnCoordinator {
-    /// Loads every transaction log partition this broker hosts and leads,
-    /// and completes the transactions they left prepared. Blocking I/O; a
-    /// partition that fails to load is retried on first use.
+    /// Loads every transaction log partition this broker hosts and leads.
+    /// Blocking I/O; a partition that fails to load is retried on first
+    /// use. The transactions they left prepared are completed by the tick:
+    /// their markers wait for other brokers, which cannot reach this one
+    /// before it serves.
     pub fn open(
         node_id: i32,
         static_configs: &BTreeMap<String, String>,
         controller: Arc<Controller>,
         replicas: Arc<ReplicaManager>,
-        services: &Services<'_>,
     ) -> Self {
         let config = TxnConfig::from_static(static_configs);
         let now = now_ms();
@@ -60,9 +65,7 @@ impl TxnCoordinator {
         let image = coordinator.controller.image();
         for p in coordinator.shards.led(&image) {
             // A failure is logged and retried on first use.
-            if let Ok(shard) = coordinator.load(p) {
-                coordinator.complete_prepared(services, &shard, now);
-            }
+            let _ = coordinator.load(p);
         }
         coordinator
     }
@@ -144,9 +147,10 @@ impl TxnCoordinator {
         let image = self.controller.image();
         let p = partition_for(transactional_id, self.partition_count(&image));
         let replicas = self.replicas.clone();
+        let timeout = self.config.request_timeout;
         self.shards
             .get(&image, p, &self.replicas, move |partition| {
-                TxnShard::load(partition, replicas)
+                TxnShard::load(partition, replicas, timeout)
             })
     }
 
@@ -154,8 +158,9 @@ impl TxnCoordinator {
     /// prepared are completed by the next tick.
     fn load(&self, p: i32) -> Result<Arc<TxnShard>, ResponseError> {
         let replicas = self.replicas.clone();
+        let timeout = self.config.request_timeout;
         self.shards.load(p, &self.replicas, move |partition| {
-            TxnShard::load(partition, replicas)
+            TxnShard::load(partition, replicas, timeout)
         })
     }
 
@@ -349,8 +354,10 @@ impl TxnCoordinator {
     }
 
     /// Writes the markers of a prepared transaction, then its Complete
-    /// state. Partitions that cannot take their marker yet stay in
-    /// `meta.partitions` for the next tick.
+    /// state. A partition leaves `meta.partitions` once its ISR has the
+    /// marker (or the partition is gone); the others stay for the next
+    /// tick, which sends them again to whichever broker leads them then,
+    /// as Kafka's marker channel retries until every partition answers.
     fn complete(
         &self,
         services: &Services<'_>,
@@ -364,10 +371,11 @@ impl TxnCoordinator {
             coordinator_epoch: shard.coordinator_epoch(),
             commit: meta.state == TxnState::PrepareCommit,
         };
-        let image = self.controller.image();
         let pending: Vec<TopicPartition> = meta.partitions.iter().cloned().collect();
-        for tp in pending {
-            let done = match services.write_marker(&tp, &marker, now) {
+        let written = services.write_markers(&pending, &marker, now);
+        let image = self.controller.image();
+        for (tp, outcome) in written {
+            let done = match outcome {
                 Ok(()) => true,
                 Err(e) => !services.should_retry(&image, &tp, &marker, e),
             };
@@ -381,16 +389,6 @@ impl TxnCoordinator {
         let next = meta.prepare_complete(now);
         if let Err(e) = shard.persist(meta, next, now) {
             warn!(transactional_id = %meta.transactional_id, error = ?e, "could not write a transaction's completion; retrying later");
-        }
-    }
-
-    fn complete_prepared(&self, services: &Services<'_>, shard: &TxnShard, now: i64) {
-        for txn in shard.all() {
-            let mut meta = txn.lock();
-            if meta.state.is_prepared() {
-                info!(transactional_id = %meta.transactional_id, state = meta.state.name(), "completing a prepared transaction");
-                self.complete(services, shard, &mut meta, now);
-            }
         }
     }
 

@@ -1,7 +1,14 @@
-//! Transaction markers (Kafka's TransactionMarkerChannelManager, on one
-//! node): COMMIT/ABORT control batches written straight into each partition
-//! of a transaction. `__consumer_offsets` partitions go through the group
-//! coordinator, which applies or drops the pending transactional offsets.
+//! Transaction markers (Kafka's TransactionMarkerChannelManager): COMMIT/ABORT
+//! control batches written into each partition of a transaction by its
+//! current leader, this broker or another (WriteTxnMarkers). A marker counts
+//! as written only once the partition's ISR has it (acks=all); until then
+//! the transaction stays prepared and the coordinator's tick sends it again,
+//! to whichever broker leads the partition by then. `__consumer_offsets`
+//! partitions go through the group coordinator, which applies or drops the
+//! pending transactional offsets.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -17,7 +24,7 @@ use ottla_storage::producer_state::AppendOrigin;
 use tracing::warn;
 
 use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
-use crate::inter_broker::BrokerClients;
+use crate::inter_broker::{BrokerClients, Lane};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 
@@ -30,6 +37,8 @@ pub struct Services<'a> {
     pub producer_ids: &'a ProducerIdManager,
     pub brokers: &'a BrokerClients,
     pub controller: &'a Controller,
+    /// How long a marker waits for its ISR (`request.timeout.ms`).
+    pub timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,25 +69,66 @@ impl Marker {
 }
 
 impl Services<'_> {
-    /// Writes `marker` into `tp` on the partition's leader, this broker or
-    /// another (through WriteTxnMarkers): Ok once it is in the log.
-    pub fn write_marker(
+    /// Writes `marker` into each of `partitions` on its current leader
+    /// (this broker, or another through WriteTxnMarkers, one request per
+    /// leader) and reports each partition's outcome: Ok only once the
+    /// marker is on the partition's whole ISR (acks=all), so a transaction
+    /// never completes on a marker that a leader change could truncate.
+    pub fn write_markers(
         &self,
-        tp: &TopicPartition,
+        partitions: &[TopicPartition],
         marker: &Marker,
         now: i64,
-    ) -> Result<(), ResponseError> {
-        let leader = self
-            .controller
-            .image()
-            .topic_by_name(&tp.topic)
-            .and_then(|t| t.partitions.get(&tp.partition))
-            .map_or(-1, |p| p.leader);
-        if leader == self.replicas.node_id() {
-            return self.write_local_marker(tp, marker, now);
+    ) -> Vec<(TopicPartition, Result<(), ResponseError>)> {
+        let image = self.controller.image();
+        let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+        for tp in partitions {
+            let leader = image
+                .topic_by_name(&tp.topic)
+                .and_then(|t| t.partitions.get(&tp.partition))
+                .map_or(-1, |p| p.leader);
+            by_leader.entry(leader).or_default().push(tp.clone());
         }
-        if leader < 0 {
-            return Err(ResponseError::NotLeaderOrFollower);
+        let mut outcomes = Vec::with_capacity(partitions.len());
+        for (leader, tps) in by_leader {
+            let results = if leader == self.replicas.node_id() {
+                let deadline = Instant::now() + self.timeout;
+                let appended: Vec<_> = tps
+                    .iter()
+                    .map(|tp| self.append_local_marker(tp, marker, now))
+                    .collect();
+                tps.iter()
+                    .zip(appended)
+                    .map(|(tp, end)| self.await_marker(tp, end, deadline))
+                    .collect()
+            } else if leader < 0 {
+                vec![Err(ResponseError::NotLeaderOrFollower); tps.len()]
+            } else {
+                self.send_markers(leader, &tps, marker)
+            };
+            outcomes.extend(tps.into_iter().zip(results));
+        }
+        outcomes
+    }
+
+    /// One WriteTxnMarkers request to `leader` for `tps`: each partition's
+    /// answer (the leader waits for its ISR before answering).
+    fn send_markers(
+        &self,
+        leader: i32,
+        tps: &[TopicPartition],
+        marker: &Marker,
+    ) -> Vec<Result<(), ResponseError>> {
+        let mut topics: Vec<WritableTxnMarkerTopic> = Vec::new();
+        for tp in tps {
+            match topics.iter_mut().find(|t| t.name.as_str() == tp.topic) {
+                Some(t) => t.partition_indexes.push(tp.partition),
+                None => topics.push(
+                    WritableTxnMarkerTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                        .with_partition_indexes(vec![tp.partition]),
+                ),
+            }
         }
         let request =
             WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
@@ -86,48 +136,80 @@ impl Services<'_> {
                 .with_producer_epoch(marker.producer_epoch)
                 .with_transaction_result(marker.commit)
                 .with_coordinator_epoch(marker.coordinator_epoch)
-                .with_topics(vec![WritableTxnMarkerTopic::default()
-                    .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
-                    .with_partition_indexes(vec![tp.partition])])]);
-        let response = self
-            .brokers
-            .send_blocking(leader, WRITE_TXN_MARKERS_VERSION, &request)
-            .map_err(|e| {
-                warn!(partition = %tp, leader, error = %e, "cannot send a transaction marker");
-                ResponseError::CoordinatorNotAvailable
-            })?;
-        let code = response
-            .markers
-            .iter()
-            .flat_map(|m| m.topics.iter())
-            .flat_map(|t| t.partitions.iter())
-            .find(|p| p.partition_index == tp.partition)
-            .map_or(ResponseError::UnknownServerError.code(), |p| p.error_code);
-        match ResponseError::try_from_code(code) {
-            None => Ok(()),
-            Some(e) => Err(e),
-        }
+                .with_topics(topics)]);
+        let response = match self.brokers.send_blocking_on(
+            Lane::Markers,
+            leader,
+            WRITE_TXN_MARKERS_VERSION,
+            &request,
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                warn!(leader, partitions = tps.len(), error = %e, "cannot send transaction markers; retrying later");
+                return vec![Err(ResponseError::CoordinatorNotAvailable); tps.len()];
+            }
+        };
+        tps.iter()
+            .map(|tp| {
+                let code = response
+                    .markers
+                    .iter()
+                    .flat_map(|m| m.topics.iter())
+                    .filter(|t| t.name.as_str() == tp.topic)
+                    .flat_map(|t| t.partitions.iter())
+                    .find(|p| p.partition_index == tp.partition)
+                    .map_or(ResponseError::UnknownServerError.code(), |p| p.error_code);
+                match ResponseError::try_from_code(code) {
+                    None => Ok(()),
+                    Some(e) => Err(e),
+                }
+            })
+            .collect()
     }
 
-    /// Writes `marker` into `tp`, a partition this broker leads.
-    pub fn write_local_marker(
+    /// Appends `marker` to `tp`, a partition this broker leads, without
+    /// waiting for the ISR: the offset after it, for [`Services::await_marker`].
+    /// `__consumer_offsets` partitions go through the group coordinator,
+    /// which applies or drops the producer's pending offsets.
+    pub fn append_local_marker(
         &self,
         tp: &TopicPartition,
         marker: &Marker,
         now: i64,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<i64, ResponseError> {
         let batch = marker.batch(now);
         if tp.topic == OFFSETS_TOPIC {
             let shard = self.groups.shard_at(tp.partition)?;
-            return shard.write_txn_marker(batch, now);
+            shard.write_txn_marker(batch, now)?;
+            // The log end now: the marker and whatever followed it.
+            return self
+                .replicas
+                .offsets(tp)
+                .map(|(_, end, _, _)| end)
+                .ok_or(ResponseError::NotLeaderOrFollower);
         }
         let o = self
             .replicas
             .append(tp, &Bytes::from(batch), -1, AppendOrigin::Coordinator);
         match o.error.code() {
-            0 => Ok(()),
+            0 => Ok(o.end_offset),
             _ => Err(o.error),
         }
+    }
+
+    /// Waits until the ISR of `tp` has the marker appended up to `end`, or
+    /// `deadline` passes (REQUEST_TIMED_OUT), as Kafka's acks=-1 appends
+    /// of markers; NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below
+    /// `min.insync.replicas`, NOT_LEADER_OR_FOLLOWER when leadership moved.
+    pub fn await_marker(
+        &self,
+        tp: &TopicPartition,
+        end: Result<i64, ResponseError>,
+        deadline: Instant,
+    ) -> Result<(), ResponseError> {
+        let end = end?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.replicas.wait_replicated_blocking(tp, end, left)
     }
 
     /// Whether a failed marker write is worth retrying. Partitions that no
@@ -152,7 +234,13 @@ impl Services<'_> {
                     | ResponseError::TransactionCoordinatorFenced
                     | ResponseError::CorruptMessage
             );
-        warn!(partition = %tp, producer_id = marker.producer_id, commit = marker.commit, ?error, retry, "could not write a transaction marker");
+        if retry {
+            warn!(partition = %tp, producer_id = marker.producer_id, commit = marker.commit, ?error,
+                "transaction marker not on the partition's ISR yet: the transaction stays prepared and the marker is sent again to the partition's leader; if this persists, check that partition's leader and ISR (kafka-topics.sh --describe)");
+        } else {
+            warn!(partition = %tp, producer_id = marker.producer_id, commit = marker.commit, ?error,
+                "transaction marker given up: the partition is gone or refused it as stale");
+        }
         retry
     }
 }

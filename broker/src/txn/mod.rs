@@ -19,6 +19,8 @@ mod shard;
 mod state;
 
 #[cfg(test)]
+mod marker_tests;
+#[cfg(test)]
 mod tests;
 
 pub use config::{TxnConfig, TRANSACTION_STATE_TOPIC};
@@ -36,5 +38,6 @@ pub fn services(broker: &Broker) -> Services<'_> {
         producer_ids: &broker.producer_ids,
         brokers: &broker.brokers,
         controller: &broker.controller,
+        timeout: broker.txns.config().request_timeout,
     }
 }

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -24,6 +25,8 @@ pub type SharedTxn = Arc<Mutex<TxnMetadata>>;
 pub struct TxnShard {
     partition: Arc<Partition>,
     replicas: Arc<ReplicaManager>,
+    /// How long an append waits for the ISR (`request.timeout.ms`).
+    timeout: Duration,
     /// The partition's leader epoch when it was loaded: the coordinator
     /// epoch every marker of this shard carries.
     coordinator_epoch: i32,
@@ -36,7 +39,11 @@ impl crate::coordinator_shards::Unload for TxnShard {}
 impl TxnShard {
     /// Reads the partition's log from its start to its end: the latest
     /// record of an id wins, a tombstone forgets it. Blocking I/O.
-    pub fn load(partition: Arc<Partition>, replicas: Arc<ReplicaManager>) -> anyhow::Result<Self> {
+    pub fn load(
+        partition: Arc<Partition>,
+        replicas: Arc<ReplicaManager>,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
         let mut txns: HashMap<String, TxnMetadata> = HashMap::new();
         replay_records(&partition, |key, value| {
             let Some(id) = decode_key(key)? else {
@@ -58,6 +65,7 @@ impl TxnShard {
         Ok(Self {
             partition,
             replicas,
+            timeout,
             coordinator_epoch,
             txns: RwLock::new(
                 txns.into_iter()
@@ -139,13 +147,17 @@ impl TxnShard {
             -1,
             AppendOrigin::Coordinator,
         );
-        match o.error.code() {
-            0 => Ok(()),
-            _ => {
-                warn!(partition = %self.partition.tp, error = ?o.error, message = ?o.message, "transaction log append failed");
-                Err(coordinator_error(o.error))
-            }
+        if o.error.code() != 0 {
+            warn!(partition = %self.partition.tp, error = ?o.error, message = ?o.message, "transaction log append failed");
+            return Err(coordinator_error(o.error));
         }
+        // acks=all: a state the ISR lacks could vanish with a leader change.
+        self.replicas
+            .wait_replicated_blocking(&self.partition.tp, o.end_offset, self.timeout)
+            .map_err(|e| {
+                warn!(partition = %self.partition.tp, error = ?e, "transaction log record not replicated to the ISR in time");
+                coordinator_error(e)
+            })
     }
 }
 

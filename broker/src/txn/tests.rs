@@ -39,10 +39,10 @@ use crate::apis::{init_producer_id, produce, txn};
 use crate::broker::Broker;
 use crate::replica::{now_ms, ReadSpec};
 
-const NONE: i16 = 0;
-const TOPIC: &str = "t";
+pub(super) const NONE: i16 = 0;
+pub(super) const TOPIC: &str = "t";
 
-fn s(v: &str) -> StrBytes {
+pub(super) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
@@ -50,18 +50,24 @@ fn tid(v: &str) -> TransactionalId {
     TransactionalId(s(v))
 }
 
-fn tp(p: i32) -> TopicPartition {
+pub(super) fn tp(p: i32) -> TopicPartition {
     TopicPartition::new(TOPIC, p)
 }
 
 /// A broker with 2 transaction log and 2 offsets partitions, and topic `t`
 /// with 2 partitions.
-fn open(dir: &Path) -> Arc<Broker> {
+pub(super) fn open(dir: &Path) -> Arc<Broker> {
+    open_with(dir, &[])
+}
+
+/// [`open`] with more static configs.
+pub(super) fn open_with(dir: &Path, configs: &[(&str, &str)]) -> Arc<Broker> {
     let mut settings = test_settings(dir);
-    for (k, v) in [
+    let defaults = [
         ("transaction.state.log.num.partitions", "2"),
         ("offsets.topic.num.partitions", "2"),
-    ] {
+    ];
+    for &(k, v) in defaults.iter().chain(configs) {
         settings.static_configs.insert(k.to_string(), v.to_string());
     }
     let broker = crate::apis::test_support::open_broker(settings).expect("opening the broker");
@@ -73,7 +79,7 @@ fn open(dir: &Path) -> Arc<Broker> {
 
 /// FindCoordinator for `key` (creating the internal topic on first use),
 /// then hosts its partitions as the background loop would.
-async fn coordinator_ready(broker: &Broker, key_type: i8, key: &str) {
+pub(super) async fn coordinator_ready(broker: &Broker, key_type: i8, key: &str) {
     // The internal topic is created in the background: ask until it leads.
     for _ in 0..250 {
         let r = find_coordinator(
@@ -114,14 +120,14 @@ fn init(
 }
 
 /// A new transactional producer: (id, epoch).
-fn new_producer(broker: &Broker, id: &str) -> (i64, i16) {
+pub(super) fn new_producer(broker: &Broker, id: &str) -> (i64, i16) {
     let (error, pid, epoch) = init(broker, 4, id, 60_000, (-1, -1));
     assert_eq!(error, NONE);
     (pid, epoch)
 }
 
 /// AddPartitionsToTxn v3 (as librdkafka sends it): the partitions' codes.
-fn add(
+pub(super) fn add(
     broker: &Broker,
     version: i16,
     id: &str,
@@ -157,7 +163,7 @@ fn add(
 }
 
 /// Produces `values` in one transactional batch: the partition's code.
-fn produce(
+pub(super) fn produce(
     broker: &Broker,
     version: i16,
     id: Option<&str>,
@@ -198,7 +204,7 @@ fn produce(
     r.responses[0].partition_responses[0].error_code
 }
 
-fn end(
+pub(super) fn end(
     broker: &Broker,
     version: i16,
     id: &str,
@@ -215,7 +221,10 @@ fn end(
     r
 }
 
-fn describe(broker: &Broker, id: &str) -> describe_transactions_response::TransactionState {
+pub(super) fn describe(
+    broker: &Broker,
+    id: &str,
+) -> describe_transactions_response::TransactionState {
     let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![tid(id)]);
     let r = txn::describe_transactions(broker, 0, req);
     assert_encodes(&r, 0);
@@ -224,14 +233,14 @@ fn describe(broker: &Broker, id: &str) -> describe_transactions_response::Transa
 
 /// What a read_committed consumer sees of a partition: the values of
 /// committed records below the LSO, with the LSO and the aborted list.
-struct Committed {
-    values: Vec<String>,
-    lso: i64,
-    log_end: i64,
-    aborted: Vec<(i64, i64)>,
+pub(super) struct Committed {
+    pub(super) values: Vec<String>,
+    pub(super) lso: i64,
+    pub(super) log_end: i64,
+    pub(super) aborted: Vec<(i64, i64)>,
 }
 
-fn read_committed(broker: &Broker, p: i32) -> Committed {
+pub(super) fn read_committed(broker: &Broker, p: i32) -> Committed {
     let spec = ReadSpec {
         offset: 0,
         max_bytes: 1 << 20,
@@ -700,7 +709,13 @@ async fn a_prepared_commit_is_completed_after_a_restart() {
     assert_eq!(read_committed(&broker, 0).lso, 0);
     drop(broker);
 
+    // Loading leaves it prepared; the tick writes its markers.
     let broker = open(dir.path());
+    assert_eq!(
+        describe(&broker, id).transaction_state.as_str(),
+        "PrepareCommit"
+    );
+    broker.txns.tick(&services(&broker), now_ms());
     let c = read_committed(&broker, 0);
     assert_eq!(c.values, vec!["r1"]);
     assert_eq!((c.lso, c.log_end), (2, 2));
