@@ -13,6 +13,7 @@ use ottla_controller::records::Endpoint;
 use ottla_controller::service::Heartbeat;
 use ottla_controller::{Controller, MetadataRecord};
 use ottla_protocol::api_versions::FinalizedFeatures;
+use ottla_storage::dir_lock::DirLocks;
 use ottla_storage::manager::{CleanerConfig, LogManager};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
@@ -85,6 +86,10 @@ pub struct BrokerSettings {
     pub controlled_shutdown_timeout: Duration,
     /// The ACL authorizer, when `authorizer.class.name` enables it.
     pub authorizer: Option<Arc<Authorizer>>,
+    /// The log dirs' locks when the process took them at start-up (the
+    /// `ottla` binary does, before the controller reads the metadata dir);
+    /// None: `open` takes them.
+    pub dir_locks: Option<Arc<DirLocks>>,
 }
 
 pub struct Broker {
@@ -129,14 +134,17 @@ impl Broker {
             settings.static_configs.clone(),
             controller.image(),
         ));
-        let logs = Arc::new(
-            LogManager::open(
+        let threads = recovery_threads_per_dir(&controller.image(), &settings);
+        let logs = match &settings.dir_locks {
+            Some(locks) => LogManager::open_locked(
                 settings.log_dirs.clone(),
+                locks.clone(),
                 configs.as_ref(),
-                recovery_threads_per_dir(&controller.image(), &settings),
-            )
-            .context("opening the log dirs")?,
-        );
+                threads,
+            ),
+            None => LogManager::open(settings.log_dirs.clone(), configs.as_ref(), threads),
+        };
+        let logs = Arc::new(logs.context("opening the log dirs")?);
         let (replicas, isr_changes) = ReplicaManager::new(
             settings.node_id,
             logs,

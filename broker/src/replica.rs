@@ -851,8 +851,11 @@ pub fn storage_error_code(e: &StorageError) -> (ResponseError, String) {
         StorageError::CorruptFile { .. } | StorageError::Offline { .. } | StorageError::Io(_) => {
             ResponseError::KafkaStorageError
         }
-        // Only the cleaner meets it; no request does.
-        StorageError::KeyMapTooSmall { .. } => ResponseError::UnknownServerError,
+        // Only the cleaner meets the first, only start-up the second; no
+        // request does.
+        StorageError::KeyMapTooSmall { .. } | StorageError::DirLocked { .. } => {
+            ResponseError::UnknownServerError
+        }
     };
     (code, e.to_string())
 }

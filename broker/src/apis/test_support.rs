@@ -71,6 +71,7 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
         },
         controlled_shutdown_timeout: Duration::from_secs(5),
         authorizer: None,
+        dir_locks: None,
     }
 }
 
