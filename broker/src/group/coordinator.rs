@@ -9,13 +9,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use ottla_controller::{Controller, MetadataImage, NewTopic};
-use tracing::{info, warn};
+use ottla_controller::{Controller, MetadataImage};
 
 use super::config::{GroupConfig, OFFSETS_TOPIC};
+
+/// min.insync.replicas of `__consumer_offsets` (capped at its replication
+/// factor).
+const OFFSETS_TOPIC_MIN_ISR: i32 = 2;
 use super::partitioner::partition_for;
 use super::shard::Shard;
 use crate::coordinator_shards::LedShards;
+use crate::internal_topics::InternalTopic;
 use crate::replica::{now_ms, Partition, ReplicaManager};
 
 /// Where a group's coordinator is reachable.
@@ -102,36 +106,20 @@ impl GroupCoordinator {
     }
 
     fn create_offsets_topic(&self, image: &MetadataImage) {
-        let live = image.live_brokers().count().max(1);
-        let replication_factor =
-            (self.config.offsets_topic_replication_factor as usize).min(live) as i16;
-        let topic = NewTopic {
-            name: OFFSETS_TOPIC.to_string(),
-            num_partitions: self.config.offsets_topic_partitions,
-            replication_factor,
-            configs: BTreeMap::from([
-                ("cleanup.policy".to_string(), Some("compact".to_string())),
-                (
-                    "segment.bytes".to_string(),
-                    Some(self.config.offsets_topic_segment_bytes.to_string()),
-                ),
-                ("compression.type".to_string(), Some("producer".to_string())),
-            ]),
-            ..NewTopic::default()
-        };
-        for (name, result) in self.controller.create_topics(vec![topic], false) {
-            match result {
-                Ok(t) => info!(
-                    topic = name,
-                    partitions = t.num_partitions,
-                    replication_factor = t.replication_factor,
-                    "created the offsets topic"
-                ),
-                // Another request created it first.
-                Err(e) if e.code == ResponseError::TopicAlreadyExists.code() => {}
-                Err(e) => warn!(topic = name, error = %e, "could not create the offsets topic"),
-            }
+        InternalTopic {
+            name: OFFSETS_TOPIC,
+            partitions: self.config.offsets_topic_partitions,
+            replication_factor: self.config.offsets_topic_replication_factor,
+            replication_factor_key: "offsets.topic.replication.factor",
+            // Kafka leaves this topic at the broker's min.insync.replicas
+            // (1 by default); Ottla asks a second copy of every commit, as
+            // of the transaction log (alter the topic to change it).
+            min_insync_replicas: OFFSETS_TOPIC_MIN_ISR,
+            segment_bytes: i64::from(self.config.offsets_topic_segment_bytes),
+            compression_type: "producer",
+            forbid_unclean_election: false,
         }
+        .create(&self.controller, image);
     }
 
     /// The shard owning `group_id`: NOT_COORDINATOR unless this broker leads

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use ottla_controller::{Controller, MetadataImage, NewTopic};
+use ottla_controller::{Controller, MetadataImage};
 use ottla_storage::manager::TopicPartition;
 use parking_lot::Mutex;
 use tracing::{info, warn};
@@ -25,6 +25,7 @@ use super::shard::TxnShard;
 use super::state::{is_epoch_exhausted, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
 use crate::coordinator_shards::LedShards;
 use crate::group::{coordinator_node, partition_for, CoordinatorNode};
+use crate::internal_topics::InternalTopic;
 use crate::replica::{now_ms, ReplicaManager};
 
 pub struct TxnCoordinator {
@@ -125,48 +126,18 @@ impl TxnCoordinator {
     }
 
     fn create_topic(&self, image: &MetadataImage) {
-        let live = image.live_brokers().count().max(1);
-        let replication_factor = (self.config.topic_replication_factor as usize).min(live) as i16;
-        let topic = NewTopic {
-            name: TRANSACTION_STATE_TOPIC.to_string(),
-            num_partitions: self.config.topic_partitions,
-            replication_factor,
-            // What Kafka enforces on the transaction log.
-            configs: BTreeMap::from([
-                ("cleanup.policy".to_string(), Some("compact".to_string())),
-                (
-                    "compression.type".to_string(),
-                    Some("uncompressed".to_string()),
-                ),
-                (
-                    "unclean.leader.election.enable".to_string(),
-                    Some("false".to_string()),
-                ),
-                (
-                    "min.insync.replicas".to_string(),
-                    Some(self.config.topic_min_isr.to_string()),
-                ),
-                (
-                    "segment.bytes".to_string(),
-                    Some(self.config.topic_segment_bytes.to_string()),
-                ),
-            ]),
-            ..NewTopic::default()
-        };
-        for (name, result) in self.controller.create_topics(vec![topic], false) {
-            match result {
-                Ok(t) => info!(
-                    topic = name,
-                    partitions = t.num_partitions,
-                    replication_factor = t.replication_factor,
-                    "created the transaction state topic"
-                ),
-                Err(e) if e.code == ResponseError::TopicAlreadyExists.code() => {}
-                Err(e) => {
-                    warn!(topic = name, error = %e, "could not create the transaction state topic")
-                }
-            }
+        // What Kafka enforces on the transaction log.
+        InternalTopic {
+            name: TRANSACTION_STATE_TOPIC,
+            partitions: self.config.topic_partitions,
+            replication_factor: self.config.topic_replication_factor,
+            replication_factor_key: "transaction.state.log.replication.factor",
+            min_insync_replicas: self.config.topic_min_isr,
+            segment_bytes: i64::from(self.config.topic_segment_bytes),
+            compression_type: "uncompressed",
+            forbid_unclean_election: true,
         }
+        .create(&self.controller, image);
     }
 
     /// The shard owning `transactional_id`: NOT_COORDINATOR unless this
