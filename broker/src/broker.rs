@@ -337,7 +337,9 @@ impl Broker {
                     .await;
                 }
                 Ok(_) => {}
-                Err(e) => warn!(error = %e, "broker heartbeat failed"),
+                Err(e) => {
+                    crate::log_limited!(tracing::Level::WARN, key: &(), error = %e, "broker heartbeat failed")
+                }
             }
         }
     }
@@ -369,7 +371,15 @@ impl Broker {
                     &change.isr,
                 );
                 if let Err(e) = result {
-                    info!(partition = %change.tp, error = %e, "ISR change refused");
+                    // Keyed by why: one refusal repeated for many
+                    // partitions is one line per interval.
+                    crate::log_limited!(
+                        tracing::Level::INFO,
+                        key: &e.code,
+                        partition = %change.tp,
+                        error = %e,
+                        "ISR change refused"
+                    );
                     me.replicas.isr_change_failed(&change.tp);
                 }
             })
@@ -514,7 +524,13 @@ fn register(
     let mut waited = 0;
     while let Err(e) = controller.register_broker(registration.clone()) {
         waited += 1;
-        warn!(error = %e, attempt = waited, "registering with the controller failed; retrying");
+        crate::log_limited!(
+            tracing::Level::WARN,
+            key: &(),
+            error = %e,
+            attempt = waited,
+            "registering with the controller failed; retrying"
+        );
         std::thread::sleep(Duration::from_secs(1));
     }
     let heartbeat = Heartbeat {
@@ -526,7 +542,9 @@ fn register(
         match controller.heartbeat_blocking(heartbeat) {
             Ok(reply) if !reply.fenced && !reply.unknown => return Ok(()),
             Ok(reply) => debug!(?reply, "waiting to be unfenced"),
-            Err(e) => warn!(error = %e, "first heartbeat failed; retrying"),
+            Err(e) => {
+                crate::log_limited!(tracing::Level::WARN, key: &(), error = %e, "first heartbeat failed; retrying")
+            }
         }
         std::thread::sleep(Duration::from_millis(100));
     }

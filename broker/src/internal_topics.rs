@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::error::ResponseError;
 use ottla_controller::{Controller, MetadataImage, NewTopic};
-use tracing::{info, warn};
+use tracing::info;
 
 /// How an internal topic is laid out.
 #[derive(Debug, Clone, Copy)]
@@ -77,7 +77,10 @@ impl InternalTopic {
     /// logged, and callers answer COORDINATOR_NOT_AVAILABLE until it exists.
     pub fn create(&self, controller: &Controller, image: &MetadataImage) {
         if let Some(why) = self.not_yet(image) {
-            warn!(
+            // Asked again by every FindCoordinator until it can be done.
+            crate::log_limited!(
+                tracing::Level::WARN,
+                key: self.name,
                 topic = self.name,
                 "cannot create an internal topic yet: {why}"
             );
@@ -99,7 +102,13 @@ impl InternalTopic {
                     "created an internal topic"
                 ),
                 Err(e) if e.code == ResponseError::TopicAlreadyExists.code() => {}
-                Err(e) => warn!(topic = name, error = %e, "could not create an internal topic"),
+                Err(e) => crate::log_limited!(
+                    tracing::Level::WARN,
+                    key: &name,
+                    topic = name,
+                    error = %e,
+                    "could not create an internal topic"
+                ),
             }
         }
     }

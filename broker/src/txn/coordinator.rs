@@ -383,7 +383,13 @@ impl TxnCoordinator {
         }
         let next = meta.prepare_complete(now);
         if let Err(e) = shard.persist(meta, next, now) {
-            warn!(transactional_id = %meta.transactional_id, error = ?e, "could not write a transaction's completion; retrying later");
+            crate::log_limited!(
+                tracing::Level::WARN,
+                key: &(),
+                transactional_id = %meta.transactional_id,
+                error = ?e,
+                "could not write a transaction's completion; retrying later"
+            );
         }
     }
 

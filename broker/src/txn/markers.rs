@@ -14,7 +14,6 @@ use ottla_controller::{Controller, MetadataImage};
 use ottla_protocol::batch::{txn_marker_value, BatchBuilder, ControlType};
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
-use tracing::warn;
 
 use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::inter_broker::BrokerClients;
@@ -93,7 +92,14 @@ impl Services<'_> {
             .brokers
             .send_blocking(leader, WRITE_TXN_MARKERS_VERSION, &request)
             .map_err(|e| {
-                warn!(partition = %tp, leader, error = %e, "cannot send a transaction marker");
+                crate::log_limited!(
+                    tracing::Level::WARN,
+                    key: &leader,
+                    partition = %tp,
+                    leader,
+                    error = %e,
+                    "cannot send a transaction marker"
+                );
                 ResponseError::CoordinatorNotAvailable
             })?;
         let code = response
@@ -152,7 +158,16 @@ impl Services<'_> {
                     | ResponseError::TransactionCoordinatorFenced
                     | ResponseError::CorruptMessage
             );
-        warn!(partition = %tp, producer_id = marker.producer_id, commit = marker.commit, ?error, retry, "could not write a transaction marker");
+        crate::log_limited!(
+            tracing::Level::WARN,
+            key: &tp,
+            partition = %tp,
+            producer_id = marker.producer_id,
+            commit = marker.commit,
+            ?error,
+            retry,
+            "could not write a transaction marker"
+        );
         retry
     }
 }

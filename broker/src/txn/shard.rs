@@ -12,7 +12,7 @@ use kafka_protocol::error::ResponseError;
 use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
 use ottla_storage::producer_state::AppendOrigin;
 use parking_lot::{Mutex, RwLock};
-use tracing::{info, warn};
+use tracing::info;
 
 use super::records::{decode_key, decode_value, encode_key, encode_value};
 use super::state::TxnMetadata;
@@ -142,7 +142,14 @@ impl TxnShard {
         match o.error.code() {
             0 => Ok(()),
             _ => {
-                warn!(partition = %self.partition.tp, error = ?o.error, message = ?o.message, "transaction log append failed");
+                crate::log_limited!(
+                    tracing::Level::WARN,
+                    key: &self.partition.tp,
+                    partition = %self.partition.tp,
+                    error = ?o.error,
+                    message = ?o.message,
+                    "transaction log append failed"
+                );
                 Err(coordinator_error(o.error))
             }
         }
