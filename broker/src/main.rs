@@ -151,6 +151,10 @@ fn lock_data_dirs(config: &BrokerConfig) -> Result<DirLocks> {
 }
 
 async fn serve(mut config: BrokerConfig, dir_locks: Arc<DirLocks>) -> Result<()> {
+    // First: a SIGTERM that arrives while the node starts (its listeners
+    // already accept) stops it cleanly instead of killing it.
+    let signalled = CancellationToken::new();
+    cancel_on_signal(signalled.clone())?;
     if config.quorum_voters.is_empty() {
         anyhow::bail!("controller.quorum.bootstrap.servers (a dynamic quorum) is not supported yet: list the voters in controller.quorum.voters");
     }
@@ -243,8 +247,6 @@ async fn serve(mut config: BrokerConfig, dir_locks: Arc<DirLocks>) -> Result<()>
     ));
     let stop_controller_listener = CancellationToken::new();
     let controller_listener = tokio::spawn(controller_server.run(stop_controller_listener.clone()));
-    let signalled = CancellationToken::new();
-    tokio::spawn(cancel_on_signal(signalled.clone()));
     // A broker-only node serves nothing before it has the cluster's metadata.
     tokio::select! {
         () = controller.caught_up() => {}
@@ -534,19 +536,18 @@ async fn resize_handler_pool_on_change(
     }
 }
 
-/// SIGINT or SIGTERM starts a graceful shutdown.
-async fn cancel_on_signal(shutdown: CancellationToken) {
+/// From now on, SIGINT or SIGTERM starts a graceful shutdown. The handlers
+/// are installed before this returns, not when a task first runs.
+fn cancel_on_signal(shutdown: CancellationToken) -> Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(e) => {
-            warn!("cannot watch SIGTERM: {e}");
-            return;
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => info!("SIGTERM received"),
+            _ = int.recv() => info!("SIGINT received"),
         }
-    };
-    tokio::select! {
-        _ = term.recv() => info!("SIGTERM received"),
-        _ = tokio::signal::ctrl_c() => info!("SIGINT received"),
-    }
-    shutdown.cancel();
+        shutdown.cancel();
+    });
+    Ok(())
 }

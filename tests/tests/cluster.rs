@@ -316,7 +316,16 @@ fn controlled_shutdown_moves_leadership_before_stopping() {
 
     let before = describe(&nodes[0], "moving");
     assert!(before.values().any(|p| p.leader == 2), "{before:?}");
+    // The other controllers keep quorum connections to this one open; they
+    // must not hold its shutdown (they held it 10 s, the grace period).
+    let stopping = Instant::now();
     assert_eq!(nodes[1].stop(), Some(0), "clean exit");
+    let took = stopping.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "SIGTERM took {took:?}; log:\n{}",
+        nodes[1].log()
+    );
     assert!(
         nodes[1]
             .log()

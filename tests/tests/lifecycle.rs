@@ -3,11 +3,17 @@
 //! - its data dirs are locked: a second process on the same `log.dirs`
 //!   refuses to start, naming the dir, and a node killed with SIGKILL
 //!   leaves no lock behind;
+//! - SIGTERM with idle client connections open stops it cleanly at once.
+//!   (`cluster.rs` times a cluster node's SIGTERM: its quorum peers' idle
+//!   connections used to hold it for the listener's whole grace period.)
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::ApiVersionsRequest;
+use kafka_protocol::protocol::StrBytes;
 use ottla_tests::ottla::{free_port, ottla_binary, Ottla};
+use ottla_tests::wire::WireClient;
 
 /// Runs `ottla server` on `log_dir` with ports of its own and waits for
 /// it to exit; returns its exit code and its output.
@@ -76,4 +82,41 @@ fn a_second_node_on_the_same_log_dirs_is_refused_until_the_first_is_gone() {
         first.log()
     );
     assert_eq!(first.stop(), Some(0), "log:\n{}", first.log());
+}
+
+#[test]
+fn sigterm_with_idle_client_connections_stops_cleanly_at_once() {
+    let mut node = Ottla::start(&[]);
+    // Clients that asked something and now wait, as idle producers and
+    // admin clients do.
+    let idle: Vec<WireClient> = (0..3)
+        .map(|_| {
+            let mut client = WireClient::connect(&node.bootstrap());
+            let request = ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str("ottla-tests"))
+                .with_client_software_version(StrBytes::from_static_str("1.0"));
+            let versions = client.send(3, &request);
+            assert_eq!(versions.error_code, 0);
+            client
+        })
+        .collect();
+    let started = Instant::now();
+    let code = node.stop();
+    let took = started.elapsed();
+    assert_eq!(code, Some(0), "log:\n{}", node.log());
+    assert!(
+        took < Duration::from_secs(2),
+        "SIGTERM took {took:?}; log:\n{}",
+        node.log()
+    );
+    assert!(
+        node.data_dir
+            .join("logs")
+            .join(".kafka_cleanshutdown")
+            .exists(),
+        "no clean-shutdown marker; log:\n{}",
+        node.log()
+    );
+    assert!(!node.log().contains("still busy"), "{}", node.log());
+    drop(idle);
 }

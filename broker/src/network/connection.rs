@@ -122,7 +122,7 @@ impl Connection {
             write_responses(write, rx, &closing)
         );
         match (switch, write) {
-            (Some(quorum), Some(write)) => quorum.serve(write).await,
+            (Some(quorum), Some(write)) => quorum.serve(write, shutdown).await,
             // Let the client see EOF.
             (_, Some(mut write)) => {
                 let _ = write.shutdown().await;
