@@ -13,6 +13,7 @@ use ottla_controller::records::Endpoint;
 use ottla_controller::service::Heartbeat;
 use ottla_controller::{Controller, MetadataRecord};
 use ottla_protocol::api_versions::FinalizedFeatures;
+use ottla_storage::dir_lock::DirLocks;
 use ottla_storage::manager::{CleanerConfig, LogManager};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
@@ -86,6 +87,10 @@ pub struct BrokerSettings {
     pub controlled_shutdown_timeout: Duration,
     /// The ACL authorizer, when `authorizer.class.name` enables it.
     pub authorizer: Option<Arc<Authorizer>>,
+    /// The log dirs' locks when the process took them at start-up (the
+    /// `ottla` binary does, before the controller reads the metadata dir);
+    /// None: `open` takes them.
+    pub dir_locks: Option<Arc<DirLocks>>,
 }
 
 pub struct Broker {
@@ -132,14 +137,17 @@ impl Broker {
             settings.static_configs.clone(),
             controller.image(),
         ));
-        let logs = Arc::new(
-            LogManager::open(
+        let threads = recovery_threads_per_dir(&controller.image(), &settings);
+        let logs = match &settings.dir_locks {
+            Some(locks) => LogManager::open_locked(
                 settings.log_dirs.clone(),
+                locks.clone(),
                 configs.as_ref(),
-                recovery_threads_per_dir(&controller.image(), &settings),
-            )
-            .context("opening the log dirs")?,
-        );
+                threads,
+            ),
+            None => LogManager::open(settings.log_dirs.clone(), configs.as_ref(), threads),
+        };
+        let logs = Arc::new(logs.context("opening the log dirs")?);
         let (replicas, isr_changes) = ReplicaManager::new(
             settings.node_id,
             logs,
@@ -336,7 +344,9 @@ impl Broker {
                     register(&self.controller, &self.settings, self.incarnation).await;
                 }
                 Ok(_) => {}
-                Err(e) => warn!(error = %e, "broker heartbeat failed"),
+                Err(e) => {
+                    crate::log_limited!(tracing::Level::WARN, key: &(), error = %e, "broker heartbeat failed")
+                }
             }
         }
     }
@@ -369,7 +379,15 @@ impl Broker {
                 )
                 .await;
             if let Err(e) = result {
-                info!(partition = %change.tp, error = %e, "ISR change refused");
+                // Keyed by why: one refusal repeated for many partitions is
+                // one line per interval.
+                crate::log_limited!(
+                    tracing::Level::INFO,
+                    key: &e.code,
+                    partition = %change.tp,
+                    error = %e,
+                    "ISR change refused"
+                );
                 self.replicas.isr_change_failed(&change.tp);
             }
         }
@@ -510,7 +528,13 @@ async fn register(controller: &Controller, settings: &BrokerSettings, incarnatio
     let mut waited = 0;
     while let Err(e) = controller.register_broker(registration.clone()).await {
         waited += 1;
-        warn!(error = %e, attempt = waited, "registering with the controller failed; retrying");
+        crate::log_limited!(
+            tracing::Level::WARN,
+            key: &(),
+            error = %e,
+            attempt = waited,
+            "registering with the controller failed; retrying"
+        );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let heartbeat = Heartbeat {
@@ -522,7 +546,9 @@ async fn register(controller: &Controller, settings: &BrokerSettings, incarnatio
         match controller.heartbeat(heartbeat).await {
             Ok(reply) if !reply.fenced && !reply.unknown => return,
             Ok(reply) => debug!(?reply, "waiting to be unfenced"),
-            Err(e) => warn!(error = %e, "first heartbeat failed; retrying"),
+            Err(e) => {
+                crate::log_limited!(tracing::Level::WARN, key: &(), error = %e, "first heartbeat failed; retrying")
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

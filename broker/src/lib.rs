@@ -15,6 +15,7 @@ pub mod handlers;
 pub mod inter_broker;
 pub mod internal_topics;
 pub mod log_config;
+pub mod log_limit;
 pub mod meta_properties;
 pub mod metrics;
 pub mod mirroring;

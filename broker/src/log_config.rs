@@ -75,6 +75,11 @@ impl TopicConfigResolver {
         *self.image.write() = image;
     }
 
+    /// The image the logs follow.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.read().clone()
+    }
+
     /// Every topic key, resolved for `topic`.
     pub fn describe(&self, topic: &str) -> Vec<ResolvedConfig> {
         let image = self.image.read().clone();

@@ -37,6 +37,7 @@ use ottla_controller::records::Endpoint;
 use ottla_controller::{Controller, ControllerSettings, Node, QuorumConfig, TopicDefaults};
 use ottla_protocol::api_versions::FinalizedFeatures;
 use ottla_protocol::client_security::ClientSecurity;
+use ottla_storage::dir_lock::DirLocks;
 use ottla_storage::manager::CleanerConfig;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -107,6 +108,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             for key in config.ignored_keys() {
                 warn!("ignoring config key {key}: Ottla does not implement it");
             }
+            // Before anything reads them; held until the process exits.
+            let dir_locks = Arc::new(lock_data_dirs(&config)?);
             // One worker per core (TOKIO_WORKER_THREADS overrides it):
             // num.io.threads bounds the requests processed at once, a
             // pool resized at runtime (network::RequestHandlerPool).
@@ -115,7 +118,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?
-                .block_on(serve(config))?;
+                .block_on(serve(config, Arc::clone(&dir_locks)))?;
+            // Let go only once the runtime, and whatever it ran, is gone.
+            drop(dir_locks);
             Ok(ExitCode::SUCCESS)
         }
         // A command-line tool: its own output and exit status, no logging.
@@ -134,7 +139,23 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-async fn serve(mut config: BrokerConfig) -> Result<()> {
+/// Locks the dirs this node writes, as Kafka does: a broker's log dirs and
+/// the metadata dir; a controller-only node's metadata dir alone.
+fn lock_data_dirs(config: &BrokerConfig) -> Result<DirLocks> {
+    let log_dirs = config.log_dirs.iter().filter(|_| config.roles.broker);
+    let dirs = log_dirs.chain([&config.metadata_log_dir]);
+    let locks = DirLocks::acquire(dirs.map(PathBuf::as_path))?;
+    for dir in locks.dirs() {
+        info!(dir = %dir.display(), "locked data dir");
+    }
+    Ok(locks)
+}
+
+async fn serve(mut config: BrokerConfig, dir_locks: Arc<DirLocks>) -> Result<()> {
+    // First: a SIGTERM that arrives while the node starts (its listeners
+    // already accept) stops it cleanly instead of killing it.
+    let signalled = CancellationToken::new();
+    cancel_on_signal(signalled.clone())?;
     if config.quorum_voters.is_empty() {
         anyhow::bail!("controller.quorum.bootstrap.servers (a dynamic quorum) is not supported yet: list the voters in controller.quorum.voters");
     }
@@ -228,8 +249,6 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     ));
     let stop_controller_listener = CancellationToken::new();
     let controller_listener = tokio::spawn(controller_server.run(stop_controller_listener.clone()));
-    let signalled = CancellationToken::new();
-    tokio::spawn(cancel_on_signal(signalled.clone()));
     // A broker-only node serves nothing before it has the cluster's metadata.
     tokio::select! {
         () = controller.caught_up() => {}
@@ -237,7 +256,8 @@ async fn serve(mut config: BrokerConfig) -> Result<()> {
     }
     let broker_server = broker_server.filter(|_| !signalled.is_cancelled());
     if let Some((broker_server, service)) = broker_server {
-        let settings = broker_settings(&config, finalized.clone(), inter_broker, cluster_id);
+        let mut settings = broker_settings(&config, finalized.clone(), inter_broker, cluster_id);
+        settings.dir_locks = Some(dir_locks.clone());
         let for_open = controller.clone();
         let broker =
             tokio::task::spawn_blocking(move || Broker::open(settings, for_open)).await??;
@@ -465,6 +485,7 @@ fn broker_settings(
         },
         controlled_shutdown_timeout: Duration::from_secs(30),
         authorizer: Authorizer::from_config(config).map(Arc::new),
+        dir_locks: None,
     }
 }
 
@@ -550,19 +571,18 @@ async fn resize_handler_pool_on_change(
     }
 }
 
-/// SIGINT or SIGTERM starts a graceful shutdown.
-async fn cancel_on_signal(shutdown: CancellationToken) {
+/// From now on, SIGINT or SIGTERM starts a graceful shutdown. The handlers
+/// are installed before this returns, not when a task first runs.
+fn cancel_on_signal(shutdown: CancellationToken) -> Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(e) => {
-            warn!("cannot watch SIGTERM: {e}");
-            return;
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => info!("SIGTERM received"),
+            _ = int.recv() => info!("SIGINT received"),
         }
-    };
-    tokio::select! {
-        _ = term.recv() => info!("SIGTERM received"),
-        _ = tokio::signal::ctrl_c() => info!("SIGINT received"),
-    }
-    shutdown.cancel();
+        shutdown.cancel();
+    });
+    Ok(())
 }

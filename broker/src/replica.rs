@@ -435,7 +435,10 @@ impl ReplicaManager {
                 .iter()
                 .find(|e| e.epoch == state.leader_epoch)
                 .map(|e| e.start_offset);
-            if fetch_offset >= hw && epoch_start.is_none_or(|start| fetch_offset >= start) {
+            if fetch_offset >= hw
+                && epoch_start.is_none_or(|start| fetch_offset >= start)
+                && self.isr_eligible(replica)
+            {
                 let mut isr = state.isr.clone();
                 isr.push(replica);
                 self.ask_isr_change(&p, &state, isr);
@@ -526,6 +529,18 @@ impl ReplicaManager {
                 self.ask_isr_change(&p, &state, isr);
             }
         }
+    }
+
+    /// Kafka's isReplicaIsrEligible (KIP-841): a broker the metadata has
+    /// fenced (or never registered) is not asked back into an ISR. The
+    /// controller would refuse it, and the leader would ask again at the
+    /// follower's next fetch, a refusal per fetch for as long as it lasts.
+    fn isr_eligible(&self, replica: i32) -> bool {
+        self.configs
+            .image()
+            .brokers
+            .get(&replica)
+            .is_some_and(|b| !b.fenced)
     }
 
     fn ask_isr_change(&self, p: &Partition, state: &PartitionState, isr: Vec<i32>) {
@@ -921,8 +936,11 @@ pub fn storage_error_code(e: &StorageError) -> (ResponseError, String) {
         StorageError::CorruptFile { .. } | StorageError::Offline { .. } | StorageError::Io(_) => {
             ResponseError::KafkaStorageError
         }
-        // Only the cleaner meets it; no request does.
-        StorageError::KeyMapTooSmall { .. } => ResponseError::UnknownServerError,
+        // Only the cleaner meets the first, only start-up the second; no
+        // request does.
+        StorageError::KeyMapTooSmall { .. } | StorageError::DirLocked { .. } => {
+            ResponseError::UnknownServerError
+        }
     };
     (code, e.to_string())
 }

@@ -71,6 +71,9 @@ pub enum StorageError {
         records: usize,
         offset: i64,
     },
+    /// Another process holds the dir's `.lock` (see `dir_lock.rs`).
+    #[error("{dir} is in use by another process (it holds the lock on {dir}/.lock): stop that process first (a broker that is still shutting down lets go when it exits), or give this one other log.dirs / metadata.log.dir")]
+    DirLocked { dir: PathBuf },
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
 }

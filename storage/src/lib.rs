@@ -4,6 +4,7 @@
 pub mod checkpoint;
 pub mod cleaner;
 pub mod config;
+pub mod dir_lock;
 pub mod epoch_cache;
 pub mod error;
 pub mod index;

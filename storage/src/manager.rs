@@ -25,6 +25,7 @@ use crate::checkpoint::{
 };
 use crate::cleaner::CleanerBuffers;
 use crate::config::LogConfig;
+use crate::dir_lock::DirLocks;
 use crate::error::{Result, StorageError};
 use crate::io_throttle::IoThrottle;
 use crate::log::{LogOpenOptions, PartitionLog};
@@ -95,6 +96,9 @@ impl LogConfigSource for LogConfig {
 
 pub struct LogManager {
     log_dirs: Vec<PathBuf>,
+    /// Every log dir's `.lock`, held until a clean shutdown (or while the
+    /// manager lives; the broker binary holds its own share to its exit).
+    locks: Mutex<Option<Arc<DirLocks>>>,
     logs: RwLock<HashMap<TopicPartition, LogEntry>>,
     offline_dirs: Mutex<Vec<PathBuf>>,
 }
@@ -104,12 +108,32 @@ impl LogManager {
     /// `threads_per_dir` threads in each dir (Kafka's
     /// `num.recovery.threads.per.data.dir`; the dirs load at the same time).
     /// After an unclean shutdown, segments past each log's recovery point
-    /// are rescanned.
+    /// are rescanned. Each dir is locked first: a dir another process holds
+    /// is refused with [`StorageError::DirLocked`].
     pub fn open(
         log_dirs: Vec<PathBuf>,
         configs: &dyn LogConfigSource,
         threads_per_dir: usize,
     ) -> Result<Self> {
+        let locks = DirLocks::acquire(log_dirs.iter().map(PathBuf::as_path))?;
+        Self::open_locked(log_dirs, Arc::new(locks), configs, threads_per_dir)
+    }
+
+    /// [`LogManager::open`] with the dirs' locks already taken, for a
+    /// process that locks its dirs before anything else reads them (the
+    /// broker locks its metadata dir and log dirs at start-up).
+    pub fn open_locked(
+        log_dirs: Vec<PathBuf>,
+        locks: Arc<DirLocks>,
+        configs: &dyn LogConfigSource,
+        threads_per_dir: usize,
+    ) -> Result<Self> {
+        if let Some(dir) = log_dirs.iter().find(|dir| !locks.covers(dir)) {
+            return Err(StorageError::Io(std::io::Error::other(format!(
+                "log dir {} was not locked before opening it",
+                dir.display()
+            ))));
+        }
         let threads = threads_per_dir.max(1);
         let loaded: Vec<Result<Vec<(TopicPartition, LogEntry)>>> = std::thread::scope(|scope| {
             let loading: Vec<_> = log_dirs
@@ -128,6 +152,7 @@ impl LogManager {
         }
         Ok(Self {
             log_dirs,
+            locks: Mutex::new(Some(locks)),
             logs: RwLock::new(logs),
             offline_dirs: Mutex::new(Vec::new()),
         })
@@ -345,6 +370,9 @@ impl LogManager {
                 crate::log::fsync_dir(dir)?;
             }
         }
+        // Closed: the dirs are free for the next manager (within a process,
+        // as a restart in tests; the binary keeps its own locks).
+        self.locks.lock().take();
         Ok(())
     }
 }
@@ -611,6 +639,30 @@ mod tests {
         let m = LogManager::open(dirs, &source, 3).unwrap();
         assert_eq!(m.partitions().len(), 8);
         assert_eq!(source.most.into_inner(), 3, "three logs opened at once");
+    }
+
+    #[test]
+    fn a_second_manager_on_a_locked_dir_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("a"), root.path().join("b")];
+        let cfg = LogConfig::default();
+        let first = LogManager::open(dirs.clone(), &cfg, 1).unwrap();
+        // Sharing only the second dir is refused too, naming that dir.
+        let other = vec![root.path().join("c"), dirs[1].clone()];
+        let err = LogManager::open(other, &cfg, 1)
+            .err()
+            .expect("dir b is locked");
+        assert!(matches!(err, StorageError::DirLocked { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&dirs[1].display().to_string()), "{text}");
+        assert!(text.contains("another process"), "{text}");
+        // Dirs not locked by this manager cannot be opened through its locks.
+        let locks = Arc::new(DirLocks::acquire([root.path().join("c").as_path()]).unwrap());
+        assert!(LogManager::open_locked(dirs.clone(), locks, &cfg, 1).is_err());
+        drop(first);
+        let second = LogManager::open(dirs.clone(), &cfg, 1).expect("the first manager is gone");
+        second.shutdown(1).unwrap();
+        LogManager::open(dirs, &cfg, 1).expect("a manager lets go of its dirs once shut down");
     }
 
     #[test]

@@ -138,6 +138,9 @@ fn replicated_topic_survives_a_killed_leader_and_catches_up_again() {
     let out = produce(&nodes[1], "replicated", 20_000);
     assert!(out.contains("20000 records sent"), "{out}");
     assert_eq!(total_offsets(&nodes[2], "replicated"), 20_000);
+    // The first consumer group creates __consumer_offsets, which needs its
+    // three replicas live, as in Kafka: before a broker is lost.
+    assert_eq!(consume_count(&nodes[2], "replicated", 20_000), 20_000);
 
     // SIGKILL the leader of partition 0: its partitions move to the
     // other ISR members and acks=all writes go on with min.insync.replicas=2.
@@ -314,7 +317,16 @@ fn controlled_shutdown_moves_leadership_before_stopping() {
 
     let before = describe(&nodes[0], "moving");
     assert!(before.values().any(|p| p.leader == 2), "{before:?}");
+    // The other controllers keep quorum connections to this one open; they
+    // must not hold its shutdown (they held it 10 s, the grace period).
+    let stopping = Instant::now();
     assert_eq!(nodes[1].stop(), Some(0), "clean exit");
+    let took = stopping.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "SIGTERM took {took:?}; log:\n{}",
+        nodes[1].log()
+    );
     assert!(
         nodes[1]
             .log()
@@ -1214,4 +1226,74 @@ fn a_node_of_a_cluster_without_a_cluster_id_refuses_to_start() {
         !dir.path().join("logs/meta.properties").exists(),
         "nothing was formatted"
     );
+}
+
+/// A cluster's internal topics get Kafka's defaults: three replicas and
+/// two in sync, the transaction log and the offsets topic alike, so one
+/// lost broker leaves every coordinator available and every acknowledged
+/// write on two brokers.
+#[test]
+fn internal_topics_get_three_replicas_two_in_sync_by_default() {
+    let mut settings = CLUSTER_SETTINGS.to_vec();
+    settings.retain(|(k, _)| *k != "offsets.topic.replication.factor");
+    settings.extend_from_slice(&[
+        ("offsets.topic.num.partitions", "3"),
+        ("transaction.state.log.num.partitions", "3"),
+        ("group.initial.rebalance.delay.ms", "0"),
+    ]);
+    let nodes = Ottla::cluster(3, &settings);
+    create_replicated(&nodes[0], "defaults", 1);
+    let out = ok(kafka_tool(
+        "kafka-producer-perf-test.sh",
+        &[
+            "--topic",
+            "defaults",
+            "--num-records",
+            "100",
+            "--record-size",
+            "50",
+            "--throughput",
+            "-1",
+            "--transactional-id",
+            "defaults",
+            "--transaction-duration-ms",
+            "100",
+            "--bootstrap-server",
+            &nodes[0].bootstrap(),
+        ],
+        None,
+    ));
+    assert!(out.contains("100 records sent"), "{out}");
+    let read = console_consume(
+        &nodes[1],
+        "defaults",
+        "defaults",
+        &["--max-messages", "100"],
+    );
+    assert_eq!(read, 100);
+    for topic in ["__transaction_state", "__consumer_offsets"] {
+        let described = ok(kafka_tool(
+            "kafka-topics.sh",
+            &[
+                "--bootstrap-server",
+                &nodes[2].bootstrap(),
+                "--describe",
+                "--topic",
+                topic,
+            ],
+            None,
+        ));
+        let header = described
+            .lines()
+            .find(|l| l.contains("ReplicationFactor:"))
+            .unwrap_or_else(|| panic!("{described}"));
+        assert!(header.contains("ReplicationFactor: 3"), "{header}");
+        assert!(header.contains("min.insync.replicas=2"), "{header}");
+        let replica_counts: Vec<usize> = described
+            .lines()
+            .filter_map(|l| l.split("Replicas:").nth(1))
+            .map(|r| r.split_whitespace().next().unwrap_or("").split(',').count())
+            .collect();
+        assert_eq!(replica_counts, [3, 3, 3], "{described}");
+    }
 }

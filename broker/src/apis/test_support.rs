@@ -56,7 +56,11 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
         recovery_threads_per_dir: 1,
         producer_expiration_check_interval: Duration::from_secs(600),
         producer_id_expiration: Duration::from_secs(86_400),
-        static_configs: BTreeMap::new(),
+        // What the binary gives a lone node (config::SINGLE_NODE_KEYS).
+        static_configs: crate::config::SINGLE_NODE_KEYS
+            .iter()
+            .map(|key| (key.to_string(), "1".to_string()))
+            .collect(),
         heartbeat_interval: Duration::from_millis(500),
         replica_lag_max: Duration::from_secs(30),
         replica_fetch: FetchSettings {
@@ -72,6 +76,7 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
         },
         controlled_shutdown_timeout: Duration::from_secs(5),
         authorizer: None,
+        dir_locks: None,
     }
 }
 

@@ -5,7 +5,9 @@
 //! Defaults are Kafka 4.1's, except where Ottla starts a single node out of
 //! the box (as Kafka's sample `config/server.properties` does): node.id,
 //! process.roles, controller.quorum.voters, controller.listener.names,
-//! listeners, log.dir and the replication factors of the internal topics.
+//! listeners and log.dir. The internal topics' replication settings keep
+//! Kafka's defaults here; a lone node lowers them to 1
+//! (`BrokerConfig::resolve_single_node`).
 
 use super::value::{ConfigType, Key, Valid};
 
@@ -291,8 +293,9 @@ configs! {
     MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS: i32 = "max.incremental.fetch.session.cache.slots", Int, Some("1000"), Valid::AtLeast(0);
 
     // ---- group coordinator ----
-    /// Replication factor of __consumer_offsets.
-    OFFSETS_TOPIC_REPLICATION_FACTOR: i16 = "offsets.topic.replication.factor", Short, Some("1"), Valid::AtLeast(1);
+    /// Replication factor of __consumer_offsets; it is not created while
+    /// fewer brokers are live.
+    OFFSETS_TOPIC_REPLICATION_FACTOR: i16 = "offsets.topic.replication.factor", Short, Some("3"), Valid::AtLeast(1);
     /// Partitions of __consumer_offsets.
     OFFSETS_TOPIC_NUM_PARTITIONS: i32 = "offsets.topic.num.partitions", Int, Some("50"), Valid::AtLeast(1);
     /// Segment size of __consumer_offsets.
@@ -339,7 +342,8 @@ configs! {
     // ---- cluster mirroring ----
     /// Partitions of __mirror_state, the mirror partition states.
     MIRROR_STATE_TOPIC_NUM_PARTITIONS: i32 = "mirror.state.topic.num.partitions", Int, Some("16"), Valid::AtLeast(1);
-    /// Replication factor of __mirror_state (capped at the live brokers).
+    /// Replication factor of __mirror_state; it is not created while fewer
+    /// brokers are live.
     MIRROR_STATE_TOPIC_REPLICATION_FACTOR: i16 = "mirror.state.topic.replication.factor", Short, Some("3"), Valid::AtLeast(1);
     /// min.insync.replicas of __mirror_state (capped at its replication factor).
     MIRROR_STATE_TOPIC_MIN_ISR: i32 = "mirror.state.topic.min.isr", Int, Some("2"), Valid::AtLeast(1);
@@ -350,12 +354,13 @@ configs! {
     MIRROR_SUPPORT_UNCLEAN_LEADER_ELECTION: bool = "mirror.support.unclean.leader.election", Boolean, Some("false"), Valid::Any;
 
     // ---- transactions and idempotence ----
-    /// Replication factor of __transaction_state.
-    TRANSACTION_STATE_LOG_REPLICATION_FACTOR: i16 = "transaction.state.log.replication.factor", Short, Some("1"), Valid::AtLeast(1);
+    /// Replication factor of __transaction_state; it is not created while
+    /// fewer brokers are live.
+    TRANSACTION_STATE_LOG_REPLICATION_FACTOR: i16 = "transaction.state.log.replication.factor", Short, Some("3"), Valid::AtLeast(1);
     /// Partitions of __transaction_state.
     TRANSACTION_STATE_LOG_NUM_PARTITIONS: i32 = "transaction.state.log.num.partitions", Int, Some("50"), Valid::AtLeast(1);
-    /// min.insync.replicas of __transaction_state.
-    TRANSACTION_STATE_LOG_MIN_ISR: i32 = "transaction.state.log.min.isr", Int, Some("1"), Valid::AtLeast(1);
+    /// min.insync.replicas of __transaction_state (capped at its replication factor).
+    TRANSACTION_STATE_LOG_MIN_ISR: i32 = "transaction.state.log.min.isr", Int, Some("2"), Valid::AtLeast(1);
     /// Segment size of __transaction_state.
     TRANSACTION_STATE_LOG_SEGMENT_BYTES: i32 = "transaction.state.log.segment.bytes", Int, Some("104857600"), Valid::AtLeast(1);
     /// Largest transaction timeout a producer may ask for.

@@ -397,6 +397,7 @@ impl BrokerConfig {
         config.resolve_listeners()?;
         config.resolve_quorum()?;
         config.resolve_storage()?;
+        config.resolve_single_node();
         config.resolve_durations();
         Ok(config)
     }
@@ -601,6 +602,31 @@ impl BrokerConfig {
         Ok(())
     }
 
+    /// A lone node (both roles, the only voter) cannot place more than one
+    /// replica, so the internal topics' replication settings it was not
+    /// given become 1, as Kafka's sample single-node server.properties sets
+    /// them; as if set there, they are static values. Any other node keeps
+    /// Kafka's defaults (3 replicas, 2 in sync).
+    fn resolve_single_node(&mut self) {
+        let lone = self.roles.broker
+            && self.roles.controller
+            && matches!(self.quorum_voters.as_slice(), [v] if v.id == self.node_id);
+        if !lone {
+            return;
+        }
+        for name in SINGLE_NODE_KEYS {
+            let resolved = self
+                .values
+                .get_mut(name)
+                .expect("the single-node keys are in the key table");
+            if resolved.source == ConfigSource::Default {
+                let def = defs::def(name).expect("the single-node keys are in the key table");
+                resolved.value = Some(Value::parse(def.ty, "1").expect("1 is an int or a short"));
+                resolved.source = ConfigSource::Static;
+            }
+        }
+    }
+
     fn resolve_storage(&mut self) -> Result<(), ConfigError> {
         let dirs = match self.get(keys::LOG_DIRS) {
             Some(dirs) if !dirs.is_empty() => dirs,
@@ -654,6 +680,15 @@ fn parse_setting(def: &ConfigDef, s: &Setting) -> Result<Value, ConfigError> {
     def.valid.check(&value).map_err(bad)?;
     Ok(value)
 }
+
+/// The internal topics' replication settings a lone node sets to 1.
+pub const SINGLE_NODE_KEYS: [&str; 5] = [
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "mirror.state.topic.replication.factor",
+    "mirror.state.topic.min.isr",
+];
 
 /// Every key at its default.
 fn defaults() -> BTreeMap<&'static str, Resolved> {

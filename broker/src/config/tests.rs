@@ -162,12 +162,34 @@ fn static_values_list_what_was_set() {
         ("log.cleanup.policy", "compact , delete"),
     ])
     .unwrap();
-    let set: Vec<(String, String)> = c.static_values().into_iter().collect();
+    // (a_lone_node_lists_its_single_node_settings_as_set covers the rest)
+    let set: Vec<(String, String)> = c
+        .static_values()
+        .into_iter()
+        .filter(|(k, _)| !SINGLE_NODE_KEYS.contains(&k.as_str()))
+        .collect();
     assert_eq!(
         set,
         vec![
             ("log.cleanup.policy".to_owned(), "compact,delete".to_owned()),
             ("log.retention.ms".to_owned(), "1000".to_owned()),
+        ]
+    );
+}
+
+#[test]
+fn a_lone_node_lists_its_single_node_settings_as_set() {
+    let c = with(&[("log.retention.ms", "1000")]).unwrap();
+    let set: Vec<String> = c.static_values().into_keys().collect();
+    assert_eq!(
+        set,
+        [
+            "log.retention.ms",
+            "mirror.state.topic.min.isr",
+            "mirror.state.topic.replication.factor",
+            "offsets.topic.replication.factor",
+            "transaction.state.log.min.isr",
+            "transaction.state.log.replication.factor",
         ]
     );
 }
@@ -389,4 +411,56 @@ fn listener_prefixed_security_keys() {
         "invalid value 'maybe' for listener.name.sasl_ssl.ssl.client.auth (--override): must be one of none, requested, required"
     );
     assert!(error(&[("listener.name.x.num.partitions", "3")]).contains("unknown config key"));
+}
+
+/// The internal topics' replication settings: (offsets RF, txn RF, txn
+/// min ISR, mirror RF, mirror min ISR).
+fn internal_replication(c: &BrokerConfig) -> (i16, i16, i32, i16, i32) {
+    (
+        c.get(keys::OFFSETS_TOPIC_REPLICATION_FACTOR),
+        c.get(keys::TRANSACTION_STATE_LOG_REPLICATION_FACTOR),
+        c.get(keys::TRANSACTION_STATE_LOG_MIN_ISR),
+        c.get(keys::MIRROR_STATE_TOPIC_REPLICATION_FACTOR),
+        c.get(keys::MIRROR_STATE_TOPIC_MIN_ISR),
+    )
+}
+
+#[test]
+fn a_lone_node_replicates_its_internal_topics_once() {
+    let c = with(&[]).unwrap();
+    assert_eq!(internal_replication(&c), (1, 1, 1, 1, 1));
+    // As if set in server.properties: the coordinators read static values.
+    let statics = c.static_values();
+    assert_eq!(statics["transaction.state.log.min.isr"], "1");
+    assert_eq!(statics["offsets.topic.replication.factor"], "1");
+    // What the operator sets wins.
+    let c = with(&[("transaction.state.log.replication.factor", "2")]).unwrap();
+    assert_eq!(internal_replication(&c), (1, 2, 1, 1, 1));
+}
+
+#[test]
+fn a_node_of_a_larger_quorum_keeps_kafkas_internal_topic_defaults() {
+    let voters = ("controller.quorum.voters", "1@h1:9093,2@h2:9093,3@h3:9093");
+    let c = with(&[voters]).unwrap();
+    assert_eq!(internal_replication(&c), (3, 3, 2, 3, 2));
+    assert!(!c
+        .static_values()
+        .contains_key("transaction.state.log.replication.factor"));
+    // A broker-only node following a single controller is not alone.
+    let c = with(&[
+        ("process.roles", "broker"),
+        ("node.id", "4"),
+        ("listeners", "PLAINTEXT://:9092"),
+    ])
+    .unwrap();
+    assert_eq!(internal_replication(&c), (3, 3, 2, 3, 2));
+    // Kafka's sample single-node file says 1 itself.
+    let c = with(&[
+        voters,
+        ("offsets.topic.replication.factor", "1"),
+        ("transaction.state.log.replication.factor", "1"),
+        ("transaction.state.log.min.isr", "1"),
+    ])
+    .unwrap();
+    assert_eq!(internal_replication(&c), (1, 1, 1, 3, 2));
 }

@@ -12,6 +12,10 @@ use kafka_protocol::error::ResponseError;
 use ottla_controller::{Controller, MetadataImage};
 
 use super::config::{GroupConfig, OFFSETS_TOPIC};
+
+/// min.insync.replicas of `__consumer_offsets` (capped at its replication
+/// factor).
+const OFFSETS_TOPIC_MIN_ISR: i32 = 2;
 use super::partitioner::partition_for;
 use super::shard::Shard;
 use crate::coordinator_shards::LedShards;
@@ -106,9 +110,14 @@ impl GroupCoordinator {
             name: OFFSETS_TOPIC,
             partitions: self.config.offsets_topic_partitions,
             replication_factor: self.config.offsets_topic_replication_factor,
-            min_insync_replicas: None,
+            replication_factor_key: "offsets.topic.replication.factor",
+            // Kafka leaves this topic at the broker's min.insync.replicas
+            // (1 by default); Ottla asks a second copy of every commit, as
+            // of the transaction log (alter the topic to change it).
+            min_insync_replicas: OFFSETS_TOPIC_MIN_ISR,
             segment_bytes: i64::from(self.config.offsets_topic_segment_bytes),
             compression_type: "producer",
+            forbid_unclean_election: false,
         }
         .create(&self.controller, image);
     }

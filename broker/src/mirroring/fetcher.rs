@@ -21,7 +21,7 @@ use ottla_protocol::batch::{whole_batches_len, BatchIter};
 use ottla_protocol::client::KafkaClient;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::source::SourceCluster;
 use crate::replica::{now_ms, Partition, ReplicaManager};
@@ -84,7 +84,14 @@ pub async fn mirror_partition(
         let (mut client, epoch) = match leader {
             Ok(leader) => leader,
             Err(e) => {
-                debug!(partition = %p.tp, error = %e, "cannot reach the source leader");
+                // One loop per mirror partition: one line for all of them.
+                crate::log_limited!(
+                    tracing::Level::WARN,
+                    key: &(),
+                    partition = %p.tp,
+                    error = %e,
+                    "cannot reach the source leader"
+                );
                 stats.failed(e);
                 backoff(stop).await;
                 continue;
@@ -105,7 +112,13 @@ pub async fn mirror_partition(
             match apply(source, &mut client, replicas, p, stats, data).await? {
                 Next::Continue => {}
                 Next::Reconnect(why) => {
-                    debug!(partition = %p.tp, why, "reconnecting to the source leader");
+                    crate::log_limited!(
+                        tracing::Level::INFO,
+                        key: &(),
+                        partition = %p.tp,
+                        why,
+                        "reconnecting to the source leader"
+                    );
                     stats.failed(why);
                     backoff(stop).await;
                     break;

@@ -34,7 +34,7 @@ use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::handler::{Api, ConnectionInfo, RequestContext, RequestHandler, Response};
 use super::quorum::{is_quorum_frame, QuorumEndpoint, QuorumSwitch};
@@ -122,7 +122,7 @@ impl Connection {
             write_responses(write, rx, &closing)
         );
         match (switch, write) {
-            (Some(quorum), Some(write)) => quorum.serve(write).await,
+            (Some(quorum), Some(write)) => quorum.serve(write, shutdown).await,
             // Let the client see EOF.
             (_, Some(mut write)) => {
                 let _ = write.shutdown().await;
@@ -183,13 +183,25 @@ impl Connection {
             if let Some(endpoint) = self.quorum_endpoint(&frame) {
                 let peer = self.info.peer.ip();
                 return QuorumSwitch::admit(endpoint, &auth, peer, frame, frames)
-                    .inspect_err(|reason| warn!("refusing a quorum RPC connection: {reason}"))
+                    .inspect_err(|reason| {
+                        crate::log_limited!(
+                            tracing::Level::WARN,
+                            key: &peer,
+                            "refusing a quorum RPC connection: {reason}"
+                        )
+                    })
                     .ok();
             }
             let (pending, release) = match self.dispatch(frame, &mut auth) {
                 Ok(Dispatched::Queued(pending, release)) => (pending, release),
                 Ok(Dispatched::AuthFailed { response, reason }) => {
-                    warn!("failed authentication: {reason}");
+                    // A client guessing passwords writes one line per
+                    // interval, not one per attempt.
+                    crate::log_limited!(
+                        tracing::Level::WARN,
+                        key: &self.info.peer.ip(),
+                        "failed authentication: {reason}"
+                    );
                     // Slows password guessing; only this connection waits.
                     tokio::select! {
                         _ = closing.cancelled() => return None,
@@ -579,7 +591,7 @@ async fn write_responses<W: FrameSink>(
                 if let Api::Kafka(key) = api {
                     metrics.error(key, ResponseError::UnknownServerError.code());
                 }
-                warn!("closing connection: {reason}");
+                crate::log_limited!(tracing::Level::WARN, key: &(), "closing connection: {reason}");
                 failed = true;
                 break;
             }

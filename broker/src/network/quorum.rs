@@ -12,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use ottla_controller::raft::{RpcHandler, RPC_KEY};
 use ottla_protocol::frame::FrameReader;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio_util::sync::CancellationToken;
 
 use super::connection::Auth;
 use crate::security::KafkaPrincipal;
@@ -71,12 +72,20 @@ impl<R: AsyncRead + Unpin> QuorumSwitch<R> {
     }
 
     /// Serves quorum RPCs until the peer leaves, starting with the frame
-    /// that made the switch, then what was read beyond it.
-    pub(super) async fn serve<W: AsyncWrite + Unpin>(self, write: W) {
+    /// that made the switch, then what was read beyond it; at `shutdown`,
+    /// once the RPC being answered (if any) is. Peers keep these
+    /// connections open for good, so a listener's shutdown that waited for
+    /// them waited out its whole grace period.
+    pub(super) async fn serve<W: AsyncWrite + Unpin>(self, write: W, shutdown: CancellationToken) {
         let (read, buffered): (R, BytesMut) = self.frames.into_parts();
         let read = AsyncReadExt::chain(std::io::Cursor::new(buffered), read);
         self.handler
-            .serve_connection(Some(self.first.to_vec()), read, write)
+            .serve_connection(
+                Some(self.first.to_vec()),
+                read,
+                write,
+                shutdown.cancelled_owned(),
+            )
             .await;
     }
 }

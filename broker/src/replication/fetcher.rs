@@ -198,7 +198,13 @@ impl ReplicaFetchers {
             }
             let c = client.as_mut().expect("connected");
             if let Err(e) = self.fetch_once(c, &partitions).await {
-                debug!(leader, error = %e, "replica fetch failed; reconnecting");
+                crate::log_limited!(
+                    tracing::Level::WARN,
+                    key: &leader,
+                    leader,
+                    error = %e,
+                    "replica fetch failed; reconnecting"
+                );
                 client = None;
                 tokio::time::sleep(self.settings.backoff).await;
             }
@@ -226,7 +232,13 @@ impl ReplicaFetchers {
         {
             Ok(c) => Some(c),
             Err(e) => {
-                debug!(leader, error = %e, "cannot reach the leader");
+                crate::log_limited!(
+                    tracing::Level::WARN,
+                    key: &leader,
+                    leader,
+                    error = %e,
+                    "cannot reach the leader to replicate from it"
+                );
                 None
             }
         }

@@ -16,17 +16,37 @@ fn set_replicas(broker: &Broker, tp: &TopicPartition, replicas: &[i32], isr: &[i
         .topic_by_name(&tp.topic)
         .unwrap()
         .id;
+    let change = MetadataRecord::PartitionChange {
+        topic_id,
+        partition: tp.partition,
+        leader: None,
+        isr: Some(isr.to_vec()),
+        replicas: Some(replicas.to_vec()),
+    };
     crate::apis::test_support::wait_for(
         &broker.controller,
-        broker
-            .controller
-            .commit_records(vec![MetadataRecord::PartitionChange {
-                topic_id,
-                partition: tp.partition,
-                leader: None,
-                isr: Some(isr.to_vec()),
-                replicas: Some(replicas.to_vec()),
-            }]),
+        broker.controller.commit_records(vec![change]),
+    )
+    .unwrap();
+    broker.replicas.apply_image(&broker.controller.image());
+}
+
+/// Registers broker `id` with the controller, fenced or not.
+fn register(broker: &Broker, id: i32, fenced: bool) {
+    crate::apis::test_support::wait_for(
+        &broker.controller,
+        broker.controller.commit_records(vec![
+            MetadataRecord::RegisterBroker {
+                broker_id: id,
+                incarnation_id: uuid::Uuid::new_v4(),
+                endpoints: Vec::new(),
+                rack: None,
+            },
+            MetadataRecord::BrokerFence {
+                broker_id: id,
+                fenced,
+            },
+        ]),
     )
     .unwrap();
     broker.replicas.apply_image(&broker.controller.image());
@@ -64,6 +84,7 @@ fn a_caught_up_follower_asks_to_rejoin_the_isr() {
     let broker = test_broker(dir.path());
     let tp = TopicPartition::new("rejoin", 0);
     create_topic(&broker, "rejoin", 1);
+    register(&broker, 3, false);
     set_replicas(&broker, &tp, &[1, 3], &[1]);
     append(&broker, &tp, &BatchBuilder::default(), &[1, 2]);
     let mut changes = broker.take_isr_changes().expect("not taken yet");
@@ -77,6 +98,27 @@ fn a_caught_up_follower_asks_to_rejoin_the_isr() {
         changes.try_recv().is_err(),
         "one request until the metadata answers"
     );
+}
+
+/// A fenced follower that still fetches is not asked back into the ISR
+/// (the controller would refuse it at every fetch), until it is unfenced.
+#[test]
+fn a_fenced_follower_is_not_asked_back_into_the_isr() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    let tp = TopicPartition::new("fenced", 0);
+    create_topic(&broker, "fenced", 1);
+    register(&broker, 3, true);
+    set_replicas(&broker, &tp, &[1, 3], &[1]);
+    append(&broker, &tp, &BatchBuilder::default(), &[1, 2]);
+    let mut changes = broker.take_isr_changes().expect("not taken yet");
+    for _ in 0..3 {
+        broker.replicas.follower_fetched(&tp, 3, 2, 0);
+    }
+    assert!(changes.try_recv().is_err(), "fenced: nothing to ask");
+    register(&broker, 3, false);
+    broker.replicas.follower_fetched(&tp, 3, 2, 0);
+    assert_eq!(changes.try_recv().expect("unfenced").isr, vec![1, 3]);
 }
 
 #[test]

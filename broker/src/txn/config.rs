@@ -73,6 +73,8 @@ mod tests {
     fn defaults_and_overrides() {
         let d = TxnConfig::from_static(&BTreeMap::new());
         assert_eq!(d.topic_partitions, 50);
+        // Kafka's: three replicas, two in sync.
+        assert_eq!((d.topic_replication_factor, d.topic_min_isr), (3, 2));
         assert_eq!(d.max_timeout_ms, 900_000);
         assert_eq!(d.abort_timed_out_interval_ms, 10_000);
         assert!(d.partition_verification);

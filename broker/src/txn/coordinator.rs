@@ -129,13 +129,16 @@ impl TxnCoordinator {
     }
 
     fn create_topic(&self, image: &MetadataImage) {
+        // What Kafka enforces on the transaction log.
         InternalTopic {
             name: TRANSACTION_STATE_TOPIC,
             partitions: self.config.topic_partitions,
             replication_factor: self.config.topic_replication_factor,
-            min_insync_replicas: Some(self.config.topic_min_isr),
+            replication_factor_key: "transaction.state.log.replication.factor",
+            min_insync_replicas: self.config.topic_min_isr,
             segment_bytes: i64::from(self.config.topic_segment_bytes),
             compression_type: "uncompressed",
+            forbid_unclean_election: true,
         }
         .create(&self.controller, image);
     }
@@ -388,7 +391,13 @@ impl TxnCoordinator {
         }
         let next = meta.prepare_complete(now);
         if let Err(e) = shard.persist(meta, next, now) {
-            warn!(transactional_id = %meta.transactional_id, error = ?e, "could not write a transaction's completion; retrying later");
+            crate::log_limited!(
+                tracing::Level::WARN,
+                key: &(),
+                transactional_id = %meta.transactional_id,
+                error = ?e,
+                "could not write a transaction's completion; retrying later"
+            );
         }
     }
 

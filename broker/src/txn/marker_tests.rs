@@ -61,16 +61,19 @@ fn change_partition(
         .topic_by_name(&tp.topic)
         .unwrap()
         .id;
-    broker
-        .controller
-        .commit_records(vec![MetadataRecord::PartitionChange {
-            topic_id,
-            partition: tp.partition,
-            leader,
-            isr: Some(isr.to_vec()),
-            replicas: Some(replicas.to_vec()),
-        }])
-        .expect("committing the partition change");
+    crate::apis::test_support::wait_for(
+        &broker.controller,
+        broker
+            .controller
+            .commit_records(vec![MetadataRecord::PartitionChange {
+                topic_id,
+                partition: tp.partition,
+                leader,
+                isr: Some(isr.to_vec()),
+                replicas: Some(replicas.to_vec()),
+            }]),
+    )
+    .expect("committing the partition change");
     broker.replicas.apply_image(&broker.controller.image());
 }
 
@@ -300,20 +303,23 @@ async fn markers_are_retried_to_the_new_leader() {
         asked.clone(),
     )
     .await;
-    broker
-        .controller
-        .commit_records(vec![MetadataRecord::RegisterBroker {
-            broker_id: 2,
-            incarnation_id: Uuid::new_v4(),
-            endpoints: vec![Endpoint {
-                listener: "PLAINTEXT".to_string(),
-                host: "127.0.0.1".to_string(),
-                port,
-                security_protocol: "PLAINTEXT".to_string(),
-            }],
-            rack: None,
-        }])
-        .expect("registering broker 2");
+    crate::apis::test_support::wait_for(
+        &broker.controller,
+        broker
+            .controller
+            .commit_records(vec![MetadataRecord::RegisterBroker {
+                broker_id: 2,
+                incarnation_id: Uuid::new_v4(),
+                endpoints: vec![Endpoint {
+                    listener: "PLAINTEXT".to_string(),
+                    host: "127.0.0.1".to_string(),
+                    port,
+                    security_protocol: "PLAINTEXT".to_string(),
+                }],
+                rack: None,
+            }]),
+    )
+    .expect("registering broker 2");
 
     let id = "tx-moved";
     coordinator_ready(&broker, 1, id).await;

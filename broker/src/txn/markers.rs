@@ -145,7 +145,14 @@ impl Services<'_> {
         ) {
             Ok(r) => r,
             Err(e) => {
-                warn!(leader, partitions = tps.len(), error = %e, "cannot send transaction markers; retrying later");
+                crate::log_limited!(
+                    tracing::Level::WARN,
+                    key: &leader,
+                    leader,
+                    partitions = tps.len(),
+                    error = %e,
+                    "cannot send transaction markers; retrying later"
+                );
                 return vec![Err(ResponseError::CoordinatorNotAvailable); tps.len()];
             }
         };
@@ -235,8 +242,15 @@ impl Services<'_> {
                     | ResponseError::CorruptMessage
             );
         if retry {
-            warn!(partition = %tp, producer_id = marker.producer_id, commit = marker.commit, ?error,
-                "transaction marker not on the partition's ISR yet: the transaction stays prepared and the marker is sent again to the partition's leader; if this persists, check that partition's leader and ISR (kafka-topics.sh --describe)");
+            crate::log_limited!(
+                tracing::Level::WARN,
+                key: &tp,
+                partition = %tp,
+                producer_id = marker.producer_id,
+                commit = marker.commit,
+                ?error,
+                "transaction marker not on the partition's ISR yet: the transaction stays prepared and the marker is sent again to the partition's leader; if this persists, check that partition's leader and ISR (kafka-topics.sh --describe)"
+            );
         } else {
             warn!(partition = %tp, producer_id = marker.producer_id, commit = marker.commit, ?error,
                 "transaction marker given up: the partition is gone or refused it as stale");

@@ -148,7 +148,14 @@ impl TxnShard {
             AppendOrigin::Coordinator,
         );
         if o.error.code() != 0 {
-            warn!(partition = %self.partition.tp, error = ?o.error, message = ?o.message, "transaction log append failed");
+            crate::log_limited!(
+                tracing::Level::WARN,
+                key: &self.partition.tp,
+                partition = %self.partition.tp,
+                error = ?o.error,
+                message = ?o.message,
+                "transaction log append failed"
+            );
             return Err(coordinator_error(o.error));
         }
         // acks=all: a state the ISR lacks could vanish with a leader change.

@@ -15,6 +15,7 @@
 //! connections from Kafka clients by the first frame once it mounts the
 //! quorum on the controller listener.
 
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
 
@@ -215,16 +216,24 @@ impl RpcHandler {
         }
     }
 
-    /// Serves requests on one connection until the peer closes it or sends
-    /// something that is not a quorum request. `first` is a request frame
-    /// already read from the connection (by the listener that recognised
-    /// the peer as a controller).
-    pub async fn serve_connection<R, W>(self, first: Option<Vec<u8>>, mut read: R, mut write: W)
-    where
+    /// Serves requests on one connection until the peer closes it, sends
+    /// something that is not a quorum request, or `stop` completes (the
+    /// listener is shutting down): a request being answered then is
+    /// answered first, a connection waiting for its next request closes at
+    /// once. `first` is a request frame already read from the connection
+    /// (by the listener that recognised the peer as a controller).
+    pub async fn serve_connection<R, W>(
+        self,
+        first: Option<Vec<u8>>,
+        mut read: R,
+        mut write: W,
+        stop: impl Future<Output = ()>,
+    ) where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
-        if let Err(e) = self.serve_frames(first, &mut read, &mut write).await {
+        let stop = std::pin::pin!(stop);
+        if let Err(e) = self.serve_frames(first, &mut read, &mut write, stop).await {
             if e.kind() == io::ErrorKind::Unsupported {
                 if self.refusals.allows("version") {
                     warn!("refusing a quorum RPC connection: {e}");
@@ -240,6 +249,7 @@ impl RpcHandler {
         mut first: Option<Vec<u8>>,
         read: &mut R,
         write: &mut W,
+        mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> io::Result<()>
     where
         R: AsyncRead + Unpin,
@@ -248,10 +258,16 @@ impl RpcHandler {
         loop {
             let body = match first.take() {
                 Some(body) => body,
-                None => match read_frame(read).await? {
-                    Some(body) => body,
-                    None => return Ok(()),
-                },
+                None => {
+                    let next = tokio::select! {
+                        () = &mut stop => return Ok(()),
+                        next = read_frame(read) => next?,
+                    };
+                    match next {
+                        Some(body) => body,
+                        None => return Ok(()),
+                    }
+                }
             };
             let (cluster_id, request) = Request::decode(&body)?;
             if *cluster_id != *self.cluster_id {
@@ -335,7 +351,9 @@ pub(crate) async fn serve(listener: TcpListener, handler: RpcHandler) {
                     debug!(%peer, "quorum RPC connection");
                     let _ = stream.set_nodelay(true);
                     let (read, write) = stream.into_split();
-                    connections.spawn(handler.clone().serve_connection(None, read, write));
+                    // Dropping this future closes the connections instead.
+                    let stop = std::future::pending();
+                    connections.spawn(handler.clone().serve_connection(None, read, write, stop));
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: back off a little.
