@@ -643,16 +643,23 @@ fn count_records(bootstrap: &str, topic: &str, isolation: &str) -> usize {
     .count()
 }
 
+/// Two single-node clusters, A and B; A's one-partition topic `txns` holds
+/// 50 committed transactional records, then 20 of a transaction its
+/// producer left open.
+fn source_with_an_open_transaction() -> (Ottla, Ottla) {
+    let (a, b) = (Ottla::start(&[]), Ottla::start(&[]));
+    create_topic(&a.bootstrap(), "txns", 1);
+    transaction(&a.bootstrap(), "txns", "committed-on-a", 50, "commit");
+    transaction(&a.bootstrap(), "txns", "open-on-a", 20, "open");
+    (a, b)
+}
+
 /// The default failover: a transaction the source never finished is
 /// aborted with a marker, and every record after it stays.
 #[test]
 fn failover_aborts_an_open_transaction_and_keeps_what_follows_it() {
-    let a = Ottla::start(&[]);
-    let b = Ottla::start(&[]);
+    let (a, b) = source_with_an_open_transaction();
     let (a_bs, b_bs) = (a.bootstrap(), b.bootstrap());
-    create_topic(&a_bs, "txns", 1);
-    transaction(&a_bs, "txns", "committed-on-a", 50, "commit");
-    transaction(&a_bs, "txns", "open-on-a", 20, "open");
     produce(&a_bs, "txns", 30);
     transaction(&a_bs, "txns", "later-on-a", 5, "commit");
     create_mirror(&b_bs, "from-a", &a_bs);
@@ -680,12 +687,8 @@ fn failover_aborts_an_open_transaction_and_keeps_what_follows_it() {
 /// `mirror.stop.open.transactions=truncate`, the seeds' STOPPING step.
 #[test]
 fn failover_can_truncate_an_open_transaction_and_failback_truncates_the_old_source() {
-    let a = Ottla::start(&[]);
-    let b = Ottla::start(&[]);
+    let (a, b) = source_with_an_open_transaction();
     let (a_bs, b_bs) = (a.bootstrap(), b.bootstrap());
-    create_topic(&a_bs, "txns", 1);
-    transaction(&a_bs, "txns", "committed-on-a", 50, "commit");
-    transaction(&a_bs, "txns", "open-on-a", 20, "open");
     ottla_tests::mirror::create_mirror_with(
         &b_bs,
         "from-a",
