@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Ottla's mirroring at scale: a single-node source with one topic of N
+partitions (one record each) mirrored into a single-node destination.
+
+Reported:
+- the time from `ottla mirrors --add` until every partition is MIRRORING;
+- CPU of each broker over 10 s while the mirror is caught up and idle;
+- failover: the time from `ottla mirrors --remove` until every partition
+  has accepted an acks=all write on the destination (librdkafka producer,
+  one record per partition, retried until each lands).
+
+    scripts/mirror-failover-bench.py [--partitions N ...]
+
+Issue 22 measured the failover at 2.7 s for 100 partitions and 23 s for
+1,000 before the epoch bumps were batched.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+from bench import ROOT, Ottla, cpu_seconds, last_line
+
+try:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+except ImportError:
+    # The test venv has librdkafka's client: run again under it.
+    os.execv(last_line("python-env.sh"), [last_line("python-env.sh"), *sys.argv])
+
+IDLE_SECONDS = 10
+
+
+def mirrors_cli(binary, bootstrap, *args):
+    return subprocess.run([str(binary), "mirrors", "--bootstrap-server", bootstrap, *args],
+                          capture_output=True, text=True, check=False)
+
+
+def write_each(bootstrap, topic, partitions, deadline_s=120):
+    """Seconds until every partition took one acks=all record."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "retries": 0, "message.timeout.ms": 2000, "log_level": 3})
+    pending, t0 = set(range(partitions)), time.monotonic()
+    while pending:
+        landed = set()
+        for p in pending:
+            producer.produce(topic, b"after failover", partition=p,
+                             on_delivery=lambda err, msg: err is None and landed.add(msg.partition()))
+        producer.flush(10)
+        pending -= landed
+        if time.monotonic() - t0 > deadline_s:
+            raise RuntimeError(f"{len(pending)} partitions still refuse writes after {deadline_s} s")
+    return time.monotonic() - t0
+
+
+def run(binary, partitions, port):
+    source, destination = Ottla("source", port, binary), Ottla("destination", port + 100, binary)
+    try:
+        source.start()
+        destination.start()
+        src, dst = f"127.0.0.1:{source.port}", f"127.0.0.1:{destination.port}"
+        admin = AdminClient({"bootstrap.servers": src})
+        admin.create_topics([NewTopic("scale", partitions, 1)])["scale"].result()
+        producer = Producer({"bootstrap.servers": src, "linger.ms": 20, "log_level": 3})
+        for p in range(partitions):
+            producer.produce("scale", b"x" * 100, partition=p)
+        producer.flush(60)
+        config = destination.dir / "mirror.properties"
+        config.write_text(f"bootstrap.servers={src}\n")
+        mirrors_cli(binary, dst, "--create", "--mirror", "scale", "--mirror-config", str(config))
+        t0 = time.monotonic()
+        mirrors_cli(binary, dst, "--add", "--mirror", "scale", "--topics", "scale")
+        while mirrors_cli(binary, dst, "--describe", "--mirror", "scale").stdout.count("MIRRORING") < partitions:
+            time.sleep(0.2)
+        mirroring_s = time.monotonic() - t0
+        time.sleep(2)
+        before = cpu_seconds(source.pid), cpu_seconds(destination.pid)
+        time.sleep(IDLE_SECONDS)
+        idle = [(cpu_seconds(b.pid) - was) / IDLE_SECONDS * 100
+                for b, was in zip((source, destination), before)]
+        t0 = time.monotonic()
+        removed = mirrors_cli(binary, dst, "--remove", "--mirror", "scale", "--topics", "scale")
+        if removed.returncode != 0:
+            raise RuntimeError(f"--remove failed: {removed.stderr}")
+        write_each(dst, "scale", partitions)
+        failover_s = time.monotonic() - t0
+        return mirroring_s, idle, failover_s
+    finally:
+        source.stop()
+        destination.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--partitions", type=int, nargs="+", default=[100, 1000])
+    # Below the kernel's ephemeral range, so no client socket holds it.
+    ap.add_argument("--port", type=int, default=17092)
+    args = ap.parse_args()
+    binary = ROOT / "target" / "release" / "ottla"
+    if not binary.exists():
+        subprocess.run(["cargo", "build", "--release", "-p", "ottla-broker", "--bin", "ottla"],
+                       cwd=ROOT, check=True)
+    print("| partitions | --add until MIRRORING | idle CPU source / destination (% of a core) "
+          "| --remove until every partition took a write |")
+    print("| ---: | ---: | ---: | ---: |")
+    for n in args.partitions:
+        mirroring_s, (src_cpu, dst_cpu), failover_s = run(binary, n, args.port)
+        print(f"| {n:,} | {mirroring_s:.1f} s | {src_cpu:.1f} / {dst_cpu:.1f} | {failover_s:.2f} s |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
