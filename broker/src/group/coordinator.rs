@@ -12,15 +12,15 @@ use kafka_protocol::error::ResponseError;
 use ottla_controller::{Controller, MetadataImage};
 
 use super::config::{GroupConfig, OFFSETS_TOPIC};
-
-/// min.insync.replicas of `__consumer_offsets` (capped at its replication
-/// factor).
-const OFFSETS_TOPIC_MIN_ISR: i32 = 2;
 use super::partitioner::partition_for;
 use super::shard::Shard;
 use crate::coordinator_shards::LedShards;
 use crate::internal_topics::InternalTopic;
 use crate::replica::{now_ms, Partition, ReplicaManager};
+
+/// min.insync.replicas of `__consumer_offsets` (capped at its replication
+/// factor).
+const OFFSETS_TOPIC_MIN_ISR: i32 = 2;
 
 /// Where a group's coordinator is reachable.
 #[derive(Debug, Clone, PartialEq, Eq)]
