@@ -122,11 +122,8 @@ impl MirrorServices {
         (state, previous): (State, State),
         error: Option<String>,
         lme: Option<i32>,
-    ) -> Result<(), String> {
-        let (_, coordinator) = self
-            .states
-            .coordinator_of(key)
-            .map_err(|e| format!("{e:?}"))?;
+    ) -> Result<(), StateWriteError> {
+        let (_, coordinator) = self.states.coordinator_of(key)?;
         if coordinator == self.node_id {
             let mut values = vec![MirrorStateValue::PartitionState(PartitionStateValue {
                 state,
@@ -144,11 +141,7 @@ impl MirrorServices {
                     },
                 ));
             }
-            return self
-                .states
-                .write(key, values)
-                .await
-                .map_err(|e| format!("{e:?}"));
+            return Ok(self.states.write(key, values).await?);
         }
         let request = WriteMirrorStatesRequest {
             mirror_name: key.mirror_name.clone(),
@@ -166,17 +159,47 @@ impl MirrorServices {
             }],
             ..Default::default()
         };
-        let response = self.brokers.send_mirror(coordinator, &request).await?;
+        let response = self
+            .brokers
+            .send_mirror(coordinator, &request)
+            .await
+            .map_err(StateWriteError::Retriable)?;
         let code = response
             .topics
             .iter()
             .flat_map(|t| t.partitions.iter())
             .find(|p| p.partition_index == key.partition)
-            .map_or(-1, |p| p.error_code);
-        match code {
-            0 => Ok(()),
-            c if c == ResponseError::FencedLeaderEpoch.code() => Err("FencedLeaderEpoch".into()),
-            c => Err(format!("WriteMirrorStates answered error code {c}")),
+            .map_or(ResponseError::UnknownServerError.code(), |p| p.error_code);
+        match ResponseError::try_from_code(code) {
+            None => Ok(()),
+            Some(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Why a mirror partition's state was not stored.
+#[derive(Debug)]
+pub enum StateWriteError {
+    /// A newer leader of the mirror partition wrote: this driver must stop.
+    Fenced,
+    /// Worth trying again (coordinator moving or unreachable, ISR behind).
+    Retriable(String),
+}
+
+impl From<ResponseError> for StateWriteError {
+    fn from(e: ResponseError) -> Self {
+        match e {
+            ResponseError::FencedLeaderEpoch => Self::Fenced,
+            other => Self::Retriable(format!("{other:?}")),
+        }
+    }
+}
+
+impl std::fmt::Display for StateWriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Fenced => f.write_str("fenced by a newer leader of the mirror partition"),
+            Self::Retriable(why) => f.write_str(why),
         }
     }
 }
@@ -426,21 +449,7 @@ impl Driver {
             warn!(partition = %self.partition.tp, error = %e, "refused mirror state change");
             return Err(Interrupted::Failed(e.to_string()));
         }
-        loop {
-            let epoch = self.partition.state().leader_epoch;
-            let written = self
-                .services
-                .write_stored(&self.run.key, epoch, (target, current), error.clone(), lme)
-                .await;
-            match written {
-                Ok(()) => break,
-                Err(e) if e.contains("FencedLeaderEpoch") => return Err(Interrupted::Stopped),
-                Err(e) => {
-                    info!(partition = %self.partition.tp, error = %e, "cannot store the mirror state yet");
-                    self.pause(RETRY).await?;
-                }
-            }
-        }
+        self.persist((target, current), error, lme).await?;
         *self.run.state.lock() = target;
         if current == State::Failed && target != State::Failed {
             *self.run.stats.last_error.lock() = None;
@@ -465,6 +474,32 @@ impl Driver {
             .collect();
         MirrorConfig::parse(name, &entries)
             .map_err(|e| Interrupted::Failed(format!("mirror {name}: {e}")))
+    }
+
+    /// Stores `(state, previous)` (and `lme`) as of the partition's current
+    /// leader epoch, trying again until the coordinator takes it; a newer
+    /// leader's write stops this driver.
+    async fn persist(
+        &self,
+        states: (State, State),
+        error: Option<String>,
+        lme: Option<i32>,
+    ) -> Result<(), Interrupted> {
+        loop {
+            let epoch = self.partition.state().leader_epoch;
+            let written = self
+                .services
+                .write_stored(&self.run.key, epoch, states, error.clone(), lme)
+                .await;
+            match written {
+                Ok(()) => return Ok(()),
+                Err(StateWriteError::Fenced) => return Err(Interrupted::Stopped),
+                Err(e) => {
+                    info!(partition = %self.partition.tp, error = %e, "cannot store the mirror state yet");
+                    self.pause(RETRY).await?;
+                }
+            }
+        }
     }
 
     fn source(&self) -> Result<SourceCluster, Interrupted> {
@@ -661,27 +696,8 @@ impl Driver {
     /// Persists the LME with the STOPPING state (STOPPING to STOPPING is not
     /// a transition, so this bypasses [`Driver::enter`]).
     async fn enter_again(&self, lme: i32) -> Result<(), Interrupted> {
-        loop {
-            let epoch = self.partition.state().leader_epoch;
-            let written = self
-                .services
-                .write_stored(
-                    &self.run.key,
-                    epoch,
-                    (State::Stopping, State::Stopping),
-                    None,
-                    Some(lme),
-                )
-                .await;
-            match written {
-                Ok(()) => break,
-                Err(e) if e.contains("FencedLeaderEpoch") => return Err(Interrupted::Stopped),
-                Err(e) => {
-                    info!(partition = %self.partition.tp, error = %e, "cannot store the last mirrored epoch yet");
-                    self.pause(RETRY).await?;
-                }
-            }
-        }
+        self.persist((State::Stopping, State::Stopping), None, Some(lme))
+            .await?;
         *self.run.last_mirrored_epoch.lock() = lme;
         Ok(())
     }
