@@ -5,7 +5,6 @@
 //! where the source says the log diverged, and restarts at the source's log
 //! start when retention there has passed it.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,12 +18,12 @@ use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use ottla_protocol::batch::{whole_batches_len, BatchIter};
 use ottla_protocol::client::KafkaClient;
-use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::source::SourceCluster;
-use crate::replica::{now_ms, Partition, ReplicaManager};
+use super::stats::MirrorStats;
+use crate::replica::{Partition, ReplicaManager};
 
 /// Fetch v12: diverging-epoch answers, topics by name.
 const FETCH_VERSION: i16 = 12;
@@ -34,33 +33,6 @@ const LATEST: i64 = -1;
 const MAX_WAIT: Duration = Duration::from_millis(500);
 const PARTITION_MAX_BYTES: i32 = 8 << 20;
 const RETRY_BACKOFF: Duration = Duration::from_millis(500);
-
-/// What DescribeMirrors and the metrics report about a mirror partition.
-#[derive(Debug, Default)]
-pub struct MirrorStats {
-    /// The source's high watermark as last fetched (-1: not yet).
-    pub source_high_watermark: AtomicI64,
-    /// How far behind the source the last appended batch was, in ms.
-    pub lag_ms: AtomicI64,
-    pub bytes: AtomicU64,
-    pub fetch_errors: AtomicU64,
-    pub last_error: Mutex<Option<String>>,
-}
-
-impl MirrorStats {
-    pub fn new() -> Self {
-        Self {
-            source_high_watermark: AtomicI64::new(-1),
-            lag_ms: AtomicI64::new(-1),
-            ..Self::default()
-        }
-    }
-
-    fn failed(&self, error: String) {
-        self.fetch_errors.fetch_add(1, Ordering::Relaxed);
-        *self.last_error.lock() = Some(error);
-    }
-}
 
 /// A storage failure: the partition cannot go on mirroring (FAILED).
 #[derive(Debug)]
@@ -214,13 +186,7 @@ async fn apply(
     stats: &MirrorStats,
     data: PartitionData,
 ) -> Result<Next, FetcherFailed> {
-    let error = ResponseError::try_from_code(data.error_code);
-    if error.is_none() {
-        stats
-            .source_high_watermark
-            .store(data.high_watermark, Ordering::Relaxed);
-    }
-    match error {
+    match ResponseError::try_from_code(data.error_code) {
         None if data.diverging_epoch.epoch >= 0 => {
             let end = data.diverging_epoch.end_offset;
             info!(partition = %p.tp, epoch = data.diverging_epoch.epoch, end, "the source diverged: truncating");
@@ -237,9 +203,7 @@ async fn apply(
             let whole = whole_batches_len(&records)
                 .map_err(|e| FetcherFailed(format!("the source sent a corrupt batch: {e}")))?;
             if whole == 0 {
-                if data.high_watermark <= p.log.read().log_end_offset() {
-                    stats.lag_ms.store(0, Ordering::Relaxed);
-                }
+                stats.source_answered(data.high_watermark, p.log.read().log_end_offset());
                 return Ok(Next::Continue);
             }
             let records = records.slice(..whole);
@@ -251,12 +215,8 @@ async fn apply(
             let (replicas, partition) = (replicas.clone(), p.clone());
             let appended = records.len();
             local(move || replicas.append_mirrored(&partition, &records).map(|_| ())).await?;
-            stats.bytes.fetch_add(appended as u64, Ordering::Relaxed);
-            if newest >= 0 {
-                stats
-                    .lag_ms
-                    .store((now_ms() - newest).max(0), Ordering::Relaxed);
-            }
+            stats.appended(appended, newest);
+            stats.source_answered(data.high_watermark, p.log.read().log_end_offset());
             Ok(Next::Continue)
         }
         Some(ResponseError::OffsetOutOfRange) => {

@@ -32,9 +32,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::epoch_bumps::{EpochBump, EpochBumps};
-use super::fetcher::{mirror_partition, MirrorStats};
+use super::fetcher::mirror_partition;
 use super::source::SourceCluster;
 use super::state_store::{MirrorStateStore, StoredState};
+use super::stats::MirrorStats;
 use crate::inter_broker::BrokerClients;
 use crate::replica::{now_ms, Partition, ReplicaManager};
 

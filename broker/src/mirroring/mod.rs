@@ -10,6 +10,7 @@ pub mod fetcher;
 pub mod manager;
 pub mod source;
 pub mod state_store;
+pub mod stats;
 pub mod sync;
 
 pub use manager::{MirrorManager, MirrorServices};
