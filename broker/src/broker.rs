@@ -28,6 +28,7 @@ use crate::group::GroupCoordinator;
 use crate::inter_broker::BrokerClients;
 use crate::log_config::TopicConfigResolver;
 use crate::mirroring::epoch_bumps::EpochBumps;
+use crate::mirroring::fetcher::MirrorFetchers;
 use crate::mirroring::state_store::MirrorStateStore;
 use crate::mirroring::{MirrorManager, MirrorServices};
 use crate::producer_ids::ProducerIdManager;
@@ -187,6 +188,7 @@ impl Broker {
             replicas: replicas.clone(),
             brokers: brokers.clone(),
             epoch_bumps: EpochBumps::start(controller.clone(), settings.node_id),
+            fetchers: MirrorFetchers::new(replicas.clone()),
             states: MirrorStateStore::new(
                 settings.node_id,
                 &settings.static_configs,

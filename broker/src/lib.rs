@@ -10,6 +10,7 @@ pub mod dynamic_broker_config;
 pub mod dynamic_listeners;
 pub mod features;
 pub mod fetch_session;
+pub mod fetching;
 pub mod group;
 pub mod handlers;
 pub mod inter_broker;

@@ -106,6 +106,23 @@ impl Collector for MirrorCollector {
             "ottla_mirror_fetch_errors",
             "Failed fetches from the source (reconnects, errors answered).",
             rows.iter().map(|r| (r.labels.clone(), r.fetch_errors)),
+        )?;
+        gauge(
+            &mut e,
+            "ottla_mirror_fetchers",
+            "Mirror fetch loops (one connection and fetch session each) running per source broker (mirror.num.fetchers each).",
+            self.0
+                .mirrors
+                .services()
+                .fetchers
+                .running()
+                .into_iter()
+                .map(|((mirror, broker), loops)| {
+                    (
+                        [("mirror", mirror), ("source_broker", broker.to_string())],
+                        loops as u64,
+                    )
+                }),
         )
     }
 }

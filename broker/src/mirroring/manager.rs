@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::epoch_bumps::{EpochBump, EpochBumps};
-use super::fetcher::mirror_partition;
+use super::fetcher::MirrorFetchers;
 use super::source::SourceCluster;
 use super::state_store::{MirrorStateStore, StoredState};
 use super::stats::MirrorStats;
@@ -49,7 +49,7 @@ pub struct MirrorPartition {
     pub key: MirrorPartitionKey,
     pub state: Mutex<State>,
     pub last_mirrored_epoch: Mutex<i32>,
-    pub stats: MirrorStats,
+    pub stats: Arc<MirrorStats>,
     started: std::time::Instant,
     stop: CancellationToken,
 }
@@ -74,6 +74,8 @@ pub struct MirrorServices {
     pub states: MirrorStateStore,
     /// Leader-epoch bumps, batched across partitions.
     pub epoch_bumps: EpochBumps,
+    /// The fetch loops, per mirror and source broker.
+    pub fetchers: MirrorFetchers,
 }
 
 impl MirrorServices {
@@ -276,7 +278,7 @@ impl MirrorManager {
                 key,
                 state: Mutex::new(State::Unknown),
                 last_mirrored_epoch: Mutex::new(NO_EPOCH),
-                stats: MirrorStats::new(),
+                stats: Arc::new(MirrorStats::new()),
                 started: std::time::Instant::now(),
                 stop: CancellationToken::new(),
             });
@@ -582,11 +584,13 @@ impl Driver {
     /// MIRRORING: runs the fetcher until the request changes.
     async fn mirror(&self) -> Result<(), Interrupted> {
         let source = self.source()?;
+        let fetchers_per_source_broker = self.config()?.fetchers_per_source_broker;
         let fetching = self.run.stop.child_token();
         let mut changes = self.services.controller.subscribe();
-        let fetcher = mirror_partition(
+        let fetcher = self.services.fetchers.mirror(
+            &self.run.key.mirror_name,
             &source,
-            &self.services.replicas,
+            fetchers_per_source_broker,
             &self.partition,
             &self.run.stats,
             &fetching,

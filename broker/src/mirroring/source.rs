@@ -41,6 +41,10 @@ pub struct SourceTopic {
     pub partitions: BTreeMap<i32, (i32, i32)>,
 }
 
+/// The source's answer about some topics by name: each one's description
+/// (or why it has none), and the brokers.
+pub type TopicsNamed = (BTreeMap<String, Result<SourceTopic, String>>, Brokers);
+
 /// A mirror's source cluster.
 #[derive(Debug, Clone)]
 pub struct SourceCluster {
@@ -92,11 +96,28 @@ impl SourceCluster {
 
     /// The topic's id and partition leaders; None if the source lacks it.
     pub async fn topic(&self, name: &str) -> Result<Option<(SourceTopic, Brokers)>, String> {
+        let (mut found, brokers) = self.topics_named(&[name.to_string()]).await?;
+        Ok(found
+            .remove(name)
+            .transpose()?
+            .map(|topic| (topic, brokers)))
+    }
+
+    /// The ids and partition leaders of `names`, in one Metadata request:
+    /// a topic the source lacks is left out, one it cannot describe is an
+    /// error of its own.
+    pub async fn topics_named(&self, names: &[String]) -> Result<TopicsNamed, String> {
         let mut client = self.any_broker().await?;
         let request = MetadataRequest::default()
-            .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
-                TopicName(StrBytes::from_string(name.to_string())),
-            ))]))
+            .with_topics(Some(
+                names
+                    .iter()
+                    .map(|name| {
+                        MetadataRequestTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
+                    })
+                    .collect(),
+            ))
             .with_allow_auto_topic_creation(false);
         let response = client
             .send(METADATA_VERSION, &request, self.timeout)
@@ -107,34 +128,28 @@ impl SourceCluster {
             .iter()
             .map(|b| (b.node_id.0, (b.host.to_string(), b.port as u16)))
             .collect();
-        let Some(topic) = response
-            .topics
-            .iter()
-            .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == name))
-        else {
-            return Ok(None);
-        };
-        match topic.error_code {
-            0 => {}
-            3 => return Ok(None), // UNKNOWN_TOPIC_OR_PARTITION
-            code => {
-                return Err(format!(
+        let mut topics = BTreeMap::new();
+        for topic in response.topics {
+            let Some(name) = topic.name.map(|n| n.to_string()) else {
+                continue;
+            };
+            let found = match topic.error_code {
+                0 => Ok(SourceTopic {
+                    id: topic.topic_id,
+                    partitions: topic
+                        .partitions
+                        .iter()
+                        .map(|p| (p.partition_index, (p.leader_id.0, p.leader_epoch)))
+                        .collect(),
+                }),
+                3 => continue, // UNKNOWN_TOPIC_OR_PARTITION
+                code => Err(format!(
                     "the source's metadata for topic {name} has error code {code}"
-                ))
-            }
+                )),
+            };
+            topics.insert(name, found);
         }
-        let partitions = topic
-            .partitions
-            .iter()
-            .map(|p| (p.partition_index, (p.leader_id.0, p.leader_epoch)))
-            .collect();
-        Ok(Some((
-            SourceTopic {
-                id: topic.topic_id,
-                partitions,
-            },
-            Brokers(brokers),
-        )))
+        Ok((topics, Brokers(brokers)))
     }
 
     /// Every topic the source has (internal ones left out): name, id and

@@ -20,6 +20,7 @@
 //! | `mirror.metadata.refresh.interval.ms` | 30000 | Topic configs, partition counts and new topics. |
 //! | `mirror.groups.sync.interval.ms` | 30000 | Consumer-group offsets. |
 //! | `mirror.acls.sync.interval.ms` | 30000 | ACLs. |
+//! | `mirror.num.fetchers` | 1 | Fetch loops (one connection and fetch session each) per source broker on every destination broker; raise it when one loop cannot keep up, as `num.replica.fetchers`. |
 //! | `mirror.stop.open.transactions` | `abort` | At failover, `abort` ends a transaction the source left open with an ABORT marker; `truncate` cuts the log back to the last stable offset (the seeds' rule: drops every record after the open transaction's first). |
 //!
 //! Choices where KIP-1279 is silent: one interval per kind of sync (the
@@ -65,6 +66,7 @@ const MIRROR_KEYS: &[&str] = &[
     "mirror.groups.sync.interval.ms",
     "mirror.acls.sync.interval.ms",
     "mirror.stop.open.transactions",
+    "mirror.num.fetchers",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -206,6 +208,21 @@ fn interval(entries: &Entries<'_>, key: &'static str) -> Result<Duration, Config
         })
 }
 
+/// `mirror.num.fetchers`: 1 to 64 (a bound, so a typo cannot open
+/// thousands of connections to the source).
+fn fetchers_per_source_broker(entries: &Entries<'_>) -> Result<usize, ConfigError> {
+    const KEY: &str = "mirror.num.fetchers";
+    let Some(value) = entries.get(KEY) else {
+        return Ok(1);
+    };
+    value
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=64).contains(n))
+        .ok_or_else(|| ConfigError::invalid(KEY, value, "expected a number from 1 to 64"))
+}
+
 /// What failover (STOPPING) does with a transaction the source left open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OpenTransactions {
@@ -248,6 +265,8 @@ pub struct MirrorConfig {
     pub groups_sync_interval: Duration,
     pub acls_sync_interval: Duration,
     pub open_transactions_at_stop: OpenTransactions,
+    /// `mirror.num.fetchers`: fetch loops per source broker.
+    pub fetchers_per_source_broker: usize,
 }
 
 impl MirrorConfig {
@@ -290,6 +309,7 @@ impl MirrorConfig {
             groups_sync_interval: interval(&entries, "mirror.groups.sync.interval.ms")?,
             acls_sync_interval: interval(&entries, "mirror.acls.sync.interval.ms")?,
             open_transactions_at_stop: OpenTransactions::parse(&entries)?,
+            fetchers_per_source_broker: fetchers_per_source_broker(&entries)?,
         })
     }
 

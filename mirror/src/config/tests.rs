@@ -286,3 +286,22 @@ fn open_transactions_at_stop_default_to_abort() {
         "{bad}"
     );
 }
+
+#[test]
+fn fetchers_per_source_broker_default_to_one_and_are_bounded() {
+    let base = [("bootstrap.servers", "src:9092")];
+    assert_eq!(parse(&base).unwrap().fetchers_per_source_broker, 1);
+    let four = parse(&[
+        ("bootstrap.servers", "src:9092"),
+        ("mirror.num.fetchers", "4"),
+    ])
+    .unwrap();
+    assert_eq!(four.fetchers_per_source_broker, 4);
+    for bad in ["0", "65", "many"] {
+        let error = error(&[
+            ("bootstrap.servers", "src:9092"),
+            ("mirror.num.fetchers", bad),
+        ]);
+        assert!(error.contains("mirror.num.fetchers"), "{error}");
+    }
+}

@@ -1,0 +1,195 @@
+//! One fetch loop: a connection to one leader broker, one incremental fetch
+//! session over it, and every partition this loop fetches from that leader
+//! in each Fetch request. What is fetched, from where and what happens to
+//! the answer is the endpoint's: a leader of this cluster for replication, a
+//! source broker for mirroring (Kafka's AbstractFetcherThread with its two
+//! leader endpoints).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::FetchRequest;
+use ottla_protocol::client::KafkaClient;
+use ottla_storage::manager::TopicPartition;
+use tokio_util::sync::CancellationToken;
+
+use super::session::{FetchPosition, FetchSession};
+
+/// Fetch v12: diverging-epoch answers, sessions, topics by name (leaders of
+/// other clusters may not know this cluster's topic ids).
+pub const FETCH_VERSION: i16 = 12;
+/// How often a loop with nothing to fetch looks again.
+const IDLE_POLL: Duration = Duration::from_millis(100);
+
+/// A partition a loop fetches.
+pub trait FetchedPartition: Send + Sync + 'static {
+    /// Its name on the leader.
+    fn leader_tp(&self) -> &TopicPartition;
+}
+
+/// What one partition's answer asks of the loop after it was applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Followup {
+    /// Leave it out of the next fetches for the endpoint's backoff (an
+    /// error the next metadata or a later try may clear).
+    Retry,
+    /// Its fetch offset is outside the leader's log.
+    ResetOffset,
+}
+
+/// Where a loop fetches from, and what it does with the answers.
+pub trait LeaderEndpoint: Send + Sync + 'static {
+    type Partition: FetchedPartition;
+
+    /// The partitions to fetch now, with their positions; one left out is
+    /// dropped from the fetch session.
+    fn wanted(&self) -> Vec<(Arc<Self::Partition>, FetchPosition)>;
+
+    /// The request's fixed part: replica id, waits and size limits,
+    /// isolation. The loop fills in the session and the partitions.
+    fn request(&self) -> FetchRequest;
+
+    /// How long a fetch may take beyond its max wait.
+    fn timeout(&self) -> Duration;
+
+    /// The pause after a failed fetch, and before a partition that failed
+    /// is fetched again.
+    fn backoff(&self) -> Duration;
+
+    fn connect(&self) -> impl Future<Output = Result<KafkaClient, String>> + Send;
+
+    /// Applies what the leader answered, all partitions at once; returns
+    /// the partitions that need more than that.
+    fn apply(
+        &self,
+        fetched: Vec<(Arc<Self::Partition>, PartitionData)>,
+    ) -> impl Future<Output = Vec<(Arc<Self::Partition>, Followup)>> + Send;
+
+    /// Brings `p`'s fetch offset back into the leader's log.
+    fn reset_offset(
+        &self,
+        client: &mut KafkaClient,
+        p: &Arc<Self::Partition>,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// The connection failed or the leader refused the whole fetch.
+    fn fetch_failed(&self, error: &str);
+}
+
+/// Fetches for `endpoint` until `stop` is cancelled.
+pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
+    let mut client: Option<KafkaClient> = None;
+    let mut session = FetchSession::new();
+    // Partitions whose last answer was an error, until they are tried again.
+    let mut delayed: HashMap<TopicPartition, Instant> = HashMap::new();
+    while !stop.is_cancelled() {
+        let now = Instant::now();
+        delayed.retain(|_, until| *until > now);
+        let wanted: Vec<_> = endpoint
+            .wanted()
+            .into_iter()
+            .filter(|(p, _)| !delayed.contains_key(p.leader_tp()))
+            .collect();
+        if wanted.is_empty() {
+            pause(&stop, IDLE_POLL).await;
+            continue;
+        }
+        let c = match client.as_mut() {
+            Some(c) => c,
+            None => match endpoint.connect().await {
+                Ok(c) => {
+                    session.reset();
+                    client.insert(c)
+                }
+                Err(e) => {
+                    endpoint.fetch_failed(&e);
+                    pause(&stop, endpoint.backoff()).await;
+                    continue;
+                }
+            },
+        };
+        let positions = wanted
+            .iter()
+            .map(|(p, position)| (p.leader_tp().clone(), *position))
+            .collect();
+        let mut by_name: HashMap<TopicPartition, Arc<E::Partition>> = wanted
+            .into_iter()
+            .map(|(p, _)| (p.leader_tp().clone(), p))
+            .collect();
+        let next = session.request(positions);
+        let request = endpoint
+            .request()
+            .with_session_id(next.session_id)
+            .with_session_epoch(next.session_epoch)
+            .with_topics(next.topics)
+            .with_forgotten_topics_data(next.forgotten);
+        let answer = tokio::select! {
+            _ = stop.cancelled() => return,
+            answer = c.send(FETCH_VERSION, &request, endpoint.timeout()) => answer,
+        };
+        let response = match answer {
+            Ok(response) => response,
+            Err(e) => {
+                session.reset();
+                client = None;
+                endpoint.fetch_failed(&e.to_string());
+                pause(&stop, endpoint.backoff()).await;
+                continue;
+            }
+        };
+        session.answered(response.error_code, response.session_id);
+        if response.error_code != 0 {
+            let error = ResponseError::try_from_code(response.error_code);
+            if !matches!(
+                error,
+                Some(
+                    ResponseError::FetchSessionIdNotFound | ResponseError::InvalidFetchSessionEpoch
+                )
+            ) {
+                // A session error only costs the next fetch being full.
+                endpoint.fetch_failed(&format!("the leader refused the fetch: {error:?}"));
+                pause(&stop, endpoint.backoff()).await;
+            }
+            continue;
+        }
+        let fetched: Vec<_> = response
+            .responses
+            .into_iter()
+            .flat_map(|topic| {
+                let name = topic.topic.0.to_string();
+                topic.partitions.into_iter().map(move |data| {
+                    (
+                        TopicPartition::new(name.clone(), data.partition_index),
+                        data,
+                    )
+                })
+            })
+            .filter_map(|(tp, data)| Some((by_name.remove(&tp)?, data)))
+            .collect();
+        if fetched.is_empty() {
+            continue;
+        }
+        for (p, followup) in endpoint.apply(fetched).await {
+            match followup {
+                Followup::Retry => {
+                    delayed.insert(p.leader_tp().clone(), Instant::now() + endpoint.backoff());
+                }
+                Followup::ResetOffset => {
+                    let c = client.as_mut().expect("connected");
+                    endpoint.reset_offset(c, &p).await;
+                }
+            }
+        }
+    }
+}
+
+async fn pause(stop: &CancellationToken, how_long: Duration) {
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = tokio::time::sleep(how_long) => {}
+    }
+}

@@ -1,0 +1,267 @@
+//! The fetching side of an incremental fetch session (KIP-227): the first
+//! request lists every partition and asks the leader for a session; later
+//! ones carry only the partitions whose fetch position changed and the ones
+//! to forget, so an idle fetcher of thousands of partitions sends and
+//! receives almost nothing. Any session error falls back to a full fetch.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+use ottla_storage::manager::TopicPartition;
+
+/// The epoch of a request that creates a session.
+const INITIAL_EPOCH: i32 = 0;
+
+/// Where a partition is fetched from next, as the leader must be told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchPosition {
+    pub fetch_offset: i64,
+    /// The epoch of the last fetched batch (diverging-epoch detection).
+    pub last_fetched_epoch: i32,
+    /// -1 for consumers; a follower's log start.
+    pub log_start_offset: i64,
+    /// The leader epoch the fetcher believes current (fencing).
+    pub current_leader_epoch: i32,
+    pub max_bytes: i32,
+}
+
+/// What goes into the next Fetch request.
+#[derive(Debug)]
+pub struct SessionRequest {
+    pub session_id: i32,
+    pub session_epoch: i32,
+    pub topics: Vec<FetchTopic>,
+    pub forgotten: Vec<ForgottenTopic>,
+}
+
+/// One fetch session with one leader.
+#[derive(Debug, Default)]
+pub struct FetchSession {
+    /// 0 until the leader grants a session.
+    id: i32,
+    /// The epoch the next request carries: INITIAL_EPOCH asks for a new
+    /// session with a full request.
+    epoch: i32,
+    /// What the leader's session holds now.
+    held: HashMap<TopicPartition, FetchPosition>,
+    /// What it will hold once the request in flight is answered.
+    pending: Option<HashMap<TopicPartition, FetchPosition>>,
+}
+
+impl FetchSession {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The request that brings the leader's session to `wanted`: every
+    /// partition when a new session is due, else the changed ones and the
+    /// ones to forget.
+    pub fn request(&mut self, wanted: HashMap<TopicPartition, FetchPosition>) -> SessionRequest {
+        let full = self.id == 0 || self.epoch == INITIAL_EPOCH;
+        let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+        for (tp, position) in &wanted {
+            if full || self.held.get(tp) != Some(position) {
+                topics
+                    .entry(&tp.topic)
+                    .or_default()
+                    .push(fetch_partition(tp.partition, position));
+            }
+        }
+        let mut forgotten: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        if !full {
+            for tp in self.held.keys().filter(|tp| !wanted.contains_key(*tp)) {
+                forgotten.entry(&tp.topic).or_default().push(tp.partition);
+            }
+        }
+        let request = SessionRequest {
+            session_id: if full { 0 } else { self.id },
+            session_epoch: if full { INITIAL_EPOCH } else { self.epoch },
+            topics: topics
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    FetchTopic::default()
+                        .with_topic(topic_name(topic))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+            forgotten: forgotten
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    ForgottenTopic::default()
+                        .with_topic(topic_name(topic))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        };
+        self.pending = Some(wanted);
+        request
+    }
+
+    /// Takes the leader's answer to the last request: a granted session
+    /// (`session_id` of a full fetch) goes incremental; a refused request
+    /// (a session error or any other) starts over with a full fetch, since
+    /// what the leader's session holds is then unknown.
+    pub fn answered(&mut self, error_code: i16, session_id: i32) {
+        let pending = self.pending.take().unwrap_or_default();
+        if error_code != 0 {
+            self.reset();
+            return;
+        }
+        if self.id == 0 || self.epoch == INITIAL_EPOCH {
+            // A full fetch: the leader may have made a session of it.
+            self.id = session_id;
+            self.epoch = if session_id == 0 { INITIAL_EPOCH } else { 1 };
+        } else {
+            self.epoch = next_epoch(self.epoch);
+        }
+        self.held = pending;
+    }
+
+    /// The connection or the request failed: nothing is known about the
+    /// leader's session, so the next fetch is a full one.
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Whether the next request is incremental.
+    pub fn is_incremental(&self) -> bool {
+        self.id != 0 && self.epoch != INITIAL_EPOCH
+    }
+}
+
+/// Session epochs count up from 1 and wrap to 1, never to 0 (INITIAL).
+fn next_epoch(epoch: i32) -> i32 {
+    if epoch == i32::MAX {
+        1
+    } else {
+        epoch + 1
+    }
+}
+
+fn fetch_partition(partition: i32, p: &FetchPosition) -> FetchPartition {
+    FetchPartition::default()
+        .with_partition(partition)
+        .with_current_leader_epoch(p.current_leader_epoch)
+        .with_fetch_offset(p.fetch_offset)
+        .with_last_fetched_epoch(p.last_fetched_epoch)
+        .with_log_start_offset(p.log_start_offset)
+        .with_partition_max_bytes(p.max_bytes)
+}
+
+fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::error::ResponseError;
+
+    use super::*;
+
+    fn tp(partition: i32) -> TopicPartition {
+        TopicPartition::new("t".to_string(), partition)
+    }
+
+    fn at(offset: i64) -> FetchPosition {
+        FetchPosition {
+            fetch_offset: offset,
+            last_fetched_epoch: 0,
+            log_start_offset: -1,
+            current_leader_epoch: 0,
+            max_bytes: 1 << 20,
+        }
+    }
+
+    fn wanted(positions: &[(i32, i64)]) -> HashMap<TopicPartition, FetchPosition> {
+        positions.iter().map(|&(p, o)| (tp(p), at(o))).collect()
+    }
+
+    fn sent(request: &SessionRequest) -> Vec<(i32, i64)> {
+        let mut sent: Vec<_> = request
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| (p.partition, p.fetch_offset))
+            .collect();
+        sent.sort();
+        sent
+    }
+
+    fn forgotten(request: &SessionRequest) -> Vec<i32> {
+        request
+            .forgotten
+            .iter()
+            .flat_map(|t| t.partitions.iter().copied())
+            .collect()
+    }
+
+    #[test]
+    fn a_granted_session_sends_only_what_changed() {
+        let mut session = FetchSession::new();
+        let first = session.request(wanted(&[(0, 10), (1, 20), (2, 30)]));
+        assert_eq!((first.session_id, first.session_epoch), (0, 0));
+        assert_eq!(sent(&first), vec![(0, 10), (1, 20), (2, 30)]);
+        session.answered(0, 77);
+        assert!(session.is_incremental());
+
+        // Partition 1 moved on, partition 2 is no longer wanted.
+        let next = session.request(wanted(&[(0, 10), (1, 25)]));
+        assert_eq!((next.session_id, next.session_epoch), (77, 1));
+        assert_eq!(sent(&next), vec![(1, 25)]);
+        assert_eq!(forgotten(&next), vec![2]);
+        session.answered(0, 77);
+
+        // Nothing changed: an empty incremental request, the next epoch.
+        let idle = session.request(wanted(&[(0, 10), (1, 25)]));
+        assert_eq!((idle.session_id, idle.session_epoch), (77, 2));
+        assert!(sent(&idle).is_empty() && forgotten(&idle).is_empty());
+    }
+
+    #[test]
+    fn session_errors_start_over_with_a_full_fetch() {
+        for error in [
+            ResponseError::FetchSessionIdNotFound,
+            ResponseError::InvalidFetchSessionEpoch,
+        ] {
+            let mut session = FetchSession::new();
+            session.request(wanted(&[(0, 1), (1, 2)]));
+            session.answered(0, 5);
+            session.request(wanted(&[(0, 3), (1, 2)]));
+            session.answered(error.code(), 0);
+            let full = session.request(wanted(&[(0, 3), (1, 2)]));
+            assert_eq!((full.session_id, full.session_epoch), (0, 0), "{error:?}");
+            assert_eq!(sent(&full), vec![(0, 3), (1, 2)]);
+        }
+    }
+
+    #[test]
+    fn a_refused_request_starts_over_too() {
+        let mut session = FetchSession::new();
+        session.request(wanted(&[(0, 1)]));
+        session.answered(0, 9);
+        session.request(wanted(&[(0, 4)]));
+        session.answered(ResponseError::UnknownServerError.code(), 0);
+        let again = session.request(wanted(&[(0, 4)]));
+        assert_eq!((again.session_id, again.session_epoch), (0, 0));
+        assert_eq!(sent(&again), vec![(0, 4)]);
+    }
+
+    #[test]
+    fn a_leader_without_sessions_gets_full_fetches() {
+        let mut session = FetchSession::new();
+        session.request(wanted(&[(0, 1)]));
+        session.answered(0, 0);
+        assert!(!session.is_incremental());
+        let again = session.request(wanted(&[(0, 1)]));
+        assert_eq!((again.session_id, again.session_epoch), (0, 0));
+        assert_eq!(sent(&again), vec![(0, 1)]);
+    }
+
+    #[test]
+    fn epochs_wrap_to_one() {
+        assert_eq!(next_epoch(1), 2);
+        assert_eq!(next_epoch(i32::MAX), 1);
+    }
+}
