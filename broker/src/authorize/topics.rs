@@ -103,6 +103,10 @@ pub fn fetch(access: &Arc<Access>, version: i16, mut req: FetchRequest) -> Gate 
             return Gate::Pass(RequestKind::Fetch(req), None);
         }
         let refused = std::mem::take(&mut req.topics);
+        // The partitions an incremental session holds would be answered
+        // without being listed: close the session instead (the follower's
+        // next fetch is a full one, refused partition by partition).
+        req.session_epoch = crate::fetch_session::FINAL_EPOCH;
         let p = patch!(Fetch, move |r: &mut FetchResponse| {
             r.responses.extend(refused.into_iter().map(refused_fetch));
         });
