@@ -112,15 +112,11 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
                 }
             },
         };
-        let positions = wanted
+        let positions: HashMap<&TopicPartition, FetchPosition> = wanted
             .iter()
-            .map(|(p, position)| (p.leader_tp().clone(), *position))
+            .map(|(p, position)| (p.leader_tp(), *position))
             .collect();
-        let mut by_name: HashMap<TopicPartition, Arc<E::Partition>> = wanted
-            .into_iter()
-            .map(|(p, _)| (p.leader_tp().clone(), p))
-            .collect();
-        let next = session.request(positions);
+        let next = session.request(&positions);
         let request = endpoint
             .request()
             .with_session_id(next.session_id)
@@ -156,6 +152,8 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
             }
             continue;
         }
+        let by_name: HashMap<&TopicPartition, &Arc<E::Partition>> =
+            wanted.iter().map(|(p, _)| (p.leader_tp(), p)).collect();
         let fetched: Vec<_> = response
             .responses
             .into_iter()
@@ -168,7 +166,7 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
                     )
                 })
             })
-            .filter_map(|(tp, data)| Some((by_name.remove(&tp)?, data)))
+            .filter_map(|(tp, data)| Some((Arc::clone(by_name.get(&tp)?), data)))
             .collect();
         if fetched.is_empty() {
             continue;

@@ -46,8 +46,16 @@ pub struct FetchSession {
     epoch: i32,
     /// What the leader's session holds now.
     held: HashMap<TopicPartition, FetchPosition>,
-    /// What it will hold once the request in flight is answered.
-    pending: Option<HashMap<TopicPartition, FetchPosition>>,
+    /// What the request in flight changes, applied once it is answered.
+    pending: Option<Pending>,
+}
+
+#[derive(Debug)]
+enum Pending {
+    /// A full request: the session becomes exactly this.
+    Replace(HashMap<TopicPartition, FetchPosition>),
+    /// An incremental one: these positions change, these are forgotten.
+    Change(Vec<(TopicPartition, FetchPosition)>, Vec<TopicPartition>),
 }
 
 impl FetchSession {
@@ -57,23 +65,35 @@ impl FetchSession {
 
     /// The request that brings the leader's session to `wanted`: every
     /// partition when a new session is due, else the changed ones and the
-    /// ones to forget.
-    pub fn request(&mut self, wanted: HashMap<TopicPartition, FetchPosition>) -> SessionRequest {
-        let full = self.id == 0 || self.epoch == INITIAL_EPOCH;
+    /// ones to forget. An idle session copies nothing.
+    pub fn request(&mut self, wanted: &HashMap<&TopicPartition, FetchPosition>) -> SessionRequest {
+        let full = !self.is_incremental();
+        let changed: Vec<(&TopicPartition, &FetchPosition)> = wanted
+            .iter()
+            .filter(|(tp, position)| full || self.held.get(**tp) != Some(*position))
+            .map(|(tp, position)| (*tp, position))
+            .collect();
+        let forgotten: Vec<&TopicPartition> = if full {
+            Vec::new()
+        } else {
+            self.held
+                .keys()
+                .filter(|tp| !wanted.contains_key(tp))
+                .collect()
+        };
         let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
-        for (tp, position) in &wanted {
-            if full || self.held.get(tp) != Some(position) {
-                topics
-                    .entry(&tp.topic)
-                    .or_default()
-                    .push(fetch_partition(tp.partition, position));
-            }
+        for (tp, position) in &changed {
+            topics
+                .entry(&tp.topic)
+                .or_default()
+                .push(fetch_partition(tp.partition, position));
         }
-        let mut forgotten: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-        if !full {
-            for tp in self.held.keys().filter(|tp| !wanted.contains_key(*tp)) {
-                forgotten.entry(&tp.topic).or_default().push(tp.partition);
-            }
+        let mut forgotten_topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for tp in &forgotten {
+            forgotten_topics
+                .entry(&tp.topic)
+                .or_default()
+                .push(tp.partition);
         }
         let request = SessionRequest {
             session_id: if full { 0 } else { self.id },
@@ -86,7 +106,7 @@ impl FetchSession {
                         .with_partitions(partitions)
                 })
                 .collect(),
-            forgotten: forgotten
+            forgotten: forgotten_topics
                 .into_iter()
                 .map(|(topic, partitions)| {
                     ForgottenTopic::default()
@@ -95,7 +115,14 @@ impl FetchSession {
                 })
                 .collect(),
         };
-        self.pending = Some(wanted);
+        let changed = changed
+            .into_iter()
+            .map(|(tp, position)| (tp.clone(), *position));
+        self.pending = Some(if full {
+            Pending::Replace(changed.collect())
+        } else {
+            Pending::Change(changed.collect(), forgotten.into_iter().cloned().collect())
+        });
         request
     }
 
@@ -104,19 +131,28 @@ impl FetchSession {
     /// (a session error or any other) starts over with a full fetch, since
     /// what the leader's session holds is then unknown.
     pub fn answered(&mut self, error_code: i16, session_id: i32) {
-        let pending = self.pending.take().unwrap_or_default();
+        let pending = self.pending.take();
         if error_code != 0 {
             self.reset();
             return;
         }
-        if self.id == 0 || self.epoch == INITIAL_EPOCH {
+        if self.is_incremental() {
+            self.epoch = next_epoch(self.epoch);
+        } else {
             // A full fetch: the leader may have made a session of it.
             self.id = session_id;
             self.epoch = if session_id == 0 { INITIAL_EPOCH } else { 1 };
-        } else {
-            self.epoch = next_epoch(self.epoch);
         }
-        self.held = pending;
+        match pending {
+            Some(Pending::Replace(held)) => self.held = held,
+            Some(Pending::Change(changed, forgotten)) => {
+                for tp in forgotten {
+                    self.held.remove(&tp);
+                }
+                self.held.extend(changed);
+            }
+            None => {}
+        }
     }
 
     /// The connection or the request failed: nothing is known about the
@@ -174,8 +210,15 @@ mod tests {
         }
     }
 
-    fn wanted(positions: &[(i32, i64)]) -> HashMap<TopicPartition, FetchPosition> {
-        positions.iter().map(|&(p, o)| (tp(p), at(o))).collect()
+    /// Asks `session` for the request that fetches `positions`.
+    fn request(session: &mut FetchSession, positions: &[(i32, i64)]) -> SessionRequest {
+        let tps: Vec<TopicPartition> = positions.iter().map(|&(p, _)| tp(p)).collect();
+        let wanted = tps
+            .iter()
+            .zip(positions)
+            .map(|(tp, &(_, offset))| (tp, at(offset)))
+            .collect();
+        session.request(&wanted)
     }
 
     fn sent(request: &SessionRequest) -> Vec<(i32, i64)> {
@@ -200,21 +243,21 @@ mod tests {
     #[test]
     fn a_granted_session_sends_only_what_changed() {
         let mut session = FetchSession::new();
-        let first = session.request(wanted(&[(0, 10), (1, 20), (2, 30)]));
+        let first = request(&mut session, &[(0, 10), (1, 20), (2, 30)]);
         assert_eq!((first.session_id, first.session_epoch), (0, 0));
         assert_eq!(sent(&first), vec![(0, 10), (1, 20), (2, 30)]);
         session.answered(0, 77);
         assert!(session.is_incremental());
 
         // Partition 1 moved on, partition 2 is no longer wanted.
-        let next = session.request(wanted(&[(0, 10), (1, 25)]));
+        let next = request(&mut session, &[(0, 10), (1, 25)]);
         assert_eq!((next.session_id, next.session_epoch), (77, 1));
         assert_eq!(sent(&next), vec![(1, 25)]);
         assert_eq!(forgotten(&next), vec![2]);
         session.answered(0, 77);
 
         // Nothing changed: an empty incremental request, the next epoch.
-        let idle = session.request(wanted(&[(0, 10), (1, 25)]));
+        let idle = request(&mut session, &[(0, 10), (1, 25)]);
         assert_eq!((idle.session_id, idle.session_epoch), (77, 2));
         assert!(sent(&idle).is_empty() && forgotten(&idle).is_empty());
     }
@@ -226,11 +269,11 @@ mod tests {
             ResponseError::InvalidFetchSessionEpoch,
         ] {
             let mut session = FetchSession::new();
-            session.request(wanted(&[(0, 1), (1, 2)]));
+            request(&mut session, &[(0, 1), (1, 2)]);
             session.answered(0, 5);
-            session.request(wanted(&[(0, 3), (1, 2)]));
+            request(&mut session, &[(0, 3), (1, 2)]);
             session.answered(error.code(), 0);
-            let full = session.request(wanted(&[(0, 3), (1, 2)]));
+            let full = request(&mut session, &[(0, 3), (1, 2)]);
             assert_eq!((full.session_id, full.session_epoch), (0, 0), "{error:?}");
             assert_eq!(sent(&full), vec![(0, 3), (1, 2)]);
         }
@@ -239,11 +282,11 @@ mod tests {
     #[test]
     fn a_refused_request_starts_over_too() {
         let mut session = FetchSession::new();
-        session.request(wanted(&[(0, 1)]));
+        request(&mut session, &[(0, 1)]);
         session.answered(0, 9);
-        session.request(wanted(&[(0, 4)]));
+        request(&mut session, &[(0, 4)]);
         session.answered(ResponseError::UnknownServerError.code(), 0);
-        let again = session.request(wanted(&[(0, 4)]));
+        let again = request(&mut session, &[(0, 4)]);
         assert_eq!((again.session_id, again.session_epoch), (0, 0));
         assert_eq!(sent(&again), vec![(0, 4)]);
     }
@@ -251,10 +294,10 @@ mod tests {
     #[test]
     fn a_leader_without_sessions_gets_full_fetches() {
         let mut session = FetchSession::new();
-        session.request(wanted(&[(0, 1)]));
+        request(&mut session, &[(0, 1)]);
         session.answered(0, 0);
         assert!(!session.is_incremental());
-        let again = session.request(wanted(&[(0, 1)]));
+        let again = request(&mut session, &[(0, 1)]);
         assert_eq!((again.session_id, again.session_epoch), (0, 0));
         assert_eq!(sent(&again), vec![(0, 1)]);
     }

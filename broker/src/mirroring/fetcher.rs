@@ -69,25 +69,27 @@ impl MirrorFetchers {
 
     /// Mirrors `p` from the source of mirror `mirror` until `stop` is
     /// cancelled (Ok) or a local storage error fails it. Source errors are
-    /// retried, counted in `stats`. Once this returns, nothing more is
-    /// appended to `p` for this mirror.
+    /// retried, counted in `stats`; `epoch_raised` is notified when a
+    /// mirrored batch carries a leader epoch above the partition's. Once
+    /// this returns, nothing more is appended to `p` for this mirror.
     pub async fn mirror(
         &self,
-        mirror: &str,
-        source: &SourceCluster,
-        fetchers_per_source_broker: usize,
+        from: FetchedFrom<'_>,
         p: &Arc<Partition>,
         stats: &Arc<MirrorStats>,
+        epoch_raised: &Arc<Notify>,
         stop: &CancellationToken,
     ) -> Result<(), FetcherFailed> {
         let (failed, failure) = oneshot::channel();
         let registration = Arc::new(Registration {
             partition: p.clone(),
             stats: stats.clone(),
+            epoch_raised: epoch_raised.clone(),
             source_epoch: AtomicI32::new(-1),
             active: Mutex::new(Some(failed)),
         });
-        let fetchers = self.register(mirror, source, fetchers_per_source_broker, &registration);
+        let mirror = from.mirror;
+        let fetchers = self.register(from, &registration);
         let outcome = tokio::select! {
             _ = stop.cancelled() => Ok(()),
             reason = failure => Err(FetcherFailed(reason.unwrap_or_else(|_| "the mirror fetcher stopped".to_string()))),
@@ -101,11 +103,14 @@ impl MirrorFetchers {
 
     fn register(
         &self,
-        mirror: &str,
-        source: &SourceCluster,
-        fetchers_per_source_broker: usize,
+        from: FetchedFrom<'_>,
         registration: &Arc<Registration>,
     ) -> Arc<SourceFetchers> {
+        let FetchedFrom {
+            mirror,
+            source,
+            fetchers_per_source_broker,
+        } = from;
         let mut mirrors = self.mirrors.lock();
         let fetchers = mirrors
             .entry(mirror.to_string())
@@ -164,10 +169,23 @@ impl MirrorFetchers {
     }
 }
 
+/// The mirror a partition is fetched for, and its source.
+#[derive(Clone, Copy)]
+pub struct FetchedFrom<'a> {
+    pub mirror: &'a str,
+    pub source: &'a SourceCluster,
+    /// `mirror.num.fetchers`: taken from the mirror's first partition
+    /// while any of its partitions is fetched here.
+    pub fetchers_per_source_broker: usize,
+}
+
 /// A mirror partition while it is fetched.
 struct Registration {
     partition: Arc<Partition>,
     stats: Arc<MirrorStats>,
+    /// Tells the partition's driver to raise its leader epoch to the
+    /// mirrored one.
+    epoch_raised: Arc<Notify>,
     /// The source leader epoch of the last metadata answer (fencing).
     source_epoch: AtomicI32,
     /// Held while its fetched data is written; None once the partition
@@ -564,6 +582,9 @@ fn apply_mirrored(
             };
             if appended.is_ok() && whole > 0 {
                 r.stats.appended(whole, newest);
+                if p.log.read().latest_epoch().unwrap_or(-1) > p.state().leader_epoch {
+                    r.epoch_raised.notify_one();
+                }
             }
             appended
         }

@@ -28,11 +28,12 @@ use ottla_protocol::mirror::states::{
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
 use parking_lot::Mutex;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::epoch_bumps::{EpochBump, EpochBumps};
-use super::fetcher::MirrorFetchers;
+use super::fetcher::{FetchedFrom, MirrorFetchers};
 use super::source::SourceCluster;
 use super::state_store::{MirrorStateStore, StoredState};
 use super::stats::MirrorStats;
@@ -587,19 +588,25 @@ impl Driver {
         let fetchers_per_source_broker = self.config()?.fetchers_per_source_broker;
         let fetching = self.run.stop.child_token();
         let mut changes = self.services.controller.subscribe();
-        let fetcher = self.services.fetchers.mirror(
-            &self.run.key.mirror_name,
-            &source,
+        let epoch_raised = Arc::new(Notify::new());
+        // The log may hold a newer epoch than the partition from before.
+        epoch_raised.notify_one();
+        let from = FetchedFrom {
+            mirror: &self.run.key.mirror_name,
+            source: &source,
             fetchers_per_source_broker,
+        };
+        let fetcher = self.services.fetchers.mirror(
+            from,
             &self.partition,
             &self.run.stats,
+            &epoch_raised,
             &fetching,
         );
         tokio::pin!(fetcher);
-        let mut epoch_check = tokio::time::interval(Duration::from_secs(1));
         loop {
             tokio::select! {
-                _ = epoch_check.tick() => self.follow_source_epoch().await?,
+                _ = epoch_raised.notified() => self.follow_source_epoch().await?,
                 result = &mut fetcher => {
                     return match result {
                         Ok(()) => Err(Interrupted::Stopped),
