@@ -185,6 +185,57 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
     }
 }
 
+/// Fetched partitions with their answers.
+type Answers<P> = Vec<(Arc<P>, PartitionData)>;
+
+/// Runs `apply` on every partition's answer on the blocking pool, in up to
+/// as many tasks as there are cores, split by bytes: a response of a few
+/// large partitions (a backlog) is written in parallel, one of many small
+/// ones costs a few tasks, not one per partition. Returns what `apply`
+/// gave back, partitions that needed nothing left out.
+pub async fn apply_on_blocking_pool<P, T>(
+    fetched: Answers<P>,
+    apply: impl Fn(&Arc<P>, PartitionData) -> Option<T> + Clone + Send + 'static,
+) -> Vec<(Arc<P>, T)>
+where
+    P: Send + Sync + 'static,
+    T: Send + 'static,
+{
+    let tasks = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Each group: its bytes, and its partitions' answers.
+    let mut groups: Vec<(usize, Answers<P>)> = (0..tasks).map(|_| (0, Vec::new())).collect();
+    for (p, data) in fetched {
+        let bytes = data.records.as_ref().map_or(0, |r| r.len());
+        let lightest = groups
+            .iter_mut()
+            .min_by_key(|(load, _)| *load)
+            .expect("at least one group");
+        lightest.0 += bytes;
+        lightest.1.push((p, data));
+    }
+    let running: Vec<_> = groups
+        .into_iter()
+        .filter(|(_, group)| !group.is_empty())
+        .map(|(_, group)| {
+            let apply = apply.clone();
+            tokio::task::spawn_blocking(move || {
+                group
+                    .into_iter()
+                    .filter_map(|(p, data)| Some((p.clone(), apply(&p, data)?)))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut applied = Vec::new();
+    for task in running {
+        match task.await {
+            Ok(done) => applied.extend(done),
+            Err(e) => tracing::error!(error = %e, "writing fetched data panicked"),
+        }
+    }
+    applied
+}
+
 async fn pause(stop: &CancellationToken, how_long: Duration) {
     tokio::select! {
         _ = stop.cancelled() => {}

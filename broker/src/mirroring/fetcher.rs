@@ -460,17 +460,10 @@ impl LeaderEndpoint for SourceBroker {
         fetched: Vec<(Arc<Registration>, PartitionData)>,
     ) -> Vec<(Arc<Registration>, Followup)> {
         let replicas = self.fetchers.replicas.clone();
-        let applied = tokio::task::spawn_blocking(move || {
-            fetched
-                .into_iter()
-                .filter_map(|(r, data)| Some((r.clone(), apply_mirrored(&replicas, &r, data)?)))
-                .collect::<Vec<_>>()
+        let applied = fetch_loop::apply_on_blocking_pool(fetched, move |r, data| {
+            apply_mirrored(&replicas, r, data)
         })
-        .await
-        .unwrap_or_else(|e| {
-            warn!(error = %e, "applying fetched mirror data failed");
-            Vec::new()
-        });
+        .await;
         let mut followups = Vec::new();
         for (r, next) in applied {
             match next {

@@ -286,17 +286,10 @@ impl LeaderEndpoint for LeaderOfThisCluster {
             }
         }
         let replicas = self.fetchers.replicas.clone();
-        let applied = tokio::task::spawn_blocking(move || {
-            fetched
-                .into_iter()
-                .filter_map(|(p, data)| Some((p.clone(), apply_replicated(&replicas, &p, data)?)))
-                .collect()
+        fetch_loop::apply_on_blocking_pool(fetched, move |p, data| {
+            apply_replicated(&replicas, p, data)
         })
-        .await;
-        applied.unwrap_or_else(|e| {
-            warn!(error = %e, "applying fetched replica data failed");
-            Vec::new()
-        })
+        .await
     }
 
     async fn reset_offset(&self, client: &mut KafkaClient, p: &Arc<Partition>) {
