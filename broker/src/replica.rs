@@ -368,9 +368,17 @@ impl ReplicaManager {
             *pending = None;
         }
         drop(pending);
+        let moved = previous.leader != state.leader || previous.leader_epoch != state.leader_epoch;
         *p.state.write() = state;
         if leads {
             self.maybe_advance_high_watermark(p);
+        }
+        if moved {
+            // acks=all waits re-check now: one whose leadership moved away
+            // answers NOT_LEADER_OR_FOLLOWER at once instead of sleeping to
+            // its timeout (past the client's, which then bumps its epoch and
+            // re-sends what may already be committed: duplicates).
+            self.bump_appends();
         }
     }
 

@@ -416,3 +416,33 @@ async fn transactional_offsets_and_their_marker_wait_for_the_offsets_isr() {
         "CompleteCommit"
     );
 }
+
+/// An acks=all wait ends with NOT_LEADER_OR_FOLLOWER as soon as leadership
+/// moves away, not at its timeout: a producer left unanswered past its own
+/// request timeout bumps its epoch and re-sends, duplicating what the new
+/// leader may already have (defect 3).
+#[tokio::test]
+async fn an_acks_all_wait_ends_when_leadership_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open_broker(dir.path());
+    coordinator_ready(&broker, 1, "tx-moves").await;
+    add_follower(&broker, &tp(0));
+    let beyond = log_end(&broker, &tp(0)) + 1;
+    let b = broker.clone();
+    let wait = tokio::spawn(async move {
+        b.replicas
+            .wait_replicated(&tp(0), beyond, Duration::from_secs(60))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !wait.is_finished(),
+        "the wait ended before leadership moved"
+    );
+    change_partition(&broker, &tp(0), Some(2), &[1, 2], &[1, 2]);
+    let outcome = tokio::time::timeout(Duration::from_secs(5), wait)
+        .await
+        .expect("the acks=all wait still sleeps after leadership moved")
+        .unwrap();
+    assert_eq!(outcome, Err(ResponseError::NotLeaderOrFollower));
+}
