@@ -72,9 +72,10 @@ impl fmt::Display for DiscardRefusal {
             .collect();
         write!(
             f,
-            "Mirroring topic '{}' again would discard {} records written on this cluster ({}): \
-             the source {why}, so it cannot tell which of them it has. Re-add with \
-             {DISCARD_LOCAL_WRITES_OPTION} to discard them.",
+            "Mirroring topic '{}' again would discard {} records of this cluster's log ({}): \
+             the source {why}, so it cannot tell which of them it has; whatever was written \
+             here since failover would be lost. Re-add with {DISCARD_LOCAL_WRITES_OPTION} to \
+             discard them.",
             self.topic,
             self.records(),
             each.join(", ")

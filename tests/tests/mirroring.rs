@@ -251,6 +251,61 @@ fn apache_kafka_source_is_mirrored_byte_for_byte() {
     assert_eq!(consume_count(&dst, "payments", 2500), 2500);
 }
 
+/// Apache Kafka does not serve LastMirroredEpochs: re-adding a topic that
+/// took writes after failover would truncate them, so it is refused with the
+/// count until the operator confirms.
+#[test]
+fn re_adding_against_a_source_without_lme_refuses_unless_confirmed() {
+    let kafka = ApacheKafka::start();
+    let destination = Ottla::start(&[]);
+    let dst = destination.bootstrap();
+    create_topic(&kafka.bootstrap, "ledger", 2);
+    produce(&kafka.bootstrap, "ledger", 200);
+    create_mirror(&dst, "back", &kafka.bootstrap);
+    topics_op(&dst, TopicOp::Add, "back", &["ledger"]);
+    wait_for_state(&dst, "back", "ledger", 2, MIRRORING);
+    assert_eq!(wait_identical(&kafka.bootstrap, &dst, "ledger", 2), 200);
+    topics_op(&dst, TopicOp::Remove, "back", &["ledger"]);
+    wait_for_state(&dst, "back", "ledger", 2, STOPPED);
+    produce(&dst, "ledger", 50);
+
+    let add = ["--add", "--mirror", "back", "--topics", "ledger"];
+    let refused = mirrors_cli(&dst, &add);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&refused.stdout),
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(!refused.status.success(), "{text}");
+    let count: i64 = text
+        .split("would discard ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {text}"));
+    // 200 mirrored, 50 written here, and the failover markers.
+    assert!((250..=260).contains(&count), "{count}: {text}");
+    assert!(
+        text.contains("ledger-0: ") && text.contains("ledger-1: "),
+        "{text}"
+    );
+    assert!(text.contains("--discard-local-writes"), "{text}");
+    // Nothing changed: still stopped and writable.
+    wait_for_state(&dst, "back", "ledger", 2, STOPPED);
+    assert_eq!(consume_count(&dst, "ledger", 250), 250);
+
+    let confirmed = mirrors_cli(&dst, &[&add[..], &["--discard-local-writes"]].concat());
+    assert!(
+        confirmed.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&confirmed.stdout),
+        String::from_utf8_lossy(&confirmed.stderr)
+    );
+    wait_for_state(&dst, "back", "ledger", 2, MIRRORING);
+    produce(&kafka.bootstrap, "ledger", 10);
+    assert_eq!(wait_identical(&kafka.bootstrap, &dst, "ledger", 2), 210);
+}
+
 /// `bin/kafka-mirrors.sh` with these arguments against `bootstrap`.
 fn mirrors_cli(bootstrap: &str, args: &[&str]) -> std::process::Output {
     let script = ottla_tests::tools::repo_root().join("bin/kafka-mirrors.sh");
