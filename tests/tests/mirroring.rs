@@ -1153,8 +1153,9 @@ fn a_failed_partition_stops_alone_and_recovers_when_removed_and_added_again() {
     assert_eq!(describe(&dst, "audit", "ledger")[0].state, FAILED);
 
     // The operator drops the bad records on the source, then removes and
-    // re-adds the topic: the partition mirrors again from the source's new
-    // log start, byte for byte.
+    // re-adds the topic, confirming that the local log goes (the source
+    // never mirrored from here): the partition mirrors again from the
+    // source's new log start, byte for byte.
     let json = source.data_dir.join("delete.json");
     std::fs::write(
         &json,
@@ -1175,7 +1176,28 @@ fn a_failed_partition_stops_alone_and_recovers_when_removed_and_added_again() {
     ));
     topics_op(&dst, TopicOp::Remove, "audit", &["ledger"]);
     wait_for_state(&dst, "audit", "ledger", 2, STOPPED);
-    topics_op(&dst, TopicOp::Add, "audit", &["ledger"]);
+    let refused = topics_op(&dst, TopicOp::Add, "audit", &["ledger"]);
+    let message = refused[0].error_message.clone().unwrap_or_default();
+    assert!(
+        refused[0].error_code != 0 && message.contains("never mirrored"),
+        "{refused:?}"
+    );
+    let confirmed = mirrors_cli(
+        &dst,
+        &[
+            "--add",
+            "--mirror",
+            "audit",
+            "--topics",
+            "ledger",
+            "--discard-local-writes",
+        ],
+    );
+    assert!(
+        confirmed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&confirmed.stderr)
+    );
     let recovered = wait_for_state(&dst, "audit", "ledger", 2, MIRRORING);
     assert!(
         recovered.iter().all(|p| p.last_error.is_none()),
