@@ -26,7 +26,7 @@ use crate::elections::{align_partitions, elect, usable_in, ElectionType, NoElect
 use crate::image::MetadataImage;
 use crate::raft::{Node, Observer, Quorum, QuorumConfig, QuorumError, QuorumMember, RpcHandler};
 use crate::reassignment::{self, ReassignmentError};
-use crate::records::{MetadataRecord, CONFIG_RESOURCE_TOPIC, MIRROR_NAME_CONFIG};
+use crate::records::{is_mirror_binding_config, MetadataRecord, CONFIG_RESOURCE_TOPIC};
 
 /// Producer ids handed to a broker per ProducerIds record.
 pub const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -600,7 +600,7 @@ impl Controller {
                 // The mirror binding is not the client's to replace.
                 current
                     .iter()
-                    .filter(|(k, _)| k.as_str() == MIRROR_NAME_CONFIG)
+                    .filter(|(k, _)| is_mirror_binding_config(k))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect()
             } else {
@@ -666,10 +666,7 @@ impl Controller {
                 }
             }
             if resource_type == CONFIG_RESOURCE_TOPIC {
-                for (k, v) in next
-                    .iter()
-                    .filter(|(k, _)| k.as_str() != MIRROR_NAME_CONFIG)
-                {
+                for (k, v) in next.iter().filter(|(k, _)| !is_mirror_binding_config(k)) {
                     validate_topic_config(k, v)
                         .map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
                 }

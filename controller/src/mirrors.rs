@@ -20,7 +20,8 @@ use uuid::Uuid;
 use crate::controller::{Controller, ControllerError, ControllerResult, NewTopic};
 use crate::image::MetadataImage;
 use crate::records::{
-    MetadataRecord, CONFIG_RESOURCE_MIRROR, CONFIG_RESOURCE_TOPIC, MIRROR_NAME_CONFIG,
+    MetadataRecord, CONFIG_RESOURCE_MIRROR, CONFIG_RESOURCE_TOPIC,
+    MIRROR_DISCARD_LOCAL_WRITES_CONFIG, MIRROR_NAME_CONFIG,
 };
 
 const PAUSED: &str = ".paused";
@@ -44,6 +45,9 @@ pub struct MirrorTopic {
     /// For [`MirrorTopicOp::Add`]: the source topic's id and partition
     /// count, with which a missing destination topic is created.
     pub source: Option<(Uuid, i32)>,
+    /// For [`MirrorTopicOp::Add`]: the operator confirmed discarding local
+    /// writes the source cannot vouch for (`--discard-local-writes`).
+    pub discard_local_writes: bool,
 }
 
 fn mirror_error(e: MirrorError, message: impl Into<String>) -> ControllerError {
@@ -268,6 +272,19 @@ impl Controller {
             ));
         };
         let binding = binding_record(name, mirror.to_string());
+        // Each add states the confirmation afresh: an earlier one does not
+        // carry over to a later failback.
+        let confirmed = topic.discard_local_writes.then(|| "true".to_string());
+        let has_confirmation = image
+            .configs_of(CONFIG_RESOURCE_TOPIC, name)
+            .is_some_and(|c| c.contains_key(MIRROR_DISCARD_LOCAL_WRITES_CONFIG));
+        let confirmation =
+            (confirmed.is_some() || has_confirmation).then(|| MetadataRecord::Config {
+                resource_type: CONFIG_RESOURCE_TOPIC,
+                resource_name: name.to_string(),
+                name: MIRROR_DISCARD_LOCAL_WRITES_CONFIG.to_string(),
+                value: confirmed,
+            });
         match image.topic_by_name(name) {
             Some(t) if t.id != source_id => Err(ControllerError::new(
                 ResponseError::InconsistentTopicId,
@@ -278,7 +295,11 @@ impl Controller {
                     t.id
                 ),
             )),
-            Some(t) => Ok((vec![binding], t.id, false)),
+            Some(t) => Ok((
+                std::iter::once(binding).chain(confirmation).collect(),
+                t.id,
+                false,
+            )),
             None => {
                 let new_topic = NewTopic {
                     name: name.to_string(),
@@ -379,6 +400,7 @@ mod tests {
         let orders = MirrorTopic {
             name: "orders".into(),
             source: Some((id, 3)),
+            discard_local_writes: false,
         };
         let added = c.block_on(c.change_mirror_topics(
             "east",
@@ -444,12 +466,53 @@ mod tests {
         let other = MirrorTopic {
             name: "orders".into(),
             source: Some((Uuid::from_u128(7), 3)),
+            discard_local_writes: false,
         };
         let refused = c.block_on(c.change_mirror_topics("west", MirrorTopicOp::Add, &[other]));
         assert_eq!(
             code(&refused[0].1),
             ResponseError::InconsistentTopicId.code()
         );
+    }
+
+    #[test]
+    fn a_discard_confirmation_holds_for_one_add_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = controller(dir.path());
+        let configs = BTreeMap::from([("bootstrap.servers".to_string(), "src:9092".to_string())]);
+        c.block_on(c.create_mirror("east", &configs, false))
+            .unwrap();
+        let id = Uuid::from_u128(11);
+        let add = |discard_local_writes| {
+            let topic = MirrorTopic {
+                name: "t".into(),
+                source: Some((id, 1)),
+                discard_local_writes,
+            };
+            let added = c.block_on(c.change_mirror_topics("east", MirrorTopicOp::Add, &[topic]));
+            assert!(added[0].1.is_ok(), "{added:?}");
+        };
+        let remove = || {
+            let topic = MirrorTopic {
+                name: "t".into(),
+                source: None,
+                discard_local_writes: false,
+            };
+            c.block_on(c.change_mirror_topics("east", MirrorTopicOp::Remove, &[topic]));
+        };
+        let confirmation = || {
+            c.image()
+                .configs_of(CONFIG_RESOURCE_TOPIC, "t")
+                .and_then(|c| c.get(MIRROR_DISCARD_LOCAL_WRITES_CONFIG).cloned())
+        };
+        add(false);
+        assert_eq!(confirmation(), None);
+        remove();
+        add(true);
+        assert_eq!(confirmation().as_deref(), Some("true"));
+        remove();
+        add(false);
+        assert_eq!(confirmation(), None);
     }
 
     #[test]
@@ -463,6 +526,7 @@ mod tests {
         let topic = MirrorTopic {
             name: "t".into(),
             source: Some((id, 1)),
+            discard_local_writes: false,
         };
         c.block_on(c.change_mirror_topics("east", MirrorTopicOp::Add, &[topic]));
         let epoch = c.image().topic_by_id(&id).unwrap().partitions[&0].leader_epoch;

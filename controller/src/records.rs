@@ -39,6 +39,16 @@ pub const CONFIG_RESOURCE_MIRROR: i8 = 64;
 /// The topic config binding a topic to a mirror (`<mirror>`, `<mirror>.paused`
 /// or `<mirror>.removed`); written only by the mirror operations.
 pub const MIRROR_NAME_CONFIG: &str = "mirror.name";
+/// Set (`true`) with the binding when the operator re-added the topic with
+/// `--discard-local-writes`: PREPARING may then discard local writes the
+/// source cannot vouch for. Written only by the mirror operations.
+pub const MIRROR_DISCARD_LOCAL_WRITES_CONFIG: &str = "mirror.discard.local.writes";
+
+/// The topic configs that belong to the mirror operations, not to clients
+/// (AlterConfigs) or the source (config sync).
+pub fn is_mirror_binding_config(key: &str) -> bool {
+    key == MIRROR_NAME_CONFIG || key == MIRROR_DISCARD_LOCAL_WRITES_CONFIG
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {

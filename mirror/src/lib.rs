@@ -10,10 +10,13 @@
 //!   intervals), validated.
 //! - [`truncation`]: where PREPARING truncates, from the source's last
 //!   mirrored epoch and the local leader-epoch cache.
+//! - [`discard`]: when re-adding a stopped topic would discard local
+//!   writes the source cannot vouch for, and the refusal that says how many.
 //! - [`cli`]: `ottla mirrors`, the admin command line for mirrors.
 
 pub mod cli;
 pub mod config;
+pub mod discard;
 pub mod name;
 pub mod partitioning;
 pub mod records;

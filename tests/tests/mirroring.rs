@@ -251,6 +251,61 @@ fn apache_kafka_source_is_mirrored_byte_for_byte() {
     assert_eq!(consume_count(&dst, "payments", 2500), 2500);
 }
 
+/// Apache Kafka does not serve LastMirroredEpochs: re-adding a topic that
+/// took writes after failover would truncate them, so it is refused with the
+/// count until the operator confirms.
+#[test]
+fn re_adding_against_a_source_without_lme_refuses_unless_confirmed() {
+    let kafka = ApacheKafka::start();
+    let destination = Ottla::start(&[]);
+    let dst = destination.bootstrap();
+    create_topic(&kafka.bootstrap, "ledger", 2);
+    produce(&kafka.bootstrap, "ledger", 200);
+    create_mirror(&dst, "back", &kafka.bootstrap);
+    topics_op(&dst, TopicOp::Add, "back", &["ledger"]);
+    wait_for_state(&dst, "back", "ledger", 2, MIRRORING);
+    assert_eq!(wait_identical(&kafka.bootstrap, &dst, "ledger", 2), 200);
+    topics_op(&dst, TopicOp::Remove, "back", &["ledger"]);
+    wait_for_state(&dst, "back", "ledger", 2, STOPPED);
+    produce(&dst, "ledger", 50);
+
+    let add = ["--add", "--mirror", "back", "--topics", "ledger"];
+    let refused = mirrors_cli(&dst, &add);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&refused.stdout),
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(!refused.status.success(), "{text}");
+    let count: i64 = text
+        .split("would discard ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {text}"));
+    // 200 mirrored, 50 written here, and the failover markers.
+    assert!((250..=260).contains(&count), "{count}: {text}");
+    assert!(
+        text.contains("ledger-0: ") && text.contains("ledger-1: "),
+        "{text}"
+    );
+    assert!(text.contains("--discard-local-writes"), "{text}");
+    // Nothing changed: still stopped and writable.
+    wait_for_state(&dst, "back", "ledger", 2, STOPPED);
+    assert_eq!(consume_count(&dst, "ledger", 250), 250);
+
+    let confirmed = mirrors_cli(&dst, &[&add[..], &["--discard-local-writes"]].concat());
+    assert!(
+        confirmed.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&confirmed.stdout),
+        String::from_utf8_lossy(&confirmed.stderr)
+    );
+    wait_for_state(&dst, "back", "ledger", 2, MIRRORING);
+    produce(&kafka.bootstrap, "ledger", 10);
+    assert_eq!(wait_identical(&kafka.bootstrap, &dst, "ledger", 2), 210);
+}
+
 /// `bin/kafka-mirrors.sh` with these arguments against `bootstrap`.
 fn mirrors_cli(bootstrap: &str, args: &[&str]) -> std::process::Output {
     let script = ottla_tests::tools::repo_root().join("bin/kafka-mirrors.sh");
@@ -1098,8 +1153,9 @@ fn a_failed_partition_stops_alone_and_recovers_when_removed_and_added_again() {
     assert_eq!(describe(&dst, "audit", "ledger")[0].state, FAILED);
 
     // The operator drops the bad records on the source, then removes and
-    // re-adds the topic: the partition mirrors again from the source's new
-    // log start, byte for byte.
+    // re-adds the topic, confirming that the local log goes (the source
+    // never mirrored from here): the partition mirrors again from the
+    // source's new log start, byte for byte.
     let json = source.data_dir.join("delete.json");
     std::fs::write(
         &json,
@@ -1120,7 +1176,28 @@ fn a_failed_partition_stops_alone_and_recovers_when_removed_and_added_again() {
     ));
     topics_op(&dst, TopicOp::Remove, "audit", &["ledger"]);
     wait_for_state(&dst, "audit", "ledger", 2, STOPPED);
-    topics_op(&dst, TopicOp::Add, "audit", &["ledger"]);
+    let refused = topics_op(&dst, TopicOp::Add, "audit", &["ledger"]);
+    let message = refused[0].error_message.clone().unwrap_or_default();
+    assert!(
+        refused[0].error_code != 0 && message.contains("never mirrored"),
+        "{refused:?}"
+    );
+    let confirmed = mirrors_cli(
+        &dst,
+        &[
+            "--add",
+            "--mirror",
+            "audit",
+            "--topics",
+            "ledger",
+            "--discard-local-writes",
+        ],
+    );
+    assert!(
+        confirmed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&confirmed.stderr)
+    );
     let recovered = wait_for_state(&dst, "audit", "ledger", 2, MIRRORING);
     assert!(
         recovered.iter().all(|p| p.last_error.is_none()),

@@ -46,7 +46,9 @@ use ottla_protocol::mirror::states::{
 use ottla_protocol::mirror::topics::{MirrorTopic, MirrorTopicResult};
 use ottla_protocol::mirror::{topics, MirrorApiKey, MirrorMessage};
 use ottla_storage::manager::TopicPartition;
+use tracing::info;
 
+use super::readd;
 use super::source::SourceCluster;
 use super::state_store::StoredState;
 use crate::broker::Broker;
@@ -107,7 +109,7 @@ impl RequestHandler for MirrorApis {
             // The four topic-set APIs: ALTER on the mirror (READ on each
             // topic is checked per topic).
             macro_rules! topic_op {
-                ($request:ty, $response:ty, $op:ident) => {
+                ($request:ty, $response:ty, $op:ident, $discard:expr) => {
                     serve!(
                         $request,
                         |r| on_mirror(operation::ALTER, operation::ALTER, &r.mirror_name),
@@ -115,12 +117,15 @@ impl RequestHandler for MirrorApis {
                         |b, r: $request| {
                             let access = Arc::clone(&access);
                             async move {
+                                #[allow(clippy::redundant_closure_call)]
+                                let discard_local_writes = ($discard)(&r);
                                 let (error_code, error_message, topics) = change_topics(
                                     b,
                                     &access,
                                     &r.mirror_name,
                                     MirrorTopicOp::$op,
                                     r.topics,
+                                    discard_local_writes,
                                 )
                                 .await;
                                 <$response>::default().with_outcome(
@@ -214,22 +219,26 @@ impl RequestHandler for MirrorApis {
                 MirrorApiKey::AddTopicsToMirror => topic_op!(
                     topics::AddTopicsToMirrorRequest,
                     topics::AddTopicsToMirrorResponse,
-                    Add
+                    Add,
+                    |r: &topics::AddTopicsToMirrorRequest| r.discard_local_writes()
                 ),
                 MirrorApiKey::RemoveTopicsFromMirror => topic_op!(
                     topics::RemoveTopicsFromMirrorRequest,
                     topics::RemoveTopicsFromMirrorResponse,
-                    Remove
+                    Remove,
+                    |_| false
                 ),
                 MirrorApiKey::PauseMirrorTopics => topic_op!(
                     topics::PauseMirrorTopicsRequest,
                     topics::PauseMirrorTopicsResponse,
-                    Pause
+                    Pause,
+                    |_| false
                 ),
                 MirrorApiKey::ResumeMirrorTopics => topic_op!(
                     topics::ResumeMirrorTopicsRequest,
                     topics::ResumeMirrorTopicsResponse,
-                    Resume
+                    Resume,
+                    |_| false
                 ),
                 MirrorApiKey::ReadMirrorStates => serve!(
                     ReadMirrorStatesRequest,
@@ -530,13 +539,14 @@ async fn change_topics(
     mirror: &str,
     op: MirrorTopicOp,
     requested: Vec<MirrorTopic>,
+    discard_local_writes: bool,
 ) -> (i16, Option<String>, Vec<MirrorTopicResult>) {
     // Mirroring a topic touches its data too: READ on it is needed as well.
     let (requested, unreadable): (Vec<_>, Vec<_>) = requested
         .into_iter()
         .partition(|t| access.topic(operation::READ, &t.name));
     let (error_code, error_message, mut topics) =
-        change_readable_topics(b, mirror, op, requested).await;
+        change_readable_topics(b, mirror, op, requested, discard_local_writes).await;
     topics.extend(unreadable.into_iter().map(|t| MirrorTopicResult {
         error_code: ResponseError::TopicAuthorizationFailed.code(),
         error_message: Some(format!("Not authorized to read topic {}.", t.name)),
@@ -551,6 +561,7 @@ async fn change_readable_topics(
     mirror: &str,
     op: MirrorTopicOp,
     requested: Vec<MirrorTopic>,
+    discard_local_writes: bool,
 ) -> (i16, Option<String>, Vec<MirrorTopicResult>) {
     let image = b.controller.image();
     let Some(configs) = image.mirror_configs(mirror) else {
@@ -583,13 +594,43 @@ async fn change_readable_topics(
         };
         for t in &requested {
             match source.topic(&t.name).await {
-                Ok(Some((found, _))) => topics.push(ControllerMirrorTopic {
-                    name: t.name.clone(),
-                    source: Some((found.id, found.partitions.len() as i32)),
-                }),
+                Ok(Some((found, _))) => {
+                    let partitions = found.partitions.len() as i32;
+                    let refusal = if discard_local_writes {
+                        Ok(None)
+                    } else {
+                        readd::discard_refusal(&b, &source, &t.name, found.id, partitions).await
+                    };
+                    match refusal {
+                        Ok(None) => topics.push(ControllerMirrorTopic {
+                            name: t.name.clone(),
+                            source: Some((found.id, partitions)),
+                            discard_local_writes,
+                        }),
+                        Ok(Some(refusal)) => {
+                            info!(mirror, topic = %t.name, records = refusal.records(), "re-add refused: it would discard local writes");
+                            lookup_failures.insert(
+                                t.name.clone(),
+                                (ResponseError::PolicyViolation.code(), refusal.to_string()),
+                            );
+                        }
+                        Err(e) => {
+                            lookup_failures.insert(
+                                t.name.clone(),
+                                (
+                                    ResponseError::NetworkException.code(),
+                                    format!(
+                                        "cannot ask the source for the last mirrored epochs: {e}"
+                                    ),
+                                ),
+                            );
+                        }
+                    }
+                }
                 Ok(None) => topics.push(ControllerMirrorTopic {
                     name: t.name.clone(),
                     source: None,
+                    discard_local_writes,
                 }),
                 Err(e) => {
                     lookup_failures.insert(
@@ -606,6 +647,7 @@ async fn change_readable_topics(
         topics.extend(requested.iter().map(|t| ControllerMirrorTopic {
             name: t.name.clone(),
             source: None,
+            discard_local_writes: false,
         }));
     }
     let results = b.controller.change_mirror_topics(mirror, op, &topics).await;

@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use kafka_protocol::error::ResponseError;
+use ottla_controller::records::{CONFIG_RESOURCE_TOPIC, MIRROR_DISCARD_LOCAL_WRITES_CONFIG};
 use ottla_controller::{Controller, MetadataImage};
 use ottla_mirror::config::{MirrorConfig, OpenTransactions};
+use ottla_mirror::discard::{unconfirmed_discard, DiscardRefusal};
 use ottla_mirror::name::{MirrorBinding, RequestedMirroring};
 use ottla_mirror::records::{
     LastMirroredEpochValue, MirrorPartitionKey, MirrorStateValue, PartitionStateValue,
@@ -536,17 +538,24 @@ impl Driver {
             }
         };
         let since = std::time::Instant::now();
+        let confirmed = self.discard_confirmed();
         let p = self.partition.clone();
         let cut = blocking(move || {
             let mut log = p.log.write();
-            let truncation = lme_truncation(
-                answer,
-                LocalLog {
-                    epochs: log.epoch_cache().entries(),
-                    log_start_offset: log.log_start_offset(),
-                    log_end_offset: log.log_end_offset(),
-                },
-            );
+            let local = LocalLog {
+                epochs: log.epoch_cache().entries(),
+                log_start_offset: log.log_start_offset(),
+                log_end_offset: log.log_end_offset(),
+            };
+            let lost = unconfirmed_discard(answer, local);
+            if lost > 0 && !confirmed {
+                return Ok(Err(DiscardRefusal {
+                    topic: p.tp.topic.clone(),
+                    source: answer,
+                    partitions: vec![(p.tp.partition, lost)],
+                }));
+            }
+            let truncation = lme_truncation(answer, local);
             match truncation {
                 Truncation::Everything if log.log_end_offset() > 0 => {
                     log.truncate_fully_and_start_at(0)?
@@ -554,12 +563,25 @@ impl Driver {
                 Truncation::From(offset) => log.truncate_to(offset)?,
                 Truncation::Everything | Truncation::Nothing => {}
             }
-            Ok(truncation)
+            Ok(Ok(truncation))
         })
-        .await?;
+        .await?
+        .map_err(|refusal| Interrupted::Failed(refusal.to_string()))?;
         info!(partition = %self.partition.tp, ?answer, ?cut, "last mirrored epoch truncation done");
         self.wait_for_followers_to_truncate(since).await?;
         self.enter(State::Mirroring, None, None).await
+    }
+
+    /// Whether the operator re-added this topic with
+    /// `--discard-local-writes` (a topic config the controller writes with
+    /// the binding).
+    fn discard_confirmed(&self) -> bool {
+        self.services
+            .controller
+            .image()
+            .configs_of(CONFIG_RESOURCE_TOPIC, &self.partition.tp.topic)
+            .and_then(|c| c.get(MIRROR_DISCARD_LOCAL_WRITES_CONFIG))
+            .is_some_and(|v| v == "true")
     }
 
     /// PREPARING ends once every ISR member (every replica, with

@@ -8,6 +8,7 @@ pub mod apis;
 pub mod epoch_bumps;
 pub mod fetcher;
 pub mod manager;
+mod readd;
 pub mod source;
 pub mod state_store;
 pub mod stats;

@@ -182,6 +182,20 @@ impl SourceCluster {
         topic_id: Uuid,
         partition: i32,
     ) -> Result<SourceLastMirroredEpoch, String> {
+        let mut answers = self.last_mirrored_epochs(topic_id, &[partition]).await?;
+        answers
+            .pop()
+            .map(|(_, answer)| answer)
+            .ok_or_else(|| "the source's LastMirroredEpochs answer lacks the partition".into())
+    }
+
+    /// [`Self::last_mirrored_epoch`] of several partitions of a topic in
+    /// one request: `(partition, answer)` in the order asked.
+    pub async fn last_mirrored_epochs(
+        &self,
+        topic_id: Uuid,
+        partitions: &[i32],
+    ) -> Result<Vec<(i32, SourceLastMirroredEpoch)>, String> {
         let mut client = self.any_broker().await?;
         let versions = client
             .send(
@@ -195,12 +209,15 @@ impl SourceCluster {
             .map_err(|e| e.to_string())?;
         let key = MirrorApiKey::LastMirroredEpochs.as_i16();
         if !versions.api_keys.iter().any(|k| k.api_key == key) {
-            return Ok(SourceLastMirroredEpoch::ApiUnsupported);
+            return Ok(partitions
+                .iter()
+                .map(|&p| (p, SourceLastMirroredEpoch::ApiUnsupported))
+                .collect());
         }
         let request = LastMirroredEpochsRequest {
             topics: vec![LastMirroredEpochsTopic {
                 topic_id,
-                partitions: vec![partition],
+                partitions: partitions.to_vec(),
                 ..Default::default()
             }],
             ..Default::default()
@@ -209,15 +226,28 @@ impl SourceCluster {
             .send_mirror(0, &request, self.timeout)
             .await
             .map_err(|e| e.to_string())?;
-        let answer = response
-            .topics
+        partitions
             .iter()
-            .filter(|t| t.topic_id == topic_id)
-            .flat_map(|t| t.partitions.iter())
-            .find(|p| p.partition_index == partition)
-            .ok_or("the source's LastMirroredEpochs answer lacks the partition")?;
-        SourceLastMirroredEpoch::from_response(answer.error_code, answer.last_mirrored_epoch)
-            .map_err(|e| e.to_string())
+            .map(|&partition| {
+                let answer = response
+                    .topics
+                    .iter()
+                    .filter(|t| t.topic_id == topic_id)
+                    .flat_map(|t| t.partitions.iter())
+                    .find(|p| p.partition_index == partition)
+                    .ok_or_else(|| {
+                        format!(
+                            "the source's LastMirroredEpochs answer lacks partition {partition}"
+                        )
+                    })?;
+                SourceLastMirroredEpoch::from_response(
+                    answer.error_code,
+                    answer.last_mirrored_epoch,
+                )
+                .map(|lme| (partition, lme))
+                .map_err(|e| e.to_string())
+            })
+            .collect()
     }
 }
 

@@ -21,7 +21,7 @@ use kafka_protocol::messages::{BrokerId, GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::Acl;
 use ottla_controller::mirrors::{MirrorTopic, MirrorTopicOp};
-use ottla_controller::records::{CONFIG_RESOURCE_TOPIC, MIRROR_NAME_CONFIG};
+use ottla_controller::records::{is_mirror_binding_config, CONFIG_RESOURCE_TOPIC};
 use ottla_controller::{AlterOp, MetadataImage};
 use ottla_mirror::config::{AclBinding, MirrorConfig};
 use ottla_mirror::name::RequestedMirroring;
@@ -182,7 +182,7 @@ async fn sync_metadata(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<()
             current
                 .keys()
                 .filter(|k| {
-                    k.as_str() != MIRROR_NAME_CONFIG
+                    !is_mirror_binding_config(k)
                         && config.syncs_topic_property(k)
                         && !wanted.contains_key(*k)
                 })
@@ -238,7 +238,11 @@ async fn change_topics(
     let mirror = config.name.to_string();
     let topics: Vec<MirrorTopic> = topics
         .into_iter()
-        .map(|(name, source)| MirrorTopic { name, source })
+        .map(|(name, source)| MirrorTopic {
+            name,
+            source,
+            discard_local_writes: false,
+        })
         .collect();
     let results = broker
         .controller

@@ -79,6 +79,12 @@ pub struct MirrorsArgs {
     )]
     pub topics: Vec<String>,
 
+    /// With --add: mirror a stopped topic again even when the source cannot
+    /// tell what it shares with this cluster (an Apache Kafka source),
+    /// discarding what was written here since failover.
+    #[arg(long, requires = "add_action")]
+    pub discard_local_writes: bool,
+
     /// With --add-acl / --remove-acl: whose ACL, e.g. User:alice.
     #[arg(long, value_name = "TYPE:NAME", requires = "acl_action")]
     pub principal: Option<String>,
@@ -121,7 +127,7 @@ pub struct ActionFlags {
     #[arg(long)]
     pub describe: bool,
     /// Start mirroring --topics (creating them on the destination).
-    #[arg(long, group = "topic_action", requires = "topics")]
+    #[arg(long, groups = ["topic_action", "add_action"], requires = "topics")]
     pub add: bool,
     /// Stop mirroring --topics and make them writable (failover).
     #[arg(long, group = "topic_action", requires = "topics")]
@@ -213,6 +219,8 @@ pub enum Action {
         op: TopicOp,
         mirror: String,
         topics: Vec<String>,
+        /// With [`TopicOp::Add`]: `--discard-local-writes`.
+        discard_local_writes: bool,
     },
     AddAcl(MirrorAcl),
     RemoveAcl(MirrorAcl),
@@ -266,6 +274,7 @@ impl MirrorsArgs {
             mirror_config,
             validate_only,
             topics,
+            discard_local_writes,
             principal,
             operation,
             host,
@@ -306,6 +315,7 @@ impl MirrorsArgs {
                 op,
                 mirror: one_mirror(),
                 topics,
+                discard_local_writes,
             }
         } else if a.add_acl || a.remove_acl {
             let acl = MirrorAcl {
@@ -456,8 +466,29 @@ mod tests {
                     op,
                     mirror: "m".into(),
                     topics: vec!["a".into(), "b".into(), "c".into()],
+                    discard_local_writes: false,
                 }
             );
+        }
+    }
+
+    #[test]
+    fn discard_local_writes_goes_with_add_only() {
+        let inv = parse("--add --mirror m --topics t --discard-local-writes").unwrap();
+        assert!(matches!(
+            inv.action,
+            Action::Topics {
+                op: TopicOp::Add,
+                discard_local_writes: true,
+                ..
+            }
+        ));
+        for other in ["--remove", "--pause", "--resume"] {
+            let e = parse(&format!(
+                "{other} --mirror m --topics t --discard-local-writes"
+            ))
+            .unwrap_err();
+            assert!(e.to_string().contains("--add"), "{other}: {e}");
         }
     }
 

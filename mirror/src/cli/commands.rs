@@ -26,16 +26,20 @@ pub enum CommandError {
     Connection(#[from] ConnectionError),
 }
 
-/// Sends the four topic-set requests, which share one shape.
+/// Sends the four topic-set requests, which share one shape
+/// (`$request` is the request built from it).
 macro_rules! send_topic_set {
-    ($connection:expr, $request:ident, $mirror:expr, $topics:expr) => {{
-        let response = $connection
-            .send(&$request {
-                mirror_name: $mirror.clone(),
-                topics: $topics,
-                ..Default::default()
-            })
-            .await?;
+    ($connection:expr, $request:ident, $mirror:expr, $topics:expr) => {
+        send_topic_set!($connection, $request, $mirror, $topics, |r| r)
+    };
+    ($connection:expr, $request:ident, $mirror:expr, $topics:expr, $finish:expr) => {{
+        #[allow(clippy::redundant_closure_call)]
+        let request = ($finish)($request {
+            mirror_name: $mirror.clone(),
+            topics: $topics,
+            ..Default::default()
+        });
+        let response = $connection.send(&request).await?;
         TopicSetResult {
             error_code: response.error_code,
             error_message: response.error_message,
@@ -140,7 +144,12 @@ pub async fn execute(
                 acls: rows(&response),
             }
         }
-        Action::Topics { op, mirror, topics } => {
+        Action::Topics {
+            op,
+            mirror,
+            topics,
+            discard_local_writes,
+        } => {
             let names: Vec<MirrorTopic> = topics
                 .iter()
                 .map(|name| MirrorTopic {
@@ -150,7 +159,14 @@ pub async fn execute(
                 .collect();
             let result = match op {
                 TopicOp::Add => {
-                    send_topic_set!(connection, AddTopicsToMirrorRequest, mirror, names)
+                    send_topic_set!(
+                        connection,
+                        AddTopicsToMirrorRequest,
+                        mirror,
+                        names,
+                        |r: AddTopicsToMirrorRequest| r
+                            .with_discard_local_writes(*discard_local_writes)
+                    )
                 }
                 TopicOp::Remove => {
                     send_topic_set!(connection, RemoveTopicsFromMirrorRequest, mirror, names)

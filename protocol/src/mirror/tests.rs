@@ -113,6 +113,24 @@ fn known_encoding_of_a_request() {
 }
 
 #[test]
+fn discard_local_writes_is_tagged_field_zero() {
+    let plain = AddTopicsToMirrorRequest {
+        mirror_name: "m".into(),
+        ..Default::default()
+    };
+    assert!(!plain.discard_local_writes());
+    let confirmed = plain.clone().with_discard_local_writes(true);
+    let bytes = confirmed.encode(0).unwrap();
+    // MirrorName, empty Topics, then one tagged field: tag 0, size 1, true.
+    assert_eq!(&bytes[..], &[2, b'm', 1, 1, 0, 1, 1]);
+    let decoded = AddTopicsToMirrorRequest::decode(&bytes, 0).unwrap();
+    assert!(decoded.discard_local_writes());
+    assert!(!decoded
+        .with_discard_local_writes(false)
+        .discard_local_writes());
+}
+
+#[test]
 fn schema_defaults_follow_kafkas_conventions() {
     let state = ReadMirrorStatesPartitionResult::default();
     assert_eq!(

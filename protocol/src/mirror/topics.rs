@@ -20,7 +20,9 @@
 //!       "about": "The topics, by name. Duplicates are answered once, with INVALID_REQUEST.", "fields": [
 //!       { "name": "Name", "type": "string", "versions": "0+", "entityType": "topicName",
 //!         "about": "The topic name, the same on the source and the destination." }
-//!     ]}
+//!     ]},
+//!     { "name": "DiscardLocalWrites", "type": "bool", "versions": "0+", "taggedVersions": "0+", "tag": 0,
+//!       "default": "false", "about": "AddTopicsToMirror only: re-add a stopped topic even when the source cannot tell its last mirrored epoch, discarding what was written on the destination since failover." }
 //!   ]
 //! }
 //! ```
@@ -61,7 +63,11 @@
 
 use uuid::Uuid;
 
+use super::wire::RawTaggedField;
 use super::MirrorApiKey;
+
+/// AddTopicsToMirror's tagged field DiscardLocalWrites.
+const DISCARD_LOCAL_WRITES_TAG: u32 = 0;
 
 wire_struct! {
     /// One topic named in a request.
@@ -131,3 +137,31 @@ topic_set_api!(
     ResumeMirrorTopicsResponse,
     "resume paused mirror topics"
 );
+
+/// The tagged field is kept with the unknown ones, which the codec already
+/// reads and writes in tag order.
+impl AddTopicsToMirrorRequest {
+    /// Whether the operator confirmed discarding local writes the source
+    /// cannot vouch for.
+    pub fn discard_local_writes(&self) -> bool {
+        self.unknown_tagged_fields
+            .0
+            .iter()
+            .any(|f| f.tag == DISCARD_LOCAL_WRITES_TAG && f.data != [0])
+    }
+
+    pub fn with_discard_local_writes(mut self, discard: bool) -> Self {
+        let fields = &mut self.unknown_tagged_fields.0;
+        fields.retain(|f| f.tag != DISCARD_LOCAL_WRITES_TAG);
+        if discard {
+            fields.insert(
+                0,
+                RawTaggedField {
+                    tag: DISCARD_LOCAL_WRITES_TAG,
+                    data: vec![1],
+                },
+            );
+        }
+        self
+    }
+}

@@ -190,6 +190,7 @@ fn topic_operations_send_the_topics() {
             op: TopicOp::Pause,
             mirror: "east".into(),
             topics: vec!["orders".into(), "audit".into()],
+            discard_local_writes: false,
         },
         &[MirrorApiKey::PauseMirrorTopics],
         &reply,
