@@ -159,7 +159,9 @@ class Ottla(Broker):
         ]
         ensure_free(self.port)
         t0 = time.monotonic()
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.dir / "ottla.log", "w"))
+        # Its log (stdout) and errors, kept while it runs for a look at a slow run.
+        log = open(self.dir / "ottla.log", "w")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         wait_port(self.port, self.proc)
         self.ready_ms = (time.monotonic() - t0) * 1000
         self.pid = self.proc.pid

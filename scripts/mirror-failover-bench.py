@@ -33,6 +33,10 @@ except ImportError:
 IDLE_SECONDS = 10
 
 
+def progress(what):
+    print(f"  {time.strftime('%H:%M:%S')} {what}", file=sys.stderr, flush=True)
+
+
 def mirrors_cli(binary, bootstrap, *args):
     return subprocess.run([str(binary), "mirrors", "--bootstrap-server", bootstrap, *args],
                           capture_output=True, text=True, check=False)
@@ -67,12 +71,18 @@ def run(binary, partitions, port):
         for p in range(partitions):
             producer.produce("scale", b"x" * 100, partition=p)
         producer.flush(60)
+        progress(f"source has {partitions} partitions with a record each")
         config = destination.dir / "mirror.properties"
         config.write_text(f"bootstrap.servers={src}\n")
         mirrors_cli(binary, dst, "--create", "--mirror", "scale", "--mirror-config", str(config))
         t0 = time.monotonic()
         mirrors_cli(binary, dst, "--add", "--mirror", "scale", "--topics", "scale")
-        while mirrors_cli(binary, dst, "--describe", "--mirror", "scale").stdout.count("MIRRORING") < partitions:
+        reported = t0
+        while (mirroring := mirrors_cli(binary, dst, "--describe", "--mirror", "scale")
+               .stdout.count("MIRRORING")) < partitions:
+            if time.monotonic() - reported > 10:
+                progress(f"{mirroring} of {partitions} partitions MIRRORING")
+                reported = time.monotonic()
             time.sleep(0.2)
         mirroring_s = time.monotonic() - t0
         time.sleep(2)
@@ -84,6 +94,7 @@ def run(binary, partitions, port):
         removed = mirrors_cli(binary, dst, "--remove", "--mirror", "scale", "--topics", "scale")
         if removed.returncode != 0:
             raise RuntimeError(f"--remove failed: {removed.stderr}")
+        progress("--remove answered; writing to every partition")
         write_each(dst, "scale", partitions)
         failover_s = time.monotonic() - t0
         return mirroring_s, idle, failover_s

@@ -104,6 +104,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Server { config, overrides } => {
             init_logging(cli.log_format);
+            raise_open_file_limit();
             let config = BrokerConfig::load(config.as_deref(), &overrides)?;
             for key in config.ignored_keys() {
                 warn!("ignoring config key {key}: Ottla does not implement it");
@@ -137,6 +138,32 @@ fn init_logging(format: LogFormat) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+}
+
+/// Raises the soft open-file limit to the hard one, as the JVM does for
+/// Kafka: every partition keeps its active `.log` open and every client
+/// connection is a descriptor, so a soft limit of 1,024 would cap a broker
+/// at a few hundred partitions.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            ..limit
+        };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit = raised;
+        }
+    }
+    info!(limit = limit.rlim_cur, "open file limit");
 }
 
 /// Locks the dirs this node writes, as Kafka does: a broker's log dirs and

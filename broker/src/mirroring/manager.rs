@@ -427,9 +427,16 @@ impl Driver {
         loop {
             match self.services.read_stored(&self.run.key).await {
                 Ok(stored) => return Ok(stored),
-                Err(e) => {
-                    info!(partition = %self.partition.tp, error = %e, "mirror state not available yet")
-                }
+                // Every partition of the mirror waits on the same
+                // coordinators: one line per mirror, not per partition.
+                Err(e) => crate::log_limited!(
+                    tracing::Level::INFO,
+                    key: &self.run.key.mirror_name,
+                    mirror = %self.run.key.mirror_name,
+                    partition = %self.partition.tp,
+                    error = %e,
+                    "mirror state not available yet"
+                ),
             }
             self.pause(RETRY).await?;
         }
@@ -501,7 +508,14 @@ impl Driver {
                 Ok(()) => return Ok(()),
                 Err(StateWriteError::Fenced) => return Err(Interrupted::Stopped),
                 Err(e) => {
-                    info!(partition = %self.partition.tp, error = %e, "cannot store the mirror state yet");
+                    crate::log_limited!(
+                        tracing::Level::INFO,
+                        key: &self.run.key.mirror_name,
+                        mirror = %self.run.key.mirror_name,
+                        partition = %self.partition.tp,
+                        error = %e,
+                        "cannot store the mirror state yet"
+                    );
                     self.pause(RETRY).await?;
                 }
             }
