@@ -189,6 +189,7 @@ impl Broker {
             brokers: brokers.clone(),
             epoch_bumps: EpochBumps::start(controller.clone(), settings.node_id),
             fetchers: MirrorFetchers::new(replicas.clone()),
+            configs: Default::default(),
             states: MirrorStateStore::new(
                 settings.node_id,
                 &settings.static_configs,

@@ -411,7 +411,12 @@ async fn list_mirrors(b: Arc<Broker>, _r: ListMirrorsRequest) -> ListMirrorsResp
             topic_names: bound_topics(&image, name),
             ..Default::default()
         });
-        let source = super::sync::mirror_config(&image, name)
+        let source = b
+            .mirrors
+            .services()
+            .configs
+            .get(&image, name)
+            .ok()
             .and_then(|config| SourceCluster::new(&config, "ottla-list-mirrors".into()).ok());
         if let Some(mut source) = source {
             source.timeout = SOURCE_CLUSTER_ID_TIMEOUT;

@@ -34,6 +34,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::configs::ParsedConfigs;
 use super::epoch_bumps::{EpochBump, EpochBumps};
 use super::fetcher::{FetchedFrom, MirrorFetchers};
 use super::source::SourceCluster;
@@ -79,6 +80,8 @@ pub struct MirrorServices {
     pub epoch_bumps: EpochBumps,
     /// The fetch loops, per mirror and source broker.
     pub fetchers: MirrorFetchers,
+    /// Each mirror's config, parsed once per change.
+    pub configs: ParsedConfigs,
 }
 
 impl MirrorServices {
@@ -475,18 +478,11 @@ impl Driver {
     }
 
     /// The mirror's configuration, as the current image holds it.
-    fn config(&self) -> Result<MirrorConfig, Interrupted> {
-        let image = self.services.controller.image();
-        let name = &self.run.key.mirror_name;
-        let configs = image
-            .mirror_configs(name)
-            .ok_or_else(|| Interrupted::Failed(format!("mirror {name} does not exist")))?;
-        let entries: Vec<(String, Option<String>)> = configs
-            .iter()
-            .map(|(k, v)| (k.clone(), Some(v.clone())))
-            .collect();
-        MirrorConfig::parse(name, &entries)
-            .map_err(|e| Interrupted::Failed(format!("mirror {name}: {e}")))
+    fn config(&self) -> Result<Arc<MirrorConfig>, Interrupted> {
+        self.services
+            .configs
+            .get(&self.services.controller.image(), &self.run.key.mirror_name)
+            .map_err(Interrupted::Failed)
     }
 
     /// Stores `(state, previous)` (and `lme`) as of the partition's current
@@ -704,25 +700,27 @@ impl Driver {
             now,
             Vec::new(),
         ));
-        let mut end_offset = -1;
-        for batch in batches {
-            let outcome = self.services.replicas.append(
-                &self.partition.tp,
-                &batch.into(),
-                -1,
-                AppendOrigin::Coordinator,
-            );
-            if outcome.end_offset < 0 {
-                return Err(match outcome.error {
-                    ResponseError::NotLeaderOrFollower => Interrupted::Stopped,
-                    e => Interrupted::Failed(format!(
-                        "writing the failover markers failed: {e:?} {}",
-                        outcome.message.unwrap_or_default()
-                    )),
-                });
+        // On the blocking pool: the first batch of the new epoch fsyncs the
+        // epoch checkpoint, and a failover does that for every partition.
+        let (replicas, tp) = (self.services.replicas.clone(), self.partition.tp.clone());
+        let end_offset = blocking(move || {
+            let mut end_offset = -1;
+            for batch in batches {
+                let outcome = replicas.append(&tp, &batch.into(), -1, AppendOrigin::Coordinator);
+                if outcome.end_offset < 0 {
+                    return Ok(Err(match outcome.error {
+                        ResponseError::NotLeaderOrFollower => Interrupted::Stopped,
+                        e => Interrupted::Failed(format!(
+                            "writing the failover markers failed: {e:?} {}",
+                            outcome.message.unwrap_or_default()
+                        )),
+                    }));
+                }
+                end_offset = outcome.end_offset;
             }
-            end_offset = outcome.end_offset;
-        }
+            Ok(Ok(end_offset))
+        })
+        .await??;
         // Writable only once the ISR has the markers: a new leader must not
         // reopen what was aborted here.
         self.services

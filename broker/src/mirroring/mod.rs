@@ -5,6 +5,7 @@
 //! truncation rules they follow are the `ottla-mirror` crate's.
 
 pub mod apis;
+pub mod configs;
 pub mod epoch_bumps;
 pub mod fetcher;
 pub mod manager;

@@ -54,16 +54,6 @@ fn owns_sync(image: &MetadataImage, node_id: i32) -> bool {
     image.live_brokers().map(|b| b.id).min() == Some(node_id)
 }
 
-/// The mirror's parsed config, if it parses (it did at creation).
-pub fn mirror_config(image: &MetadataImage, mirror: &str) -> Option<MirrorConfig> {
-    let entries: Vec<(String, Option<String>)> = image
-        .mirror_configs(mirror)?
-        .iter()
-        .map(|(k, v)| (k.clone(), Some(v.clone())))
-        .collect();
-    MirrorConfig::parse(mirror, &entries).ok()
-}
-
 /// The topics `mirror` is mirroring now (not paused, not removed).
 fn mirrored_topics(image: &MetadataImage, mirror: &str) -> Vec<String> {
     super::topics_of(image, mirror)
@@ -80,7 +70,7 @@ pub fn run_due(broker: &Arc<Broker>, schedule: &Arc<SyncSchedule>) {
         return;
     }
     for (mirror, _) in image.mirrors() {
-        let Some(config) = mirror_config(&image, mirror) else {
+        let Ok(config) = broker.mirrors.services().configs.get(&image, mirror) else {
             continue;
         };
         if mirrored_topics(&image, mirror).is_empty() && config.topics.include.is_empty() {
