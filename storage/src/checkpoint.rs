@@ -12,7 +12,8 @@
 //!
 //! Writes are atomic: the new content goes to `<name>.tmp`, which is fsynced
 //! and renamed over the old file, and then the directory is fsynced so the
-//! rename itself survives a crash.
+//! rename itself survives a crash. The leader epoch checkpoint may skip the
+//! fsyncs (`write_unsynced`) and be synced when its log is flushed.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -78,8 +79,31 @@ impl CheckpointFile {
         &self.path
     }
 
-    /// Atomically replaces the file with `version`, `lines.len()` and `lines`.
+    /// Atomically replaces the file with `version`, `lines.len()` and `lines`,
+    /// durably (fsynced, as is the rename).
     pub fn write(&self, version: i32, lines: &[String]) -> Result<()> {
+        self.replace(version, lines, Durability::Synced)
+    }
+
+    /// As [`Self::write`], atomic against a process crash but not fsynced: the
+    /// caller makes it durable later with [`Self::sync`] and must cope with an
+    /// older or empty file after a power loss.
+    pub fn write_unsynced(&self, version: i32, lines: &[String]) -> Result<()> {
+        self.replace(version, lines, Durability::Unsynced)
+    }
+
+    /// fsyncs the file as it is now (a missing file is fine: nothing to sync).
+    /// The directory is the caller's to fsync, so that the last rename holds.
+    pub fn sync(&self) -> Result<()> {
+        let _guard = self.write_lock.lock();
+        match File::open(&self.path) {
+            Ok(file) => Ok(file.sync_all()?),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn replace(&self, version: i32, lines: &[String], durability: Durability) -> Result<()> {
         let mut text = format!("{version}\n{}\n", lines.len());
         for line in lines {
             debug_assert!(!line.contains('\n'), "checkpoint entries are single lines");
@@ -87,7 +111,7 @@ impl CheckpointFile {
             text.push('\n');
         }
         let _guard = self.write_lock.lock();
-        write_atomically(&self.path, text.as_bytes())?;
+        replace_via_tmp(&self.path, text.as_bytes(), durability)?;
         Ok(())
     }
 
@@ -135,6 +159,15 @@ impl CheckpointFile {
         self.write(version, &lines)
     }
 
+    pub fn write_entries_unsynced<T: CheckpointEntry>(
+        &self,
+        version: i32,
+        entries: &[T],
+    ) -> Result<()> {
+        let lines: Vec<String> = entries.iter().map(T::to_line).collect();
+        self.write_unsynced(version, &lines)
+    }
+
     pub fn read_entries<T: CheckpointEntry>(&self, expected_version: i32) -> Result<Vec<T>> {
         self.read(expected_version)?
             .iter()
@@ -149,9 +182,22 @@ impl CheckpointFile {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    Synced,
+    Unsynced,
+}
+
 /// Writes `<path>.tmp`, fsyncs it, renames it over `path` and fsyncs the
 /// directory. A crash leaves either the old or the new file, never a mix.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_via_tmp(path, bytes, Durability::Synced)
+}
+
+/// Writes `<path>.tmp` and renames it over `path`: a process crash leaves the
+/// old or the new file, never a mix. `Unsynced` skips both fsyncs, so after a
+/// power loss the file may be the old one, or empty.
+fn replace_via_tmp(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
     let mut tmp_name = path.as_os_str().to_owned();
     tmp_name.push(".tmp");
     let tmp = PathBuf::from(tmp_name);
@@ -161,10 +207,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .truncate(true)
         .open(&tmp)?;
     file.write_all(bytes)?;
-    file.sync_all()?;
+    if durability == Durability::Synced {
+        file.sync_all()?;
+    }
     drop(file);
     fs::rename(&tmp, path)?;
-    sync_parent_dir(path)
+    if durability == Durability::Synced {
+        sync_parent_dir(path)?;
+    }
+    Ok(())
 }
 
 /// fsyncs the directory holding `path`, making a create, rename or delete in it durable.

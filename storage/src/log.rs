@@ -124,7 +124,14 @@ impl PartitionLog {
                 .copied()
                 .unwrap_or(i64::MIN)
         };
-        let mut epoch_cache = LeaderEpochCache::open(dir)?;
+        let mut epoch_cache = match LeaderEpochCache::open(dir) {
+            Ok(cache) => cache,
+            Err(StorageError::CorruptFile { path, reason }) => {
+                warn!(path = %path.display(), %reason, "unreadable leader epoch checkpoint; rebuilding it from the log");
+                LeaderEpochCache::reset(dir)?
+            }
+            Err(e) => return Err(e),
+        };
         let mut segments = BTreeMap::new();
         let mut needs_recovery = Vec::new();
         for (i, &base) in bases.iter().enumerate() {
@@ -181,9 +188,32 @@ impl PartitionLog {
             })?;
         }
 
+        // The epoch checkpoint is fsynced only when the log flushes: it can
+        // lack entries for the segments being recovered, or (power loss) be
+        // empty. Its entries are rebuilt from the batches of every segment
+        // from the first one rescanned on, in offset order.
+        let epochs_from = if epoch_cache.is_empty() {
+            bases.first().copied()
+        } else {
+            first_recovered
+        };
+        if let Some(from) = epochs_from {
+            epoch_cache.truncate_from_end(from)?;
+        }
+        let rescanned = bases
+            .iter()
+            .copied()
+            .filter(|&b| epochs_from.is_some_and(|from| b >= from));
+
         // Rescan the untrusted segments, rebuilding everything derived.
         let mut truncated_at: Option<i64> = None;
-        for &base in &needs_recovery {
+        for base in rescanned {
+            if needs_recovery.binary_search(&base).is_err() {
+                if let Some(seg) = segments.get(&base) {
+                    read_epochs(seg, &mut epoch_cache)?;
+                }
+                continue;
+            }
             if truncated_at.is_some() {
                 // Everything after a corrupt batch goes, as in Kafka.
                 for suffix in [".log", ".index", ".timeindex", ".txnindex"] {
@@ -647,6 +677,10 @@ impl PartitionLog {
             .filter(|s| s.next_offset() > from || s.is_empty())
             .try_for_each(LogSegment::flush);
         self.guard(r)?;
+        // Before the recovery point moves past them, the epochs of the data
+        // it covers must be durable: recovery will not rescan that data.
+        let r = self.epoch_cache.flush();
+        self.guard(r)?;
         let r = fsync_dir(&self.dir);
         self.guard(r)?;
         self.recovery_point = self.log_end_offset;
@@ -999,6 +1033,19 @@ struct Validated {
 }
 
 /// Records a batch's leader epoch if it starts a newer epoch.
+/// Offers every batch of a trusted segment to the epoch cache.
+fn read_epochs(seg: &LogSegment, cache: &mut LeaderEpochCache) -> Result<()> {
+    let mut result = Ok(());
+    seg.scan(0, |_, view| match assign_epoch(cache, &view) {
+        Ok(()) => ControlFlow::Continue(()),
+        Err(e) => {
+            result = Err(e);
+            ControlFlow::Break(())
+        }
+    })?;
+    result
+}
+
 fn assign_epoch(cache: &mut LeaderEpochCache, view: &BatchView<'_>) -> Result<()> {
     // As Kafka: every batch with an epoch is offered to the cache, which
     // ignores repeats and drops entries a lower epoch contradicts.

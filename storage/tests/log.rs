@@ -10,6 +10,7 @@ use ottla_protocol::batch::{
 use ottla_protocol::records::{records_section, walk_records};
 use ottla_storage::cleaner::CleanerBuffers;
 use ottla_storage::config::{CleanupPolicy, LogConfig};
+use ottla_storage::epoch_cache::{LeaderEpochCache, LEADER_EPOCH_CHECKPOINT_FILE};
 use ottla_storage::io_throttle::IoThrottle;
 use ottla_storage::log::{FetchIsolation, LogOpenOptions, PartitionLog};
 use ottla_storage::producer_state::AppendOrigin;
@@ -215,6 +216,75 @@ fn torn_tail_is_cut_on_unclean_open() {
     let log = open(dir.path(), small_config(), false);
     assert_eq!(log.log_end_offset(), 8);
     assert_eq!(read_all(&log, 0).len(), 4);
+}
+
+/// The epoch checkpoint is fsynced only when the log flushes, so a power loss
+/// can leave it empty or torn: reopening rebuilds it from the batches.
+#[test]
+fn a_lost_or_corrupt_epoch_checkpoint_is_rebuilt_from_the_log() {
+    for damaged in ["", "0\n", "0\n2\n0 0\n", "not a checkpoint\n"] {
+        for clean in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut log = open(dir.path(), small_config(), false);
+            for i in 0..30 {
+                append(&mut log, 2, i / 10);
+            }
+            let expected = log.epoch_cache().entries().to_vec();
+            assert_eq!(expected.len(), 3, "{expected:?}");
+            assert!(log.segment_bases().len() > 2);
+            log.close().unwrap();
+            drop(log);
+            let checkpoint = dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE);
+            std::fs::write(&checkpoint, damaged).unwrap();
+            let log = open(dir.path(), small_config(), clean);
+            assert_eq!(
+                log.epoch_cache().entries(),
+                expected,
+                "checkpoint {damaged:?}, clean shutdown {clean}"
+            );
+            assert_eq!(log.end_offset_for_epoch(1), (1, 40));
+            assert_eq!(
+                LeaderEpochCache::open(dir.path()).unwrap().entries(),
+                expected,
+                "the rebuilt entries are written back"
+            );
+        }
+    }
+}
+
+/// Data past the recovery point is rescanned after an unclean shutdown, so an
+/// epoch checkpoint that missed its newest entries (not yet fsynced) is
+/// completed from the batches; entries below the recovery point were fsynced
+/// by the flush that moved it.
+#[test]
+fn an_epoch_checkpoint_missing_unflushed_entries_is_completed_by_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), false);
+    for _ in 0..10 {
+        append(&mut log, 2, 0);
+    }
+    log.flush().unwrap();
+    let recovery_point = log.recovery_point();
+    let checkpoint = dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE);
+    let flushed = std::fs::read(&checkpoint).unwrap();
+    for i in 0..20 {
+        append(&mut log, 2, 1 + i / 10);
+    }
+    let expected = log.epoch_cache().entries().to_vec();
+    assert_eq!(expected.len(), 3, "{expected:?}");
+    drop(log);
+    std::fs::write(&checkpoint, flushed).unwrap();
+    let log = PartitionLog::open(
+        dir.path(),
+        small_config(),
+        LogOpenOptions {
+            clean_shutdown: false,
+            recovery_point,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(log.epoch_cache().entries(), expected);
 }
 
 #[test]
