@@ -121,6 +121,8 @@ pub struct LoadReport {
     pub sent: usize,
     /// The longest time the producer went without any acknowledgement.
     pub unavailable: Duration,
+    /// When each acknowledgement arrived (seconds since the Unix epoch), sorted.
+    pub ack_times: Vec<f64>,
 }
 
 /// The background producer and consumer.
@@ -243,6 +245,7 @@ impl Load {
             failed,
             sent,
             unavailable: Duration::from_secs_f64(gap),
+            ack_times: times,
         }
     }
 }
@@ -343,9 +346,21 @@ impl FaultCluster {
     }
 
     pub fn wait_full_isr(&self) {
+        self.wait_full_isr_seen_by(1);
+    }
+
+    /// Waits until node `witness` (or, while it is down, any running node)
+    /// sees every partition led with all three replicas in sync.
+    pub fn wait_full_isr_seen_by(&self, witness: i32) {
         let start = Instant::now();
         loop {
-            let view = Self::partitions(self.live(&[]));
+            let node = &self.nodes[(witness - 1) as usize];
+            let node = if node.is_running() {
+                node
+            } else {
+                self.live(&[])
+            };
+            let view = Self::partitions(node);
             if view.len() == PARTITIONS as usize
                 && view.values().all(|(l, isr)| *l > 0 && isr.len() == 3)
             {
@@ -369,6 +384,50 @@ impl FaultCluster {
                 .ok()?;
         let p = &response.topics.first()?.partitions.first()?;
         (p.error_code == 0 && p.leader_id.0 > 0).then_some(p.leader_id.0)
+    }
+
+    /// Waits until every replica of each `(topic, partitions)` holds the same
+    /// batches, byte for byte (the load has stopped; followers may still be
+    /// fetching the last ones).
+    pub fn wait_replicas_agree(&self, topics: &[(&str, i32)]) {
+        let start = Instant::now();
+        loop {
+            let differing: Vec<String> = topics
+                .iter()
+                .flat_map(|&(topic, partitions)| (0..partitions).map(move |p| (topic, p)))
+                .filter(|(topic, p)| {
+                    let copies: Vec<Vec<u8>> = self
+                        .nodes
+                        .iter()
+                        .map(|n| {
+                            read_batches(&n.data_dir.join("logs").join(format!("{topic}-{p}")))
+                        })
+                        .collect();
+                    copies.windows(2).any(|w| w[0] != w[1])
+                })
+                .map(|(topic, p)| format!("{topic}-{p}"))
+                .collect();
+            if differing.is_empty() {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "replicas still differ after 60 s: {differing:?}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// No node's log (across its restarts) shows a panic.
+    pub fn assert_no_panics(&self) {
+        for (i, node) in self.nodes.iter().enumerate() {
+            let log = node.log();
+            if let Some(at) = log.find("panicked") {
+                let from = log[..at].rfind('\n').map_or(0, |n| n + 1);
+                let line = log[from..].lines().next().unwrap_or_default();
+                panic!("node {} panicked: {line}", i + 1);
+            }
+        }
     }
 
     /// Checks that every acknowledged record is read back exactly once and
@@ -446,17 +505,36 @@ fn check_log(what: &str, log: &[Acked], acked: &[Acked]) {
     }
 }
 
-/// The (offset, value) of every data record in a partition directory's
-/// segment files, read straight from disk.
-pub fn read_log_dir(dir: &Path) -> Vec<(i64, String)> {
+/// A partition directory's `.log` files, in offset order.
+fn segment_files(dir: &Path) -> Vec<PathBuf> {
     let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "log"))
         .collect();
     segments.sort();
+    segments
+}
+
+/// Every whole batch of a partition directory, byte for byte and in order,
+/// whatever segments they sit in: what replicas must agree on.
+pub fn read_batches(dir: &Path) -> Vec<u8> {
+    let mut batches = Vec::new();
+    for segment in segment_files(dir) {
+        let bytes = std::fs::read(&segment).unwrap();
+        for batch in BatchIter::new(&bytes) {
+            let Ok(batch) = batch else { break };
+            batches.extend_from_slice(batch.bytes());
+        }
+    }
+    batches
+}
+
+/// The (offset, value) of every data record in a partition directory's
+/// segment files, read straight from disk.
+pub fn read_log_dir(dir: &Path) -> Vec<(i64, String)> {
     let mut records = Vec::new();
-    for segment in segments {
+    for segment in segment_files(dir) {
         let bytes = std::fs::read(&segment).unwrap();
         for batch in BatchIter::new(&bytes) {
             let Ok(batch) = batch else { break };

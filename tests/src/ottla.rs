@@ -67,6 +67,20 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// A node's data directory, removed when the node is dropped unless
+/// `OTTLA_TEST_KEEP_DIRS` is set (to read the logs of a failed run).
+fn node_dir() -> tempfile::TempDir {
+    let mut dir = tempfile::Builder::new()
+        .prefix("ottla-node")
+        .tempdir()
+        .unwrap();
+    if std::env::var_os("OTTLA_TEST_KEEP_DIRS").is_some() {
+        dir.disable_cleanup(true);
+        eprintln!("keeping {}", dir.path().display());
+    }
+    dir
+}
+
 /// What a node runs (Kafka's `process.roles`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -97,7 +111,7 @@ impl Ottla {
     /// Like [`start`](Self::start), with one more listener per name in
     /// `protocols` (SSL, SASL_PLAINTEXT, SASL_SSL), each on a free port.
     pub fn start_with_listeners(protocols: &[&str], overrides: &[(&str, &str)]) -> Self {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = node_dir();
         let data_dir = tmp.path().to_path_buf();
         let mut node = Self {
             child: None,
@@ -334,7 +348,7 @@ impl Ottla {
             .zip(roles)
             .enumerate()
             .map(|(i, ((port, controller_port), role))| {
-                let tmp = tempfile::tempdir().unwrap();
+                let tmp = node_dir();
                 let data_dir = tmp.path().to_path_buf();
                 let mut all: Vec<(String, String)> = overrides
                     .iter()
