@@ -360,10 +360,13 @@ impl ReplicaManager {
         } else if !leads && previous.leader != state.leader && state.leader >= 0 {
             info!(partition = %p.tp, leader = state.leader, epoch = state.leader_epoch, "following partition");
         }
+        // Any new ISR settles the pending change: applied, or overtaken by
+        // another (the controller fencing a broker changes the ISR without a
+        // new leader epoch). Kept pending, it would block every later change
+        // of this partition, and a follower would never rejoin the ISR.
         let mut pending = p.isr_pending.lock();
-        if pending.as_ref() == Some(&state.isr)
-            || !leads
-            || previous.leader_epoch != state.leader_epoch
+        if pending.is_some()
+            && (!leads || previous.leader_epoch != state.leader_epoch || previous.isr != state.isr)
         {
             *pending = None;
         }

@@ -446,3 +446,30 @@ async fn an_acks_all_wait_ends_when_leadership_moves() {
         .unwrap();
     assert_eq!(outcome, Err(ResponseError::NotLeaderOrFollower));
 }
+
+/// An ISR change the leader asked for, overtaken by a different ISR in the
+/// metadata (the controller fenced a broker meanwhile, with no new leader
+/// epoch), is settled: the leader asks again when it must. Left pending, it
+/// blocked every later change of the partition, and a restarted follower
+/// never rejoined the ISR (found by the random-fault test).
+#[tokio::test]
+async fn an_isr_change_overtaken_by_another_is_asked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = crate::apis::test_support::test_settings(dir.path());
+    settings.replica_lag_max = Duration::from_millis(50);
+    let broker = crate::apis::test_support::open_broker(settings).expect("opening the broker");
+    crate::apis::test_support::create_topic(&broker, TOPIC, 1);
+    change_partition(&broker, &tp(0), Some(1), &[1, 2, 3], &[1, 2, 3]);
+    let shrinks = || broker.replicas.isr_change_counts().0;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    broker.replicas.shrink_lagging_isrs();
+    assert_eq!(
+        shrinks(),
+        1,
+        "followers 2 and 3 lag: the leader asks for [1]"
+    );
+    change_partition(&broker, &tp(0), None, &[1, 2], &[1, 2, 3]);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    broker.replicas.shrink_lagging_isrs();
+    assert_eq!(shrinks(), 2, "follower 2 still lags: the leader asks again");
+}
