@@ -11,6 +11,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 
 use super::{counter, gauge, Field};
 use crate::broker::Broker;
+use crate::replica::now_ms;
 
 /// One mirror partition, copied out of its driver.
 struct MirrorRow {
@@ -56,7 +57,7 @@ impl MirrorCollector {
                     } else {
                         -1
                     },
-                    lag_ms: run.stats.lag_ms.load(Ordering::Relaxed),
+                    lag_ms: run.stats.lag_ms(now_ms()),
                     bytes: run.stats.bytes.load(Ordering::Relaxed),
                     fetch_errors: run.stats.fetch_errors.load(Ordering::Relaxed),
                 }
@@ -83,7 +84,7 @@ impl Collector for MirrorCollector {
             ),
             (
                 "ottla_mirror_lag_ms",
-                "How far behind the source the newest mirrored batch was, in ms (-1: unknown).",
+                "How long the partition has been behind the source, in ms (0: caught up, -1: unknown).",
                 |r| r.lag_ms,
             ),
         ];

@@ -54,6 +54,7 @@ use super::state_store::StoredState;
 use crate::broker::Broker;
 use crate::handlers::broker_apis::BrokerSlot;
 use crate::network::{MirrorHandlerFuture, RequestContext, RequestHandler};
+use crate::replica::now_ms;
 use crate::security::authorizer::Access;
 
 /// Serves the mirror APIs on the broker listeners.
@@ -514,7 +515,7 @@ async fn describe_partition(
         } else {
             -1
         };
-        described.lag_ms = run.stats.lag_ms.load(Ordering::Relaxed);
+        described.lag_ms = run.stats.lag_ms(now_ms());
         described.bytes_per_second = run.bytes_per_second();
         described.fetch_errors = run.stats.fetch_errors.load(Ordering::Relaxed) as i64;
         described.last_mirrored_epoch = *run.last_mirrored_epoch.lock();

@@ -21,7 +21,7 @@ use kafka_protocol::messages::list_offsets_request::{
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use ottla_protocol::batch::{whole_batches_len, BatchIter};
+use ottla_protocol::batch::whole_batches_len;
 use ottla_protocol::client::KafkaClient;
 use ottla_storage::manager::TopicPartition;
 use parking_lot::Mutex;
@@ -563,18 +563,13 @@ fn apply_mirrored(
                 }
             };
             let records = records.slice(..whole);
-            let newest = BatchIter::new(&records)
-                .filter_map(Result::ok)
-                .map(|b| b.max_timestamp())
-                .max()
-                .unwrap_or(-1);
             let appended = if whole == 0 {
                 Ok(())
             } else {
                 replicas.append_mirrored(p, &records).map(|_| ())
             };
             if appended.is_ok() && whole > 0 {
-                r.stats.appended(whole, newest);
+                r.stats.appended(whole);
                 if p.log.read().latest_epoch().unwrap_or(-1) > p.state().leader_epoch {
                     r.epoch_raised.notify_one();
                 }
