@@ -250,6 +250,29 @@ impl Load {
     }
 }
 
+/// Creates `topic` with 3 replicas, 2 of them required in sync, as the
+/// fault tests' topics are.
+pub fn create_replicated_topic(bootstrap: &str, topic: &str, partitions: i32) {
+    let out = ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            &partitions.to_string(),
+            "--replication-factor",
+            "3",
+            "--config",
+            "min.insync.replicas=2",
+        ],
+        None,
+    ));
+    assert!(out.contains("Created topic"), "{out}");
+}
+
 /// Three nodes and the replicated topic, every ISR full.
 pub struct FaultCluster {
     pub nodes: Vec<Ottla>,
@@ -258,24 +281,7 @@ pub struct FaultCluster {
 impl FaultCluster {
     pub fn start() -> Self {
         let nodes = Ottla::cluster(3, FAULT_SETTINGS);
-        let out = ok(kafka_tool(
-            "kafka-topics.sh",
-            &[
-                "--bootstrap-server",
-                &nodes[0].bootstrap(),
-                "--create",
-                "--topic",
-                TOPIC,
-                "--partitions",
-                &PARTITIONS.to_string(),
-                "--replication-factor",
-                "3",
-                "--config",
-                "min.insync.replicas=2",
-            ],
-            None,
-        ));
-        assert!(out.contains("Created topic"), "{out}");
+        create_replicated_topic(&nodes[0].bootstrap(), TOPIC, PARTITIONS);
         let cluster = Self { nodes };
         cluster.wait_full_isr();
         cluster

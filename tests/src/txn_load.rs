@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use crate::tools::{kafka_tool, ok, python, python_script};
+use crate::faults::create_replicated_topic;
+use crate::tools::{python, python_script};
 
 pub const TXN_TOPIC: &str = "faults-txn";
 pub const TXN_PARTITIONS: i32 = 3;
@@ -206,24 +207,7 @@ pub struct TxnLoad {
 impl TxnLoad {
     /// Creates the topic (3 replicas, 2 in sync) and starts the producer.
     pub fn start(bootstrap: &str) -> Self {
-        let out = ok(kafka_tool(
-            "kafka-topics.sh",
-            &[
-                "--bootstrap-server",
-                bootstrap,
-                "--create",
-                "--topic",
-                TXN_TOPIC,
-                "--partitions",
-                &TXN_PARTITIONS.to_string(),
-                "--replication-factor",
-                "3",
-                "--config",
-                "min.insync.replicas=2",
-            ],
-            None,
-        ));
-        assert!(out.contains("Created topic"), "{out}");
+        create_replicated_topic(bootstrap, TXN_TOPIC, TXN_PARTITIONS);
         let dir = tempfile::tempdir().unwrap();
         let producer = Command::new(python())
             .arg("-c")
