@@ -943,6 +943,84 @@ fn a_fresh_three_node_destination_adds_and_removes_several_topics_at_once() {
     }
 }
 
+/// Every broker of a 3-node destination answers `--describe` for every
+/// partition (gathered from the leaders), with LAG against the source's end
+/// now, PAUSED included; a partition whose leader is down is still listed,
+/// from its stored state.
+#[test]
+fn any_destination_broker_describes_every_partition_against_the_source_end() {
+    let source = Ottla::start(&[]);
+    let mut destination = Ottla::cluster(3, CLUSTER);
+    let src = source.bootstrap();
+    create_topic(&src, "live", 6);
+    produce(&src, "live", 600);
+    let dst = destination[0].bootstrap();
+    create_mirror(&dst, "dr", &src);
+    topics_op(&dst, TopicOp::Add, "dr", &["live"]);
+    wait_for_state(&dst, "dr", "live", 6, MIRRORING);
+    assert_eq!(wait_identical(&src, &dst, "live", 6), 600);
+
+    let leaders: std::collections::BTreeSet<i32> = describe_topic(&destination[0], "live")
+        .values()
+        .map(|p| p.leader)
+        .collect();
+    assert!(
+        leaders.len() > 1,
+        "partitions spread over brokers: {leaders:?}"
+    );
+    for node in &destination {
+        let described = describe(&node.bootstrap(), "dr", "live");
+        assert_eq!(described.len(), 6, "node {}: {described:?}", node.port);
+        for p in &described {
+            assert_eq!(p.state, MIRRORING, "{p:?}");
+            assert!(p.destination_offset >= 0, "figures from the leader: {p:?}");
+            assert_eq!(p.source_offset, p.destination_offset, "{p:?}");
+            assert_eq!(p.lag_records, 0, "{p:?}");
+            let age = p.source_offset_age_ms();
+            assert!((0..3_000).contains(&age), "asked of the source now: {p:?}");
+        }
+        let total: i64 = described.iter().map(|p| p.destination_offset).sum();
+        assert_eq!(total, 600);
+    }
+
+    // PAUSED: nothing is fetched, yet LAG is against the source's end.
+    topics_op(&dst, TopicOp::Pause, "dr", &["live"]);
+    wait_for_state(&dst, "dr", "live", 6, PAUSED);
+    produce(&src, "live", 300);
+    for node in &destination {
+        let described = describe(&node.bootstrap(), "dr", "live");
+        let lag: i64 = described.iter().map(|p| p.lag_records).sum();
+        let source_end: i64 = described.iter().map(|p| p.source_offset).sum();
+        assert_eq!((lag, source_end), (300, 900), "{described:?}");
+    }
+
+    // A leader dies: its partitions are still listed, from their stored
+    // state or with why it is unreadable (the dead broker may also have
+    // been their `__mirror_state` coordinator), until new leaders describe
+    // them with figures.
+    let dead = *leaders
+        .iter()
+        .find(|&&l| l != 1)
+        .expect("a leader besides node 1");
+    destination[(dead - 1) as usize].kill9();
+    let started = Instant::now();
+    let described = describe(&dst, "dr", "live");
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert_eq!(described.len(), 6, "{described:?}");
+    assert!(
+        described
+            .iter()
+            .all(|p| p.state == PAUSED || p.last_error.is_some()),
+        "broker {dead} down: {described:?}"
+    );
+    eventually_described(&dst, "dr", "live", |described| {
+        described
+            .iter()
+            .all(|p| p.state == PAUSED && p.lag_records >= 0)
+            && described.iter().map(|p| p.lag_records).sum::<i64>() == 300
+    });
+}
+
 #[test]
 fn included_source_topics_are_mirrored_and_deleted_ones_stop() {
     let source = Ottla::start(&[]);

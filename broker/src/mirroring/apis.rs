@@ -13,7 +13,6 @@
 //! (Read/WriteMirrorStates, BumpLeaderEpochs) CLUSTER_ACTION.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -29,8 +28,7 @@ use ottla_mirror::records::{
 use ottla_mirror::state::MirrorPartitionState;
 use ottla_protocol::mirror::admin::{
     CreateMirrorRequest, CreateMirrorResponse, DeleteMirrorRequest, DeleteMirrorResponse,
-    DescribeMirrorsRequest, DescribeMirrorsResponse, DescribedMirror, DescribedMirrorPartition,
-    DescribedMirrorTopic, ListMirrorsRequest, ListMirrorsResponse, ListedMirror,
+    DescribeMirrorsRequest, DescribedMirror, ListMirrorsRequest, ListMirrorsResponse, ListedMirror,
 };
 use ottla_protocol::mirror::epochs::{
     BumpLeaderEpochsPartitionResult, BumpLeaderEpochsRequest, BumpLeaderEpochsResponse,
@@ -45,7 +43,6 @@ use ottla_protocol::mirror::states::{
 };
 use ottla_protocol::mirror::topics::{MirrorTopic, MirrorTopicResult};
 use ottla_protocol::mirror::{topics, MirrorApiKey, MirrorMessage};
-use ottla_storage::manager::TopicPartition;
 use tracing::info;
 
 use super::readd;
@@ -54,7 +51,6 @@ use super::state_store::StoredState;
 use crate::broker::Broker;
 use crate::handlers::broker_apis::BrokerSlot;
 use crate::network::{MirrorHandlerFuture, RequestContext, RequestHandler};
-use crate::replica::now_ms;
 use crate::security::authorizer::Access;
 
 /// Serves the mirror APIs on the broker listeners.
@@ -188,7 +184,7 @@ impl RequestHandler for MirrorApis {
                         let access = Arc::clone(&access);
                         async move {
                             let named = r.mirror_names.is_some();
-                            let mut described = describe_mirrors(b, r).await;
+                            let mut described = super::describe::describe_mirrors(b, r).await;
                             let may = |name: &str| {
                                 may_on_mirror(
                                     &access,
@@ -442,102 +438,6 @@ async fn list_mirrors(b: Arc<Broker>, _r: ListMirrorsRequest) -> ListMirrorsResp
 
 /// How long ListMirrors waits for the sources' cluster ids.
 const SOURCE_CLUSTER_ID_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
-
-async fn describe_mirrors(b: Arc<Broker>, r: DescribeMirrorsRequest) -> DescribeMirrorsResponse {
-    let image = b.controller.image();
-    let names: Vec<String> = match r.mirror_names {
-        Some(names) => names,
-        None => image.mirrors().map(|(name, _)| name.to_string()).collect(),
-    };
-    let mut mirrors = Vec::new();
-    for name in names {
-        if image.mirror_configs(&name).is_none() {
-            mirrors.push(DescribedMirror {
-                mirror_name: name.clone(),
-                error_code: errors::UNKNOWN_MIRROR.code,
-                error_message: Some(format!("No mirror named '{name}' exists.")),
-                ..Default::default()
-            });
-            continue;
-        }
-        let mut topics = Vec::new();
-        for topic in bound_topics(&image, &name) {
-            let Some(t) = image.topic_by_name(&topic) else {
-                continue;
-            };
-            let mut partitions = Vec::new();
-            for &p in t.partitions.keys() {
-                let tp = TopicPartition::new(topic.clone(), p);
-                partitions.push(describe_partition(&b, &name, t.id, &tp).await);
-            }
-            topics.push(DescribedMirrorTopic {
-                name: topic,
-                topic_id: t.id,
-                partitions,
-                ..Default::default()
-            });
-        }
-        mirrors.push(DescribedMirror {
-            mirror_name: name,
-            topics,
-            ..Default::default()
-        });
-    }
-    DescribeMirrorsResponse {
-        mirrors,
-        ..Default::default()
-    }
-}
-
-/// A partition's figures from its driver when this broker leads it, else
-/// its stored state from the coordinator (figures unknown).
-async fn describe_partition(
-    b: &Arc<Broker>,
-    mirror: &str,
-    topic_id: uuid::Uuid,
-    tp: &TopicPartition,
-) -> DescribedMirrorPartition {
-    let mut described = DescribedMirrorPartition {
-        partition_index: tp.partition,
-        ..Default::default()
-    };
-    if let Some(run) = b.mirrors.partition(tp) {
-        let destination = b
-            .replicas
-            .partition(tp)
-            .map_or(-1, |p| p.log.read().log_end_offset());
-        let source = run.stats.source_high_watermark.load(Ordering::Relaxed);
-        described.state = run.state.lock().wire_value();
-        described.source_offset = source;
-        described.destination_offset = destination;
-        described.lag_records = if source >= 0 && destination >= 0 {
-            (source - destination).max(0)
-        } else {
-            -1
-        };
-        described.lag_ms = run.stats.lag_ms(now_ms());
-        described.bytes_per_second = run.bytes_per_second();
-        described.fetch_errors = run.stats.fetch_errors.load(Ordering::Relaxed) as i64;
-        described.last_mirrored_epoch = *run.last_mirrored_epoch.lock();
-        described.last_error = run.stats.last_error.lock().clone();
-        return described;
-    }
-    let key = MirrorPartitionKey {
-        mirror_name: mirror.to_string(),
-        topic_id,
-        partition: tp.partition,
-    };
-    if let Ok(stored) = b.mirrors.services().read_stored(&key).await {
-        if let Some(state) = stored.state {
-            described.state = state.state.wire_value();
-            described.last_error = state.error_message;
-        }
-        if let Some(lme) = stored.last_mirrored_epoch {
-            described.last_mirrored_epoch = lme.last_mirrored_epoch;
-        }
-    }
-    described
-}
 
 async fn change_topics(
     b: Arc<Broker>,

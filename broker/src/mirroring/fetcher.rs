@@ -16,11 +16,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::list_offsets_request::{
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
-};
-use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{BrokerId, FetchRequest};
 use ottla_protocol::batch::whole_batches_len;
 use ottla_protocol::client::KafkaClient;
 use ottla_storage::manager::TopicPartition;
@@ -29,16 +25,15 @@ use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::source::{Brokers, SourceCluster, TopicsNamed};
+use super::source::{
+    list_offsets, Brokers, SourceCluster, TopicsNamed, EARLIEST_OFFSET, LATEST_OFFSET,
+};
 use super::stats::MirrorStats;
 use crate::fetching::{
     fetch_loop, fetcher_of, FetchPosition, FetchedPartition, Followup, LeaderEndpoint,
 };
 use crate::replica::{Partition, ReplicaManager};
 
-const LIST_OFFSETS_VERSION: i16 = 1;
-const EARLIEST: i64 = -2;
-const LATEST: i64 = -1;
 const MAX_WAIT: Duration = Duration::from_millis(500);
 const PARTITION_MAX_BYTES: i32 = 8 << 20;
 /// A fetch answer's bound (Kafka's consumer `fetch.max.bytes` is 50 MiB);
@@ -477,8 +472,8 @@ impl LeaderEndpoint for SourceBroker {
     async fn reset_offset(&self, client: &mut KafkaClient, r: &Arc<Registration>) {
         let timeout = self.fetchers.source.timeout;
         let (Some(start), Some(end)) = (
-            list_offset(client, r.tp(), EARLIEST, timeout).await,
-            list_offset(client, r.tp(), LATEST, timeout).await,
+            list_offset(client, r.tp(), EARLIEST_OFFSET, timeout).await,
+            list_offset(client, r.tp(), LATEST_OFFSET, timeout).await,
         ) else {
             return;
         };
@@ -619,27 +614,15 @@ fn fail(active: &mut Option<oneshot::Sender<String>>, reason: String) {
     }
 }
 
+/// One partition's offset at `timestamp` on the source broker `client`
+/// talks to.
 async fn list_offset(
     client: &mut KafkaClient,
     tp: &TopicPartition,
     timestamp: i64,
     timeout: Duration,
 ) -> Option<i64> {
-    let request = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
-            .with_partitions(vec![ListOffsetsPartition::default()
-                .with_partition_index(tp.partition)
-                .with_timestamp(timestamp)])]);
-    let response = client
-        .send(LIST_OFFSETS_VERSION, &request, timeout)
-        .await
-        .ok()?;
-    response
-        .topics
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .find(|r| r.error_code == 0)
-        .map(|r| r.offset)
+    let partitions = [(tp.topic.clone(), tp.partition)];
+    let answer = list_offsets(client, &partitions, timestamp, timeout).await;
+    answer.ok()?.first().map(|&(_, offset)| offset)
 }

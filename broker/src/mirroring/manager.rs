@@ -6,7 +6,7 @@
 //! every state it enters; an invalid transition is refused and logged,
 //! never applied.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +33,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+use uuid::Uuid;
 
 use super::configs::ParsedConfigs;
 use super::epoch_bumps::{EpochBump, EpochBumps};
@@ -42,6 +43,9 @@ use super::state_store::{MirrorStateStore, StoredState};
 use super::stats::MirrorStats;
 use crate::inter_broker::BrokerClients;
 use crate::replica::{now_ms, Partition, ReplicaManager};
+
+/// A stored state read for one mirror partition (topic id, partition).
+type StoredAnswer = ((Uuid, i32), Result<StoredState, String>);
 
 const RETRY: Duration = Duration::from_millis(500);
 /// How long failover waits for the ISR to have its markers before trying
@@ -91,35 +95,111 @@ impl MirrorServices {
         self: &Arc<Self>,
         key: &MirrorPartitionKey,
     ) -> Result<StoredState, String> {
-        let (_, coordinator) = self
-            .states
-            .coordinator_of(key)
-            .map_err(|e| format!("{e:?}"))?;
-        if coordinator == self.node_id {
+        let wanted = (key.topic_id, key.partition);
+        self.read_stored_many(&key.mirror_name, &[wanted])
+            .await
+            .remove(&wanted)
+            .unwrap_or_else(|| Err("the coordinator's answer lacks the partition".into()))
+    }
+
+    /// What the coordinators store for the partitions `keys` (topic id,
+    /// partition) of `mirror`: one read per `__mirror_state` coordinator,
+    /// all at once. Each key has its state, or why it has none.
+    pub async fn read_stored_many(
+        self: &Arc<Self>,
+        mirror: &str,
+        keys: &[(Uuid, i32)],
+    ) -> HashMap<(Uuid, i32), Result<StoredState, String>> {
+        let mut answers = HashMap::new();
+        let mut by_coordinator: BTreeMap<i32, Vec<(Uuid, i32)>> = BTreeMap::new();
+        for &(topic_id, partition) in keys {
+            let key = MirrorPartitionKey {
+                mirror_name: mirror.to_string(),
+                topic_id,
+                partition,
+            };
+            match self.states.coordinator_of(&key) {
+                Ok((_, coordinator)) => by_coordinator
+                    .entry(coordinator)
+                    .or_default()
+                    .push((topic_id, partition)),
+                Err(e) => {
+                    answers.insert((topic_id, partition), Err(format!("{e:?}")));
+                }
+            }
+        }
+        let mut reading = tokio::task::JoinSet::new();
+        for (coordinator, keys) in by_coordinator {
             let services = self.clone();
-            let key = key.clone();
-            return tokio::task::spawn_blocking(move || services.states.read(&key))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| format!("{e:?}"));
+            let mirror = mirror.to_string();
+            reading.spawn(async move {
+                let read = services.read_from(coordinator, mirror, keys.clone()).await;
+                (keys, read)
+            });
+        }
+        while let Some(done) = reading.join_next().await {
+            let Ok((keys, read)) = done else { continue };
+            match read {
+                Ok(found) => answers.extend(found),
+                Err(e) => answers.extend(keys.into_iter().map(|k| (k, Err(e.clone())))),
+            }
+        }
+        answers
+    }
+
+    /// Reads `keys` of `mirror` from the store of `coordinator`: this
+    /// broker's (on the blocking pool: a coordinator partition's first read
+    /// loads it from its log) or another's, in one ReadMirrorStates.
+    async fn read_from(
+        self: Arc<Self>,
+        coordinator: i32,
+        mirror: String,
+        keys: Vec<(Uuid, i32)>,
+    ) -> Result<Vec<StoredAnswer>, String> {
+        if coordinator == self.node_id {
+            return tokio::task::spawn_blocking(move || {
+                keys.into_iter()
+                    .map(|(topic_id, partition)| {
+                        let key = MirrorPartitionKey {
+                            mirror_name: mirror.clone(),
+                            topic_id,
+                            partition,
+                        };
+                        let read = self.states.read(&key).map_err(|e| format!("{e:?}"));
+                        ((topic_id, partition), read)
+                    })
+                    .collect()
+            })
+            .await
+            .map_err(|e| e.to_string());
+        }
+        let mut topics: BTreeMap<Uuid, Vec<i32>> = BTreeMap::new();
+        for (topic_id, partition) in keys {
+            topics.entry(topic_id).or_default().push(partition);
         }
         let request = ReadMirrorStatesRequest {
-            mirror_name: key.mirror_name.clone(),
-            topics: vec![ReadMirrorStatesTopic {
-                topic_id: key.topic_id,
-                partitions: vec![key.partition],
-                ..Default::default()
-            }],
+            mirror_name: mirror,
+            topics: topics
+                .into_iter()
+                .map(|(topic_id, partitions)| ReadMirrorStatesTopic {
+                    topic_id,
+                    partitions,
+                    ..Default::default()
+                })
+                .collect(),
             ..Default::default()
         };
         let response = self.brokers.send_mirror(coordinator, &request).await?;
-        let answer = response
+        Ok(response
             .topics
             .iter()
-            .flat_map(|t| t.partitions.iter())
-            .find(|p| p.partition_index == key.partition)
-            .ok_or("the coordinator's answer lacks the partition")?;
-        super::apis::stored_from_read(answer).map_err(|e| e.to_string())
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| {
+                    let read = super::apis::stored_from_read(p).map_err(|e| e.to_string());
+                    ((t.topic_id, p.partition_index), read)
+                })
+            })
+            .collect())
     }
 
     /// Stores a mirror partition's state (and last mirrored epoch), as of

@@ -6,6 +6,7 @@
 
 pub mod apis;
 pub mod configs;
+mod describe;
 pub mod epoch_bumps;
 pub mod fetcher;
 pub mod manager;

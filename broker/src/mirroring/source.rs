@@ -1,16 +1,20 @@
 //! Talking to a mirror's source cluster as an ordinary client: bootstrap,
 //! topic metadata, partition leaders, and LastMirroredEpochs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::list_offsets_request::{
+    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
+};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
-    ApiVersionsRequest, DescribeAclsRequest, DescribeConfigsRequest, FindCoordinatorRequest,
-    GroupId, ListGroupsRequest, MetadataRequest, OffsetFetchRequest, TopicName,
+    ApiVersionsRequest, BrokerId, DescribeAclsRequest, DescribeConfigsRequest,
+    FindCoordinatorRequest, GroupId, ListGroupsRequest, MetadataRequest, OffsetFetchRequest,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::Acl;
@@ -30,6 +34,11 @@ const FIND_COORDINATOR_VERSION: i16 = 4;
 /// v8: batched groups; committed leader epochs.
 const OFFSET_FETCH_VERSION: i16 = 8;
 const DESCRIBE_ACLS_VERSION: i16 = 2;
+/// v1: offsets only (v0's offset arrays are gone from Kafka 4).
+const LIST_OFFSETS_VERSION: i16 = 1;
+/// ListOffsets' timestamps for the high watermark and the log start.
+pub const LATEST_OFFSET: i64 = -1;
+pub const EARLIEST_OFFSET: i64 = -2;
 /// Largest answer accepted from the source (a fetch is bounded below this).
 const MAX_RESPONSE: usize = 128 << 20;
 
@@ -377,6 +386,50 @@ impl SourceCluster {
             .collect())
     }
 
+    /// The source's current high watermarks of `partitions` (by topic
+    /// name, the same on both sides): one Metadata request for their
+    /// leaders, then one ListOffsets request per source leader, all at
+    /// once. A partition the source does not answer for is left out.
+    pub async fn high_watermarks(
+        &self,
+        partitions: &BTreeMap<String, Vec<i32>>,
+    ) -> Result<HashMap<(String, i32), i64>, String> {
+        let names: Vec<String> = partitions.keys().cloned().collect();
+        let (topics, brokers) = self.topics_named(&names).await?;
+        let mut by_leader: BTreeMap<i32, Vec<(String, i32)>> = BTreeMap::new();
+        for (name, wanted) in partitions {
+            let Some(Ok(topic)) = topics.get(name) else {
+                continue;
+            };
+            for p in wanted {
+                if let Some(&(leader, _)) = topic.partitions.get(p) {
+                    by_leader
+                        .entry(leader)
+                        .or_default()
+                        .push((name.clone(), *p));
+                }
+            }
+        }
+        let mut asking = tokio::task::JoinSet::new();
+        for (leader, partitions) in by_leader {
+            let Some((host, port)) = brokers.address(leader).cloned() else {
+                continue;
+            };
+            let source = self.clone();
+            asking.spawn(async move {
+                let mut client = source.connect(&host, port).await?;
+                list_offsets(&mut client, &partitions, LATEST_OFFSET, source.timeout).await
+            });
+        }
+        let mut found = HashMap::new();
+        while let Some(answer) = asking.join_next().await {
+            if let Ok(Ok(offsets)) = answer {
+                found.extend(offsets);
+            }
+        }
+        Ok(found)
+    }
+
     /// The source's cluster id (None if it sends none), from a metadata
     /// request for no topics.
     pub async fn cluster_id(&self) -> Result<Option<String>, String> {
@@ -440,6 +493,55 @@ impl SourceCluster {
             .collect::<Vec<_>>()
             .into())
     }
+}
+
+/// The offsets at `timestamp` (-1: the high watermark, as a
+/// read_uncommitted consumer sees it; -2: the log start) of `partitions`,
+/// all led by the broker `client` talks to.
+pub async fn list_offsets(
+    client: &mut KafkaClient,
+    partitions: &[(String, i32)],
+    timestamp: i64,
+    timeout: Duration,
+) -> Result<Vec<((String, i32), i64)>, String> {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (topic, p) in partitions {
+        by_topic.entry(topic).or_default().push(*p);
+    }
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(
+            by_topic
+                .into_iter()
+                .map(|(topic, ps)| {
+                    ListOffsetsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                        .with_partitions(
+                            ps.into_iter()
+                                .map(|p| {
+                                    ListOffsetsPartition::default()
+                                        .with_partition_index(p)
+                                        .with_timestamp(timestamp)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        );
+    let response = client
+        .send(LIST_OFFSETS_VERSION, &request, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(response
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|p| p.error_code == 0 && p.offset >= 0)
+                .map(|p| ((t.name.to_string(), p.partition_index), p.offset))
+        })
+        .collect())
 }
 
 /// The source's brokers by id, from a metadata answer.

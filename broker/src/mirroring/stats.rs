@@ -12,6 +12,10 @@ use crate::replica::now_ms;
 pub struct MirrorStats {
     /// The source's high watermark as last fetched (-1: not yet).
     pub source_high_watermark: AtomicI64,
+    /// When the source last told it (wall-clock ms). An incremental fetch
+    /// session leaves unchanged partitions out of its answers, so for an
+    /// idle partition this is an upper bound of the figure's age.
+    source_answered_at_ms: AtomicI64,
     /// When the mirror last held everything the source had (wall-clock
     /// ms); until then, when mirroring of the partition began.
     caught_up_at_ms: AtomicI64,
@@ -32,6 +36,7 @@ impl MirrorStats {
     pub fn new() -> Self {
         Self {
             source_high_watermark: AtomicI64::new(-1),
+            source_answered_at_ms: AtomicI64::new(-1),
             caught_up_at_ms: AtomicI64::new(now_ms()),
             behind: AtomicBool::new(false),
             bytes: AtomicU64::new(0),
@@ -44,11 +49,13 @@ impl MirrorStats {
     /// `local_end` is the mirror's log end offset after what came with it
     /// was appended.
     pub fn source_answered(&self, high_watermark: i64, local_end: i64) {
+        let now = now_ms();
         self.source_high_watermark
             .store(high_watermark, Ordering::Relaxed);
+        self.source_answered_at_ms.store(now, Ordering::Relaxed);
         let behind = high_watermark > local_end;
         if !behind {
-            self.caught_up_at_ms.store(now_ms(), Ordering::Relaxed);
+            self.caught_up_at_ms.store(now, Ordering::Relaxed);
         }
         self.behind.store(behind, Ordering::Relaxed);
     }
@@ -64,6 +71,14 @@ impl MirrorStats {
             (now_ms - self.caught_up_at_ms.load(Ordering::Relaxed)).max(0)
         } else {
             0
+        }
+    }
+
+    /// How old the source high watermark is, -1 before any answer.
+    pub fn source_offset_age_ms(&self, now_ms: i64) -> i64 {
+        match self.source_answered_at_ms.load(Ordering::Relaxed) {
+            -1 => -1,
+            at => (now_ms - at).max(0),
         }
     }
 
@@ -88,7 +103,10 @@ mod tests {
         let stats = MirrorStats::new();
         let start = now_ms();
         assert_eq!(stats.lag_ms(start), -1, "no answer from the source yet");
+        assert_eq!(stats.source_offset_age_ms(start), -1);
         stats.source_answered(1_000, 10);
+        let answered = stats.source_answered_at_ms.load(Ordering::Relaxed);
+        assert_eq!(stats.source_offset_age_ms(answered + 40), 40);
         let lag = stats.lag_ms(start + 5_000);
         assert!(
             (4_000..=5_000).contains(&lag),

@@ -409,6 +409,8 @@ struct PartitionView {
     partition: i32,
     state: String,
     source_offset: Option<i64>,
+    /// How old `source_offset` is.
+    source_offset_age_ms: Option<i64>,
     destination_offset: Option<i64>,
     lag: Option<i64>,
     lag_ms: Option<i64>,
@@ -418,12 +420,13 @@ struct PartitionView {
     last_error: Option<String>,
 }
 
-const DESCRIBE_HEADERS: [&str; 12] = [
+const DESCRIBE_HEADERS: [&str; 13] = [
     "MIRROR",
     "TOPIC",
     "PARTITION",
     "STATE",
     "SOURCE-OFFSET",
+    "SOURCE-AGE-MS",
     "DEST-OFFSET",
     "LAG",
     "LAG-MS",
@@ -445,6 +448,7 @@ impl From<&DescribedMirror> for DescribedView {
                     partition: p.partition_index,
                     state: state_name(p.state),
                     source_offset: known(p.source_offset),
+                    source_offset_age_ms: known(p.source_offset_age_ms()),
                     destination_offset: known(p.destination_offset),
                     lag: known(p.lag_records),
                     lag_ms: known(p.lag_ms),
@@ -473,6 +477,7 @@ impl PartitionView {
             self.partition.to_string(),
             self.state.clone(),
             figure(self.source_offset),
+            figure(self.source_offset_age_ms),
             figure(self.destination_offset),
             figure(self.lag),
             figure(self.lag_ms),

@@ -115,7 +115,9 @@
 //!   "flexibleVersions": "0+",
 //!   "fields": [
 //!     { "name": "MirrorNames", "type": "[]string", "versions": "0+", "nullableVersions": "0+",
-//!       "about": "The mirrors to describe; null for all." }
+//!       "about": "The mirrors to describe; null for all." },
+//!     { "name": "LeaderOnly", "type": "bool", "versions": "0+", "taggedVersions": "0+", "tag": 0,
+//!       "default": "false", "about": "Describe only the partitions the answering broker leads: the request a broker sends each leader when it gathers a describe." }
 //!   ]
 //! }
 //! {
@@ -141,13 +143,13 @@
 //!           { "name": "State", "type": "int8", "versions": "0+",
 //!             "about": "The mirror partition state (table in the module docs of protocol::mirror)." },
 //!           { "name": "SourceOffset", "type": "int64", "versions": "0+",
-//!             "about": "The source's high watermark as last fetched, or -1 if not known." },
+//!             "about": "The source's high watermark (asked of the source when the describe was served, else as last fetched), or -1 if not known." },
 //!           { "name": "DestinationOffset", "type": "int64", "versions": "0+",
 //!             "about": "The destination's log end offset, or -1 if not known." },
 //!           { "name": "LagRecords", "type": "int64", "versions": "0+",
 //!             "about": "SourceOffset minus DestinationOffset, or -1 if either is unknown." },
 //!           { "name": "LagMs", "type": "int64", "versions": "0+",
-//!             "about": "How far behind the source the last appended batch is in time, or -1." },
+//!             "about": "How long the partition has been behind the source (0 when caught up), or -1." },
 //!           { "name": "BytesPerSecond", "type": "int64", "versions": "0+",
 //!             "about": "The recent mirrored byte rate of the partition." },
 //!           { "name": "FetchErrors", "type": "int64", "versions": "0+",
@@ -155,7 +157,9 @@
 //!           { "name": "LastMirroredEpoch", "type": "int32", "versions": "0+",
 //!             "about": "The last mirrored leader epoch stored for the partition, or -1." },
 //!           { "name": "LastError", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
-//!             "about": "The last error (for FAILED partitions: why), or null." }
+//!             "about": "The last error (for FAILED partitions: why), or null." },
+//!           { "name": "SourceOffsetAgeMs", "type": "int64", "versions": "0+", "taggedVersions": "0+", "tag": 0,
+//!             "default": "-1", "about": "How old SourceOffset is: milliseconds since the source said it, or -1 if not known." }
 //!         ]}
 //!       ]}
 //!     ]}
@@ -163,9 +167,10 @@
 //! }
 //! ```
 //!
-//! The per-partition figures come from the partition's leader; a broker that
-//! is not the leader answers what its metadata knows (state only, the other
-//! figures -1), as DescribeMirrors is served by any broker.
+//! The per-partition figures come from the partition's leader: the broker
+//! asked gathers them from every leader (DescribeMirrors with LeaderOnly),
+//! and answers a partition whose leader is unknown or silent from its
+//! stored state (state and last mirrored epoch, the other figures -1).
 
 use uuid::Uuid;
 
@@ -271,6 +276,45 @@ wire_struct! {
         pub fetch_errors: i64,
         pub last_mirrored_epoch: i32 = NO_EPOCH,
         pub last_error: Option<String>,
+    }
+}
+
+/// DescribeMirrorsRequest's tagged field LeaderOnly.
+const LEADER_ONLY_TAG: u32 = 0;
+/// DescribedMirrorPartition's tagged field SourceOffsetAgeMs.
+const SOURCE_OFFSET_AGE_MS_TAG: u32 = 0;
+
+impl DescribeMirrorsRequest {
+    /// Whether only the partitions the answering broker leads are asked
+    /// for.
+    pub fn leader_only(&self) -> bool {
+        self.unknown_tagged_fields
+            .get(LEADER_ONLY_TAG)
+            .is_some_and(|data| data != [0])
+    }
+
+    pub fn with_leader_only(mut self, leader_only: bool) -> Self {
+        self.unknown_tagged_fields
+            .set(LEADER_ONLY_TAG, leader_only.then(|| vec![1]));
+        self
+    }
+}
+
+impl DescribedMirrorPartition {
+    /// How old `source_offset` is, in milliseconds; -1 if not known.
+    pub fn source_offset_age_ms(&self) -> i64 {
+        self.unknown_tagged_fields
+            .get(SOURCE_OFFSET_AGE_MS_TAG)
+            .and_then(|data| <[u8; 8]>::try_from(data).ok())
+            .map_or(-1, i64::from_be_bytes)
+    }
+
+    pub fn with_source_offset_age_ms(mut self, age_ms: i64) -> Self {
+        self.unknown_tagged_fields.set(
+            SOURCE_OFFSET_AGE_MS_TAG,
+            (age_ms >= 0).then(|| age_ms.to_be_bytes().to_vec()),
+        );
+        self
     }
 }
 

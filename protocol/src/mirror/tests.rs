@@ -131,6 +131,32 @@ fn discard_local_writes_is_tagged_field_zero() {
 }
 
 #[test]
+fn describe_tagged_fields_round_trip_in_tag_order() {
+    let plain = DescribeMirrorsRequest::default();
+    assert!(!plain.leader_only());
+    let leader_only = plain.with_leader_only(true);
+    // Null MirrorNames, then one tagged field: tag 0, size 1, true.
+    let bytes = leader_only.encode(0).unwrap();
+    assert_eq!(&bytes[..], &[0, 1, 0, 1, 1]);
+    assert!(DescribeMirrorsRequest::decode(&bytes, 0)
+        .unwrap()
+        .leader_only());
+
+    let partition = DescribedMirrorPartition::default();
+    assert_eq!(partition.source_offset_age_ms(), -1);
+    let mut aged = partition.with_source_offset_age_ms(1_500);
+    aged.unknown_tagged_fields.set(7, Some(vec![9]));
+    let aged = aged.with_source_offset_age_ms(2_500);
+    let tags: Vec<u32> = aged.unknown_tagged_fields.0.iter().map(|f| f.tag).collect();
+    assert_eq!(tags, [0, 7], "replacing a field keeps tag order");
+    assert_eq!(aged.source_offset_age_ms(), 2_500);
+    assert_eq!(
+        aged.with_source_offset_age_ms(-1).source_offset_age_ms(),
+        -1
+    );
+}
+
+#[test]
 fn schema_defaults_follow_kafkas_conventions() {
     let state = ReadMirrorStatesPartitionResult::default();
     assert_eq!(

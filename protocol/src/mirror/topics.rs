@@ -63,7 +63,6 @@
 
 use uuid::Uuid;
 
-use super::wire::RawTaggedField;
 use super::MirrorApiKey;
 
 /// AddTopicsToMirror's tagged field DiscardLocalWrites.
@@ -145,23 +144,13 @@ impl AddTopicsToMirrorRequest {
     /// cannot vouch for.
     pub fn discard_local_writes(&self) -> bool {
         self.unknown_tagged_fields
-            .0
-            .iter()
-            .any(|f| f.tag == DISCARD_LOCAL_WRITES_TAG && f.data != [0])
+            .get(DISCARD_LOCAL_WRITES_TAG)
+            .is_some_and(|data| data != [0])
     }
 
     pub fn with_discard_local_writes(mut self, discard: bool) -> Self {
-        let fields = &mut self.unknown_tagged_fields.0;
-        fields.retain(|f| f.tag != DISCARD_LOCAL_WRITES_TAG);
-        if discard {
-            fields.insert(
-                0,
-                RawTaggedField {
-                    tag: DISCARD_LOCAL_WRITES_TAG,
-                    data: vec![1],
-                },
-            );
-        }
+        self.unknown_tagged_fields
+            .set(DISCARD_LOCAL_WRITES_TAG, discard.then(|| vec![1]));
         self
     }
 }

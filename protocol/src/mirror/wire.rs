@@ -320,6 +320,25 @@ impl UnknownTaggedFields {
         self.0.is_empty()
     }
 
+    /// The data of the field tagged `tag`, if present. Known tagged fields
+    /// of a schema live here too, behind the struct's own accessors.
+    pub fn get(&self, tag: u32) -> Option<&[u8]> {
+        self.0
+            .iter()
+            .find(|f| f.tag == tag)
+            .map(|f| f.data.as_slice())
+    }
+
+    /// Sets (or, with None, removes) the field tagged `tag`, keeping the
+    /// fields in tag order.
+    pub fn set(&mut self, tag: u32, data: Option<Vec<u8>>) {
+        self.0.retain(|f| f.tag != tag);
+        if let Some(data) = data {
+            let at = self.0.partition_point(|f| f.tag < tag);
+            self.0.insert(at, RawTaggedField { tag, data });
+        }
+    }
+
     /// The tagged-field section: a plain varint count (not `count + 1`),
     /// then `tag`, `size` and `size` bytes per field, tags strictly
     /// increasing as Kafka requires.

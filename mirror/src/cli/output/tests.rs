@@ -132,7 +132,8 @@ fn description() -> DescribeMirrorsResponse {
                             fetch_errors: 0,
                             last_mirrored_epoch: 4,
                             ..partition(0, 2)
-                        },
+                        }
+                        .with_source_offset_age_ms(35),
                     ],
                     ..Default::default()
                 }],
@@ -161,6 +162,7 @@ fn describe_table() {
                 "PARTITION",
                 "STATE",
                 "SOURCE-OFFSET",
+                "SOURCE-AGE-MS",
                 "DEST-OFFSET",
                 "LAG",
                 "LAG-MS",
@@ -175,6 +177,7 @@ fn describe_table() {
                 "0",
                 "MIRRORING",
                 "1500",
+                "35",
                 "1450",
                 "50",
                 "120",
@@ -188,6 +191,7 @@ fn describe_table() {
                 "orders",
                 "1",
                 "FAILED",
+                "-",
                 "-",
                 "-",
                 "-",
@@ -222,11 +226,11 @@ fn describe_json() {
         json!({"mirrors": [
             {"mirror": "east", "error": null, "partitions": [
                 {"topic": "orders", "topic_id": TOPIC_ID_TEXT, "partition": 0, "state": "MIRRORING",
-                 "source_offset": 1500, "destination_offset": 1450, "lag": 50, "lag_ms": 120,
+                 "source_offset": 1500, "source_offset_age_ms": 35, "destination_offset": 1450, "lag": 50, "lag_ms": 120,
                  "bytes_per_second": 20480, "fetch_errors": 0, "last_mirrored_epoch": 4,
                  "last_error": null},
                 {"topic": "orders", "topic_id": TOPIC_ID_TEXT, "partition": 1, "state": "FAILED",
-                 "source_offset": null, "destination_offset": null, "lag": null, "lag_ms": null,
+                 "source_offset": null, "source_offset_age_ms": null, "destination_offset": null, "lag": null, "lag_ms": null,
                  "bytes_per_second": 0, "fetch_errors": 3, "last_mirrored_epoch": null,
                  "last_error": "source said\nNOT_LEADER_OR_FOLLOWER"},
             ]},
