@@ -188,6 +188,8 @@ impl Broker {
             replicas: replicas.clone(),
             brokers: brokers.clone(),
             epoch_bumps: EpochBumps::start(controller.clone(), settings.node_id),
+            state_writes: Default::default(),
+            images_applied: tokio::sync::watch::channel(0).0,
             fetchers: MirrorFetchers::new(replicas.clone()),
             configs: Default::default(),
             states: MirrorStateStore::new(

@@ -22,9 +22,7 @@ use ottla_controller::acls::{operation, resource};
 use ottla_controller::mirrors::{MirrorTopic as ControllerMirrorTopic, MirrorTopicOp};
 use ottla_controller::ControllerError;
 use ottla_mirror::config::{ConfigError, MirrorConfig};
-use ottla_mirror::records::{
-    LastMirroredEpochValue, MirrorPartitionKey, MirrorStateValue, PartitionStateValue,
-};
+use ottla_mirror::records::{LastMirroredEpochValue, MirrorPartitionKey, PartitionStateValue};
 use ottla_mirror::state::MirrorPartitionState;
 use ottla_protocol::mirror::admin::{
     CreateMirrorRequest, CreateMirrorResponse, DeleteMirrorRequest, DeleteMirrorResponse,
@@ -48,6 +46,7 @@ use tracing::info;
 use super::readd;
 use super::source::SourceCluster;
 use super::state_store::StoredState;
+use super::state_writes::StateWrite;
 use crate::broker::Broker;
 use crate::handlers::broker_apis::BrokerSlot;
 use crate::network::{MirrorHandlerFuture, RequestContext, RequestHandler};
@@ -734,7 +733,9 @@ fn write_states_answer(
 }
 
 async fn write_states(b: Arc<Broker>, r: WriteMirrorStatesRequest) -> WriteMirrorStatesResponse {
+    let states = &b.mirrors.services().states;
     let mut codes: BTreeMap<(uuid::Uuid, i32), i16> = BTreeMap::new();
+    let mut writes = Vec::new();
     for t in &r.topics {
         for p in &t.partitions {
             let key = MirrorPartitionKey {
@@ -742,39 +743,34 @@ async fn write_states(b: Arc<Broker>, r: WriteMirrorStatesRequest) -> WriteMirro
                 topic_id: t.topic_id,
                 partition: p.partition_index,
             };
-            let code = match MirrorPartitionState::from_wire_value(p.state) {
-                Err(_) => ResponseError::InvalidRequest.code(),
-                Ok(state) => {
-                    let states = &b.mirrors.services().states;
-                    let previous = states
-                        .read(&key)
-                        .ok()
-                        .and_then(|s| s.state)
-                        .map_or(MirrorPartitionState::Unknown, |s| s.state);
-                    let mut values = vec![MirrorStateValue::PartitionState(PartitionStateValue {
-                        state,
-                        previous_state: previous,
-                        leader_epoch: p.leader_epoch,
-                        error_message: p.error_message.clone(),
-                        unknown_tagged_fields: Default::default(),
-                    })];
-                    if p.last_mirrored_epoch != NO_EPOCH {
-                        values.push(MirrorStateValue::LastMirroredEpoch(
-                            LastMirroredEpochValue {
-                                leader_epoch: p.leader_epoch,
-                                last_mirrored_epoch: p.last_mirrored_epoch,
-                                unknown_tagged_fields: Default::default(),
-                            },
-                        ));
-                    }
-                    match states.write(&key, values).await {
-                        Ok(()) => 0,
-                        Err(e) => e.code(),
-                    }
-                }
+            let Ok(state) = MirrorPartitionState::from_wire_value(p.state) else {
+                codes.insert(
+                    (t.topic_id, p.partition_index),
+                    ResponseError::InvalidRequest.code(),
+                );
+                continue;
             };
-            codes.insert((t.topic_id, p.partition_index), code);
+            let previous = states
+                .read(&key)
+                .ok()
+                .and_then(|s| s.state)
+                .map_or(MirrorPartitionState::Unknown, |s| s.state);
+            let write = StateWrite {
+                key,
+                leader_epoch: p.leader_epoch,
+                state,
+                previous,
+                error: p.error_message.clone(),
+                lme: (p.last_mirrored_epoch != NO_EPOCH).then_some(p.last_mirrored_epoch),
+            };
+            writes.push(write);
         }
+    }
+    let values = writes.iter().map(|w| (w.key.clone(), w.values())).collect();
+    let results = states.write_many(values).await;
+    for (w, result) in writes.iter().zip(results) {
+        let code = result.map_or_else(|e| e.code(), |()| 0);
+        codes.insert((w.key.topic_id, w.key.partition), code);
     }
     write_states_answer(&r, |key| codes[&(key.topic_id, key.partition)])
 }

@@ -17,16 +17,11 @@ use ottla_controller::{Controller, MetadataImage};
 use ottla_mirror::config::{MirrorConfig, OpenTransactions};
 use ottla_mirror::discard::{unconfirmed_discard, DiscardRefusal};
 use ottla_mirror::name::{MirrorBinding, RequestedMirroring};
-use ottla_mirror::records::{
-    LastMirroredEpochValue, MirrorPartitionKey, MirrorStateValue, PartitionStateValue,
-};
+use ottla_mirror::records::MirrorPartitionKey;
 use ottla_mirror::state::MirrorPartitionState as State;
 use ottla_mirror::truncation::{lme_truncation, LocalLog, Truncation};
 use ottla_protocol::batch::{txn_marker_value, BatchBuilder, ControlType};
-use ottla_protocol::mirror::states::{
-    ReadMirrorStatesRequest, ReadMirrorStatesTopic, WriteMirrorStatesPartition,
-    WriteMirrorStatesRequest, WriteMirrorStatesTopic, NO_EPOCH,
-};
+use ottla_protocol::mirror::states::{ReadMirrorStatesRequest, ReadMirrorStatesTopic, NO_EPOCH};
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
 use parking_lot::Mutex;
@@ -40,6 +35,7 @@ use super::epoch_bumps::{EpochBump, EpochBumps};
 use super::fetcher::{FetchedFrom, MirrorFetchers};
 use super::source::SourceCluster;
 use super::state_store::{MirrorStateStore, StoredState};
+use super::state_writes::{StateWrite, StateWriteError, StateWrites};
 use super::stats::MirrorStats;
 use crate::inter_broker::BrokerClients;
 use crate::replica::{now_ms, Partition, ReplicaManager};
@@ -82,6 +78,11 @@ pub struct MirrorServices {
     pub states: MirrorStateStore,
     /// Leader-epoch bumps, batched across partitions.
     pub epoch_bumps: EpochBumps,
+    /// State writes, batched per coordinator.
+    pub state_writes: StateWrites,
+    /// Counts the images this broker's partitions have taken on: drivers
+    /// waiting for a new leader epoch wake on it, all at once.
+    pub images_applied: tokio::sync::watch::Sender<u64>,
     /// The fetch loops, per mirror and source broker.
     pub fetchers: MirrorFetchers,
     /// Each mirror's config, parsed once per change.
@@ -203,9 +204,10 @@ impl MirrorServices {
     }
 
     /// Stores a mirror partition's state (and last mirrored epoch), as of
-    /// leader epoch `leader_epoch`, locally or through WriteMirrorStates.
+    /// leader epoch `leader_epoch`, through its coordinator (this broker or
+    /// another), batched with the other partitions' writes.
     pub async fn write_stored(
-        &self,
+        self: &Arc<Self>,
         key: &MirrorPartitionKey,
         leader_epoch: i32,
         (state, previous): (State, State),
@@ -213,83 +215,15 @@ impl MirrorServices {
         lme: Option<i32>,
     ) -> Result<(), StateWriteError> {
         let (_, coordinator) = self.states.coordinator_of(key)?;
-        if coordinator == self.node_id {
-            let mut values = vec![MirrorStateValue::PartitionState(PartitionStateValue {
-                state,
-                previous_state: previous,
-                leader_epoch,
-                error_message: error,
-                unknown_tagged_fields: Default::default(),
-            })];
-            if let Some(lme) = lme {
-                values.push(MirrorStateValue::LastMirroredEpoch(
-                    LastMirroredEpochValue {
-                        leader_epoch,
-                        last_mirrored_epoch: lme,
-                        unknown_tagged_fields: Default::default(),
-                    },
-                ));
-            }
-            return Ok(self.states.write(key, values).await?);
-        }
-        let request = WriteMirrorStatesRequest {
-            mirror_name: key.mirror_name.clone(),
-            topics: vec![WriteMirrorStatesTopic {
-                topic_id: key.topic_id,
-                partitions: vec![WriteMirrorStatesPartition {
-                    partition_index: key.partition,
-                    leader_epoch,
-                    state: state.wire_value(),
-                    last_mirrored_epoch: lme.unwrap_or(NO_EPOCH),
-                    error_message: error,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
+        let write = StateWrite {
+            key: key.clone(),
+            leader_epoch,
+            state,
+            previous,
+            error,
+            lme,
         };
-        let response = self
-            .brokers
-            .send_mirror(coordinator, &request)
-            .await
-            .map_err(StateWriteError::Retriable)?;
-        let code = response
-            .topics
-            .iter()
-            .flat_map(|t| t.partitions.iter())
-            .find(|p| p.partition_index == key.partition)
-            .map_or(ResponseError::UnknownServerError.code(), |p| p.error_code);
-        match ResponseError::try_from_code(code) {
-            None => Ok(()),
-            Some(e) => Err(e.into()),
-        }
-    }
-}
-
-/// Why a mirror partition's state was not stored.
-#[derive(Debug)]
-pub enum StateWriteError {
-    /// A newer leader of the mirror partition wrote: this driver must stop.
-    Fenced,
-    /// Worth trying again (coordinator moving or unreachable, ISR behind).
-    Retriable(String),
-}
-
-impl From<ResponseError> for StateWriteError {
-    fn from(e: ResponseError) -> Self {
-        match e {
-            ResponseError::FencedLeaderEpoch => Self::Fenced,
-            other => Self::Retriable(format!("{other:?}")),
-        }
-    }
-}
-
-impl std::fmt::Display for StateWriteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Fenced => f.write_str("fenced by a newer leader of the mirror partition"),
-            Self::Retriable(why) => f.write_str(why),
-        }
+        self.state_writes.write(self, coordinator, write).await
     }
 }
 
@@ -327,6 +261,7 @@ impl MirrorManager {
     /// Starts drivers for newly led mirror partitions and stops the ones
     /// whose leadership (or binding) is gone. Call on every image change.
     pub fn sync(&self, image: &MetadataImage) {
+        self.services.images_applied.send_modify(|n| *n += 1);
         self.services.states.sync(image);
         let mut wanted: HashMap<TopicPartition, (MirrorPartitionKey, Arc<Partition>)> =
             HashMap::new();
@@ -867,11 +802,7 @@ impl Driver {
                 })
                 .await;
             match result {
-                Ok(epoch) => {
-                    while self.partition.state().leader_epoch < epoch {
-                        self.pause(Duration::from_millis(20)).await?;
-                    }
-                }
+                Ok(epoch) => self.wait_for_leader_epoch(epoch).await?,
                 // This broker's metadata was behind: wait for it, try again.
                 Err(e) if e.code == ResponseError::FencedLeaderEpoch.code() => {
                     self.pause(Duration::from_millis(100)).await?
@@ -886,6 +817,19 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Until this broker's partition has taken on leader epoch `epoch`
+    /// from the metadata (checked each time an image has been applied).
+    async fn wait_for_leader_epoch(&self, epoch: i32) -> Result<(), Interrupted> {
+        let mut applied = self.services.images_applied.subscribe();
+        while self.partition.state().leader_epoch < epoch {
+            tokio::select! {
+                _ = self.run.stop.cancelled() => return Err(Interrupted::Stopped),
+                changed = applied.changed() => if changed.is_err() { return Err(Interrupted::Stopped) },
+            }
+        }
+        Ok(())
     }
 }
 

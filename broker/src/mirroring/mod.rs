@@ -13,6 +13,7 @@ pub mod manager;
 mod readd;
 pub mod source;
 pub mod state_store;
+pub mod state_writes;
 pub mod stats;
 pub mod sync;
 
