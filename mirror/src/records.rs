@@ -19,7 +19,9 @@
 //!     { "name": "LeaderEpoch", "type": "int32",
 //!       "about": "The mirror partition's leader epoch when written; older writes are fenced." },
 //!     { "name": "ErrorMessage", "type": "string", "nullableVersions": "0+",
-//!       "about": "Why the partition FAILED, else null." }
+//!       "about": "Why the partition FAILED, else null." },
+//!     { "name": "Failover", "type": "FailoverSummary", "taggedVersions": "0+", "tag": 0,
+//!       "about": "With STOPPED: what failover did (DescribeMirrors' schema)." }
 //!   ] }
 //! { "type": "coordinator-key", "name": "LastMirroredEpochKey", "recordType": 1,
 //!   "fields": [ MirrorName, TopicId, Partition as above ] }
@@ -36,6 +38,7 @@
 
 use std::num::NonZeroU32;
 
+use ottla_protocol::mirror::admin::FailoverSummary;
 use ottla_protocol::mirror::wire::{
     DecodeError, EncodeError, Reader, UnknownTaggedFields, WireField, Writer,
 };
@@ -229,7 +232,20 @@ pub struct PartitionStateValue {
     pub unknown_tagged_fields: UnknownTaggedFields,
 }
 
+/// PartitionStateValue's tagged field Failover.
+const FAILOVER_TAG: u32 = 0;
+
 impl PartitionStateValue {
+    /// What failover did, stored with STOPPED.
+    pub fn failover(&self) -> Option<FailoverSummary> {
+        self.unknown_tagged_fields.get_field(FAILOVER_TAG)
+    }
+
+    pub fn with_failover(mut self, failover: Option<&FailoverSummary>) -> Self {
+        let _ = self.unknown_tagged_fields.set_field(FAILOVER_TAG, failover);
+        self
+    }
+
     fn write(&self, w: &mut Writer) -> Result<(), EncodeError> {
         w.i8(self.state.wire_value());
         w.i8(self.previous_state.wire_value());

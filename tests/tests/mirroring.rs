@@ -344,8 +344,13 @@ fn wait_for_cli_state(destination: &str, mirror: &str, partitions: usize, state:
     loop {
         let out = mirrors_cli(destination, &["--describe", "--mirror", mirror]);
         let text = String::from_utf8_lossy(&out.stdout).to_string();
-        let rows = text.lines().filter(|l| l.starts_with(mirror)).count();
-        let in_state = text
+        // The partition table, not the failover table after it.
+        let partitions_table = text.split("\nFailover of").next().unwrap_or_default();
+        let rows = partitions_table
+            .lines()
+            .filter(|l| l.starts_with(mirror))
+            .count();
+        let in_state = partitions_table
             .lines()
             .filter(|l| l.starts_with(mirror) && l.split_whitespace().nth(3) == Some(state))
             .count();
@@ -729,10 +734,50 @@ fn failover_aborts_an_open_transaction_and_keeps_what_follows_it() {
         "the open transaction holds the source's LSO"
     );
 
+    // The dry run names the open transaction (50 records and their
+    // marker before it) and changes nothing.
+    let plan = mirrors_cli(
+        &b_bs,
+        &[
+            "--remove",
+            "--mirror",
+            "from-a",
+            "--topics",
+            "txns",
+            "--dry-run",
+        ],
+    );
+    let plan_text = String::from_utf8_lossy(&plan.stdout);
+    assert!(plan.status.success(), "{plan:?}");
+    assert!(
+        plan_text.contains("from offset 51") && plan_text.contains("abort"),
+        "{plan_text}"
+    );
+    assert!(plan_text.contains("Dry run"), "{plan_text}");
+    assert_eq!(describe(&b_bs, "from-a", "txns")[0].state, MIRRORING);
+
     topics_op(&b_bs, TopicOp::Remove, "from-a", &["txns"]);
-    wait_for_state(&b_bs, "from-a", "txns", 1, STOPPED);
+    let stopped = wait_for_state(&b_bs, "from-a", "txns", 1, STOPPED);
     // Nothing is dropped: an ABORT marker and the MIRROR_PID_RESET barrier follow.
     assert_eq!(log_bytes(&b_bs, "txns", 0).1, 109);
+    // --describe tells what failover did.
+    let failover = stopped[0].failover().expect("a failover report");
+    assert_eq!(failover.open_transactions_policy, "abort");
+    let open: Vec<i64> = failover
+        .open_transactions
+        .iter()
+        .map(|t| t.first_offset)
+        .collect();
+    assert_eq!((open, failover.truncated_records), (vec![51], 0));
+    assert!(failover.writable_at_ms > 0, "{failover:?}");
+    assert_eq!(failover.last_mirrored_epoch, stopped[0].last_mirrored_epoch);
+    let described = mirrors_cli(&b_bs, &["--describe", "--mirror", "from-a"]);
+    let described = String::from_utf8_lossy(&described.stdout);
+    assert!(
+        described.contains("Failover of the STOPPED partitions")
+            && described.contains("from offset 51"),
+        "{described}"
+    );
     assert_eq!(count_records(&b_bs, "txns", "read_uncommitted"), 105);
     assert_eq!(count_records(&b_bs, "txns", "read_committed"), 85);
     transaction(&b_bs, "txns", "committed-on-b", 10, "commit");
@@ -766,6 +811,16 @@ fn failover_can_truncate_an_open_transaction_and_failback_truncates_the_old_sour
     topics_op(&b_bs, TopicOp::Remove, "from-a", &["txns"]);
     let stopped = wait_for_state(&b_bs, "from-a", "txns", 1, STOPPED);
     assert_eq!(count_records(&b_bs, "txns", "read_uncommitted"), 50);
+    let failover = stopped[0].failover().expect("a failover report");
+    assert_eq!(
+        (
+            failover.open_transactions_policy.as_str(),
+            failover.open_transactions.len(),
+            failover.truncated_records
+        ),
+        ("truncate", 1, 20),
+        "the open transaction's 20 records were cut off"
+    );
     // 50 records, their commit marker, then the MIRROR_PID_RESET barrier.
     assert_eq!(log_bytes(&b_bs, "txns", 0).1, 52);
     transaction(&b_bs, "txns", "committed-on-b", 10, "commit");

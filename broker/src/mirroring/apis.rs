@@ -605,14 +605,17 @@ pub(super) fn stored_from_read(p: &ReadMirrorStatesPartitionResult) -> Result<St
     let state = if p.state == UNKNOWN_STATE {
         None
     } else {
-        Some(PartitionStateValue {
-            state: MirrorPartitionState::from_wire_value(p.state).map_err(|e| e.to_string())?,
-            previous_state: MirrorPartitionState::from_wire_value(p.previous_state)
-                .map_err(|e| e.to_string())?,
-            leader_epoch: p.leader_epoch,
-            error_message: p.error_message.clone(),
-            unknown_tagged_fields: Default::default(),
-        })
+        Some(
+            PartitionStateValue {
+                state: MirrorPartitionState::from_wire_value(p.state).map_err(|e| e.to_string())?,
+                previous_state: MirrorPartitionState::from_wire_value(p.previous_state)
+                    .map_err(|e| e.to_string())?,
+                leader_epoch: p.leader_epoch,
+                error_message: p.error_message.clone(),
+                unknown_tagged_fields: Default::default(),
+            }
+            .with_failover(p.failover().as_ref()),
+        )
     };
     let last_mirrored_epoch = (p.last_mirrored_epoch != NO_EPOCH).then(|| LastMirroredEpochValue {
         leader_epoch: p.leader_epoch,
@@ -673,6 +676,7 @@ async fn read_states(b: Arc<Broker>, r: ReadMirrorStatesRequest) -> ReadMirrorSt
                         match b.mirrors.services().states.read(&key) {
                             Ok(stored) => {
                                 if let Some(s) = stored.state {
+                                    result = result.with_failover(s.failover().as_ref());
                                     result.state = s.state.wire_value();
                                     result.previous_state = s.previous_state.wire_value();
                                     result.leader_epoch = s.leader_epoch;
@@ -762,6 +766,7 @@ async fn write_states(b: Arc<Broker>, r: WriteMirrorStatesRequest) -> WriteMirro
                 previous,
                 error: p.error_message.clone(),
                 lme: (p.last_mirrored_epoch != NO_EPOCH).then_some(p.last_mirrored_epoch),
+                failover: p.failover(),
             };
             writes.push(write);
         }

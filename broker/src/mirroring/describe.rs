@@ -8,6 +8,9 @@
 //! fetch session or a PAUSED partition says nothing new. A partition with
 //! no driver, no leader or a silent leader is described from its stored
 //! state, read in one ReadMirrorStates per `__mirror_state` coordinator.
+//! A STOPPED partition carries what its failover did; with FailoverPlan
+//! (`ottla mirrors --remove --dry-run`) every other partition a leader
+//! drives carries what failover would do now.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
@@ -23,6 +26,7 @@ use ottla_protocol::mirror::errors;
 use ottla_storage::manager::TopicPartition;
 use uuid::Uuid;
 
+use super::failover;
 use super::manager::MirrorPartition;
 use super::source::SourceCluster;
 use super::topics_of;
@@ -59,6 +63,7 @@ pub(super) async fn describe_mirrors(
     r: DescribeMirrorsRequest,
 ) -> DescribeMirrorsResponse {
     let leader_only = r.leader_only();
+    let plan = r.failover_plan();
     let image = b.controller.image();
     let names: Vec<String> = match r.mirror_names {
         Some(names) => names,
@@ -80,8 +85,10 @@ pub(super) async fn describe_mirrors(
         .map(|p| p.leader)
         .filter(|&l| l >= 0)
         .collect();
-    let (mut described, gathered) =
-        tokio::join!(describe_led(&b, &mine), gather(&b, &known, leaders));
+    let (mut described, gathered) = tokio::join!(
+        describe_led(&b, &mine, plan),
+        gather(&b, &known, leaders, plan)
+    );
     described.extend(gathered);
     let unanswered: Vec<&Located> = located
         .iter()
@@ -171,12 +178,14 @@ async fn gather(
     b: &Arc<Broker>,
     mirrors: &[String],
     leaders: BTreeSet<i32>,
+    plan: bool,
 ) -> HashMap<PartitionKey, DescribedMirrorPartition> {
     let request = DescribeMirrorsRequest {
         mirror_names: Some(mirrors.to_vec()),
         ..Default::default()
     }
-    .with_leader_only(true);
+    .with_leader_only(true)
+    .with_failover_plan(plan);
     let mut asking = tokio::task::JoinSet::new();
     for leader in leaders {
         let brokers = b.mirrors.services().brokers.clone();
@@ -202,10 +211,12 @@ async fn gather(
 }
 
 /// The partitions this broker leads: from their drivers, with the source's
-/// current high watermarks; from the stored state when no driver runs.
+/// current high watermarks (and, if `plan`, what failover would do); from
+/// the stored state when no driver runs.
 async fn describe_led(
     b: &Arc<Broker>,
     led: &[&Located],
+    plan: bool,
 ) -> HashMap<PartitionKey, DescribedMirrorPartition> {
     let mut driven: BTreeMap<&str, Vec<(&Located, Arc<MirrorPartition>)>> = BTreeMap::new();
     let mut undriven = Vec::new();
@@ -221,10 +232,25 @@ async fn describe_led(
     let mut described = describe_stored(b, &undriven).await;
     for (mirror, runs) in driven {
         let source_ends = ask_source(b, mirror, &runs).await;
+        let policy = plan
+            .then(|| {
+                let image = b.controller.image();
+                let config = b.mirrors.services().configs.get(&image, mirror);
+                config.ok().map(|c| c.open_transactions_at_stop)
+            })
+            .flatten();
         for (p, run) in runs {
             let tp = TopicPartition::new(p.topic.clone(), p.partition);
             let source_end = source_ends.get(&(p.topic.clone(), p.partition)).copied();
-            described.insert(p.key(), describe_driven(b, &tp, &run, source_end));
+            let mut partition = describe_driven(b, &tp, &run, source_end);
+            if let Some(policy) = policy.filter(|_| partition.failover().is_none()) {
+                let planned = b
+                    .replicas
+                    .partition(&tp)
+                    .map(|replica| failover::plan(&replica.log.read(), policy, now_ms()).0);
+                partition = partition.with_failover(planned.as_ref());
+            }
+            described.insert(p.key(), partition);
         }
     }
     described
@@ -295,6 +321,7 @@ fn describe_driven(
         ..Default::default()
     }
     .with_source_offset_age_ms(run.stats.source_offset_age_ms(now))
+    .with_failover(run.failover.lock().as_ref())
 }
 
 /// Partitions described from their stored state alone (state, last
@@ -331,6 +358,7 @@ async fn describe_stored(
                     if let Some(s) = &state.state {
                         described.state = s.state.wire_value();
                         described.last_error = s.error_message.clone();
+                        described = described.with_failover(s.failover().as_ref());
                     }
                     if let Some(lme) = &state.last_mirrored_epoch {
                         described.last_mirrored_epoch = lme.last_mirrored_epoch;

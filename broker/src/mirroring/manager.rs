@@ -14,13 +14,14 @@ use anyhow::anyhow;
 use kafka_protocol::error::ResponseError;
 use ottla_controller::records::{CONFIG_RESOURCE_TOPIC, MIRROR_DISCARD_LOCAL_WRITES_CONFIG};
 use ottla_controller::{Controller, MetadataImage};
-use ottla_mirror::config::{MirrorConfig, OpenTransactions};
+use ottla_mirror::config::MirrorConfig;
 use ottla_mirror::discard::{unconfirmed_discard, DiscardRefusal};
 use ottla_mirror::name::{MirrorBinding, RequestedMirroring};
 use ottla_mirror::records::MirrorPartitionKey;
 use ottla_mirror::state::MirrorPartitionState as State;
 use ottla_mirror::truncation::{lme_truncation, LocalLog, Truncation};
-use ottla_protocol::batch::{txn_marker_value, BatchBuilder, ControlType};
+use ottla_protocol::batch::{BatchBuilder, ControlType};
+use ottla_protocol::mirror::admin::FailoverSummary;
 use ottla_protocol::mirror::states::{ReadMirrorStatesRequest, ReadMirrorStatesTopic, NO_EPOCH};
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
@@ -32,6 +33,7 @@ use uuid::Uuid;
 
 use super::configs::ParsedConfigs;
 use super::epoch_bumps::{EpochBump, EpochBumps};
+use super::failover;
 use super::fetcher::{FetchedFrom, MirrorFetchers};
 use super::source::SourceCluster;
 use super::state_store::{MirrorStateStore, StoredState};
@@ -53,6 +55,8 @@ pub struct MirrorPartition {
     pub key: MirrorPartitionKey,
     pub state: Mutex<State>,
     pub last_mirrored_epoch: Mutex<i32>,
+    /// What failover did, while STOPPED.
+    pub failover: Mutex<Option<FailoverSummary>>,
     pub stats: Arc<MirrorStats>,
     started: std::time::Instant,
     stop: CancellationToken,
@@ -203,26 +207,11 @@ impl MirrorServices {
             .collect())
     }
 
-    /// Stores a mirror partition's state (and last mirrored epoch), as of
-    /// leader epoch `leader_epoch`, through its coordinator (this broker or
-    /// another), batched with the other partitions' writes.
-    pub async fn write_stored(
-        self: &Arc<Self>,
-        key: &MirrorPartitionKey,
-        leader_epoch: i32,
-        (state, previous): (State, State),
-        error: Option<String>,
-        lme: Option<i32>,
-    ) -> Result<(), StateWriteError> {
-        let (_, coordinator) = self.states.coordinator_of(key)?;
-        let write = StateWrite {
-            key: key.clone(),
-            leader_epoch,
-            state,
-            previous,
-            error,
-            lme,
-        };
+    /// Stores a mirror partition's state (and last mirrored epoch) through
+    /// its coordinator (this broker or another), batched with the other
+    /// partitions' writes.
+    pub async fn write_stored(self: &Arc<Self>, write: StateWrite) -> Result<(), StateWriteError> {
+        let (_, coordinator) = self.states.coordinator_of(&write.key)?;
         self.state_writes.write(self, coordinator, write).await
     }
 }
@@ -299,6 +288,7 @@ impl MirrorManager {
                 key,
                 state: Mutex::new(State::Unknown),
                 last_mirrored_epoch: Mutex::new(NO_EPOCH),
+                failover: Mutex::default(),
                 stats: Arc::new(MirrorStats::new()),
                 started: std::time::Instant::now(),
                 stop: CancellationToken::new(),
@@ -383,6 +373,7 @@ impl Driver {
     async fn steps(&self) -> Result<(), Interrupted> {
         let stored = self.load().await?;
         if let Some(v) = stored.state {
+            *self.run.failover.lock() = v.failover();
             *self.run.state.lock() = v.state;
             *self.run.stats.last_error.lock() = v.error_message;
         }
@@ -482,6 +473,9 @@ impl Driver {
         }
         self.persist((target, current), error, lme).await?;
         *self.run.state.lock() = target;
+        if target != State::Stopped {
+            *self.run.failover.lock() = None;
+        }
         if current == State::Failed && target != State::Failed {
             *self.run.stats.last_error.lock() = None;
         }
@@ -509,12 +503,21 @@ impl Driver {
         error: Option<String>,
         lme: Option<i32>,
     ) -> Result<(), Interrupted> {
+        let failover = match states.0 {
+            State::Stopped => self.run.failover.lock().clone(),
+            _ => None,
+        };
         loop {
-            let epoch = self.partition.state().leader_epoch;
-            let written = self
-                .services
-                .write_stored(&self.run.key, epoch, states, error.clone(), lme)
-                .await;
+            let write = StateWrite {
+                key: self.run.key.clone(),
+                leader_epoch: self.partition.state().leader_epoch,
+                state: states.0,
+                previous: states.1,
+                error: error.clone(),
+                lme,
+                failover: failover.clone(),
+            };
+            let written = self.services.write_stored(write).await;
             match written {
                 Ok(()) => return Ok(()),
                 Err(StateWriteError::Fenced) => return Err(Interrupted::Stopped),
@@ -684,22 +687,22 @@ impl Driver {
         if self.state() != State::Stopping {
             self.enter(State::Stopping, None, None).await?;
         }
-        let open_transactions = self.config()?.open_transactions_at_stop;
+        let policy = self.config()?.open_transactions_at_stop;
         self.bump_leader_epoch().await?;
         let p = self.partition.clone();
-        let (lme, open) = blocking(move || {
+        let (mut summary, open) = blocking(move || {
             let mut log = p.log.write();
-            let lme = log.latest_epoch().unwrap_or(NO_EPOCH);
-            let open = open_transactions_of(&log);
-            let lso = log.last_stable_offset();
-            if open_transactions == OpenTransactions::Truncate && lso < log.log_end_offset() {
-                info!(partition = %p.tp, lso, dropped = log.log_end_offset() - lso, "truncating the mirror to its last stable offset");
+            let (summary, open) = failover::plan(&log, policy, now_ms());
+            if summary.truncated_records > 0 {
+                let lso = log.last_stable_offset();
+                info!(partition = %p.tp, lso, dropped = summary.truncated_records, "truncating the mirror to its last stable offset");
                 log.truncate_to(lso)?;
-                return Ok((lme, Vec::new()));
+                return Ok((summary, Vec::new()));
             }
-            Ok((lme, open))
+            Ok((summary, open))
         })
         .await?;
+        let lme = summary.last_mirrored_epoch;
         // Recorded while still STOPPING, for a later failback.
         self.enter_again(lme).await?;
         let now = now_ms();
@@ -707,7 +710,7 @@ impl Driver {
             .iter()
             .map(|txn| {
                 info!(partition = %self.partition.tp, producer_id = txn.producer_id, first_offset = txn.first_offset, "aborting a transaction the source left open");
-                abort_marker(txn, now)
+                failover::abort_marker(txn, now)
             })
             .collect();
         batches.push(BatchBuilder::default().build_control(
@@ -748,6 +751,8 @@ impl Driver {
                     Interrupted::Failed(format!("the failover markers were not replicated: {e:?}"))
                 }
             })?;
+        summary.writable_at_ms = now_ms();
+        *self.run.failover.lock() = Some(summary);
         self.enter(State::Stopped, None, None).await?;
         self.partition.set_mirror_stopped(true);
         info!(partition = %self.partition.tp, last_mirrored_epoch = lme, aborted_transactions = open.len(), "mirror partition stopped: writable");
@@ -831,50 +836,6 @@ impl Driver {
         }
         Ok(())
     }
-}
-
-/// A transaction the source left open in a mirrored log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct OpenTransaction {
-    producer_id: i64,
-    producer_epoch: i16,
-    coordinator_epoch: i32,
-    first_offset: i64,
-}
-
-fn open_transactions_of(log: &ottla_storage::log::PartitionLog) -> Vec<OpenTransaction> {
-    let mut open: Vec<OpenTransaction> = log
-        .producer_state()
-        .active_producers()
-        .filter_map(|p| {
-            p.current_txn_first_offset
-                .map(|first_offset| OpenTransaction {
-                    producer_id: p.producer_id,
-                    producer_epoch: p.producer_epoch,
-                    coordinator_epoch: p.coordinator_epoch,
-                    first_offset,
-                })
-        })
-        .collect();
-    open.sort_by_key(|t| t.first_offset);
-    open
-}
-
-/// The ABORT marker the source's coordinator never wrote: same producer id
-/// and epoch, and the last coordinator epoch the partition saw, so the
-/// producer state accepts it as that coordinator's.
-fn abort_marker(txn: &OpenTransaction, now: i64) -> Vec<u8> {
-    BatchBuilder {
-        producer_id: txn.producer_id,
-        producer_epoch: txn.producer_epoch,
-        transactional: true,
-        ..BatchBuilder::default()
-    }
-    .build_control(
-        ControlType::Abort,
-        now,
-        txn_marker_value(txn.coordinator_epoch.max(0)),
-    )
 }
 
 async fn blocking<T: Send + 'static>(

@@ -8,6 +8,7 @@ pub mod apis;
 pub mod configs;
 mod describe;
 pub mod epoch_bumps;
+pub mod failover;
 pub mod fetcher;
 pub mod manager;
 mod readd;

@@ -13,6 +13,7 @@ use ottla_mirror::records::{
     LastMirroredEpochValue, MirrorPartitionKey, MirrorStateValue, PartitionStateValue,
 };
 use ottla_mirror::state::MirrorPartitionState as State;
+use ottla_protocol::mirror::admin::FailoverSummary;
 use ottla_protocol::mirror::states::{
     WriteMirrorStatesPartition, WriteMirrorStatesRequest, WriteMirrorStatesTopic, NO_EPOCH,
 };
@@ -35,18 +36,22 @@ pub struct StateWrite {
     pub previous: State,
     pub error: Option<String>,
     pub lme: Option<i32>,
+    /// With STOPPED: what failover did.
+    pub failover: Option<FailoverSummary>,
 }
 
 impl StateWrite {
     /// The values the coordinator stores.
     pub fn values(&self) -> Vec<MirrorStateValue> {
-        let mut values = vec![MirrorStateValue::PartitionState(PartitionStateValue {
+        let state = PartitionStateValue {
             state: self.state,
             previous_state: self.previous,
             leader_epoch: self.leader_epoch,
             error_message: self.error.clone(),
             unknown_tagged_fields: Default::default(),
-        })];
+        };
+        let state = state.with_failover(self.failover.as_ref());
+        let mut values = vec![MirrorStateValue::PartitionState(state)];
         if let Some(lme) = self.lme {
             values.push(MirrorStateValue::LastMirroredEpoch(
                 LastMirroredEpochValue {
@@ -68,6 +73,7 @@ impl StateWrite {
             error_message: self.error.clone(),
             ..Default::default()
         }
+        .with_failover(self.failover.as_ref())
     }
 }
 
@@ -271,9 +277,17 @@ mod tests {
             topic_id,
             partition,
         };
-        let mirroring = (State::Mirroring, State::Preparing);
+        let write = |partition, leader_epoch, state, previous| StateWrite {
+            key: key(partition),
+            leader_epoch,
+            state,
+            previous,
+            error: None,
+            lme: Some(7),
+            failover: None,
+        };
         services
-            .write_stored(&key(0), 5, mirroring, None, None)
+            .write_stored(write(0, 5, State::Mirroring, State::Preparing))
             .await
             .unwrap();
         let before = state_batches(&broker);
@@ -281,15 +295,10 @@ mod tests {
         let writes: Vec<_> = (0..500)
             .map(|partition| {
                 let services = services.clone();
-                let key = key(partition);
                 // Partition 0 is written by a deposed leader (epoch 3 < 5).
                 let epoch = if partition == 0 { 3 } else { 1 };
-                tokio::spawn(async move {
-                    let stopping = (State::Stopping, State::Mirroring);
-                    services
-                        .write_stored(&key, epoch, stopping, None, Some(7))
-                        .await
-                })
+                let stopping = write(partition, epoch, State::Stopping, State::Mirroring);
+                tokio::spawn(async move { services.write_stored(stopping).await })
             })
             .collect();
         for (partition, write) in writes.into_iter().enumerate() {

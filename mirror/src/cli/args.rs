@@ -20,6 +20,7 @@ Examples:
   ottla mirrors --bootstrap-server dest:9092 --create --mirror m1 --mirror-config m1.properties
   ottla mirrors --bootstrap-server dest:9092 --add --mirror m1 --topics orders,payments
   ottla mirrors --bootstrap-server dest:9092 --describe --mirror m1
+  ottla mirrors --bootstrap-server dest:9092 --remove --mirror m1 --topics orders --dry-run   # what failover would do
   ottla mirrors --bootstrap-server dest:9092 --remove --mirror m1 --topics orders   # failover
   ottla mirrors --bootstrap-server dest:9092 --add-acl --mirror m1 --principal User:ops --operation ALTER";
 
@@ -85,6 +86,11 @@ pub struct MirrorsArgs {
     #[arg(long, requires = "add_action")]
     pub discard_local_writes: bool,
 
+    /// With --remove: print what failover would do to each partition (open
+    /// transactions, records truncated, last mirrored epoch); change nothing.
+    #[arg(long, requires = "remove_action")]
+    pub dry_run: bool,
+
     /// With --add-acl / --remove-acl: whose ACL, e.g. User:alice.
     #[arg(long, value_name = "TYPE:NAME", requires = "acl_action")]
     pub principal: Option<String>,
@@ -130,7 +136,7 @@ pub struct ActionFlags {
     #[arg(long, groups = ["topic_action", "add_action"], requires = "topics")]
     pub add: bool,
     /// Stop mirroring --topics and make them writable (failover).
-    #[arg(long, group = "topic_action", requires = "topics")]
+    #[arg(long, groups = ["topic_action", "remove_action"], requires = "topics")]
     pub remove: bool,
     /// Pause mirroring --topics.
     #[arg(long, group = "topic_action", requires = "topics")]
@@ -222,6 +228,11 @@ pub enum Action {
         /// With [`TopicOp::Add`]: `--discard-local-writes`.
         discard_local_writes: bool,
     },
+    /// `--remove --dry-run`: what failover of `topics` would do.
+    PlanFailover {
+        mirror: String,
+        topics: Vec<String>,
+    },
     AddAcl(MirrorAcl),
     RemoveAcl(MirrorAcl),
     /// No mirror: every mirror's ACLs.
@@ -275,6 +286,7 @@ impl MirrorsArgs {
             validate_only,
             topics,
             discard_local_writes,
+            dry_run,
             principal,
             operation,
             host,
@@ -310,6 +322,11 @@ impl MirrorsArgs {
             Action::List
         } else if a.describe {
             Action::Describe { mirrors: mirror }
+        } else if dry_run {
+            Action::PlanFailover {
+                mirror: one_mirror(),
+                topics,
+            }
         } else if let Some(op) = topic_op {
             Action::Topics {
                 op,
@@ -489,6 +506,22 @@ mod tests {
             ))
             .unwrap_err();
             assert!(e.to_string().contains("--add"), "{other}: {e}");
+        }
+    }
+
+    #[test]
+    fn dry_run_plans_a_removal_only() {
+        let inv = parse("--remove --mirror m --topics a,b --dry-run").unwrap();
+        assert_eq!(
+            inv.action,
+            Action::PlanFailover {
+                mirror: "m".into(),
+                topics: vec!["a".into(), "b".into()],
+            }
+        );
+        for other in ["--add", "--pause", "--resume"] {
+            let e = parse(&format!("{other} --mirror m --topics t --dry-run")).unwrap_err();
+            assert!(e.to_string().contains("--remove"), "{other}: {e}");
         }
     }
 

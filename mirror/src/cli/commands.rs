@@ -100,6 +100,19 @@ pub async fn execute(
                 })
                 .await?,
         ),
+        Action::PlanFailover { mirror, topics } => Answer::FailoverPlan {
+            mirror: mirror.clone(),
+            topics: topics.clone(),
+            response: connection
+                .send(
+                    &DescribeMirrorsRequest {
+                        mirror_names: Some(vec![mirror.clone()]),
+                        ..Default::default()
+                    }
+                    .with_failover_plan(true),
+                )
+                .await?,
+        },
         Action::AddAcl(acl) => {
             let response = connection
                 .send_kafka(ApiKey::CreateAcls, 3, &acl.create_request())

@@ -10,7 +10,7 @@ use std::fmt;
 
 use ottla_protocol::mirror::admin::{
     CreateMirrorResponse, DeleteMirrorResponse, DescribeMirrorsResponse, DescribedMirror,
-    ListMirrorsResponse, ListedMirror,
+    FailoverSummary, ListMirrorsResponse, ListedMirror,
 };
 use ottla_protocol::mirror::errors as mirror_errors;
 use ottla_protocol::mirror::topics::MirrorTopicResult;
@@ -36,6 +36,12 @@ pub enum Answer {
     },
     Listed(ListMirrorsResponse),
     Described(DescribeMirrorsResponse),
+    /// `--remove --dry-run`: what failover of `topics` would do.
+    FailoverPlan {
+        mirror: String,
+        topics: Vec<String>,
+        response: DescribeMirrorsResponse,
+    },
     Topics {
         op: TopicOp,
         mirror: String,
@@ -149,6 +155,11 @@ pub fn render(answer: &Answer, json: bool) -> Rendered {
         }
         Answer::Listed(response) => render_list(response, json),
         Answer::Described(response) => render_describe(response, json),
+        Answer::FailoverPlan {
+            mirror,
+            topics,
+            response,
+        } => render_failover_plan(mirror, topics, response, json),
         Answer::Topics {
             op,
             mirror,
@@ -418,7 +429,60 @@ struct PartitionView {
     fetch_errors: Option<i64>,
     last_mirrored_epoch: Option<i32>,
     last_error: Option<String>,
+    /// What failover did (STOPPED) or would do (`--remove --dry-run`).
+    failover: Option<FailoverView>,
 }
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+struct FailoverView {
+    open_transactions_policy: String,
+    open_transactions: Vec<OpenTransactionView>,
+    truncated_records: i64,
+    last_mirrored_epoch: Option<i32>,
+    /// None in a plan.
+    writable_at_ms: Option<i64>,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+struct OpenTransactionView {
+    producer_id: i64,
+    first_offset: i64,
+    idle_ms: i64,
+}
+
+impl From<FailoverSummary> for FailoverView {
+    fn from(f: FailoverSummary) -> Self {
+        FailoverView {
+            open_transactions_policy: f.open_transactions_policy,
+            open_transactions: f
+                .open_transactions
+                .iter()
+                .map(|t| OpenTransactionView {
+                    producer_id: t.producer_id,
+                    first_offset: t.first_offset,
+                    idle_ms: t.idle_ms,
+                })
+                .collect(),
+            truncated_records: f.truncated_records,
+            last_mirrored_epoch: known(f.last_mirrored_epoch),
+            writable_at_ms: known(f.writable_at_ms),
+        }
+    }
+}
+
+/// The failover table: what failover did to STOPPED partitions (after
+/// `--describe`'s table), or would do (`--remove --dry-run`).
+const FAILOVER_HEADERS: [&str; 9] = [
+    "MIRROR",
+    "TOPIC",
+    "PARTITION",
+    "STATE",
+    "WRITABLE-AT-MS",
+    "POLICY",
+    "OPEN-TRANSACTIONS",
+    "TRUNCATED",
+    "LME",
+];
 
 const DESCRIBE_HEADERS: [&str; 13] = [
     "MIRROR",
@@ -456,6 +520,7 @@ impl From<&DescribedMirror> for DescribedView {
                     fetch_errors: known(p.fetch_errors),
                     last_mirrored_epoch: known(p.last_mirrored_epoch),
                     last_error: p.last_error.clone(),
+                    failover: p.failover().map(FailoverView::from),
                 })
             })
             .collect();
@@ -489,6 +554,39 @@ impl PartitionView {
     }
 }
 
+impl PartitionView {
+    /// The failover table's row, if there is anything to show.
+    fn failover_cells(&self, mirror: &str) -> Option<Vec<String>> {
+        let f = self.failover.as_ref()?;
+        let figure = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+        let open: Vec<String> = f
+            .open_transactions
+            .iter()
+            .map(|t| {
+                format!(
+                    "producer {} from offset {} (idle {} ms)",
+                    t.producer_id, t.first_offset, t.idle_ms
+                )
+            })
+            .collect();
+        Some(vec![
+            mirror.to_string(),
+            self.topic.clone(),
+            self.partition.to_string(),
+            self.state.clone(),
+            figure(f.writable_at_ms),
+            f.open_transactions_policy.clone(),
+            if open.is_empty() {
+                "-".to_string()
+            } else {
+                open.join("; ")
+            },
+            f.truncated_records.to_string(),
+            figure(f.last_mirrored_epoch.map(i64::from)),
+        ])
+    }
+}
+
 fn state_name(wire: i8) -> String {
     match MirrorPartitionState::from_wire_value(wire) {
         Ok(state) => state.name().to_string(),
@@ -514,7 +612,63 @@ fn render_describe(response: &DescribeMirrorsResponse, json: bool) -> Rendered {
             .iter()
             .flat_map(|m| m.partitions.iter().map(|p| p.cells(&m.mirror)))
             .collect();
-        table(&DESCRIBE_HEADERS, &rows)
+        let mut text = table(&DESCRIBE_HEADERS, &rows);
+        let failovers = failover_rows(&view);
+        if !failovers.is_empty() {
+            text.push_str("\nFailover of the STOPPED partitions:\n");
+            text.push_str(&table(&FAILOVER_HEADERS, &failovers));
+        }
+        text
+    };
+    out
+}
+
+fn failover_rows(view: &DescribeView) -> Vec<Vec<String>> {
+    view.mirrors
+        .iter()
+        .flat_map(|m| {
+            m.partitions
+                .iter()
+                .filter_map(|p| p.failover_cells(&m.mirror))
+        })
+        .collect()
+}
+
+/// `--remove --dry-run`: what failover of `topics` would do now, from the
+/// leaders' answer to a DescribeMirrors with FailoverPlan.
+fn render_failover_plan(
+    mirror: &str,
+    topics: &[String],
+    response: &DescribeMirrorsResponse,
+    json: bool,
+) -> Rendered {
+    let mut view = DescribeView {
+        mirrors: response.mirrors.iter().map(DescribedView::from).collect(),
+    };
+    let mut out = Rendered::default();
+    for m in &mut view.mirrors {
+        if let Some(e) = &m.error {
+            out.error(format_args!("Mirror {}: {e}", m.mirror));
+        }
+        m.partitions.retain(|p| topics.contains(&p.topic));
+    }
+    for topic in topics {
+        let found = view
+            .mirrors
+            .iter()
+            .any(|m| m.partitions.iter().any(|p| p.topic == *topic));
+        if !found {
+            out.error(format_args!(
+                "Topic {topic}: not a topic of mirror {mirror}"
+            ));
+        }
+    }
+    out.stdout = if json {
+        to_json(&view)
+    } else {
+        let mut text = table(&FAILOVER_HEADERS, &failover_rows(&view));
+        text.push_str("Dry run: nothing was changed.\n");
+        text
     };
     out
 }

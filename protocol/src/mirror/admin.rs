@@ -117,7 +117,9 @@
 //!     { "name": "MirrorNames", "type": "[]string", "versions": "0+", "nullableVersions": "0+",
 //!       "about": "The mirrors to describe; null for all." },
 //!     { "name": "LeaderOnly", "type": "bool", "versions": "0+", "taggedVersions": "0+", "tag": 0,
-//!       "default": "false", "about": "Describe only the partitions the answering broker leads: the request a broker sends each leader when it gathers a describe." }
+//!       "default": "false", "about": "Describe only the partitions the answering broker leads: the request a broker sends each leader when it gathers a describe." },
+//!     { "name": "FailoverPlan", "type": "bool", "versions": "0+", "taggedVersions": "0+", "tag": 1,
+//!       "default": "false", "about": "Answer each partition's Failover as --remove would do it now (ottla mirrors --remove --dry-run)." }
 //!   ]
 //! }
 //! {
@@ -159,7 +161,20 @@
 //!           { "name": "LastError", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
 //!             "about": "The last error (for FAILED partitions: why), or null." },
 //!           { "name": "SourceOffsetAgeMs", "type": "int64", "versions": "0+", "taggedVersions": "0+", "tag": 0,
-//!             "default": "-1", "about": "How old SourceOffset is: milliseconds since the source said it, or -1 if not known." }
+//!             "default": "-1", "about": "How old SourceOffset is: milliseconds since the source said it, or -1 if not known." },
+//!           { "name": "Failover", "type": "FailoverSummary", "versions": "0+", "taggedVersions": "0+", "tag": 1,
+//!             "nullableVersions": "0+", "default": "null",
+//!             "about": "What failover did (STOPPED partitions) or, with FailoverPlan, would do now.", "fields": [
+//!             { "name": "OpenTransactionsPolicy", "type": "string", "versions": "0+", "about": "mirror.stop.open.transactions: abort or truncate." },
+//!             { "name": "OpenTransactions", "type": "[]OpenTransactionSummary", "versions": "0+", "fields": [
+//!               { "name": "ProducerId", "type": "int64", "versions": "0+", "about": "The producer of the open transaction." },
+//!               { "name": "FirstOffset", "type": "int64", "versions": "0+", "about": "The transaction's first offset." },
+//!               { "name": "IdleMs", "type": "int64", "versions": "0+", "about": "Milliseconds since the producer last wrote." }
+//!             ]},
+//!             { "name": "TruncatedRecords", "type": "int64", "versions": "0+", "about": "Records cut off by truncating to the last stable offset." },
+//!             { "name": "LastMirroredEpoch", "type": "int32", "versions": "0+", "about": "The last mirrored epoch failover records." },
+//!             { "name": "WritableAtMs", "type": "int64", "versions": "0+", "about": "When the partition became writable, or -1 in a plan." }
+//!           ]}
 //!         ]}
 //!       ]}
 //!     ]}
@@ -281,21 +296,41 @@ wire_struct! {
 
 /// DescribeMirrorsRequest's tagged field LeaderOnly.
 const LEADER_ONLY_TAG: u32 = 0;
+/// DescribeMirrorsRequest's tagged field FailoverPlan.
+const FAILOVER_PLAN_TAG: u32 = 1;
 /// DescribedMirrorPartition's tagged field SourceOffsetAgeMs.
 const SOURCE_OFFSET_AGE_MS_TAG: u32 = 0;
+/// DescribedMirrorPartition's tagged field Failover.
+const FAILOVER_TAG: u32 = 1;
 
 impl DescribeMirrorsRequest {
     /// Whether only the partitions the answering broker leads are asked
     /// for.
     pub fn leader_only(&self) -> bool {
         self.unknown_tagged_fields
-            .get(LEADER_ONLY_TAG)
-            .is_some_and(|data| data != [0])
+            .get_field(LEADER_ONLY_TAG)
+            .unwrap_or(false)
     }
 
     pub fn with_leader_only(mut self, leader_only: bool) -> Self {
+        let value = leader_only.then_some(&true);
+        let _ = self.unknown_tagged_fields.set_field(LEADER_ONLY_TAG, value);
+        self
+    }
+
+    /// Whether each partition's failover plan is asked for (what
+    /// `--remove` would do now).
+    pub fn failover_plan(&self) -> bool {
         self.unknown_tagged_fields
-            .set(LEADER_ONLY_TAG, leader_only.then(|| vec![1]));
+            .get_field(FAILOVER_PLAN_TAG)
+            .unwrap_or(false)
+    }
+
+    pub fn with_failover_plan(mut self, plan: bool) -> Self {
+        let value = plan.then_some(&true);
+        let _ = self
+            .unknown_tagged_fields
+            .set_field(FAILOVER_PLAN_TAG, value);
         self
     }
 }
@@ -304,17 +339,56 @@ impl DescribedMirrorPartition {
     /// How old `source_offset` is, in milliseconds; -1 if not known.
     pub fn source_offset_age_ms(&self) -> i64 {
         self.unknown_tagged_fields
-            .get(SOURCE_OFFSET_AGE_MS_TAG)
-            .and_then(|data| <[u8; 8]>::try_from(data).ok())
-            .map_or(-1, i64::from_be_bytes)
+            .get_field(SOURCE_OFFSET_AGE_MS_TAG)
+            .unwrap_or(-1)
     }
 
     pub fn with_source_offset_age_ms(mut self, age_ms: i64) -> Self {
-        self.unknown_tagged_fields.set(
-            SOURCE_OFFSET_AGE_MS_TAG,
-            (age_ms >= 0).then(|| age_ms.to_be_bytes().to_vec()),
-        );
+        let value = (age_ms >= 0).then_some(&age_ms);
+        let _ = self
+            .unknown_tagged_fields
+            .set_field(SOURCE_OFFSET_AGE_MS_TAG, value);
         self
+    }
+
+    /// What failover did to the partition (once STOPPED), or would do (in
+    /// answer to a failover plan request).
+    pub fn failover(&self) -> Option<FailoverSummary> {
+        self.unknown_tagged_fields.get_field(FAILOVER_TAG)
+    }
+
+    pub fn with_failover(mut self, failover: Option<&FailoverSummary>) -> Self {
+        // A summary's strings are short: its encoding cannot fail.
+        let _ = self.unknown_tagged_fields.set_field(FAILOVER_TAG, failover);
+        self
+    }
+}
+
+wire_struct! {
+    /// A transaction the source left open in a mirror partition.
+    pub struct OpenTransactionSummary {
+        pub producer_id: i64,
+        pub first_offset: i64,
+        /// Milliseconds since the producer last wrote to the partition.
+        pub idle_ms: i64,
+    }
+}
+
+wire_struct! {
+    /// What failover does to a mirror partition: planned (`--remove
+    /// --dry-run`), or done (kept with the STOPPED state).
+    pub struct FailoverSummary {
+        /// `mirror.stop.open.transactions`: "abort" or "truncate".
+        pub open_transactions_policy: String,
+        /// The transactions the source left open: aborted, or cut off.
+        pub open_transactions: Vec<OpenTransactionSummary>,
+        /// Records cut off by truncating to the last stable offset.
+        pub truncated_records: i64,
+        /// The last mirrored epoch failover records.
+        pub last_mirrored_epoch: i32 = NO_EPOCH,
+        /// When the partition became writable (ms since the Unix epoch);
+        /// -1 in a plan.
+        pub writable_at_ms: i64 = -1,
     }
 }
 

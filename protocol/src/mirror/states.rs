@@ -52,7 +52,10 @@
 //!         { "name": "LastMirroredEpoch", "type": "int32", "versions": "0+", "default": "-1",
 //!           "about": "The stored last mirrored epoch, or -1 if none." },
 //!         { "name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
-//!           "about": "The request error's message, or for a FAILED partition the stored reason; null otherwise." }
+//!           "about": "The request error's message, or for a FAILED partition the stored reason; null otherwise." },
+//!         { "name": "Failover", "type": "FailoverSummary", "versions": "0+", "taggedVersions": "0+", "tag": 0,
+//!           "nullableVersions": "0+", "default": "null",
+//!           "about": "What failover did, stored with STOPPED (the schema is DescribeMirrors')." }
 //!       ]}
 //!     ]}
 //!   ]
@@ -79,7 +82,10 @@
 //!         { "name": "LastMirroredEpoch", "type": "int32", "versions": "0+", "default": "-1",
 //!           "about": "A last mirrored epoch to store with it (STOPPING), or -1 to leave the stored one unchanged." },
 //!         { "name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
-//!           "about": "Why the partition FAILED; null for other states." }
+//!           "about": "Why the partition FAILED; null for other states." },
+//!         { "name": "Failover", "type": "FailoverSummary", "versions": "0+", "taggedVersions": "0+", "tag": 0,
+//!           "nullableVersions": "0+", "default": "null",
+//!           "about": "What failover did, to store with STOPPED (the schema is DescribeMirrors')." }
 //!       ]}
 //!     ]}
 //!   ]
@@ -109,6 +115,7 @@
 
 use uuid::Uuid;
 
+use super::admin::FailoverSummary;
 use super::MirrorApiKey;
 
 /// `State` when nothing is stored.
@@ -221,3 +228,29 @@ wire_struct! {
 }
 
 mirror_api!(MirrorApiKey::WriteMirrorStates, WriteMirrorStatesRequest => WriteMirrorStatesResponse);
+
+/// The tagged field Failover of ReadMirrorStatesPartitionResult and
+/// WriteMirrorStatesPartition: what failover did, kept with STOPPED.
+const FAILOVER_TAG: u32 = 0;
+
+impl ReadMirrorStatesPartitionResult {
+    pub fn failover(&self) -> Option<FailoverSummary> {
+        self.unknown_tagged_fields.get_field(FAILOVER_TAG)
+    }
+
+    pub fn with_failover(mut self, failover: Option<&FailoverSummary>) -> Self {
+        let _ = self.unknown_tagged_fields.set_field(FAILOVER_TAG, failover);
+        self
+    }
+}
+
+impl WriteMirrorStatesPartition {
+    pub fn failover(&self) -> Option<FailoverSummary> {
+        self.unknown_tagged_fields.get_field(FAILOVER_TAG)
+    }
+
+    pub fn with_failover(mut self, failover: Option<&FailoverSummary>) -> Self {
+        let _ = self.unknown_tagged_fields.set_field(FAILOVER_TAG, failover);
+        self
+    }
+}

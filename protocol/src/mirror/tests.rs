@@ -154,6 +154,40 @@ fn describe_tagged_fields_round_trip_in_tag_order() {
         aged.with_source_offset_age_ms(-1).source_offset_age_ms(),
         -1
     );
+
+    let plan = DescribeMirrorsRequest::default().with_failover_plan(true);
+    assert!(!plan.leader_only());
+    assert!(DescribeMirrorsRequest::decode(&plan.encode(0).unwrap(), 0)
+        .unwrap()
+        .failover_plan());
+    let summary = FailoverSummary {
+        open_transactions_policy: "abort".into(),
+        open_transactions: vec![OpenTransactionSummary {
+            producer_id: 7,
+            first_offset: 120,
+            idle_ms: 30_000,
+            ..Default::default()
+        }],
+        last_mirrored_epoch: 4,
+        ..Default::default()
+    };
+    let stopped = DescribedMirrorPartition::default().with_failover(Some(&summary));
+    let response = DescribeMirrorsResponse {
+        mirrors: vec![DescribedMirror {
+            topics: vec![DescribedMirrorTopic {
+                partitions: vec![stopped.clone()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let decoded = DescribeMirrorsResponse::decode(&response.encode(0).unwrap(), 0).unwrap();
+    assert_eq!(
+        decoded.mirrors[0].topics[0].partitions[0].failover(),
+        Some(summary)
+    );
+    assert_eq!(stopped.with_failover(None).failover(), None);
 }
 
 #[test]

@@ -144,13 +144,15 @@ impl AddTopicsToMirrorRequest {
     /// cannot vouch for.
     pub fn discard_local_writes(&self) -> bool {
         self.unknown_tagged_fields
-            .get(DISCARD_LOCAL_WRITES_TAG)
-            .is_some_and(|data| data != [0])
+            .get_field(DISCARD_LOCAL_WRITES_TAG)
+            .unwrap_or(false)
     }
 
     pub fn with_discard_local_writes(mut self, discard: bool) -> Self {
-        self.unknown_tagged_fields
-            .set(DISCARD_LOCAL_WRITES_TAG, discard.then(|| vec![1]));
+        let value = discard.then_some(&true);
+        let _ = self
+            .unknown_tagged_fields
+            .set_field(DISCARD_LOCAL_WRITES_TAG, value);
         self
     }
 }

@@ -329,6 +329,34 @@ impl UnknownTaggedFields {
             .map(|f| f.data.as_slice())
     }
 
+    /// The field tagged `tag` decoded as a `T`: None if absent or not a
+    /// well-formed `T` (a peer's field of another shape is ignored).
+    pub fn get_field<T: WireField>(&self, tag: u32) -> Option<T> {
+        let mut r = Reader::new(self.get(tag)?);
+        let value = T::read(&mut r).ok()?;
+        r.finish().ok()?;
+        Some(value)
+    }
+
+    /// Sets (or, with None, removes) the field tagged `tag` to `value`'s
+    /// encoding.
+    pub fn set_field<T: WireField>(
+        &mut self,
+        tag: u32,
+        value: Option<&T>,
+    ) -> Result<(), EncodeError> {
+        let data = match value {
+            Some(value) => {
+                let mut w = Writer::new();
+                value.write(&mut w)?;
+                Some(w.into_bytes().to_vec())
+            }
+            None => None,
+        };
+        self.set(tag, data);
+        Ok(())
+    }
+
     /// Sets (or, with None, removes) the field tagged `tag`, keeping the
     /// fields in tag order.
     pub fn set(&mut self, tag: u32, data: Option<Vec<u8>>) {

@@ -1,4 +1,6 @@
-use ottla_protocol::mirror::admin::{DescribedMirrorPartition, DescribedMirrorTopic};
+use ottla_protocol::mirror::admin::{
+    DescribedMirrorPartition, DescribedMirrorTopic, FailoverSummary, OpenTransactionSummary,
+};
 use serde_json::json;
 
 use super::*;
@@ -218,6 +220,79 @@ fn describe_table() {
     assert!(out.failed);
 }
 
+fn failover(writable_at_ms: i64) -> FailoverSummary {
+    FailoverSummary {
+        open_transactions_policy: "abort".into(),
+        open_transactions: vec![OpenTransactionSummary {
+            producer_id: 4000,
+            first_offset: 51,
+            idle_ms: 9_000,
+            ..Default::default()
+        }],
+        last_mirrored_epoch: 3,
+        writable_at_ms,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn describe_adds_the_failover_of_stopped_partitions() {
+    let mut response = description();
+    let stopped = &mut response.mirrors[0].topics[0].partitions[0];
+    *stopped = stopped
+        .clone()
+        .with_failover(Some(&failover(1_700_000_000_000)));
+    let out = render(&Answer::Described(response), false);
+    let (_, failovers) = out
+        .stdout
+        .split_once("Failover of the STOPPED partitions:\n")
+        .expect("a failover table");
+    assert_eq!(
+        cells(failovers),
+        [
+            FAILOVER_HEADERS.map(String::from).to_vec(),
+            [
+                "east",
+                "orders",
+                "1",
+                "FAILED",
+                "1700000000000",
+                "abort",
+                "producer 4000 from offset 51 (idle 9000 ms)",
+                "0",
+                "3"
+            ]
+            .map(String::from)
+            .to_vec(),
+        ]
+    );
+}
+
+#[test]
+fn failover_plan_shows_the_topics_asked_and_names_unknown_ones() {
+    let mut response = description();
+    for p in &mut response.mirrors[0].topics[0].partitions {
+        *p = p.clone().with_failover(Some(&failover(-1)));
+    }
+    response.mirrors.truncate(1);
+    let answer = Answer::FailoverPlan {
+        mirror: "east".into(),
+        topics: vec!["orders".into(), "missing".into()],
+        response,
+    };
+    let out = render(&answer, false);
+    let rows = cells(&out.stdout);
+    assert_eq!(
+        rows.len(),
+        4,
+        "headers, two partitions, the dry-run line: {rows:?}"
+    );
+    assert_eq!(rows[1][4], "-", "not writable yet: {rows:?}");
+    assert!(out.stdout.ends_with("Dry run: nothing was changed.\n"));
+    assert_eq!(out.stderr, "Topic missing: not a topic of mirror east\n");
+    assert!(out.failed);
+}
+
 #[test]
 fn describe_json() {
     let out = render(&Answer::Described(description()), true);
@@ -228,11 +303,11 @@ fn describe_json() {
                 {"topic": "orders", "topic_id": TOPIC_ID_TEXT, "partition": 0, "state": "MIRRORING",
                  "source_offset": 1500, "source_offset_age_ms": 35, "destination_offset": 1450, "lag": 50, "lag_ms": 120,
                  "bytes_per_second": 20480, "fetch_errors": 0, "last_mirrored_epoch": 4,
-                 "last_error": null},
+                 "last_error": null, "failover": null},
                 {"topic": "orders", "topic_id": TOPIC_ID_TEXT, "partition": 1, "state": "FAILED",
                  "source_offset": null, "source_offset_age_ms": null, "destination_offset": null, "lag": null, "lag_ms": null,
                  "bytes_per_second": 0, "fetch_errors": 3, "last_mirrored_epoch": null,
-                 "last_error": "source said\nNOT_LEADER_OR_FOLLOWER"},
+                 "last_error": "source said\nNOT_LEADER_OR_FOLLOWER", "failover": null},
             ]},
             {"mirror": "gone", "partitions": [], "error": {
                 "code": 137, "name": "UNKNOWN_MIRROR",
