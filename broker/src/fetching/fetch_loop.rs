@@ -78,6 +78,10 @@ pub trait LeaderEndpoint: Send + Sync + 'static {
 
     /// The connection failed or the leader refused the whole fetch.
     fn fetch_failed(&self, error: &str);
+
+    /// The leader answered a fetch of `fetched` without error: in an
+    /// incremental session, the ones its answer leaves out are unchanged.
+    fn answered(&self, _fetched: &[(Arc<Self::Partition>, FetchPosition)]) {}
 }
 
 /// Fetches for `endpoint` until `stop` is cancelled.
@@ -152,6 +156,7 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
             }
             continue;
         }
+        endpoint.answered(&wanted);
         let by_name: HashMap<&TopicPartition, &Arc<E::Partition>> =
             wanted.iter().map(|(p, _)| (p.leader_tp(), p)).collect();
         let fetched: Vec<_> = response

@@ -2,10 +2,11 @@
 //! is asked. The broker asked describes the partitions it leads and asks
 //! every other leader, in one DescribeMirrors (LeaderOnly) each, all at
 //! once, for the rest. A leader describes a partition from its driver,
-//! with the source's high watermark asked of the source while the
-//! describe is served (one ListOffsets per source broker), so LAG is
-//! against the source's end now, not as last fetched: an idle incremental
-//! fetch session or a PAUSED partition says nothing new. A partition with
+//! and the source's high watermark as its fetch session last vouched for it
+//! (an answer leaving a partition out says it is unchanged); a figure older
+//! than 2 s, or of a partition not MIRRORING (PAUSED: nothing is fetched),
+//! is asked of the source while the describe is served (one ListOffsets per
+//! source broker), so LAG is against the source's end now. A partition with
 //! no driver, no leader or a silent leader is described from its stored
 //! state, read in one ReadMirrorStates per `__mirror_state` coordinator.
 //! A STOPPED partition carries what its failover did; with FailoverPlan
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ottla_controller::MetadataImage;
+use ottla_mirror::state::MirrorPartitionState;
 use ottla_protocol::mirror::admin::{
     DescribeMirrorsRequest, DescribeMirrorsResponse, DescribedMirror, DescribedMirrorPartition,
     DescribedMirrorTopic,
@@ -36,6 +38,10 @@ use crate::replica::now_ms;
 /// How long a describe waits for the source's high watermarks; past it,
 /// the figures last fetched are shown with their age.
 const SOURCE_ASK_TIMEOUT: Duration = Duration::from_secs(3);
+/// A MIRRORING partition's source figure younger than this (a fetch
+/// session answers at least every 500 ms) is shown as is; an older one is
+/// asked of the source.
+const FRESH_SOURCE_FIGURE_MS: i64 = 2_000;
 /// How long the broker asked waits for the other leaders' answers; past
 /// it, their partitions are described from the stored state.
 const GATHER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -231,7 +237,21 @@ async fn describe_led(
     }
     let mut described = describe_stored(b, &undriven).await;
     for (mirror, runs) in driven {
-        let source_ends = ask_source(b, mirror, &runs).await;
+        // Only figures the fetch loop cannot vouch for: a PAUSED partition,
+        // one whose session answer is old.
+        let now = now_ms();
+        let stale: Vec<_> = runs
+            .iter()
+            .filter(|(_, run)| {
+                *run.state.lock() != MirrorPartitionState::Mirroring
+                    || !(0..FRESH_SOURCE_FIGURE_MS).contains(&run.stats.source_offset_age_ms(now))
+            })
+            .cloned()
+            .collect();
+        let source_ends = match stale.is_empty() {
+            true => HashMap::new(),
+            false => ask_source(b, mirror, &stale).await,
+        };
         let policy = plan
             .then(|| {
                 let image = b.controller.image();

@@ -32,7 +32,7 @@ use super::stats::MirrorStats;
 use crate::fetching::{
     fetch_loop, fetcher_of, FetchPosition, FetchedPartition, Followup, LeaderEndpoint,
 };
-use crate::replica::{Partition, ReplicaManager};
+use crate::replica::{now_ms, Partition, ReplicaManager};
 
 const MAX_WAIT: Duration = Duration::from_millis(500);
 const PARTITION_MAX_BYTES: i32 = 8 << 20;
@@ -467,6 +467,15 @@ impl LeaderEndpoint for SourceBroker {
             }
         }
         followups
+    }
+
+    /// The source's answer vouches for the high watermark of every
+    /// partition it fetched, the unchanged ones it left out included.
+    fn answered(&self, fetched: &[(Arc<Registration>, FetchPosition)]) {
+        let now = now_ms();
+        for (r, _) in fetched {
+            r.stats.source_unchanged(now);
+        }
     }
 
     async fn reset_offset(&self, client: &mut KafkaClient, r: &Arc<Registration>) {

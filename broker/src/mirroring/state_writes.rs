@@ -330,7 +330,8 @@ mod tests {
             if partition == 0 {
                 assert_eq!(
                     (value.state, value.leader_epoch, lme),
-                    (State::Mirroring, 5, None)
+                    (State::Mirroring, 5, Some(7)),
+                    "the deposed leader's write left nothing"
                 );
             } else {
                 assert_eq!(

@@ -12,9 +12,8 @@ use crate::replica::now_ms;
 pub struct MirrorStats {
     /// The source's high watermark as last fetched (-1: not yet).
     pub source_high_watermark: AtomicI64,
-    /// When the source last told it (wall-clock ms). An incremental fetch
-    /// session leaves unchanged partitions out of its answers, so for an
-    /// idle partition this is an upper bound of the figure's age.
+    /// When the source last told it, or confirmed it unchanged by leaving
+    /// it out of an incremental fetch session's answer (wall-clock ms).
     source_answered_at_ms: AtomicI64,
     /// When the mirror last held everything the source had (wall-clock
     /// ms); until then, when mirroring of the partition began.
@@ -74,6 +73,14 @@ impl MirrorStats {
         }
     }
 
+    /// The source answered a fetch session that includes the partition and
+    /// left it out: its high watermark is as last told, as of `now_ms`.
+    pub fn source_unchanged(&self, now_ms: i64) {
+        if self.source_high_watermark.load(Ordering::Relaxed) >= 0 {
+            self.source_answered_at_ms.store(now_ms, Ordering::Relaxed);
+        }
+    }
+
     /// How old the source high watermark is, -1 before any answer.
     pub fn source_offset_age_ms(&self, now_ms: i64) -> i64 {
         match self.source_answered_at_ms.load(Ordering::Relaxed) {
@@ -107,6 +114,8 @@ mod tests {
         stats.source_answered(1_000, 10);
         let answered = stats.source_answered_at_ms.load(Ordering::Relaxed);
         assert_eq!(stats.source_offset_age_ms(answered + 40), 40);
+        stats.source_unchanged(answered + 100);
+        assert_eq!(stats.source_offset_age_ms(answered + 140), 40);
         let lag = stats.lag_ms(start + 5_000);
         assert!(
             (4_000..=5_000).contains(&lag),
