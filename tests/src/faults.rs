@@ -416,12 +416,45 @@ impl FaultCluster {
             if differing.is_empty() {
                 return;
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "replicas still differ after 60 s: {differing:?}"
-            );
+            if start.elapsed() >= Duration::from_secs(60) {
+                let kept: Vec<String> = differing.iter().map(|tp| self.keep_copies(tp)).collect();
+                panic!("replicas still differ after 60 s: {}", kept.join("; "));
+            }
             std::thread::sleep(Duration::from_millis(500));
         }
+    }
+
+    /// Copies every node's directory of the partition `tp` ("topic-p") out
+    /// of the test's temporary dirs, for a look after the test is gone;
+    /// says where, with each copy's size and where the copies part.
+    fn keep_copies(&self, tp: &str) -> String {
+        let kept = std::env::temp_dir().join(format!(
+            "ottla-diverged-{tp}-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        ));
+        let mut sizes = Vec::new();
+        let mut copies = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            let dir = n.data_dir.join("logs").join(tp);
+            let into = kept.join(format!("node-{}", i + 1));
+            let _ = std::fs::create_dir_all(&into);
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let _ = std::fs::copy(entry.path(), into.join(entry.file_name()));
+            }
+            let batches = read_batches(&dir);
+            sizes.push(batches.len());
+            copies.push(batches);
+        }
+        let parts_at = copies
+            .windows(2)
+            .filter_map(|w| w[0].iter().zip(&w[1]).position(|(a, b)| a != b))
+            .min();
+        format!(
+            "{tp}: batch bytes per node {sizes:?}, first difference at byte {parts_at:?}, copies in {}",
+            kept.display()
+        )
     }
 
     /// No node's log (across its restarts) shows a panic.
