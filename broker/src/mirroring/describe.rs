@@ -4,8 +4,8 @@
 //! once, for the rest. A leader describes a partition from its driver,
 //! and the source's high watermark as its fetch session last vouched for it
 //! (an answer leaving a partition out says it is unchanged); a figure older
-//! than 2 s, or of a partition not MIRRORING (PAUSED: nothing is fetched),
-//! is asked of the source while the describe is served (one ListOffsets per
+//! than 2 s, or of a PAUSED partition (nothing is fetched), is asked of
+//! the source while the describe is served (one ListOffsets per
 //! source broker), so LAG is against the source's end now. A partition with
 //! no driver, no leader or a silent leader is described from its stored
 //! state, read in one ReadMirrorStates per `__mirror_state` coordinator.
@@ -238,13 +238,18 @@ async fn describe_led(
     let mut described = describe_stored(b, &undriven).await;
     for (mirror, runs) in driven {
         // Only figures the fetch loop cannot vouch for: a PAUSED partition,
-        // one whose session answer is old.
+        // a MIRRORING one whose session answer is old. (A partition still
+        // PREPARING, or failing over, has no lag worth a source round trip:
+        // a describe polled during a 10,000-partition add asked for all.)
         let now = now_ms();
         let stale: Vec<_> = runs
             .iter()
-            .filter(|(_, run)| {
-                *run.state.lock() != MirrorPartitionState::Mirroring
-                    || !(0..FRESH_SOURCE_FIGURE_MS).contains(&run.stats.source_offset_age_ms(now))
+            .filter(|(_, run)| match *run.state.lock() {
+                MirrorPartitionState::Paused => true,
+                MirrorPartitionState::Mirroring => {
+                    !(0..FRESH_SOURCE_FIGURE_MS).contains(&run.stats.source_offset_age_ms(now))
+                }
+                _ => false,
             })
             .cloned()
             .collect();
