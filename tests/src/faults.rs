@@ -18,7 +18,7 @@ use ottla_protocol::batch::BatchIter;
 use ottla_protocol::records::{records_section, walk_records};
 
 use crate::ottla::Ottla;
-use crate::tools::{kafka_tool, ok, python};
+use crate::tools::python;
 use crate::wire::WireClient;
 
 pub const TOPIC: &str = "faults";
@@ -253,23 +253,13 @@ impl Load {
 /// Creates `topic` with 3 replicas, 2 of them required in sync, as the
 /// fault tests' topics are.
 pub fn create_replicated_topic(bootstrap: &str, topic: &str, partitions: i32) {
-    let out = ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            bootstrap,
-            "--create",
-            "--topic",
-            topic,
-            "--partitions",
-            &partitions.to_string(),
-            "--replication-factor",
-            "3",
-            "--config",
-            "min.insync.replicas=2",
-        ],
-        None,
-    ));
+    let replicated = [
+        "--replication-factor",
+        "3",
+        "--config",
+        "min.insync.replicas=2",
+    ];
+    let out = crate::topics::create_topic_at(bootstrap, topic, partitions as u32, &replicated);
     assert!(out.contains("Created topic"), "{out}");
 }
 

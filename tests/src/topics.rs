@@ -9,11 +9,16 @@ use crate::tools::{kafka_tool, ok};
 /// `kafka-topics.sh --create` through `node`, with `extra` arguments
 /// (`--replication-factor`, `--config`, ...); the tool's output.
 pub fn create_topic(node: &Ottla, topic: &str, partitions: u32, extra: &[&str]) -> String {
-    let bootstrap = node.bootstrap();
+    create_topic_at(&node.bootstrap(), topic, partitions, extra)
+}
+
+/// [`create_topic`] through any cluster's `bootstrap` (an Apache Kafka
+/// source, several nodes).
+pub fn create_topic_at(bootstrap: &str, topic: &str, partitions: u32, extra: &[&str]) -> String {
     let partitions = partitions.to_string();
     let mut args = vec![
         "--bootstrap-server",
-        &bootstrap,
+        bootstrap,
         "--create",
         "--topic",
         topic,

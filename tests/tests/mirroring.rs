@@ -14,7 +14,7 @@ use ottla_tests::mirror::{
 };
 use ottla_tests::ottla::{Ottla, STANDARD_AUTHORIZER};
 use ottla_tests::tools::{kafka_tool, ok};
-use ottla_tests::topics::describe as describe_topic;
+use ottla_tests::topics::{create_topic_at, describe as describe_topic};
 
 const MIRRORING: i8 = 2;
 const PAUSED: i8 = 4;
@@ -22,21 +22,7 @@ const STOPPED: i8 = 6;
 const FAILED: i8 = 7;
 
 fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
-    ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            bootstrap,
-            "--create",
-            "--topic",
-            topic,
-            "--partitions",
-            &partitions.to_string(),
-            "--replication-factor",
-            "1",
-        ],
-        None,
-    ));
+    create_topic_at(bootstrap, topic, partitions, &["--replication-factor", "1"]);
 }
 
 fn produce(bootstrap: &str, topic: &str, records: usize) {

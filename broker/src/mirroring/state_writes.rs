@@ -156,7 +156,7 @@ async fn write_batches(
         let Some(services) = services.upgrade() else {
             return;
         };
-        let writes: Vec<StateWrite> = batch.iter().map(|(w, _)| w.clone()).collect();
+        let (writes, replies): (Vec<StateWrite>, Vec<_>) = batch.drain(..).unzip();
         let results = if coordinator == services.node_id {
             let values = writes.iter().map(|w| (w.key.clone(), w.values())).collect();
             let written = services.states.write_many(values).await;
@@ -164,7 +164,7 @@ async fn write_batches(
         } else {
             write_remote(&services, coordinator, &writes).await
         };
-        for ((_, reply), result) in batch.drain(..).zip(results) {
+        for (reply, result) in replies.into_iter().zip(results) {
             let _ = reply.send(result);
         }
     }

@@ -307,30 +307,23 @@ impl DescribeMirrorsRequest {
     /// Whether only the partitions the answering broker leads are asked
     /// for.
     pub fn leader_only(&self) -> bool {
-        self.unknown_tagged_fields
-            .get_field(LEADER_ONLY_TAG)
-            .unwrap_or(false)
+        self.unknown_tagged_fields.flag(LEADER_ONLY_TAG)
     }
 
     pub fn with_leader_only(mut self, leader_only: bool) -> Self {
-        let value = leader_only.then_some(&true);
-        let _ = self.unknown_tagged_fields.set_field(LEADER_ONLY_TAG, value);
+        self.unknown_tagged_fields
+            .set_flag(LEADER_ONLY_TAG, leader_only);
         self
     }
 
     /// Whether each partition's failover plan is asked for (what
     /// `--remove` would do now).
     pub fn failover_plan(&self) -> bool {
-        self.unknown_tagged_fields
-            .get_field(FAILOVER_PLAN_TAG)
-            .unwrap_or(false)
+        self.unknown_tagged_fields.flag(FAILOVER_PLAN_TAG)
     }
 
     pub fn with_failover_plan(mut self, plan: bool) -> Self {
-        let value = plan.then_some(&true);
-        let _ = self
-            .unknown_tagged_fields
-            .set_field(FAILOVER_PLAN_TAG, value);
+        self.unknown_tagged_fields.set_flag(FAILOVER_PLAN_TAG, plan);
         self
     }
 }

@@ -143,16 +143,12 @@ impl AddTopicsToMirrorRequest {
     /// Whether the operator confirmed discarding local writes the source
     /// cannot vouch for.
     pub fn discard_local_writes(&self) -> bool {
-        self.unknown_tagged_fields
-            .get_field(DISCARD_LOCAL_WRITES_TAG)
-            .unwrap_or(false)
+        self.unknown_tagged_fields.flag(DISCARD_LOCAL_WRITES_TAG)
     }
 
     pub fn with_discard_local_writes(mut self, discard: bool) -> Self {
-        let value = discard.then_some(&true);
-        let _ = self
-            .unknown_tagged_fields
-            .set_field(DISCARD_LOCAL_WRITES_TAG, value);
+        self.unknown_tagged_fields
+            .set_flag(DISCARD_LOCAL_WRITES_TAG, discard);
         self
     }
 }

@@ -357,6 +357,16 @@ impl UnknownTaggedFields {
         Ok(())
     }
 
+    /// A bool tagged field: false when absent (its default).
+    pub fn flag(&self, tag: u32) -> bool {
+        self.get_field(tag).unwrap_or(false)
+    }
+
+    /// Sets a bool tagged field, leaving it out when false.
+    pub fn set_flag(&mut self, tag: u32, value: bool) {
+        self.set(tag, value.then(|| vec![1]));
+    }
+
     /// Sets (or, with None, removes) the field tagged `tag`, keeping the
     /// fields in tag order.
     pub fn set(&mut self, tag: u32, data: Option<Vec<u8>>) {
