@@ -199,6 +199,13 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace_via_tmp(path, bytes, Durability::Synced)
 }
 
+/// Replaces `path` without fsyncing: a kill -9 leaves the old or the new
+/// content (or, when a file of up to a page shrinks, an extra tail line); a
+/// power loss may leave the old file, an empty one or a mix.
+pub fn write_unsynced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_via_tmp(path, bytes, Durability::Unsynced)
+}
+
 /// Writes `<path>.tmp` and renames it over `path`: a process crash leaves the
 /// old or the new file, never a mix. `Unsynced` skips both fsyncs, so after a
 /// power loss the file may be the old one, or empty; an unsynced write that
@@ -366,7 +373,11 @@ mod tests {
     fn unsynced_writes_overwrite_in_place_and_shrink() {
         let dir = tempfile::tempdir().unwrap();
         let cp = CheckpointFile::new(dir.path().join("cp"));
-        let lines = |n: usize| (0..n).map(|i| format!("{i} {}", i * 100)).collect::<Vec<_>>();
+        let lines = |n: usize| {
+            (0..n)
+                .map(|i| format!("{i} {}", i * 100))
+                .collect::<Vec<_>>()
+        };
         for n in [3, 40, 1, 0, 7] {
             cp.write_unsynced(0, &lines(n)).unwrap();
             assert_eq!(cp.read(0).unwrap(), lines(n), "{n} entries");
@@ -388,7 +399,11 @@ mod tests {
             entries.iter().for_each(|e| t.push_str(&format!("{e}\n")));
             t
         };
-        let olds = [vec!["0 0", "2 10", "5 30"], vec!["0 0", "12 1000"], vec!["3 7"]];
+        let olds = [
+            vec!["0 0", "2 10", "5 30"],
+            vec!["0 0", "12 1000"],
+            vec!["3 7"],
+        ];
         let news = [vec![], vec!["0 0"], vec!["0 0", "2 10"], vec!["1 1"]];
         for old in &olds {
             for new in &news {
