@@ -35,6 +35,7 @@ latency, memory and start time.
 """
 
 import argparse
+import base64
 import os
 import re
 import shutil
@@ -44,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,7 +54,11 @@ OTTLA_PORT = 29092
 
 
 def sh(cmd, **kw):
-    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+    done = subprocess.run(cmd, text=True, capture_output=True, **kw)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} exited with {done.returncode}:\n"
+                           f"{done.stdout}{done.stderr}")
+    return done
 
 
 def last_line(script):
@@ -142,35 +148,61 @@ class ApacheKafka(Broker):
 
 
 class Ottla(Broker):
-    def __init__(self, name, port, binary):
+    """One Ottla node: client port `port`, controller port `port + 1`. Alone
+    by default; `cluster` makes it node `node_id` of the quorum of nodes on
+    those client ports (see `ottla_cluster`)."""
+
+    def __init__(self, name, port, binary, node_id=1, cluster=None, cluster_id=None):
         super().__init__(name, port)
-        self.binary = binary
+        self.binary, self.node_id, self.cluster_id = binary, node_id, cluster_id
+        self.cluster = cluster or [port]
         self.dir = Path(tempfile.mkdtemp(prefix="ottla-bench-"))
 
     def start(self):
+        voters = ",".join(f"{i}@127.0.0.1:{p + 1}" for i, p in enumerate(self.cluster, start=1))
         args = [
             str(self.binary), "server",
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.port + 1}",
             "--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override", f"controller.quorum.voters=1@127.0.0.1:{self.port + 1}",
+            "--override", f"node.id={self.node_id}",
+            "--override", f"controller.quorum.voters={voters}",
             "--override", f"log.dirs={self.dir / 'logs'}",
             # Same as scripts/apache-kafka.sh gives the reference broker.
             "--override", "group.initial.rebalance.delay.ms=0",
         ]
+        if self.cluster_id:
+            args += ["--override", f"cluster.id={self.cluster_id}"]
         ensure_free(self.port)
         t0 = time.monotonic()
         # Its log (stdout) and errors, kept while it runs for a look at a slow run.
         log = open(self.dir / "ottla.log", "w")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        wait_port(self.port, self.proc)
-        self.ready_ms = (time.monotonic() - t0) * 1000
         self.pid = self.proc.pid
+        # A node of a cluster listens only once a quorum has formed.
+        if len(self.cluster) == 1:
+            wait_port(self.port, self.proc)
+            self.ready_ms = (time.monotonic() - t0) * 1000
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=60)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def ottla_cluster(name, first_port, binary, nodes):
+    """`nodes` Ottla nodes forming one cluster, on client ports `first_port`,
+    `first_port + 2`, ..., started and listening."""
+    ports = [first_port + 2 * i for i in range(nodes)]
+    # Every node must be given the same id: 16 random bytes, URL-safe base64.
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    cluster = [Ottla(f"{name}-{i}", p, binary, node_id=i, cluster=ports, cluster_id=cluster_id)
+               for i, p in enumerate(ports, start=1)]
+    for node in cluster:
+        node.start()
+    for node in cluster:
+        wait_port(node.port, node.proc)
+    return cluster
 
 
 PRODUCER = re.compile(

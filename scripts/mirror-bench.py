@@ -10,14 +10,15 @@ the same data:
    mirror copies them all. Reported: MB/s from the first record seen on
    the destination to the last, and the wall time including start-up.
 2. steady: a producer writes at a fixed rate (default 50 MB/s, or what
-   this machine manages) while the mirror runs; the lag (source end
-   offsets minus destination end offsets, turned into milliseconds at the
-   produce rate) is sampled every 100 ms. Reported: p50 and p99 lag.
+   this machine manages) while the mirror runs; the summed end offsets of
+   both sides are sampled every 100 ms, and the lag of a destination sample
+   is how long before it the source had as many records (interpolated
+   between source samples). Reported: p50 and p99 lag.
 
 The two mirrors run one after the other, never together, so they do not
 compete for the CPU.
 
-    scripts/mirror-bench.py [--records N] [--size BYTES] [--rate MBPS] [--seconds S]
+    scripts/mirror-bench.py [--records N] [--size BYTES] [--rate MBPS] [--seconds S] [--partitions N]
 
 Ratios are Ottla / MirrorMaker 2: above 1 favours Ottla for throughput,
 below 1 favours Ottla for lag.
@@ -36,7 +37,6 @@ from pathlib import Path
 from bench import ROOT, Ottla, last_line, sh
 
 TOPIC = "bench"
-PARTITIONS = 4
 # The newest MirrorMaker 2 that Maven Central serves here (connect-mirror
 # 4.4.0 is not published there yet); it runs on its own classpath.
 MM2_VERSION = "4.3.1"
@@ -68,27 +68,40 @@ def mm2_libs():
 
 class Watcher:
     """Samples the summed end offsets of one or more (bootstrap, topic)
-    pairs every 100 ms, all pairs in the same iteration and in the order
-    given, from one Python process (confluent-kafka)."""
+    pairs every 100 ms, from one Python process (confluent-kafka). Each
+    figure is stamped with the middle of the request that read it, so two
+    pairs read one after the other are not taken for simultaneous."""
 
     CODE = (
         "import sys, time\n"
-        "from confluent_kafka import Consumer, TopicPartition\n"
-        "pairs = [(Consumer({'bootstrap.servers': b, 'group.id': 'mirror-bench-watch'}), t)\n"
+        "from confluent_kafka import TopicPartition\n"
+        "from confluent_kafka.admin import AdminClient, OffsetSpec\n"
+        "# Its Metadata requests must not create the topic the mirror is to create.\n"
+        "pairs = [(AdminClient({'bootstrap.servers': b, 'allow.auto.create.topics': False}), t)\n"
         "         for b, t in zip(sys.argv[1::2], sys.argv[2::2])]\n"
-        "def total(c, topic):\n"
-        "    md = c.list_topics(topic, timeout=5).topics.get(topic)\n"
+        "def total(admin, topic):\n"
+        "    md = admin.list_topics(topic, timeout=5).topics.get(topic)\n"
         "    if md is None or md.error is not None:\n"
         "        return 0\n"
-        "    return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in md.partitions)\n"
+        "    # One ListOffsets per broker, not one request per partition.\n"
+        "    asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in md.partitions}\n"
+        "    return sum(f.result().offset for f in admin.list_offsets(asked, request_timeout=5).values())\n"
+        "def stamped(admin, topic):\n"
+        "    before = time.time()\n"
+        "    n = total(admin, topic)\n"
+        "    return f'{(before + time.time()) / 2} {n}'\n"
         "while True:\n"
         "    now = time.time()\n"
-        "    print(now, *[total(c, t) for c, t in pairs], flush=True)\n"
+        "    try:\n"
+        "        print(*[stamped(a, t) for a, t in pairs], flush=True)\n"
+        "    except Exception:\n"
+        "        pass  # a partition without a leader yet: no sample this time\n"
         "    time.sleep(max(0.0, 0.1 - (time.time() - now)))\n"
     )
 
     def __init__(self, py, *pairs):
-        self.samples = []
+        # One list per pair of (time, summed end offsets).
+        self.series = [[] for _ in pairs]
         args = [x for pair in pairs for x in pair]
         self.proc = subprocess.Popen([py, "-c", self.CODE, *args], stdout=subprocess.PIPE, text=True)
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -96,15 +109,27 @@ class Watcher:
 
     def _read(self):
         for line in self.proc.stdout:
-            t, *totals = line.split()
-            self.samples.append((float(t), [int(x) for x in totals]))
+            fields = line.split()
+            for series, t, n in zip(self.series, fields[0::2], fields[1::2]):
+                series.append((float(t), int(n)))
 
     def latest(self, i=0):
-        return self.samples[-1][1][i] if self.samples else 0
+        return self.series[i][-1][1] if self.series[i] else 0
 
     def stop(self):
         self.proc.terminate()
         self.proc.wait()
+
+
+def reached_at(series, count):
+    """When a growing count first reached `count`, interpolated between the
+    samples around it (None before the first sample that has it)."""
+    for (t0, n0), (t1, n1) in zip(series, series[1:]):
+        if n1 >= count:
+            if n0 >= count or n1 == n0:
+                return t0 if n0 >= count else t1
+            return t0 + (count - n0) / (n1 - n0) * (t1 - t0)
+    return None
 
 
 def produce(bin_dir, bootstrap, records, size, throughput=-1):
@@ -144,8 +169,10 @@ class OttlaMirror:
 class MirrorMaker2:
     name = "mm2"
 
-    def __init__(self, libs, source, destination, work):
+    def __init__(self, libs, source, destination, work, partitions):
         self.libs, self.source, self.destination, self.work = libs, source, destination, work
+        # A task per partition up to 4, as many as this 2-core machine can use.
+        self.tasks = min(partitions, 4)
         # MirrorMaker 2's default replication policy prefixes the source alias.
         self.topic = f"src.{TOPIC}"
         self.proc = None
@@ -159,7 +186,7 @@ class MirrorMaker2:
             "src->dst.enabled = true",
             f"src->dst.topics = {TOPIC}",
             "dst->src.enabled = false",
-            f"tasks.max = {PARTITIONS}",
+            f"tasks.max = {self.tasks}",
             "replication.factor = 1",
             "checkpoints.topic.replication.factor = 1",
             "heartbeats.topic.replication.factor = 1",
@@ -205,8 +232,8 @@ def backlog(py, mirror, records, size):
             time.sleep(0.1)
     finally:
         watcher.stop()
-    first = next(t for t, (n,) in watcher.samples if n > 0)
-    last = next(t for t, (n,) in watcher.samples if n >= records)
+    first = next(t for t, n in watcher.series[0] if n > 0)
+    last = next(t for t, n in watcher.series[0] if n >= records)
     mb = records * size / 1e6
     # From the first record on the destination to the last (the copy), and
     # from the start command (start-up included).
@@ -214,10 +241,11 @@ def backlog(py, mirror, records, size):
 
 
 def steady(py, bin_dir, mirror, rate_mbps, seconds, size):
-    """Lag percentiles while producing at `rate_mbps` for `seconds`."""
+    """Lag percentiles while producing at `rate_mbps` for `seconds`. The lag
+    of a destination sample is how long before it the source had reached
+    the same number of records."""
     per_second = int(rate_mbps * 1e6 / size)
     records = per_second * seconds
-    # Destination first, then source: a sample never understates the lag.
     watch = Watcher(py, (mirror.destination.bootstrap(), mirror.topic), (mirror.source.bootstrap(), TOPIC))
     time.sleep(2)
     base_dest, base_source = watch.latest(0), watch.latest(1)
@@ -229,11 +257,14 @@ def steady(py, bin_dir, mirror, rate_mbps, seconds, size):
         time.sleep(0.1)
     watch.stop()
     achieved = records / produced_s
-    lags = [
-        max(0, (src - base_source) - (dest - base_dest)) / achieved * 1000
-        for t, (dest, src) in watch.samples
-        if t0 <= t <= t0 + produced_s
-    ]
+    source = [(t, n - base_source) for t, n in watch.series[1]]
+    lags = []
+    for t, n in watch.series[0]:
+        copied = n - base_dest
+        if t0 <= t <= t0 + produced_s and copied > 0:
+            at = reached_at(source, copied)
+            if at is not None:
+                lags.append(max(0.0, t - at) * 1000)
     lags.sort()
     pct = lambda q: lags[min(len(lags) - 1, int(q * len(lags)))] if lags else float("nan")
     return {
@@ -250,23 +281,25 @@ def main():
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--rate", type=float, default=50.0, help="steady produce rate, MB/s")
     ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--partitions", type=int, default=4, help="of the mirrored topic")
     args = ap.parse_args()
     bin_dir = Path(last_line("kafka-tools.sh"))
     py = last_line("python-env.sh")
     libs = mm2_libs()
-    sh(["cargo", "build", "--release", "-p", "ottla-broker", "--bin", "ottla"], cwd=ROOT)
     binary = ROOT / "target" / "release" / "ottla"
+    if not binary.exists():
+        sh(["cargo", "build", "--release", "-p", "ottla-broker", "--bin", "ottla"], cwd=ROOT)
     source = Ottla("source", 31092, binary)
     results = {}
     work = Path(tempfile.mkdtemp(prefix="mirror-bench-"))
     source.start()
     try:
         sh([str(bin_dir / "kafka-topics.sh"), "--bootstrap-server", source.bootstrap(), "--create",
-            "--topic", TOPIC, "--partitions", str(PARTITIONS), "--replication-factor", "1"])
+            "--topic", TOPIC, "--partitions", str(args.partitions), "--replication-factor", "1"])
         produce(bin_dir, source.bootstrap(), args.records, args.size)
         for make, port in (
             (lambda d: OttlaMirror(binary, source, d, work), 32092),
-            (lambda d: MirrorMaker2(libs, source, d, work), 33092),
+            (lambda d: MirrorMaker2(libs, source, d, work, args.partitions), 33092),
         ):
             destination = Ottla("destination", port, binary)
             destination.start()
@@ -284,7 +317,7 @@ def main():
         source.stop()
 
     o, m = results["ottla"], results["mm2"]
-    print(f"\nOttla mirror / MirrorMaker 2: {args.records} records of {args.size} B backlog, "
+    print(f"\nOttla mirror / MirrorMaker 2: {args.partitions} partitions, {args.records} records of {args.size} B backlog, "
           f"then {args.seconds} s at {args.rate} MB/s target, this machine")
     print(f"{'metric':<16}{'mm2':>12}{'ottla':>12}{'ratio':>9}")
     for metric in ("MB/s", "MB/s wall", "wall s", "MB/s produced", "lag p50 ms", "lag p99 ms", "mean lag ms"):

@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""Ottla's mirroring at scale: a single-node source with one topic of N
-partitions (one record each) mirrored into a single-node destination.
+"""Ottla's mirroring at scale: a source of one or more brokers with one
+topic of N partitions (one record each, leaders spread over the brokers)
+mirrored into a single-node destination.
 
 Reported:
 - the time from `ottla mirrors --add` until every partition is MIRRORING;
-- CPU of each broker over 10 s while the mirror is caught up and idle;
+- CPU of the source's brokers (summed) and of the destination over 10 s
+  while the mirror is caught up and idle;
+- the TCP connections the destination holds to the source's brokers while
+  idle (fetch loops, `mirror.num.fetchers` per source broker, default 1,
+  plus the connections of the metadata, config and group syncs);
 - failover: the time from `ottla mirrors --remove` until every partition
   has accepted an acks=all write on the destination (librdkafka producer,
   one record per partition, retried until each lands), and until the last
@@ -12,7 +17,7 @@ Reported:
   WRITABLE-AT-MS of `--describe`), which leaves out the client's retries;
   and, for scale, what the same writes take once every partition is writable.
 
-    scripts/mirror-failover-bench.py [--partitions N ...]
+    scripts/mirror-failover-bench.py [--partitions N ...] [--source-nodes K]
 
 Issue 22 measured the failover at 2.7 s for 100 partitions and 23 s for
 1,000 before the epoch bumps were batched.
@@ -24,8 +29,9 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from bench import ROOT, Ottla, cpu_seconds, last_line
+from bench import ROOT, Ottla, cpu_seconds, last_line, ottla_cluster
 
 try:
     from confluent_kafka import Producer
@@ -76,12 +82,35 @@ def values_of(document, key):
             yield from values_of(v, key)
 
 
-def run(binary, partitions, port):
-    source, destination = Ottla("source", port, binary), Ottla("destination", port + 100, binary)
+def connections(pid, ports):
+    """Established TCP connections of process `pid` to any of `ports`
+    (from /proc: its socket inodes matched against the kernel's table)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote_port, state, inode = int(fields[2].rsplit(":", 1)[1], 16), fields[3], fields[9]
+            count += state == "01" and inode in inodes and remote_port in ports
+    return count
+
+
+def run(binary, partitions, port, source_nodes):
+    """One run; returns its figures by column."""
+    destination = Ottla("destination", port + 100, binary)
+    sources = []
     try:
-        source.start()
+        sources = ottla_cluster("source", port, binary, source_nodes)
         destination.start()
-        src, dst = f"127.0.0.1:{source.port}", f"127.0.0.1:{destination.port}"
+        src = ",".join(s.bootstrap() for s in sources)
+        dst = destination.bootstrap()
         admin = AdminClient({"bootstrap.servers": src})
         admin.create_topics([NewTopic("scale", partitions, 1)])["scale"].result()
         del admin  # closed, so it does not log the source going away
@@ -103,49 +132,58 @@ def run(binary, partitions, port):
                 progress(f"{mirroring} of {partitions} partitions MIRRORING")
                 reported = time.monotonic()
             time.sleep(0.2)
-        mirroring_s = time.monotonic() - t0
+        figures = {"add": time.monotonic() - t0}
         time.sleep(2)
-        before = cpu_seconds(source.pid), cpu_seconds(destination.pid)
+        brokers = [*sources, destination]
+        before = [cpu_seconds(b.pid) for b in brokers]
         time.sleep(IDLE_SECONDS)
-        idle = [(cpu_seconds(b.pid) - was) / IDLE_SECONDS * 100
-                for b, was in zip((source, destination), before)]
+        idle = [(cpu_seconds(b.pid) - was) / IDLE_SECONDS * 100 for b, was in zip(brokers, before)]
+        figures["idle source"], figures["idle destination"] = sum(idle[:-1]), idle[-1]
+        figures["connections"] = connections(destination.pid, {s.port for s in sources})
         t0, wall_t0_ms = time.monotonic(), time.time() * 1000
         removed = mirrors_cli(binary, dst, "--remove", "--mirror", "scale", "--topics", "scale")
         if removed.returncode != 0:
             raise RuntimeError(f"--remove failed: {removed.stderr}")
         progress("--remove answered; writing to every partition")
         write_each(dst, "scale", partitions)
-        failover_s = time.monotonic() - t0
+        figures["failover"] = time.monotonic() - t0
         described = mirrors_cli(binary, dst, "--describe", "--mirror", "scale", "--json")
         writable = list(values_of(json.loads(described.stdout), "writable_at_ms"))
         if len(writable) != partitions:
             raise RuntimeError(f"{len(writable)} of {partitions} partitions report when they became writable")
-        writable_s = (max(writable) - wall_t0_ms) / 1000
-        baseline_s = write_each(dst, "scale", partitions)
-        return mirroring_s, idle, failover_s, writable_s, baseline_s
+        figures["writable"] = (max(writable) - wall_t0_ms) / 1000
+        figures["baseline"] = write_each(dst, "scale", partitions)
+        return figures
     finally:
-        source.stop()
-        destination.stop()
+        for broker in [*sources, destination]:
+            broker.stop()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, nargs="+", default=[100, 1000])
+    ap.add_argument("--source-nodes", type=int, default=1,
+                    help="brokers of the source cluster (the topic's leaders are spread over them)")
     # Below the kernel's ephemeral range, so no client socket holds it.
     ap.add_argument("--port", type=int, default=17092)
+    ap.add_argument("--binary", type=Path, default=ROOT / "target" / "release" / "ottla",
+                    help="the ottla binary (built with cargo when it is the default and missing)")
     args = ap.parse_args()
-    binary = ROOT / "target" / "release" / "ottla"
+    binary = args.binary
     if not binary.exists():
         subprocess.run(["cargo", "build", "--release", "-p", "ottla-broker", "--bin", "ottla"],
                        cwd=ROOT, check=True)
+    print(f"Source: {args.source_nodes} broker(s); destination: 1 broker.\n")
     print("| partitions | --add until MIRRORING | idle CPU source / destination (% of a core) "
+          "| connections destination -> source "
           "| --remove until every partition took a write | ... until the last was writable (broker's account) "
           "| the same writes, all partitions writable |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in args.partitions:
-        mirroring_s, (src_cpu, dst_cpu), failover_s, writable_s, baseline_s = run(binary, n, args.port)
-        print(f"| {n:,} | {mirroring_s:.1f} s | {src_cpu:.1f} / {dst_cpu:.1f} | {failover_s:.2f} s "
-              f"| {writable_s:.2f} s | {baseline_s:.2f} s |", flush=True)
+        f = run(binary, n, args.port, args.source_nodes)
+        print(f"| {n:,} | {f['add']:.1f} s | {f['idle source']:.1f} / {f['idle destination']:.1f} "
+              f"| {f['connections']} | {f['failover']:.2f} s | {f['writable']:.2f} s | {f['baseline']:.2f} s |",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -1502,3 +1502,43 @@ fn cluster_mirror_acls_govern_who_may_change_and_see_a_mirror() {
         "{listed}"
     );
 }
+
+/// The scale benchmark's short mode (issue 22): 300 partitions mirrored from
+/// a 3-broker source, then failed over. Its figures are printed for the log,
+/// not judged here (timings belong to benchmark runs), except what the
+/// design bounds: one fetch loop, so one connection, per source broker
+/// (`mirror.num.fetchers` = 1), every partition reporting when it became
+/// writable, and every partition taking a write after failover.
+#[test]
+fn scale_bench_short_mode_runs_within_the_connection_bound() {
+    let out = std::process::Command::new(ottla_tests::tools::python())
+        .arg(ottla_tests::tools::repo_root().join("scripts/mirror-failover-bench.py"))
+        .args(["--partitions", "300", "--source-nodes", "3", "--binary"])
+        .arg(ottla_tests::ottla::ottla_binary())
+        .output()
+        .expect("run scripts/mirror-failover-bench.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "the bench failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("| 300 |"))
+        .unwrap_or_else(|| panic!("no row for 300 partitions in:\n{stdout}"))
+        .split('|')
+        .map(str::trim)
+        .collect();
+    // | partitions | add | idle CPU | connections | failover | writable | baseline |
+    let connections: u32 = row[4].parse().expect("connection count");
+    assert!(
+        (1..=3).contains(&connections),
+        "{connections} connections to a 3-broker source with one fetcher each"
+    );
+    for (column, figure) in [("failover", row[5]), ("writable", row[6])] {
+        let seconds: f64 = figure.trim_end_matches(" s").parse().expect(column);
+        assert!(seconds >= 0.0, "{column}: {figure}");
+    }
+}
