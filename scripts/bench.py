@@ -187,7 +187,10 @@ class Ottla(Broker):
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=60)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if os.environ.get("OTTLA_BENCH_KEEP_DIRS"):
+            print(f"kept {self.name}'s data and log in {self.dir}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def ottla_cluster(name, first_port, binary, nodes):
@@ -202,7 +205,25 @@ def ottla_cluster(name, first_port, binary, nodes):
         node.start()
     for node in cluster:
         wait_port(node.port, node.proc)
+    wait_all_listed(cluster)
     return cluster
+
+
+def wait_all_listed(cluster, timeout=60.0):
+    """Until every node's Metadata lists every node: a node listens once the
+    controller has unfenced it, but its copy of the metadata may still lack
+    the others for a moment, and a topic created then can be placed on
+    fewer brokers than the cluster has."""
+    from confluent_kafka.admin import AdminClient  # the venv's; only clusters need it
+
+    want = {n.node_id for n in cluster}
+    deadline = time.monotonic() + timeout
+    for node in cluster:
+        admin = AdminClient({"bootstrap.servers": node.bootstrap(), "allow.auto.create.topics": False})
+        while set(admin.list_topics(timeout=10).brokers) != want:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{node.name} does not list all of brokers {sorted(want)} after {timeout} s")
+            time.sleep(0.1)
 
 
 PRODUCER = re.compile(

@@ -519,8 +519,6 @@ fn recovery_threads_per_dir(
     )
 }
 
-/// Registers this broker (fenced) and heartbeats until the controller
-/// unfences it. Waits for a quorum leader as long as it takes, as Kafka does.
 /// Registers this incarnation and waits until the controller unfences it,
 /// retrying for as long as it takes (the quorum may still be electing).
 async fn register(controller: &Controller, settings: &BrokerSettings, incarnation: Uuid) {

@@ -25,6 +25,8 @@ use std::fmt;
 
 use thiserror::Error;
 
+use crate::name::RequestedMirroring;
+
 /// A mirror partition's state. The discriminants are the wire values used in
 /// ReadMirrorStates, WriteMirrorStates, DescribeMirrors and `__mirror_state`
 /// (the KIP-1279 prototype's numbering; 1 is reserved for its EPOCH_FENCING).
@@ -188,6 +190,63 @@ impl PartitionStatus {
     }
 }
 
+/// What a partition's leader does next, from its state and what the operator
+/// asked in `mirror.name`. The driver runs the step's work; which states each
+/// step enters is [`NextStep::path`], checked against the valid-from table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextStep {
+    /// PREPARING's work (align the log with the source), then MIRRORING.
+    Prepare,
+    /// Fetch from the source until the request changes.
+    Fetch,
+    /// Through PAUSING to PAUSED (a PAUSING partition finishes the pause
+    /// whatever is asked now; PAUSED then resumes if asked).
+    Pause,
+    /// PAUSED back to MIRRORING.
+    Resume,
+    /// Removed before it ever mirrored here: through the states the seeds
+    /// allow to where STOPPING may start, without truncating or fetching.
+    PassThrough,
+    /// STOPPING's work (failover), then STOPPED and writable.
+    Stop,
+    /// Nothing until the request changes: STOPPED and removed, PAUSED and
+    /// paused, FAILED until removed.
+    Wait,
+}
+
+impl NextStep {
+    /// The states the step enters, in order. A leader that finds the
+    /// partition in the step's first state resumes that state's work, so
+    /// that state is not entered again.
+    pub fn path(self, from: MirrorPartitionState) -> &'static [MirrorPartitionState] {
+        let full: &'static [MirrorPartitionState] = match self {
+            Self::Prepare | Self::PassThrough => &[Preparing, Mirroring],
+            Self::Pause => &[Pausing, Paused],
+            Self::Resume => &[Mirroring],
+            Self::Stop => &[Stopping, Stopped],
+            Self::Fetch | Self::Wait => &[],
+        };
+        match full.split_first() {
+            Some((first, rest)) if *first == from => rest,
+            _ => full,
+        }
+    }
+}
+
+/// The next step of a partition in `state` when `requested` is asked.
+pub fn next_step(state: MirrorPartitionState, requested: RequestedMirroring) -> NextStep {
+    use RequestedMirroring::{Mirror, Pause, Remove};
+    match (state, requested) {
+        (Mirroring, Mirror) => NextStep::Fetch,
+        (Mirroring, Pause) | (Pausing, _) => NextStep::Pause,
+        (Paused, Mirror) => NextStep::Resume,
+        (Unknown | Stopped, Mirror | Pause) | (Preparing, _) => NextStep::Prepare,
+        (Unknown, Remove) => NextStep::PassThrough,
+        (Mirroring | Paused | Stopping | Failed, Remove) | (Stopping, _) => NextStep::Stop,
+        (Stopped, Remove) | (Paused, Pause) | (Failed, _) => NextStep::Wait,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,5 +384,87 @@ mod tests {
             assert_eq!(state.is_read_only(), state != Stopped);
             assert_eq!(state.is_mirroring(), state == Mirroring);
         }
+    }
+
+    const REQUESTS: [RequestedMirroring; 3] = [
+        RequestedMirroring::Mirror,
+        RequestedMirroring::Pause,
+        RequestedMirroring::Remove,
+    ];
+
+    #[test]
+    fn every_step_enters_only_valid_states() {
+        for state in MirrorPartitionState::ALL {
+            for requested in REQUESTS {
+                let step = next_step(state, requested);
+                let mut at = state;
+                for &next in step.path(state) {
+                    assert!(
+                        at.can_move_to(next),
+                        "{state} asked {requested:?}: {step:?} moves {at} -> {next}"
+                    );
+                    at = next;
+                }
+            }
+        }
+    }
+
+    /// Whatever the state, a request settles within a few steps into
+    /// fetching or waiting, in the state the request means.
+    #[test]
+    fn every_request_settles() {
+        for start in MirrorPartitionState::ALL {
+            for requested in REQUESTS {
+                let mut state = start;
+                let mut steps = Vec::new();
+                loop {
+                    let step = next_step(state, requested);
+                    steps.push(step);
+                    if matches!(step, NextStep::Fetch | NextStep::Wait) {
+                        break;
+                    }
+                    assert!(
+                        steps.len() < 4,
+                        "{start} asked {requested:?} loops: {steps:?}"
+                    );
+                    state = *step.path(state).last().unwrap_or(&state);
+                }
+                let settled = match requested {
+                    RequestedMirroring::Mirror => [Mirroring, Failed],
+                    RequestedMirroring::Pause => [Paused, Failed],
+                    RequestedMirroring::Remove => [Stopped, Stopped],
+                };
+                assert!(
+                    settled.contains(&state),
+                    "{start} asked {requested:?} settles in {state} after {steps:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn steps_resume_the_state_they_find() {
+        assert_eq!(NextStep::Prepare.path(Preparing), &[Mirroring]);
+        assert_eq!(NextStep::Prepare.path(Stopped), &[Preparing, Mirroring]);
+        assert_eq!(NextStep::Stop.path(Stopping), &[Stopped]);
+        assert_eq!(NextStep::Stop.path(Failed), &[Stopping, Stopped]);
+        assert_eq!(NextStep::Pause.path(Pausing), &[Paused]);
+        assert_eq!(
+            next_step(Pausing, RequestedMirroring::Mirror),
+            NextStep::Pause,
+            "a pause under way finishes before resuming"
+        );
+        assert_eq!(
+            next_step(Failed, RequestedMirroring::Mirror),
+            NextStep::Wait
+        );
+        assert_eq!(
+            next_step(Failed, RequestedMirroring::Remove),
+            NextStep::Stop
+        );
+        assert_eq!(
+            next_step(Unknown, RequestedMirroring::Remove),
+            NextStep::PassThrough
+        );
     }
 }

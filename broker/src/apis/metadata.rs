@@ -80,7 +80,7 @@ pub fn handle(
             }
         }
     }
-    let brokers = image
+    let brokers: Vec<MetadataResponseBroker> = image
         .live_brokers()
         .filter_map(|b| {
             let e = b
@@ -98,11 +98,20 @@ pub fn handle(
             Some(r)
         })
         .collect();
+    // Admin clients send controller requests to this id and look it up in
+    // the broker list. This node is missing from its own list until its copy
+    // of the metadata has caught up with its unfencing, just after it
+    // starts: name a listed broker then (Kafka names a random live one).
+    let listed = |id: i32| brokers.iter().any(|b| b.node_id.0 == id);
+    let controller_id = match broker.node_id() {
+        me if listed(me) => me,
+        _ => brokers.first().map_or(-1, |b| b.node_id.0),
+    };
     let mut r = MetadataResponse::default()
         .with_brokers(brokers)
         .with_topics(topics);
     if version >= 1 {
-        r = r.with_controller_id(BrokerId(broker.node_id()));
+        r = r.with_controller_id(BrokerId(controller_id));
     }
     if version >= 2 {
         r = r.with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())));

@@ -18,7 +18,7 @@ use ottla_mirror::config::MirrorConfig;
 use ottla_mirror::discard::{unconfirmed_discard, DiscardRefusal};
 use ottla_mirror::name::{MirrorBinding, RequestedMirroring};
 use ottla_mirror::records::MirrorPartitionKey;
-use ottla_mirror::state::MirrorPartitionState as State;
+use ottla_mirror::state::{next_step, MirrorPartitionState as State, NextStep};
 use ottla_mirror::truncation::{lme_truncation, LocalLog, Truncation};
 use ottla_protocol::batch::{BatchBuilder, ControlType};
 use ottla_protocol::mirror::admin::FailoverSummary;
@@ -391,37 +391,17 @@ impl Driver {
             let Some(requested) = self.requested() else {
                 return Ok(());
             };
-            match (self.state(), requested) {
-                (State::Mirroring, RequestedMirroring::Mirror) => self.mirror().await?,
-                (State::Mirroring, RequestedMirroring::Pause) => {
-                    self.enter(State::Pausing, None, None).await?;
-                    self.enter(State::Paused, None, None).await?;
+            let step = next_step(self.state(), requested);
+            match step {
+                NextStep::Fetch => self.mirror().await?,
+                NextStep::Prepare => self.prepare().await?,
+                NextStep::Stop => self.stop_mirroring().await?,
+                NextStep::Pause | NextStep::Resume | NextStep::PassThrough => {
+                    for &state in step.path(self.state()) {
+                        self.enter(state, None, None).await?;
+                    }
                 }
-                (State::Pausing, _) => self.enter(State::Paused, None, None).await?,
-                (State::Paused, RequestedMirroring::Mirror) => {
-                    self.enter(State::Mirroring, None, None).await?
-                }
-                (
-                    State::Unknown | State::Stopped,
-                    RequestedMirroring::Mirror | RequestedMirroring::Pause,
-                ) => self.prepare().await?,
-                (State::Preparing, _) => self.prepare().await?,
-                (State::Unknown, RequestedMirroring::Remove) => {
-                    // Never mirrored here: pass through the states the
-                    // seeds allow, without truncating or fetching.
-                    self.enter(State::Preparing, None, None).await?;
-                    self.enter(State::Mirroring, None, None).await?;
-                }
-                (
-                    State::Mirroring | State::Paused | State::Stopping | State::Failed,
-                    RequestedMirroring::Remove,
-                ) => self.stop_mirroring().await?,
-                (State::Stopping, _) => self.stop_mirroring().await?,
-                // Nothing to do until the request changes: STOPPED and
-                // removed, PAUSED and paused, FAILED until removed.
-                (State::Stopped, RequestedMirroring::Remove)
-                | (State::Paused, RequestedMirroring::Pause)
-                | (State::Failed, _) => {
+                NextStep::Wait => {
                     tokio::select! {
                         _ = self.run.stop.cancelled() => return Err(Interrupted::Stopped),
                         changed = changes.changed() => if changed.is_err() { return Err(Interrupted::Stopped) },
