@@ -116,7 +116,7 @@ impl CheckpointFile {
             text.push('\n');
         }
         let _guard = self.write_lock.lock();
-        replace_via_tmp(&self.path, text.as_bytes(), durability)?;
+        replace_file(&self.path, text.as_bytes(), durability)?;
         Ok(())
     }
 
@@ -196,21 +196,21 @@ enum Durability {
 /// Writes `<path>.tmp`, fsyncs it, renames it over `path` and fsyncs the
 /// directory. A crash leaves either the old or the new file, never a mix.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace_via_tmp(path, bytes, Durability::Synced)
+    replace_file(path, bytes, Durability::Synced)
 }
 
 /// Replaces `path` without fsyncing: a kill -9 leaves the old or the new
 /// content (or, when a file of up to a page shrinks, an extra tail line); a
 /// power loss may leave the old file, an empty one or a mix.
 pub fn write_unsynced(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace_via_tmp(path, bytes, Durability::Unsynced)
+    replace_file(path, bytes, Durability::Unsynced)
 }
 
 /// Writes `<path>.tmp` and renames it over `path`: a process crash leaves the
 /// old or the new file, never a mix. `Unsynced` skips both fsyncs, so after a
 /// power loss the file may be the old one, or empty; an unsynced write that
 /// fits in one page overwrites the file in place instead.
-fn replace_via_tmp(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
+fn replace_file(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
     if durability == Durability::Unsynced && bytes.len() <= IN_PLACE_MAX_BYTES {
         return overwrite_in_place(path, bytes);
     }

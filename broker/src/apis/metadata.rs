@@ -99,9 +99,9 @@ pub fn handle(
         })
         .collect();
     // Admin clients send controller requests to this id and look it up in
-    // the broker list. This node is missing from its own list until its copy
-    // of the metadata has caught up with its unfencing, just after it
-    // starts: name a listed broker then (Kafka names a random live one).
+    // the broker list, which leaves this node out while it is fenced (in
+    // controlled shutdown, or before its copy of the metadata shows it
+    // unfenced): name a listed broker then (Kafka names a random live one).
     let listed = |id: i32| brokers.iter().any(|b| b.node_id.0 == id);
     let controller_id = match broker.node_id() {
         me if listed(me) => me,
