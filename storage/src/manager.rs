@@ -222,21 +222,22 @@ impl LogManager {
         let online: Vec<usize> = (0..self.log_dirs.len())
             .filter(|&i| !offline.contains(&self.log_dirs[i]))
             .collect();
-        if online.len() > 1 {
-            let mut counts = vec![0usize; self.log_dirs.len()];
-            logs.values().for_each(|e| counts[e.log_dir] += 1);
-            return Ok(*online
-                .iter()
-                .min_by_key(|&&i| counts[i])
-                .unwrap_or(&online[0]));
-        }
-        online
-            .first()
-            .copied()
-            .ok_or_else(|| StorageError::Offline {
+        match online.as_slice() {
+            [] => Err(StorageError::Offline {
                 dir: self.log_dirs.first().cloned().unwrap_or_default(),
                 source: std::io::Error::other("every log dir is offline"),
-            })
+            }),
+            [only] => Ok(*only),
+            [first, ..] => {
+                let mut counts = vec![0usize; self.log_dirs.len()];
+                logs.values().for_each(|e| counts[e.log_dir] += 1);
+                Ok(online
+                    .iter()
+                    .copied()
+                    .min_by_key(|&i| counts[i])
+                    .unwrap_or(*first))
+            }
+        }
     }
 
     /// Deletes a partition's log. The directory is renamed first so that a

@@ -253,9 +253,10 @@ async fn describe_led(
             })
             .cloned()
             .collect();
-        let source_ends = match stale.is_empty() {
-            true => HashMap::new(),
-            false => ask_source(b, mirror, &stale).await,
+        let source_ends = if stale.is_empty() {
+            HashMap::new()
+        } else {
+            ask_source(b, mirror, &stale).await
         };
         let policy = plan
             .then(|| {
