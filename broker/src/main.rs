@@ -371,7 +371,8 @@ fn controller_settings(
     let ms = |v: i64| Duration::from_millis(v.clamp(1, i64::from(u32::MAX)) as u64);
     let election = ms(i64::from(
         config.get(keys::CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS),
-    ));
+    ))
+    .max(Duration::from_millis(2));
     ControllerSettings {
         node_id: config.node_id,
         dir: config.metadata_log_dir.join("__cluster_metadata-0"),
@@ -390,7 +391,10 @@ fn controller_settings(
             })
             .collect(),
         quorum: QuorumConfig {
-            election_timeout: (election, election * 2),
+            // openraft waits out the leader lease (the range's top) and then
+            // a random time in the range: 1.5-2 s of silence by default, as
+            // KRaft's `controller.quorum.fetch.timeout.ms` of 2 s.
+            election_timeout: (election / 2, election),
             write_timeout: ms(i64::from(
                 config.get(keys::CONTROLLER_QUORUM_REQUEST_TIMEOUT_MS),
             ))

@@ -10,11 +10,14 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
+use uuid::Uuid;
 
 use crate::controller::{Controller, ControllerError};
 use crate::elections::{align_partitions, leaderships, preferred_leader_moves, usable_in};
-use crate::raft::{Node, QuorumError, QuorumSummary};
+use crate::image::BrokerImage;
+use crate::raft::{refuses_connections, Node, QuorumError, QuorumSummary};
 use crate::reassignment;
 use crate::records::MetadataRecord;
 use crate::service::{
@@ -301,19 +304,75 @@ impl Controller {
             return;
         }
         warn!(brokers = ?expired, "fencing brokers that stopped heartbeating");
-        let overrides: Vec<(i32, bool)> = expired.iter().map(|b| (*b, false)).collect();
-        let mut records: Vec<MetadataRecord> = expired
+        let incarnations = expired
             .iter()
-            .map(|b| MetadataRecord::BrokerFence {
-                broker_id: *b,
-                fenced: true,
-            })
+            .filter_map(|id| image.brokers.get(id).map(|b| (*id, b.incarnation_id)))
             .collect();
-        records.extend(align_partitions(&image, |b| {
-            usable_in(&image, b, &overrides)
-        }));
-        if let Err(CommitError::Failed(e)) = self.commit(image.offset, records).await {
-            warn!(error = %e, "could not fence expired brokers");
+        self.fence(incarnations).await;
+    }
+
+    /// While this node is the active controller: fences broker `id` if
+    /// its listener refuses connections, which means its process is gone.
+    /// Probed when a broker's connection to this node closes, and for
+    /// every broker when this node becomes active (the old active
+    /// controller's node may have died with it).
+    async fn fence_if_gone(&self, id: i32) {
+        if !self.leads() || id == self.node_id {
+            return;
+        }
+        let image = self.image();
+        let Some(broker) = image.brokers.get(&id).filter(|b| !b.fenced) else {
+            return;
+        };
+        if !refuses_connections(&probe_addresses(&self.voters(), broker)).await {
+            return;
+        }
+        warn!(
+            broker = id,
+            "fencing a broker whose connection closed and whose listener refuses connections: \
+             its process is gone"
+        );
+        self.fence(vec![(id, broker.incarnation_id)]).await;
+    }
+
+    /// Fences `brokers` (id and incarnation) and moves their leadership and
+    /// ISR places to the other brokers, in one commit. A broker that
+    /// registered again meanwhile is a new process and is left alone.
+    async fn fence(&self, brokers: Vec<(i32, Uuid)>) {
+        for _ in 0..MAX_FENCE_ATTEMPTS {
+            let image = self.image();
+            let fenced: Vec<i32> = brokers
+                .iter()
+                .filter(|(id, incarnation)| {
+                    image
+                        .brokers
+                        .get(id)
+                        .is_some_and(|b| b.incarnation_id == *incarnation && !b.fenced)
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            if fenced.is_empty() {
+                return;
+            }
+            let overrides: Vec<(i32, bool)> = fenced.iter().map(|b| (*b, false)).collect();
+            let mut records: Vec<MetadataRecord> = fenced
+                .iter()
+                .map(|b| MetadataRecord::BrokerFence {
+                    broker_id: *b,
+                    fenced: true,
+                })
+                .collect();
+            records.extend(align_partitions(&image, |b| {
+                usable_in(&image, b, &overrides)
+            }));
+            match self.commit(image.offset, records).await {
+                Ok(_) => return,
+                Err(CommitError::Stale) => continue,
+                Err(CommitError::Failed(e)) => {
+                    warn!(error = %e, brokers = ?fenced, "could not fence brokers");
+                    return;
+                }
+            }
         }
     }
 
@@ -360,6 +419,23 @@ impl Controller {
 }
 
 const MAX_HEARTBEAT_ATTEMPTS: usize = 5;
+/// Attempts at fencing when other changes keep committing first.
+const MAX_FENCE_ATTEMPTS: usize = 5;
+
+/// Where to probe whether broker `broker`'s process is still there: its
+/// controller listener when it is a voter (the address the quorum itself
+/// uses, so it is reachable from here), else every listener it registered.
+fn probe_addresses(voters: &BTreeMap<u64, Node>, broker: &BrokerImage) -> Vec<(String, u16)> {
+    let voter = u64::try_from(broker.id).ok().and_then(|id| voters.get(&id));
+    match voter {
+        Some(node) => vec![(node.host.clone(), node.port)],
+        None => broker
+            .endpoints
+            .iter()
+            .map(|e| (e.host.clone(), e.port))
+            .collect(),
+    }
+}
 
 fn heartbeat_reply(unknown: bool, fenced: bool, leaderships: u32) -> ControllerResponse {
     ControllerResponse::Heartbeat(HeartbeatReply {
@@ -440,16 +516,69 @@ pub(crate) trait LivenessLoop {
 impl LivenessLoop for Weak<Controller> {
     fn run_liveness_checks(self) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
         Box::pin(async move {
+            let (mut departed, mut leadership) = match self.upgrade() {
+                Some(c) => match c.quorum.voter() {
+                    Some(q) => (q.take_departed_brokers(), Some(q.metrics())),
+                    None => (None, None),
+                },
+                None => return,
+            };
             let mut tick = tokio::time::interval(LIVENESS_CHECK_INTERVAL);
+            // The term in which this node, active, last probed every broker.
+            let mut probed_term = None;
             loop {
-                tick.tick().await;
+                let event = tokio::select! {
+                    _ = tick.tick() => Event::Tick,
+                    Some(broker) = recv(&mut departed) => Event::Departed(broker),
+                    Ok(()) = changed(&mut leadership) => Event::LeadershipChanged,
+                };
                 let Some(controller) = self.upgrade() else {
                     return;
                 };
-                controller.check_liveness().await;
-                controller.complete_reassignments().await;
-                controller.balance_leaders().await;
+                if controller.leads() && probed_term != Some(controller.quorum.term()) {
+                    probed_term = Some(controller.quorum.term());
+                    for broker in controller.image().brokers.keys().copied() {
+                        let c = controller.clone();
+                        tokio::spawn(async move { c.fence_if_gone(broker).await });
+                    }
+                }
+                match event {
+                    Event::Tick => {
+                        controller.check_liveness().await;
+                        controller.complete_reassignments().await;
+                        controller.balance_leaders().await;
+                    }
+                    Event::Departed(broker) => {
+                        tokio::spawn(async move { controller.fence_if_gone(broker).await });
+                    }
+                    Event::LeadershipChanged => {}
+                }
             }
         })
+    }
+}
+
+/// What woke the liveness loop.
+enum Event {
+    Tick,
+    /// A broker's connection to this node closed.
+    Departed(i32),
+    /// The quorum's leader or term may have changed.
+    LeadershipChanged,
+}
+
+/// The next departed broker, or never on an observer.
+async fn recv(departed: &mut Option<mpsc::UnboundedReceiver<i32>>) -> Option<i32> {
+    match departed {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when the quorum's state changes, or never on an observer.
+async fn changed<T>(watch: &mut Option<watch::Receiver<T>>) -> Result<(), watch::error::RecvError> {
+    match watch {
+        Some(rx) => rx.changed().await,
+        None => std::future::pending().await,
     }
 }

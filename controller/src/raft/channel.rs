@@ -74,6 +74,41 @@ impl Channel {
         &self.node
     }
 
+    /// Whether the channel holds a connection that has served its last
+    /// exchange completely.
+    pub fn is_open(&self) -> bool {
+        self.conn.is_some()
+    }
+
+    /// Whether an idle connection is still up: the peer has not closed it
+    /// (a restarted peer closed all of them) nor sent anything unasked.
+    /// Drops it if not.
+    pub fn still_connected(&mut self) -> bool {
+        let Some((read, _)) = &mut self.conn else {
+            return false;
+        };
+        let mut byte = [0u8; 1];
+        let mut buf = tokio::io::ReadBuf::new(&mut byte);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let idle = std::pin::Pin::new(read)
+            .poll_read(&mut cx, &mut buf)
+            .is_pending();
+        if !idle {
+            self.conn = None;
+        }
+        idle
+    }
+
+    /// Takes the open connection, leaving this channel to connect afresh.
+    pub fn take_open(&mut self) -> Channel {
+        Channel {
+            node: self.node.clone(),
+            security: self.security.clone(),
+            cluster_id: self.cluster_id.clone(),
+            conn: self.conn.take(),
+        }
+    }
+
     /// One request/response exchange within `ttl`. The connection is taken
     /// out for the exchange, so a call abandoned half way (timeout, or the
     /// caller dropping the future) never leaves a response in the pipe.

@@ -38,6 +38,7 @@
 mod batches;
 mod channel;
 mod cluster_id;
+mod departures;
 mod feed;
 mod forward;
 mod log_store;
@@ -58,6 +59,7 @@ use std::io::Cursor;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use departures::refuses_connections;
 pub use member::QuorumMember;
 pub use observer::Observer;
 pub use quorum::{Quorum, QuorumConfig, QuorumError, QuorumSummary, VoterSummary, MAX_WRITE_BYTES};

@@ -1,8 +1,12 @@
 //! openraft's network: one client per peer (openraft creates one per
-//! replication stream and per election), each with a lazily opened TCP
-//! connection that is dropped on any failure and reopened by the next call.
+//! replication stream, per election and per linearizable read), each with
+//! a lazily opened TCP connection that is dropped on any failure and
+//! reopened by the next call. A client's healthy connection goes back to a
+//! small pool when openraft drops the client, so a commit does not open
+//! (and log in on) a connection per voter, and a leader's connection
+//! closing means something to the follower (see `departures`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,12 +35,20 @@ use super::{Node, TypeConfig};
 /// clock ms): the leader-side stand-in for KRaft's "last fetch time".
 pub(crate) type Contacts = Arc<Mutex<BTreeMap<u64, i64>>>;
 
+/// Open connections no client is using, by peer.
+type IdleChannels = Arc<Mutex<HashMap<u64, Vec<Channel>>>>;
+
+/// Idle connections kept per peer: openraft runs a replication stream, a
+/// read check and an election's vote at once at most.
+const IDLE_PER_PEER: usize = 4;
+
 pub(crate) struct Network {
     id: u64,
     cluster_id: Arc<str>,
     contacts: Contacts,
     security: ClientSecurity,
     refusals: Arc<LogLimiter>,
+    idle: IdleChannels,
 }
 
 impl Network {
@@ -53,7 +65,21 @@ impl Network {
             contacts,
             security,
             refusals,
+            idle: IdleChannels::default(),
         }
+    }
+
+    /// An idle open connection to `target` at `node`, or a new one.
+    fn channel_to(&self, target: u64, node: &Node) -> Channel {
+        let mut idle = self.idle.lock();
+        let pooled = idle.get_mut(&target).and_then(|channels| {
+            // A peer whose address changed gets new connections only.
+            channels.retain_mut(|c| c.node() == node && c.still_connected());
+            channels.pop()
+        });
+        pooled.unwrap_or_else(|| {
+            Channel::new(node.clone(), self.security.clone(), self.cluster_id.clone())
+        })
     }
 }
 
@@ -64,9 +90,10 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Peer {
             id: self.id,
             target,
-            channel: Channel::new(node.clone(), self.security.clone(), self.cluster_id.clone()),
+            channel: self.channel_to(target, node),
             contacts: self.contacts.clone(),
             refusals: self.refusals.clone(),
+            idle: self.idle.clone(),
         }
     }
 }
@@ -77,6 +104,20 @@ pub(crate) struct Peer {
     channel: Channel,
     contacts: Contacts,
     refusals: Arc<LogLimiter>,
+    idle: IdleChannels,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if !self.channel.is_open() {
+            return;
+        }
+        let mut idle = self.idle.lock();
+        let channels = idle.entry(self.target).or_default();
+        if channels.len() < IDLE_PER_PEER {
+            channels.push(self.channel.take_open());
+        }
+    }
 }
 
 type RpcResult<T, E = openraft::error::Infallible> =

@@ -10,12 +10,13 @@ use openraft::{Config, Raft, SnapshotPolicy};
 use ottla_protocol::client_security::ClientSecurity;
 use thiserror::Error;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::info;
 
 use super::batches::now_ms;
 use super::cluster_id::{LogLimiter, MAX_LEN};
+use super::departures::{self, Departure};
 use super::feed::ObserverFeed;
 use super::forward::ToLeader;
 use super::log_store::LogStore;
@@ -35,8 +36,9 @@ pub const MAX_WRITE_BYTES: usize = 8 << 20;
 pub struct QuorumConfig {
     /// How often the leader sends heartbeats; also the AppendEntries RPC timeout.
     pub heartbeat: Duration,
-    /// A follower that hears nothing for a random time in this range starts
-    /// an election.
+    /// A follower that hears nothing for the leader lease (the top of this
+    /// range) and then a random time in it starts an election; voters
+    /// refuse to vote while their lease on the leader runs.
     pub election_timeout: (Duration, Duration),
     /// A snapshot is taken every this many applied entries.
     pub snapshot_every: u64,
@@ -59,7 +61,7 @@ impl Default for QuorumConfig {
     fn default() -> Self {
         Self {
             heartbeat: Duration::from_millis(100),
-            election_timeout: (Duration::from_millis(1000), Duration::from_millis(2000)),
+            election_timeout: (Duration::from_millis(500), Duration::from_millis(1000)),
             snapshot_every: 1000,
             logs_kept_after_snapshot: 1000,
             write_timeout: Duration::from_secs(5),
@@ -91,7 +93,7 @@ impl QuorumConfig {
             election_timeout_min: ms(self.election_timeout.0),
             election_timeout_max: ms(self.election_timeout.1),
             // Per snapshot chunk; generous for slow disks.
-            install_snapshot_timeout: ms(self.election_timeout.0),
+            install_snapshot_timeout: ms(self.election_timeout.1),
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
             max_in_snapshot_log_to_keep: self.logs_kept_after_snapshot,
             snapshot_max_chunk_size: 1 << 20,
@@ -158,6 +160,10 @@ pub struct Quorum {
     feed: Arc<ObserverFeed>,
     cluster_id: Arc<str>,
     refusals: Arc<LogLimiter>,
+    departures: mpsc::UnboundedSender<Departure>,
+    /// Brokers whose connection to this node closed, for the liveness
+    /// checks; taken once by the controller.
+    departed_brokers: parking_lot::Mutex<Option<mpsc::UnboundedReceiver<i32>>>,
 }
 
 impl Quorum {
@@ -195,6 +201,7 @@ impl Quorum {
             )));
         }
         let raft_config = Arc::new(config.raft_config()?);
+        let lease = config.election_timeout.1;
         let cluster_id = config.checked_cluster_id()?;
         let refusals = Arc::new(LogLimiter::default());
         let log = LogStore::open(dir, config.segment_bytes)?;
@@ -212,6 +219,15 @@ impl Quorum {
             .map_err(stopped)?;
         let service = ServiceSlot::default();
         let feed = Arc::new(ObserverFeed::new(image.clone(), recent));
+        let (departures, departed) = mpsc::unbounded_channel();
+        let (brokers_tx, departed_brokers) = mpsc::unbounded_channel();
+        tokio::spawn(departures::watch(
+            node_id,
+            raft.clone(),
+            lease,
+            departed,
+            brokers_tx,
+        ));
         let server = listener.map(|listener| {
             tokio::spawn(serve(
                 listener,
@@ -222,6 +238,7 @@ impl Quorum {
                     service.clone(),
                     feed.clone(),
                     refusals.clone(),
+                    departures.clone(),
                 ),
             ))
         });
@@ -237,6 +254,8 @@ impl Quorum {
             feed,
             cluster_id,
             refusals,
+            departures,
+            departed_brokers: parking_lot::Mutex::new(Some(departed_brokers)),
         };
         let lowest = voters.keys().next() == Some(&node_id);
         if lowest && !quorum.raft.is_initialized().await.map_err(stopped)? {
@@ -305,6 +324,11 @@ impl Quorum {
             .collect()
     }
 
+    /// Raft's state as it changes (leader, term, log progress).
+    pub(crate) fn metrics(&self) -> watch::Receiver<openraft::RaftMetrics<u64, Node>> {
+        self.raft.metrics()
+    }
+
     /// The current Raft term (KRaft's epoch).
     pub fn term(&self) -> u64 {
         self.raft.metrics().borrow().current_term
@@ -366,7 +390,15 @@ impl Quorum {
             self.service.clone(),
             self.feed.clone(),
             self.refusals.clone(),
+            self.departures.clone(),
         )
+    }
+
+    /// Brokers whose heartbeat or metadata-fetch connection to this node
+    /// closed, one report per closed connection. Only the first caller
+    /// gets them.
+    pub(crate) fn take_departed_brokers(&self) -> Option<mpsc::UnboundedReceiver<i32>> {
+        self.departed_brokers.lock().take()
     }
 
     /// Sets what answers calls forwarded to this node while it leads.

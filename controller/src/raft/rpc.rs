@@ -28,10 +28,12 @@ use openraft::Raft;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::{debug, error, warn};
 
 use super::cluster_id::{LogLimiter, ADVICE, MAX_LEN};
+use super::departures::{ConnectionPeer, Departure};
 use super::feed::ObserverFeed;
 use super::TypeConfig;
 use crate::service::{ControllerRequest, ControllerResponse, MetadataFetch, ServiceSlot};
@@ -195,6 +197,17 @@ pub struct RpcHandler {
     service: ServiceSlot,
     feed: Arc<ObserverFeed>,
     refusals: Arc<LogLimiter>,
+    /// Where a peer's closed connection is reported (see `departures`).
+    departures: mpsc::UnboundedSender<Departure>,
+}
+
+/// How serving a connection ended.
+enum Ended {
+    /// The peer closed it, or it failed.
+    ByPeer,
+    /// This side closed it: the listener is stopping, or the peer belongs
+    /// to another cluster.
+    ByUs,
 }
 
 impl RpcHandler {
@@ -205,6 +218,7 @@ impl RpcHandler {
         service: ServiceSlot,
         feed: Arc<ObserverFeed>,
         refusals: Arc<LogLimiter>,
+        departures: mpsc::UnboundedSender<Departure>,
     ) -> Self {
         Self {
             id,
@@ -213,6 +227,7 @@ impl RpcHandler {
             service,
             feed,
             refusals,
+            departures,
         }
     }
 
@@ -233,13 +248,22 @@ impl RpcHandler {
         W: AsyncWrite + Unpin,
     {
         let stop = std::pin::pin!(stop);
-        if let Err(e) = self.serve_frames(first, &mut read, &mut write, stop).await {
+        let mut peer = ConnectionPeer::default();
+        let ended = self
+            .serve_frames(first, &mut read, &mut write, stop, &mut peer)
+            .await;
+        if let Err(e) = &ended {
             if e.kind() == io::ErrorKind::Unsupported {
                 if self.refusals.allows("version") {
                     warn!("refusing a quorum RPC connection: {e}");
                 }
             } else {
                 debug!(error = %e, "quorum RPC connection closed");
+            }
+        }
+        if !matches!(ended, Ok(Ended::ByUs)) {
+            if let Some(departure) = peer.departed() {
+                let _ = self.departures.send(departure);
             }
         }
     }
@@ -250,7 +274,8 @@ impl RpcHandler {
         read: &mut R,
         write: &mut W,
         mut stop: std::pin::Pin<&mut impl Future<Output = ()>>,
-    ) -> io::Result<()>
+        peer: &mut ConnectionPeer,
+    ) -> io::Result<Ended>
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
@@ -260,19 +285,19 @@ impl RpcHandler {
                 Some(body) => body,
                 None => {
                     let next = tokio::select! {
-                        () = &mut stop => return Ok(()),
+                        () = &mut stop => return Ok(Ended::ByUs),
                         next = read_frame(read) => next?,
                     };
                     match next {
                         Some(body) => body,
-                        None => return Ok(()),
+                        None => return Ok(Ended::ByPeer),
                     }
                 }
             };
             let (cluster_id, request) = Request::decode(&body)?;
             if *cluster_id != *self.cluster_id {
                 self.refuse(&cluster_id, &request, write).await?;
-                return Ok(());
+                return Ok(Ended::ByUs);
             }
             if request.sender() == Some(self.id) {
                 // Another process claims our id, or a voter's address points
@@ -283,6 +308,7 @@ impl RpcHandler {
                 );
                 return Err(invalid("request from our own node id"));
             }
+            peer.carried(&request);
             let response = match request {
                 Request::Append(r) => Response::Append(self.raft.append_entries(r).await),
                 Request::Vote(r) => Response::Vote(self.raft.vote(r).await),
