@@ -8,8 +8,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ottla_tests::faults::{FaultCluster, Load, LoadReport, PARTITIONS, TOPIC};
+use ottla_tests::faults::{
+    create_replicated_topic, FaultCluster, Load, LoadReport, PARTITIONS, TOPIC,
+};
 use ottla_tests::nemesis::{FaultKind, FaultRecord, Nemesis};
+use ottla_tests::ottla::Ottla;
 use ottla_tests::txn_load::{Outcome, TxnLoad, TXN_PARTITIONS, TXN_TOPIC};
 
 const BEFORE_FAULT: Duration = Duration::from_secs(3);
@@ -122,6 +125,113 @@ fn rolling_restart_under_load() {
         &load,
     );
     cluster.verify(&load);
+}
+
+/// Timeouts far longer than the waits below: only a closed connection and
+/// a refused probe can explain a failover within them.
+const SLOW_TIMEOUTS: &[(&str, &str)] = &[
+    ("broker.heartbeat.interval.ms", "300"),
+    ("broker.session.timeout.ms", "30000"),
+    ("controller.quorum.election.timeout.ms", "3000"),
+    ("replica.lag.time.max.ms", "30000"),
+];
+
+/// Waits until no partition has `broker` as leader or in its ISR, as a
+/// running node sees it; returns how long that took since `since`.
+fn wait_gone_from_isrs(cluster: &FaultCluster, broker: i32, since: Instant) -> Duration {
+    loop {
+        let node = cluster
+            .nodes
+            .iter()
+            .find(|n| n.is_running())
+            .expect("a running node");
+        let view = FaultCluster::partitions(node);
+        if view.len() == PARTITIONS as usize
+            && view
+                .values()
+                .all(|(leader, isr)| *leader > 0 && *leader != broker && !isr.contains(&broker))
+        {
+            return since.elapsed();
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(30),
+            "broker {broker} still leads or is in sync: {view:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kill -9 closes a process's connections at once, and its listener then
+/// refuses connections: the active controller fences such a broker without
+/// waiting out its 30 s session, and the other voters elect a new active
+/// controller as soon as their 3 s lease on a killed one ends (openraft's
+/// own timer would wait 4.5-6 s). A stopped process (SIGSTOP) still accepts
+/// connections in the kernel, so it is left to its session timeout.
+#[test]
+fn a_killed_node_is_detected_from_its_closed_connections() {
+    let nodes = Ottla::cluster(3, SLOW_TIMEOUTS);
+    create_replicated_topic(&nodes[0].bootstrap(), TOPIC, PARTITIONS);
+    let mut cluster = FaultCluster { nodes };
+    cluster.wait_full_isr();
+    let controller =
+        FaultCluster::active_controller(&cluster.nodes[0]).expect("an active controller");
+    let broker = (1..=3).find(|n| *n != controller).unwrap();
+    let index = |id: i32| (id - 1) as usize;
+
+    let pid = cluster.nodes[index(broker)].pid() as i32;
+    // SAFETY: signals to our own child process.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_secs(3));
+    let view = FaultCluster::partitions(&cluster.nodes[index(controller)]);
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert!(
+        view.values().all(|(_, isr)| isr.contains(&broker)),
+        "a stopped broker was fenced before its session ended: {view:?}"
+    );
+
+    let killed = Instant::now();
+    cluster.nodes[index(broker)].kill9();
+    let fenced = wait_gone_from_isrs(&cluster, broker, killed);
+    println!(
+        "kill -9 of broker {broker}: out of every ISR after {} ms",
+        fenced.as_millis()
+    );
+    assert!(fenced < Duration::from_secs(3), "fenced after {fenced:?}");
+    cluster.nodes[index(broker)].restart();
+    cluster.wait_full_isr();
+
+    let killed = Instant::now();
+    cluster.nodes[index(controller)].kill9();
+    let survivor = &cluster.nodes[index(broker)];
+    let elected = loop {
+        match FaultCluster::active_controller(survivor) {
+            Some(c) if c != controller => break killed.elapsed(),
+            _ => {
+                assert!(
+                    killed.elapsed() < Duration::from_secs(30),
+                    "no new active controller"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    let fenced = wait_gone_from_isrs(&cluster, controller, killed);
+    println!(
+        "kill -9 of the active controller {controller}: new one after {} ms, the old one out of every ISR after {} ms",
+        elected.as_millis(),
+        fenced.as_millis()
+    );
+    assert!(
+        elected < Duration::from_millis(4300),
+        "elected after {elected:?}"
+    );
+    assert!(
+        fenced < Duration::from_millis(5000),
+        "fenced after {fenced:?}"
+    );
+    cluster.nodes[index(controller)].restart();
+    cluster.wait_full_isr();
+    cluster.assert_no_panics();
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
