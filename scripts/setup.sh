@@ -22,6 +22,13 @@ if ! cargo nextest --version 2>/dev/null | grep -q "^cargo-nextest $NEXTEST_VERS
   cargo nextest --version >/dev/null
 fi
 
+# The fault tests run each node in a network namespace of its own, set up
+# with iproute2's `ip`, so they can cut the network between nodes.
+if ! command -v ip >/dev/null 2>&1; then
+  . scripts/_common.sh
+  ottla_apt_install iproute2
+fi
+
 # The stock clients the interoperability tests drive: Apache Kafka's CLI jars
 # from Maven Central and a Python venv with confluent-kafka and kafka-python.
 scripts/kafka-tools.sh >/dev/null

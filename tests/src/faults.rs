@@ -17,6 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_protocol::batch::BatchIter;
 use ottla_protocol::records::{records_section, walk_records};
 
+use crate::netns::NodeNetwork;
 use crate::ottla::Ottla;
 use crate::tools::python;
 use crate::wire::WireClient;
@@ -263,16 +264,25 @@ pub fn create_replicated_topic(bootstrap: &str, topic: &str, partitions: i32) {
     assert!(out.contains("Created topic"), "{out}");
 }
 
-/// Three nodes and the replicated topic, every ISR full.
+/// Three nodes, each in a network namespace of its own (so the network
+/// between them can be cut), and the replicated topic, every ISR full.
 pub struct FaultCluster {
     pub nodes: Vec<Ottla>,
+    /// Dropped after the nodes, which run in it.
+    pub network: NodeNetwork,
 }
 
 impl FaultCluster {
     pub fn start() -> Self {
-        let nodes = Ottla::cluster(3, FAULT_SETTINGS);
+        Self::start_with(FAULT_SETTINGS)
+    }
+
+    /// As [`start`](Self::start), the nodes with `settings`.
+    pub fn start_with(settings: &[(&str, &str)]) -> Self {
+        let network = NodeNetwork::create(3);
+        let nodes = Ottla::cluster_in(&network, 3, settings);
         create_replicated_topic(&nodes[0].bootstrap(), TOPIC, PARTITIONS);
-        let cluster = Self { nodes };
+        let cluster = Self { nodes, network };
         cluster.wait_full_isr();
         cluster
     }

@@ -9,6 +9,7 @@ pub mod crash;
 pub mod faults;
 pub mod mirror;
 pub mod nemesis;
+pub mod netns;
 pub mod ottla;
 pub mod tools;
 pub mod topics;

@@ -1,6 +1,6 @@
 //! Random faults against a [`FaultCluster`]: kill -9 of a partition leader,
-//! of the active controller or of any node, SIGSTOP, SIGTERM, and two nodes
-//! killed at once. Each fault is held for a random time, healed (restart or
+//! of the active controller or of any node, SIGSTOP, SIGTERM, two nodes
+//! killed at once, and a node cut off from the others by the network. Each fault is held for a random time, healed (restart or
 //! SIGCONT), and the cluster must then refill every ISR by itself before the
 //! next one. The seed is printed, so a failing sequence can be replayed.
 
@@ -20,16 +20,18 @@ pub enum FaultKind {
     KillTwoNodes,
     Freeze,
     Terminate,
+    Partition,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 6] = [
+    pub const ALL: [FaultKind; 7] = [
         FaultKind::KillLeader,
         FaultKind::KillController,
         FaultKind::KillNode,
         FaultKind::KillTwoNodes,
         FaultKind::Freeze,
         FaultKind::Terminate,
+        FaultKind::Partition,
     ];
 
     pub fn describe(self) -> &'static str {
@@ -40,6 +42,7 @@ impl FaultKind {
             FaultKind::KillTwoNodes => "kill -9 of two nodes at once",
             FaultKind::Freeze => "SIGSTOP of a random node",
             FaultKind::Terminate => "SIGTERM of a random node",
+            FaultKind::Partition => "a random node cut off from the others",
         }
     }
 }
@@ -137,7 +140,10 @@ impl Nemesis {
                 vec![FaultCluster::active_controller(live)
                     .unwrap_or_else(|| random_node(&mut self.rng))]
             }
-            FaultKind::KillNode | FaultKind::Freeze | FaultKind::Terminate => {
+            FaultKind::KillNode
+            | FaultKind::Freeze
+            | FaultKind::Terminate
+            | FaultKind::Partition => {
                 vec![random_node(&mut self.rng)]
             }
             FaultKind::KillTwoNodes => {
@@ -155,6 +161,13 @@ impl Nemesis {
                 std::thread::sleep(hold);
                 let at = unix_now();
                 unsafe { libc::kill(pid, libc::SIGCONT) };
+                at
+            }
+            FaultKind::Partition => {
+                cluster.network.cut_off(node(victims[0]));
+                std::thread::sleep(hold);
+                let at = unix_now();
+                cluster.network.heal(node(victims[0]));
                 at
             }
             FaultKind::Terminate => {

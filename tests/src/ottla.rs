@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::netns::NodeNetwork;
+
+const LOCALHOST: &str = "127.0.0.1";
+
 /// The `ottla` binary built by cargo next to the test executable, or `$OTTLA_BIN`.
 pub fn ottla_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("OTTLA_BIN") {
@@ -92,6 +96,11 @@ pub enum Role {
 pub struct Ottla {
     child: Option<Child>,
     pub role: Role,
+    /// The address every listener binds (127.0.0.1 unless the node runs in
+    /// a network namespace of its own).
+    pub host: String,
+    /// The network namespace the node runs in (see `netns`), if any.
+    netns: Option<String>,
     pub port: u16,
     pub controller_port: u16,
     pub data_dir: PathBuf,
@@ -116,6 +125,8 @@ impl Ottla {
         let mut node = Self {
             child: None,
             role: Role::Combined,
+            host: LOCALHOST.into(),
+            netns: None,
             port: free_port(),
             controller_port: free_port(),
             log_file: data_dir.join("ottla.log"),
@@ -135,7 +146,7 @@ impl Ottla {
     }
 
     pub fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.host, self.port)
     }
 
     /// The address of the extra listener named `protocol`.
@@ -145,7 +156,7 @@ impl Ottla {
             .iter()
             .find(|(name, _)| name == protocol)
             .unwrap_or_else(|| panic!("no {protocol} listener was started"));
-        format!("127.0.0.1:{port}")
+        format!("{}:{port}", self.host)
     }
 
     fn spawn(&mut self) {
@@ -157,10 +168,10 @@ impl Ottla {
         let extra: String = self
             .extra_listeners
             .iter()
-            .map(|(name, port)| format!(",{name}://127.0.0.1:{port}"))
+            .map(|(name, port)| format!(",{name}://{}:{port}", self.host))
             .collect();
-        let client = format!("PLAINTEXT://127.0.0.1:{}{extra}", self.port);
-        let controller = format!("CONTROLLER://127.0.0.1:{}", self.controller_port);
+        let client = format!("PLAINTEXT://{}:{}{extra}", self.host, self.port);
+        let controller = format!("CONTROLLER://{}:{}", self.host, self.controller_port);
         match self.role {
             Role::Combined => push("listeners", format!("{client},{controller}")),
             Role::Controller => push("listeners", controller),
@@ -177,7 +188,7 @@ impl Ottla {
         push("process.roles", roles.into());
         push(
             "controller.quorum.voters",
-            format!("1@127.0.0.1:{}", self.controller_port),
+            format!("1@{}:{}", self.host, self.controller_port),
         );
         push("log.dirs", self.data_dir.join("logs").display().to_string());
         for (k, v) in &self.overrides {
@@ -188,7 +199,16 @@ impl Ottla {
             .append(true)
             .open(&self.log_file)
             .unwrap();
-        let child = Command::new(ottla_binary())
+        let mut command = match &self.netns {
+            Some(ns) => {
+                // `ip netns exec` execs the binary: the child is the node.
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(ottla_binary());
+                c
+            }
+            None => Command::new(ottla_binary()),
+        };
+        let child = command
             .args(&args)
             .env("TOKIO_WORKER_THREADS", worker_threads())
             .env(
@@ -207,7 +227,7 @@ impl Ottla {
     /// listener) accepts connections.
     pub fn wait_ready(&mut self, timeout: Duration) {
         let addr: SocketAddr = match self.role {
-            Role::Controller => format!("127.0.0.1:{}", self.controller_port),
+            Role::Controller => format!("{}:{}", self.host, self.controller_port),
             Role::Combined | Role::Broker => self.bootstrap(),
         }
         .parse()
@@ -309,7 +329,7 @@ impl Ottla {
     /// all the brokers.
     fn launch(roles: &[Role], protocols: &[&str], overrides: &[(&str, &str)]) -> Vec<Ottla> {
         let cluster_id = cluster_id();
-        let nodes = Self::spawn_quorum(roles, protocols, overrides, |_| cluster_id.clone());
+        let nodes = Self::spawn_quorum(roles, protocols, overrides, None, |_| cluster_id.clone());
         let brokers = roles.iter().filter(|r| **r != Role::Controller).count();
         for node in nodes.iter().filter(|n| n.role != Role::Controller) {
             node.wait_for_brokers(brokers, Duration::from_secs(60));
@@ -323,7 +343,22 @@ impl Ottla {
     /// when the ids differ).
     pub fn voters_of_clusters(cluster_ids: &[&str], overrides: &[(&str, &str)]) -> Vec<Ottla> {
         let roles = vec![Role::Combined; cluster_ids.len()];
-        Self::spawn_quorum(&roles, &[], overrides, |i| cluster_ids[i].to_string())
+        Self::spawn_quorum(&roles, &[], overrides, None, |i| cluster_ids[i].to_string())
+    }
+
+    /// Combined nodes forming one cluster, node `i` in namespace `i` of
+    /// `network` (one node per namespace), so the network between them can
+    /// be cut. Returns once every node's metadata lists every broker.
+    pub fn cluster_in(network: &NodeNetwork, n: usize, overrides: &[(&str, &str)]) -> Vec<Ottla> {
+        let cluster_id = cluster_id();
+        let roles = vec![Role::Combined; n];
+        let nodes = Self::spawn_quorum(&roles, &[], overrides, Some(network), |_| {
+            cluster_id.clone()
+        });
+        for node in &nodes {
+            node.wait_for_brokers(n, Duration::from_secs(60));
+        }
+        nodes
     }
 
     /// Starts one node per role (ids 1..), the voters being the nodes with
@@ -332,15 +367,17 @@ impl Ottla {
         roles: &[Role],
         protocols: &[&str],
         overrides: &[(&str, &str)],
+        network: Option<&NodeNetwork>,
         cluster_id_of: impl Fn(usize) -> String,
     ) -> Vec<Ottla> {
+        let host_of = |i: usize| network.map_or_else(|| LOCALHOST.to_string(), |n| n.host(i));
         let ports: Vec<(u16, u16)> = roles.iter().map(|_| (free_port(), free_port())).collect();
         let voters = ports
             .iter()
             .zip(roles)
             .enumerate()
             .filter(|(_, (_, role))| **role != Role::Broker)
-            .map(|(i, ((_, c), _))| format!("{}@127.0.0.1:{c}", i + 1))
+            .map(|(i, ((_, c), _))| format!("{}@{}:{c}", i + 1, host_of(i)))
             .collect::<Vec<_>>()
             .join(",");
         let mut nodes: Vec<Ottla> = ports
@@ -360,6 +397,8 @@ impl Ottla {
                 Ottla {
                     child: None,
                     role: *role,
+                    host: host_of(i),
+                    netns: network.map(|n| n.namespace(i)),
                     port: *port,
                     controller_port: *controller_port,
                     log_file: data_dir.join("ottla.log"),

@@ -8,11 +8,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ottla_tests::faults::{
-    create_replicated_topic, FaultCluster, Load, LoadReport, PARTITIONS, TOPIC,
-};
+use ottla_tests::faults::{FaultCluster, Load, LoadReport, PARTITIONS, TOPIC};
 use ottla_tests::nemesis::{FaultKind, FaultRecord, Nemesis};
-use ottla_tests::ottla::Ottla;
 use ottla_tests::txn_load::{Outcome, TxnLoad, TXN_PARTITIONS, TXN_TOPIC};
 
 const BEFORE_FAULT: Duration = Duration::from_secs(3);
@@ -169,10 +166,7 @@ fn wait_gone_from_isrs(cluster: &FaultCluster, broker: i32, since: Instant) -> D
 /// connections in the kernel, so it is left to its session timeout.
 #[test]
 fn a_killed_node_is_detected_from_its_closed_connections() {
-    let nodes = Ottla::cluster(3, SLOW_TIMEOUTS);
-    create_replicated_topic(&nodes[0].bootstrap(), TOPIC, PARTITIONS);
-    let mut cluster = FaultCluster { nodes };
-    cluster.wait_full_isr();
+    let mut cluster = FaultCluster::start_with(SLOW_TIMEOUTS);
     let controller =
         FaultCluster::active_controller(&cluster.nodes[0]).expect("an active controller");
     let broker = (1..=3).find(|n| *n != controller).unwrap();
