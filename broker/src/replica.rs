@@ -542,6 +542,23 @@ impl ReplicaManager {
         }
     }
 
+    /// The error for a partition this broker does not host: as Kafka's
+    /// getPartitionOrError, NOT_LEADER_OR_FOLLOWER when the partition
+    /// exists elsewhere (the client's metadata is stale: it refreshes, and
+    /// the answer names the leader), UNKNOWN_TOPIC_OR_PARTITION when it
+    /// does not exist at all.
+    fn not_hosted(&self, tp: &TopicPartition) -> ResponseError {
+        let image = self.configs.image();
+        let exists = image
+            .topic_by_name(&tp.topic)
+            .is_some_and(|t| t.partitions.contains_key(&tp.partition));
+        if exists {
+            ResponseError::NotLeaderOrFollower
+        } else {
+            ResponseError::UnknownTopicOrPartition
+        }
+    }
+
     /// Kafka's isReplicaIsrEligible (KIP-841): a broker the metadata has
     /// fenced (or never registered) is not asked back into an ISR. The
     /// controller would refuse it, and the leader would ask again at the
@@ -670,7 +687,7 @@ impl ReplicaManager {
             end_offset: -1,
         };
         let Some(partition) = self.partition(tp) else {
-            return fail(ResponseError::UnknownTopicOrPartition, None);
+            return fail(self.not_hosted(tp), None);
         };
         let state = partition.state();
         if state.leader != self.node_id {
@@ -731,7 +748,7 @@ impl ReplicaManager {
             min_one_batch,
         } = *spec;
         let Some(partition) = self.partition(tp) else {
-            return FetchOutcome::error(ResponseError::UnknownTopicOrPartition);
+            return FetchOutcome::error(self.not_hosted(tp));
         };
         let state = partition.state();
         if leader_only && state.leader != self.node_id {

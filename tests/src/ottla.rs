@@ -108,7 +108,7 @@ pub struct Ottla {
     /// Listeners besides PLAINTEXT, named after their security protocol.
     extra_listeners: Vec<(String, u16)>,
     overrides: Vec<(String, String)>,
-    _tmp: Option<tempfile::TempDir>,
+    tmp: Option<tempfile::TempDir>,
 }
 
 impl Ottla {
@@ -139,7 +139,7 @@ impl Ottla {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            _tmp: Some(tmp),
+            tmp: Some(tmp),
         };
         node.spawn();
         node
@@ -408,7 +408,7 @@ impl Ottla {
                         .map(|p| (p.to_string(), free_port()))
                         .collect(),
                     overrides: all,
-                    _tmp: Some(tmp),
+                    tmp: Some(tmp),
                 }
             })
             .collect();
@@ -450,5 +450,12 @@ impl Ottla {
 impl Drop for Ottla {
     fn drop(&mut self) {
         self.kill9();
+        // A failing test keeps its nodes' logs and data to read.
+        if std::thread::panicking() {
+            if let Some(tmp) = &mut self.tmp {
+                tmp.disable_cleanup(true);
+                eprintln!("test failed: keeping {}", self.data_dir.display());
+            }
+        }
     }
 }

@@ -1297,3 +1297,81 @@ fn internal_topics_get_three_replicas_two_in_sync_by_default() {
         assert_eq!(replica_counts, [3, 3, 3], "{described}");
     }
 }
+
+/// KIP-951: a broker that does not lead a partition names the leader, its
+/// epoch and its endpoint in the Produce answer, both when topics are named
+/// by name (v12) and by id only (v13), so a client retries there without
+/// refreshing its metadata first.
+#[test]
+fn produce_to_a_non_leader_names_the_leader() {
+    use bytes::Bytes;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{MetadataRequest, ProduceRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
+
+    let nodes = Ottla::cluster(2, &[]);
+    ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &nodes[0].bootstrap(),
+            "--create",
+            "--topic",
+            "hinted",
+            "--replica-assignment",
+            "1",
+        ],
+        None,
+    ));
+    let mut client = WireClient::connect(&nodes[1].bootstrap());
+    let start = Instant::now();
+    let topic_id = loop {
+        let metadata = client.send(12, &MetadataRequest::default().with_topics(None));
+        let known = metadata
+            .topics
+            .iter()
+            .find(|t| t.name.as_deref().map(|n| &**n) == Some("hinted"))
+            .filter(|t| t.partitions.first().is_some_and(|p| p.leader_id.0 == 1));
+        if let Some(t) = known {
+            break t.topic_id;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "node 2 never saw the topic"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let batch = BatchBuilder::default().build(&[SimpleRecord {
+        timestamp: 0,
+        key: None,
+        value: Some(b"v".to_vec()),
+        headers: vec![],
+    }]);
+    for version in [12, 13] {
+        let mut topic =
+            TopicProduceData::default().with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::from(batch.clone())))]);
+        topic = if version >= 13 {
+            topic.with_topic_id(topic_id)
+        } else {
+            topic.with_name(TopicName(StrBytes::from_static_str("hinted")))
+        };
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![topic]);
+        let response = client.send(version, &request);
+        let p = &response.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, 6, "v{version}: NOT_LEADER_OR_FOLLOWER");
+        assert_eq!(p.current_leader.leader_id.0, 1, "v{version}: {p:?}");
+        assert!(p.current_leader.leader_epoch >= 0, "v{version}: {p:?}");
+        let endpoints: Vec<(i32, i32)> = response
+            .node_endpoints
+            .iter()
+            .map(|e| (e.node_id.0, e.port))
+            .collect();
+        assert_eq!(endpoints, [(1, i32::from(nodes[0].port))], "v{version}");
+    }
+}

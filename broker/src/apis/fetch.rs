@@ -379,12 +379,11 @@ const ENDPOINTS_FROM: i16 = 16;
 fn add_leader_hints(image: &MetadataImage, version: i16, listener: &str, r: &mut FetchResponse) {
     let mut leaders = Vec::new();
     for topic in &mut r.responses {
-        let name = if version >= 13 {
-            image.topic_by_id(&topic.topic_id).map(|t| t.name.clone())
-        } else {
-            Some(topic.topic.to_string())
+        let Some(name) =
+            leader_hints::topic_name(image, version >= 13, &topic.topic, &topic.topic_id)
+        else {
+            continue;
         };
-        let Some(name) = name else { continue };
         for p in &mut topic.partitions {
             if !leader_hints::is_leadership_error(p.error_code) {
                 continue;

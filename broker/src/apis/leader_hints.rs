@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
+use uuid::Uuid;
 
 use crate::inter_broker::endpoint_of;
 
@@ -15,6 +16,16 @@ use crate::inter_broker::endpoint_of;
 pub fn is_leadership_error(code: i16) -> bool {
     code == ResponseError::NotLeaderOrFollower.code()
         || code == ResponseError::FencedLeaderEpoch.code()
+}
+
+/// The topic a response entry names: by id in the versions that carry
+/// ids only (Produce v13+, Fetch v13+), else by name.
+pub fn topic_name(image: &MetadataImage, by_id: bool, name: &str, id: &Uuid) -> Option<String> {
+    if by_id {
+        image.topic_by_id(id).map(|t| t.name.clone())
+    } else {
+        Some(name.to_string())
+    }
 }
 
 /// The partition's leader and leader epoch, if it has a leader.

@@ -154,7 +154,7 @@ pub fn handle(broker: &Broker, version: i16, listener: &str, req: ProduceRequest
             partitions.push(r);
         }
         let mut t = TopicProduceResponse::default().with_partition_responses(partitions);
-        if version >= 13 {
+        if version >= TOPIC_IDS_FROM {
             t = t.with_topic_id(topic.topic_id);
         } else {
             t = t.with_name(topic.name);
@@ -163,7 +163,7 @@ pub fn handle(broker: &Broker, version: i16, listener: &str, req: ProduceRequest
     }
     let mut response = ProduceResponse::default().with_responses(responses);
     if version >= LEADER_HINTS_FROM {
-        add_leader_hints(&image, listener, &mut response);
+        add_leader_hints(&image, version, listener, &mut response);
     }
     Appended {
         response: (acks != 0).then_some(response),
@@ -175,15 +175,27 @@ pub fn handle(broker: &Broker, version: i16, listener: &str, req: ProduceRequest
 /// Produce v10 is the first to carry new-leader hints (KIP-951).
 const LEADER_HINTS_FROM: i16 = 10;
 
-fn add_leader_hints(image: &MetadataImage, listener: &str, response: &mut ProduceResponse) {
+/// Produce v13 names topics by id only.
+const TOPIC_IDS_FROM: i16 = 13;
+
+fn add_leader_hints(
+    image: &MetadataImage,
+    version: i16,
+    listener: &str,
+    response: &mut ProduceResponse,
+) {
     let mut leaders = Vec::new();
     for topic in &mut response.responses {
+        let by_id = version >= TOPIC_IDS_FROM;
+        let Some(name) = leader_hints::topic_name(image, by_id, &topic.name, &topic.topic_id)
+        else {
+            continue;
+        };
         for p in &mut topic.partition_responses {
             if !leader_hints::is_leadership_error(p.error_code) {
                 continue;
             }
-            if let Some((leader, epoch)) = leader_hints::current_leader(image, &topic.name, p.index)
-            {
+            if let Some((leader, epoch)) = leader_hints::current_leader(image, &name, p.index) {
                 p.current_leader = LeaderIdAndEpoch::default()
                     .with_leader_id(BrokerId(leader))
                     .with_leader_epoch(epoch);
