@@ -118,6 +118,24 @@ pub struct ProduceOutcome {
     /// The offset after the appended batch (-1 on failure): acks=all waits
     /// for the high watermark to reach it.
     pub end_offset: i64,
+    /// Records refused one by one (INVALID_RECORD): index in the request
+    /// and why, as Produce v8+ reports them.
+    pub record_errors: Vec<(i32, String)>,
+}
+
+impl ProduceOutcome {
+    /// A refused append.
+    pub fn failed(error: ResponseError, message: Option<String>) -> Self {
+        Self {
+            error,
+            message,
+            base_offset: -1,
+            log_append_time: -1,
+            log_start_offset: -1,
+            end_offset: -1,
+            record_errors: Vec::new(),
+        }
+    }
 }
 
 /// What one partition read asks for.
@@ -678,14 +696,7 @@ impl ReplicaManager {
         required_acks: i16,
         origin: AppendOrigin,
     ) -> ProduceOutcome {
-        let fail = |error: ResponseError, message: Option<String>| ProduceOutcome {
-            error,
-            message,
-            base_offset: -1,
-            log_append_time: -1,
-            log_start_offset: -1,
-            end_offset: -1,
-        };
+        let fail = ProduceOutcome::failed;
         let Some(partition) = self.partition(tp) else {
             return fail(self.not_hosted(tp), None);
         };
@@ -726,7 +737,13 @@ impl ReplicaManager {
                     log_append_time: info.log_append_time,
                     log_start_offset: info.log_start_offset,
                     end_offset: info.last_offset + 1,
+                    record_errors: Vec::new(),
                 }
+            }
+            Err(StorageError::KeylessRecords { indexes }) => {
+                partition.stats.produce_failed();
+                let log_start_offset = partition.log.read().log_start_offset();
+                refused_records(tp, &indexes, log_start_offset)
             }
             Err(e) => {
                 partition.stats.produce_failed();
@@ -950,6 +967,30 @@ fn divergence(
     (end < fetch_offset || epoch < last_fetched_epoch).then_some((epoch, end))
 }
 
+/// Kafka's answer to keyless records on a compacted topic: INVALID_RECORD,
+/// every such record named, the first three in the message, and the log
+/// start offset.
+fn refused_records(tp: &TopicPartition, indexes: &[i32], log_start_offset: i64) -> ProduceOutcome {
+    let why = format!("Compacted topic cannot accept message without key in topic partition {tp}");
+    let record_errors: Vec<(i32, String)> = indexes.iter().map(|i| (*i, why.clone())).collect();
+    let shown: Vec<String> = record_errors
+        .iter()
+        .take(3)
+        .map(|(i, m)| format!("RecordError(batchIndex={i}, message='{m}')"))
+        .collect();
+    let message = format!(
+        "One or more records have been rejected due to {} record errors in total, and only \
+         showing the first three errors at most: [{}]",
+        record_errors.len(),
+        shown.join(", ")
+    );
+    ProduceOutcome {
+        record_errors,
+        log_start_offset,
+        ..ProduceOutcome::failed(ResponseError::InvalidRecord, Some(message))
+    }
+}
+
 /// Maps storage errors to Kafka error codes and operator-facing messages.
 pub fn storage_error_code(e: &StorageError) -> (ResponseError, String) {
     let code = match e {
@@ -961,6 +1002,7 @@ pub fn storage_error_code(e: &StorageError) -> (ResponseError, String) {
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         StorageError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
+        StorageError::KeylessRecords { .. } => ResponseError::InvalidRecord,
         StorageError::CorruptFile { .. } | StorageError::Offline { .. } | StorageError::Io(_) => {
             ResponseError::KafkaStorageError
         }

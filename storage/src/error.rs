@@ -49,6 +49,10 @@ pub enum StorageError {
         epoch: i16,
         current: i16,
     },
+    /// Records without a key sent to a compacted topic: INVALID_RECORD, with
+    /// the index in the request of each such record.
+    #[error("a compacted topic cannot take records without a key ({} of them)", .indexes.len())]
+    KeylessRecords { indexes: Vec<i32> },
     /// Transactional checks: INVALID_TXN_STATE.
     #[error("invalid transaction state: {0}")]
     InvalidTxnState(String),

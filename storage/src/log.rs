@@ -9,7 +9,9 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use ottla_protocol::batch::{BatchView, BatchViewMut, TimestampType};
-use ottla_protocol::records::{first_record_at_or_after, validate_producer_records};
+use ottla_protocol::records::{
+    first_record_at_or_after, records_section, validate_producer_records, walk_records,
+};
 use tracing::{info, warn};
 
 use crate::cleaner::CleanerProgress;
@@ -459,6 +461,9 @@ impl PartitionLog {
         // (producer id, epoch, last sequence) of the previous batch in this
         // request, so several batches of one producer chain correctly.
         let mut previous: Option<(i64, i16, i32)> = None;
+        // Records of the request so far, and those without a key.
+        let mut records_seen = 0;
+        let mut keyless = Vec::new();
         while pos < records.len() {
             let view = BatchView::parse(&records[pos..])?;
             if view.size() > self.config.max_message_bytes {
@@ -477,6 +482,14 @@ impl PartitionLog {
                     ));
                 }
                 validate_producer_records(&view)?;
+                if self.config.cleanup_policy.compact {
+                    keyless.extend(
+                        keyless_records(&view)?
+                            .into_iter()
+                            .map(|i| records_seen + i),
+                    );
+                }
+                records_seen += view.record_count();
             }
             if view.is_transactional() && !view.has_producer_id() {
                 return Err(StorageError::InvalidTxnState(
@@ -527,6 +540,9 @@ impl PartitionLog {
                 ));
             }
             pos += view.size();
+        }
+        if !keyless.is_empty() {
+            return Err(StorageError::KeylessRecords { indexes: keyless });
         }
         Ok(Validated { duplicate: None })
     }
@@ -1090,4 +1106,20 @@ fn remove_leftovers(dir: &Path) -> Result<()> {
 pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
     fs::File::open(dir)?.sync_all()?;
     Ok(())
+}
+
+/// The indexes, within `view`, of its records without a key: compaction
+/// keeps the last record of each key, so Kafka refuses keyless records on a
+/// compacted topic.
+fn keyless_records(view: &BatchView<'_>) -> Result<Vec<i32>> {
+    let section = records_section(view)?;
+    let mut keyless = Vec::new();
+    let mut index = 0;
+    walk_records(&section, |r| {
+        if r.key.is_none() {
+            keyless.push(index);
+        }
+        index += 1;
+    })?;
+    Ok(keyless)
 }

@@ -275,6 +275,11 @@ fn ottla_answers_like_apache_kafka() {
         &mut ctx,
         produce_fetch_log_append_time,
     );
+    checks.run(
+        "Produce v11, a keyless record on a compacted topic",
+        &mut ctx,
+        produce_keyless_to_compacted,
+    );
     checks.run("Fetch v16, errors", &mut ctx, fetch_errors);
     checks.run("OffsetForLeaderEpoch v4", &mut ctx, offset_for_leader_epoch);
     checks.run("DeleteRecords v2", &mut ctx, delete_records);
@@ -838,6 +843,7 @@ fn create_topics(ctx: &mut Ctx) {
             &[("message.timestamp.type", Some("LogAppendTime"))],
         ),
         topic("wire.collide", 2, -1, &[]),
+        topic("wire-compact", 1, 1, &[("cleanup.policy", Some("compact"))]),
     ];
     let (k, o) = ctx.both(7, &create_request(topics, false));
     for t in &k.topics {
@@ -1433,6 +1439,18 @@ fn produce_fetch(ctx: &mut Ctx) {
     assert_eq!(norm_fetch(o), norm_fetch(k), "Fetch v16 at the log end");
     let problems = compare_list_offsets(ctx, "wire-data", &[-1, -2, -3, T0 + 5, T0 + 100]);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The whole batch is refused with INVALID_RECORD, the keyless record
+/// (the second of three) named in record_errors and the message.
+fn produce_keyless_to_compacted(ctx: &mut Ctx) {
+    let (mut k, mut o) = ctx.both(11, &produce_request("wire-compact", sample_batch()));
+    k.throttle_time_ms = 0;
+    o.throttle_time_ms = 0;
+    let refused = &k.responses[0].partition_responses[0];
+    assert_eq!(refused.error_code, 87, "Kafka: INVALID_RECORD");
+    assert_eq!(refused.record_errors.len(), 1, "{refused:?}");
+    assert_eq!(o, k);
 }
 
 fn produce_fetch_log_append_time(ctx: &mut Ctx) {

@@ -6,7 +6,8 @@ use std::time::Duration;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
-    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    ProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::StrBytes;
@@ -78,14 +79,15 @@ pub fn handle(broker: &Broker, version: i16, listener: &str, req: ProduceRequest
     let transactional_id = req.transactional_id.as_deref().map(|t| t.to_string());
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
-        // Produce v13 names topics by id.
-        let name = if version >= 13 {
-            image.topic_by_id(&topic.topic_id).map(|t| t.name.clone())
-        } else {
-            Some(topic.name.to_string())
-        };
+        let name = leader_hints::topic_name(
+            &image,
+            version >= TOPIC_IDS_FROM,
+            &topic.name,
+            &topic.topic_id,
+        );
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for (partition_at, part) in topic.partition_data.into_iter().enumerate() {
+            let mut record_errors = Vec::new();
             let (error, message, base_offset, append_time, start) = match &name {
                 None => (ResponseError::UnknownTopicId, None, -1, -1, -1),
                 Some(_) if !matches!(acks, -1..=1) => {
@@ -132,6 +134,7 @@ pub fn handle(broker: &Broker, version: i16, listener: &str, req: ProduceRequest
                                 end_offset: o.end_offset,
                             });
                         }
+                        record_errors = o.record_errors;
                         (
                             o.error,
                             o.message,
@@ -149,7 +152,20 @@ pub fn handle(broker: &Broker, version: i16, listener: &str, req: ProduceRequest
                 .with_log_append_time_ms(append_time)
                 .with_log_start_offset(start);
             if version >= 8 && error.code() != 0 {
-                r = r.with_error_message(message.map(StrBytes::from_string));
+                r = r
+                    .with_error_message(message.map(StrBytes::from_string))
+                    .with_record_errors(
+                        record_errors
+                            .into_iter()
+                            .map(|(index, why)| {
+                                BatchIndexAndErrorMessage::default()
+                                    .with_batch_index(index)
+                                    .with_batch_index_error_message(Some(StrBytes::from_string(
+                                        why,
+                                    )))
+                            })
+                            .collect(),
+                    );
             }
             partitions.push(r);
         }

@@ -526,14 +526,7 @@ fn produce_verification_error(version: i16, e: ResponseError) -> (ResponseError,
 }
 
 fn refused(error: ResponseError, message: String) -> ProduceOutcome {
-    ProduceOutcome {
-        error,
-        message: Some(message),
-        base_offset: -1,
-        log_append_time: -1,
-        log_start_offset: -1,
-        end_offset: -1,
-    }
+    ProduceOutcome::failed(error, Some(message))
 }
 
 /// A partition's marker appended by WriteTxnMarkers: the offset after it,
