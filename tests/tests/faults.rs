@@ -1,5 +1,6 @@
-//! Fault tests: three `ottla` processes, an acks=all idempotent producer
-//! and a consumer running throughout, and one fault each. Every
+//! Fault tests: three `ottla` processes, each in a network namespace of its
+//! own, an acks=all idempotent producer and a consumer running throughout,
+//! and one fault each. Every
 //! acknowledged record must have been read exactly once and in order by
 //! that consumer, and be in the log of every replica. Each test prints the
 //! time to elect a new leader (or controller) and the longest time the
