@@ -434,3 +434,79 @@ fn a_commit_survives_its_marker_leader_being_cut_off_before_the_isr_had_it() {
     );
     signal(node(l), libc::SIGCONT);
 }
+
+/// One transaction per (transactional id, group) pair given as
+/// `tid:group` arguments: a record, the group's offset sent to the
+/// transaction (`offset` = its position in the list + 1), a commit, and the
+/// group's committed offset read back. Prints one offset per pair.
+const SEND_OFFSETS: &str = r#"
+import sys
+from confluent_kafka import Consumer, Producer, TopicPartition
+bootstrap, topic = sys.argv[1], sys.argv[2]
+for n, pair in enumerate(sys.argv[3:], start=1):
+    tid, group = pair.split(":")
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    p.init_transactions(30)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    p.begin_transaction()
+    p.produce(topic, value=b"v", partition=0)
+    p.send_offsets_to_transaction([TopicPartition(topic, 0, n)], c.consumer_group_metadata(), 30)
+    p.commit_transaction(30)
+    print(c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset, flush=True)
+    c.close()
+"#;
+
+/// The node coordinating `key` (0: a group, 1: a transactional id).
+fn coordinator_of(node: &Ottla, key_type: i8, key: &str) -> i32 {
+    use kafka_protocol::messages::FindCoordinatorRequest;
+    let request = FindCoordinatorRequest::default()
+        .with_key_type(key_type)
+        .with_coordinator_keys(vec![StrBytes::from_string(key.to_string())]);
+    wait_for("a coordinator", || {
+        let r = WireClient::connect(&node.bootstrap()).send(4, &request);
+        let c = &r.coordinators[0];
+        (c.error_code == 0).then_some(c.node_id.0)
+    })
+}
+
+/// Issue 26 defect 1: a transaction's offsets commit whichever brokers
+/// coordinate the transaction and the group. The group's coordinator asks
+/// the transaction's coordinator, when that is another broker, whether its
+/// offsets partition is in the transaction, as the partition leaders do
+/// for Produce. Every one of the nine pairings on three brokers is tried
+/// with librdkafka's send_offsets_to_transaction.
+#[test]
+fn transactional_offsets_commit_whichever_brokers_coordinate_the_group_and_the_transaction() {
+    let nodes = Ottla::cluster(3, &[("offsets.topic.replication.factor", "3")]);
+    ottla_tests::topics::create_topic_at(&nodes[0].bootstrap(), "eos-in", 1, &[]);
+    // The first transactional id and the first group each node coordinates.
+    let mut tids = std::collections::BTreeMap::new();
+    let mut groups = std::collections::BTreeMap::new();
+    for i in 0.. {
+        let (tid, group) = (format!("eos-tx-{i}"), format!("eos-group-{i}"));
+        tids.entry(coordinator_of(&nodes[0], 1, &tid))
+            .or_insert(tid);
+        groups
+            .entry(coordinator_of(&nodes[0], 0, &group))
+            .or_insert(group);
+        if tids.len() == 3 && groups.len() == 3 {
+            break;
+        }
+        assert!(i < 200, "coordinators never spread: {tids:?} {groups:?}");
+    }
+    let pairs: Vec<String> = tids
+        .values()
+        .flat_map(|tid| groups.values().map(move |group| format!("{tid}:{group}")))
+        .collect();
+    let bootstrap = nodes
+        .iter()
+        .map(Ottla::bootstrap)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut args = vec![bootstrap.as_str(), "eos-in"];
+    args.extend(pairs.iter().map(String::as_str));
+    let out = ok(python_script(SEND_OFFSETS, &args));
+    let committed: Vec<&str> = out.lines().collect();
+    let expected: Vec<String> = (1..=pairs.len()).map(|n| n.to_string()).collect();
+    assert_eq!(committed, expected, "pairs {pairs:?}");
+}

@@ -327,20 +327,30 @@ pub fn txn_offset_commit(
                         broker.groups.partition_for(&req.group_id),
                     );
                     let now = now_ms();
-                    broker
-                        .txns
-                        .in_transaction(
-                            &req.transactional_id,
-                            (req.producer_id.0, req.producer_epoch),
-                            &tp,
-                            version >= 5,
-                            now,
-                            || {
-                                let codes = shard.commit_txn_offsets(request, now);
-                                replicated_offsets(broker, &tp, codes)
-                            },
-                        )
-                        .unwrap_or_else(|e| all(offsets_verification_error(version, e)))
+                    let producer = (req.producer_id.0, req.producer_epoch);
+                    let add = version >= 5;
+                    let commit = || {
+                        let codes = shard.commit_txn_offsets(request.clone(), now);
+                        replicated_offsets(broker, &tp, codes)
+                    };
+                    let local = broker.txns.in_transaction(
+                        &req.transactional_id,
+                        producer,
+                        &tp,
+                        add,
+                        now,
+                        commit,
+                    );
+                    // The transaction's coordinator may be another broker
+                    // than the group's: ask it, as Produce does.
+                    let verified = match local {
+                        Err(ResponseError::NotCoordinator) => {
+                            verify_remotely(broker, &req.transactional_id, producer, &tp, add)
+                                .map(|()| commit())
+                        }
+                        other => other,
+                    };
+                    verified.unwrap_or_else(|e| all(offsets_verification_error(version, e)))
                 }
             }
         };
