@@ -834,12 +834,13 @@ pub async fn delete_groups(
         }
     }
     let now = now_ms();
+    let image = broker.controller.image();
     for (shard, group_ids) in by_shard.into_values() {
         codes.extend(
             group_ids
                 .iter()
                 .cloned()
-                .zip(shard.delete_groups(&group_ids, now)),
+                .zip(shard.delete_groups(&group_ids, now, &image)),
         );
     }
     let results = ids

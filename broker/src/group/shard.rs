@@ -343,8 +343,19 @@ impl Shard {
         admin::list(&self.state.lock().groups, states, types)
     }
 
-    pub fn delete_groups(&self, ids: &[String], now: i64) -> Vec<i16> {
-        self.with_state(now, |st, ctx| st.delete_groups(ids, ctx))
+    /// DeleteGroups. The groups' due timers fire first, so a member whose
+    /// session ended a moment ago (before the next tick) no longer keeps
+    /// its group from being deleted, as Kafka's timers fire on time.
+    pub fn delete_groups(&self, ids: &[String], now: i64, image: &MetadataImage) -> Vec<i16> {
+        self.with_state(now, |st, ctx| {
+            for id in ids {
+                if let Some(group) = st.groups.get_mut(id) {
+                    group.on_tick(ctx);
+                }
+            }
+            st.expire_consumer_members(image, ctx);
+            st.delete_groups(ids, ctx)
+        })
     }
 
     /// Removes offsets older than `retention_ms` and the groups they leave.

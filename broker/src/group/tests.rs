@@ -416,6 +416,37 @@ async fn expired_session_removes_the_member() {
     run.shutdown().await;
 }
 
+/// DeleteGroups just after a member's session ended, before the
+/// coordinator's next tick, finds the group empty (issue 26 defect 4).
+#[tokio::test]
+async fn deleting_a_group_just_after_its_last_session_ended_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Running::start(dir.path(), &[]).await;
+    let broker = run.broker.clone();
+    let group = "g-delete-on-time";
+    coordinator_ready(&broker, group).await;
+    let joined = join_dynamic(&broker, group, &["t"]).await.await.unwrap();
+    let synced = spawn_sync(
+        &broker,
+        5,
+        sync_request(group, 1, &joined.member_id, &[(&joined.member_id, b"x")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(synced.error_code, NONE);
+    let shard = broker.groups.shard(group).unwrap();
+    let image = broker.controller.image();
+    let ids = [group.to_string()];
+    assert_eq!(
+        shard.delete_groups(&ids, now_ms(), &image),
+        [ResponseError::NonEmptyGroup.code()],
+        "the member's session runs"
+    );
+    // The session timeout (ten seconds) has just passed; no tick ran.
+    assert_eq!(shard.delete_groups(&ids, now_ms() + 10_001, &image), [NONE]);
+    run.shutdown().await;
+}
+
 /// A static member that restarts takes over its membership under a new
 /// member id without a rebalance; the old id is fenced.
 #[tokio::test]
