@@ -8,7 +8,7 @@ use std::fs;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use ottla_protocol::batch::{BatchView, BatchViewMut, TimestampType};
+use ottla_protocol::batch::{BatchView, BatchViewMut, Compression, TimestampType};
 use ottla_protocol::records::{
     first_record_at_or_after, records_section, validate_producer_records, walk_records,
 };
@@ -1112,10 +1112,17 @@ pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
 /// keeps the last record of each key, so Kafka refuses keyless records on a
 /// compacted topic.
 fn keyless_records(view: &BatchView<'_>) -> Result<Vec<i32>> {
-    let section = records_section(view)?;
+    // An uncompressed batch is walked where it lies, without a copy.
+    let inflated;
+    let section = if view.compression() == Some(Compression::None) {
+        view.records_payload()
+    } else {
+        inflated = records_section(view)?;
+        &inflated[..]
+    };
     let mut keyless = Vec::new();
     let mut index = 0;
-    walk_records(&section, |r| {
+    walk_records(section, |r| {
         if r.key.is_none() {
             keyless.push(index);
         }

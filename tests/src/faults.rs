@@ -380,6 +380,21 @@ impl FaultCluster {
         }
     }
 
+    /// Waits until `witness` reports an active controller other than `old`;
+    /// returns how long that took since `since`.
+    pub fn wait_new_active_controller(witness: &Ottla, old: i32, since: Instant) -> Duration {
+        loop {
+            if Self::active_controller(witness).is_some_and(|c| c != old) {
+                return since.elapsed();
+            }
+            assert!(
+                since.elapsed() < Duration::from_secs(60),
+                "no new active controller"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The active controller, as node `node` reports it (DescribeQuorum).
     pub fn active_controller(node: &Ottla) -> Option<i32> {
         let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()

@@ -177,26 +177,29 @@ mod tests {
     fn nodes_reach_each_other_until_one_is_cut_off() {
         let mut net = NodeNetwork::create(2);
         // A listener inside node 0's namespace, reached from node 1's.
-        let mut server = Command::new("ip")
-            .args(["netns", "exec", &net.namespace(0)])
-            .args(["python3", "-c"])
-            .arg(format!(
+        // Python inside node `i`'s namespace.
+        let python_in = |net: &NodeNetwork, i: usize, code: String| {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &net.namespace(i), "python3", "-c"])
+                .arg(code);
+            c
+        };
+        let mut server = python_in(
+            &net,
+            0,
+            format!(
                 "import socket,time\ns=socket.socket()\ns.bind(('{}',7000))\ns.listen()\ntime.sleep(60)",
                 net.host(0)
-            ))
-            .spawn()
-            .unwrap();
+            ),
+        )
+        .spawn()
+        .unwrap();
         let connects_from_1 = |net: &NodeNetwork| {
-            Command::new("ip")
-                .args(["netns", "exec", &net.namespace(1)])
-                .args(["python3", "-c"])
-                .arg(format!(
-                    "import socket\nsocket.create_connection(('{}',7000),timeout=1)",
-                    net.host(0)
-                ))
-                .status()
-                .unwrap()
-                .success()
+            let code = format!(
+                "import socket\nsocket.create_connection(('{}',7000),timeout=1)",
+                net.host(0)
+            );
+            python_in(net, 1, code).status().unwrap().success()
         };
         let from_host = |net: &NodeNetwork| {
             let addr = format!("{}:7000", net.host(0)).parse().unwrap();

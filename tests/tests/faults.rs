@@ -55,18 +55,7 @@ fn killed_active_controller_then_restarted() {
     let killed = Instant::now();
     cluster.nodes[(controller - 1) as usize].kill9();
     let survivor = &cluster.nodes[(controller % 3) as usize];
-    let elected = loop {
-        match FaultCluster::active_controller(survivor) {
-            Some(c) if c != controller => break killed.elapsed(),
-            _ => {
-                assert!(
-                    killed.elapsed() < Duration::from_secs(60),
-                    "no new active controller"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    };
+    let elected = FaultCluster::wait_new_active_controller(survivor, controller, killed);
     std::thread::sleep(DURING_FAULT);
     cluster.nodes[(controller - 1) as usize].restart();
     cluster.wait_full_isr();
@@ -198,18 +187,7 @@ fn a_killed_node_is_detected_from_its_closed_connections() {
     let killed = Instant::now();
     cluster.nodes[index(controller)].kill9();
     let survivor = &cluster.nodes[index(broker)];
-    let elected = loop {
-        match FaultCluster::active_controller(survivor) {
-            Some(c) if c != controller => break killed.elapsed(),
-            _ => {
-                assert!(
-                    killed.elapsed() < Duration::from_secs(30),
-                    "no new active controller"
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    };
+    let elected = FaultCluster::wait_new_active_controller(survivor, controller, killed);
     let fenced = wait_gone_from_isrs(&cluster, controller, killed);
     println!(
         "kill -9 of the active controller {controller}: new one after {} ms, the old one out of every ISR after {} ms",

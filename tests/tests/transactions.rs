@@ -249,20 +249,6 @@ while time.time() < deadline:
 os._exit(0)
 "#;
 
-/// The node (id) coordinating `transactional_id`, asked of `node` until the
-/// transaction log exists and has a leader.
-fn transaction_coordinator(node: &Ottla, transactional_id: &str) -> i32 {
-    use kafka_protocol::messages::FindCoordinatorRequest;
-    let request = FindCoordinatorRequest::default()
-        .with_key_type(1)
-        .with_coordinator_keys(vec![StrBytes::from_string(transactional_id.to_string())]);
-    wait_for("a transaction coordinator", || {
-        let r = WireClient::connect(&node.bootstrap()).send(4, &request);
-        let c = &r.coordinators[0];
-        (c.error_code == 0).then_some(c.node_id.0)
-    })
-}
-
 /// The coordinator's state of `transactional_id` (DescribeTransactions).
 fn transaction_state(coordinator: &Ottla, transactional_id: &str) -> String {
     use kafka_protocol::messages::{DescribeTransactionsRequest, TransactionalId};
@@ -342,7 +328,7 @@ fn a_commit_survives_its_marker_leader_being_cut_off_before_the_isr_had_it() {
     );
     let topic = "issue-27";
     let id = "issue-27-txn";
-    let coordinator = transaction_coordinator(&nodes[0], id);
+    let coordinator = coordinator_of(&nodes[0], 1, id);
     let others: Vec<i32> = (1..=3).filter(|n| *n != coordinator).collect();
     let (l, f) = (others[0], others[1]);
     let node = |n: i32| &nodes[(n - 1) as usize];
@@ -456,7 +442,9 @@ for n, pair in enumerate(sys.argv[3:], start=1):
     c.close()
 "#;
 
-/// The node coordinating `key` (0: a group, 1: a transactional id).
+/// The node (id) coordinating `key` (0: a group, 1: a transactional id),
+/// asked of `node` until the group or transaction log exists and has a
+/// leader.
 fn coordinator_of(node: &Ottla, key_type: i8, key: &str) -> i32 {
     use kafka_protocol::messages::FindCoordinatorRequest;
     let request = FindCoordinatorRequest::default()

@@ -385,6 +385,22 @@ async fn two_members_join_sync_heartbeat_and_one_leaves() {
     run.shutdown().await;
 }
 
+/// Joins one dynamic member to `group` and syncs it (generation 1);
+/// returns its member id.
+async fn one_synced_member(broker: &Arc<Broker>, group: &str) -> String {
+    coordinator_ready(broker, group).await;
+    let joined = join_dynamic(broker, group, &["t"]).await.await.unwrap();
+    let synced = spawn_sync(
+        broker,
+        5,
+        sync_request(group, 1, &joined.member_id, &[(&joined.member_id, b"x")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(synced.error_code, NONE);
+    joined.member_id.to_string()
+}
+
 /// A member whose session runs out is removed, and the emptied group is
 /// stored as Empty with a new generation.
 #[tokio::test]
@@ -393,16 +409,7 @@ async fn expired_session_removes_the_member() {
     let run = Running::start(dir.path(), &[]).await;
     let broker = run.broker.clone();
     let group = "g-expiry";
-    coordinator_ready(&broker, group).await;
-    let joined = join_dynamic(&broker, group, &["t"]).await.await.unwrap();
-    let synced = spawn_sync(
-        &broker,
-        5,
-        sync_request(group, 1, &joined.member_id, &[(&joined.member_id, b"x")]),
-    )
-    .await
-    .unwrap();
-    assert_eq!(synced.error_code, NONE);
+    let member_id = one_synced_member(&broker, group).await;
 
     // Ten seconds of silence (the session timeout) later.
     broker.groups.tick(now_ms() + 10_001);
@@ -410,7 +417,7 @@ async fn expired_session_removes_the_member() {
     assert_eq!(d.group_state.as_str(), "Empty");
     assert!(d.members.is_empty());
     assert_eq!(
-        beat(&broker, group, &joined.member_id, 1).await,
+        beat(&broker, group, &member_id, 1).await,
         ResponseError::UnknownMemberId.code()
     );
     run.shutdown().await;
@@ -424,16 +431,7 @@ async fn deleting_a_group_just_after_its_last_session_ended_succeeds() {
     let run = Running::start(dir.path(), &[]).await;
     let broker = run.broker.clone();
     let group = "g-delete-on-time";
-    coordinator_ready(&broker, group).await;
-    let joined = join_dynamic(&broker, group, &["t"]).await.await.unwrap();
-    let synced = spawn_sync(
-        &broker,
-        5,
-        sync_request(group, 1, &joined.member_id, &[(&joined.member_id, b"x")]),
-    )
-    .await
-    .unwrap();
-    assert_eq!(synced.error_code, NONE);
+    one_synced_member(&broker, group).await;
     let shard = broker.groups.shard(group).unwrap();
     let image = broker.controller.image();
     let ids = [group.to_string()];
