@@ -25,7 +25,6 @@ use crate::dynamic_broker_config::dynamic_or;
 use crate::features;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
-use crate::inter_broker::BrokerClients;
 use crate::log_config::TopicConfigResolver;
 use crate::mirroring::epoch_bumps::EpochBumps;
 use crate::mirroring::fetcher::MirrorFetchers;
@@ -39,6 +38,7 @@ use crate::replication::throttle::ReplicationThrottle;
 use crate::security::authorizer::{Access, Authorizer};
 use crate::security::KafkaPrincipal;
 use crate::txn::TxnCoordinator;
+use ottla_coordinator_common::inter_broker::BrokerClients;
 
 /// The settings the broker's request handling needs, taken from the broker
 /// configuration at start-up.
@@ -350,7 +350,7 @@ impl Broker {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    crate::log_limited!(tracing::Level::WARN, key: &(), error = %e, "broker heartbeat failed")
+                    ottla_coordinator_common::log_limited!(tracing::Level::WARN, key: &(), error = %e, "broker heartbeat failed")
                 }
             }
         }
@@ -386,7 +386,7 @@ impl Broker {
             if let Err(e) = result {
                 // Keyed by why: one refusal repeated for many partitions is
                 // one line per interval.
-                crate::log_limited!(
+                ottla_coordinator_common::log_limited!(
                     tracing::Level::INFO,
                     key: &e.code,
                     partition = %change.tp,
@@ -531,7 +531,7 @@ async fn register(controller: &Controller, settings: &BrokerSettings, incarnatio
     let mut waited = 0;
     while let Err(e) = controller.register_broker(registration.clone()).await {
         waited += 1;
-        crate::log_limited!(
+        ottla_coordinator_common::log_limited!(
             tracing::Level::WARN,
             key: &(),
             error = %e,
@@ -550,7 +550,7 @@ async fn register(controller: &Controller, settings: &BrokerSettings, incarnatio
             Ok(reply) if !reply.fenced && !reply.unknown => return,
             Ok(reply) => debug!(?reply, "waiting to be unfenced"),
             Err(e) => {
-                crate::log_limited!(tracing::Level::WARN, key: &(), error = %e, "first heartbeat failed; retrying")
+                ottla_coordinator_common::log_limited!(tracing::Level::WARN, key: &(), error = %e, "first heartbeat failed; retrying")
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

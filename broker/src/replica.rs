@@ -26,18 +26,12 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 use uuid::Uuid;
 
+pub use ottla_coordinator_common::partition_writer::{now_ms, PartitionState, ProduceOutcome};
+use ottla_coordinator_common::partition_writer::{HostedPartition, PartitionWriter, Replicated};
+
 use crate::log_config::TopicConfigResolver;
 use crate::metrics::PartitionStats;
 use crate::replication::progress::Followers;
-
-/// Leadership state of a hosted partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionState {
-    pub leader: i32,
-    pub leader_epoch: i32,
-    pub isr: Vec<i32>,
-    pub replicas: Vec<i32>,
-}
 
 pub struct Partition {
     pub tp: TopicPartition,
@@ -104,37 +98,6 @@ impl Partition {
                 )
             }
         })
-    }
-}
-
-/// A produce outcome for one partition, in Kafka terms.
-#[derive(Debug, Clone)]
-pub struct ProduceOutcome {
-    pub error: ResponseError,
-    pub message: Option<String>,
-    pub base_offset: i64,
-    pub log_append_time: i64,
-    pub log_start_offset: i64,
-    /// The offset after the appended batch (-1 on failure): acks=all waits
-    /// for the high watermark to reach it.
-    pub end_offset: i64,
-    /// Records refused one by one (INVALID_RECORD): index in the request
-    /// and why, as Produce v8+ reports them.
-    pub record_errors: Vec<(i32, String)>,
-}
-
-impl ProduceOutcome {
-    /// A refused append.
-    pub fn failed(error: ResponseError, message: Option<String>) -> Self {
-        Self {
-            error,
-            message,
-            base_offset: -1,
-            log_append_time: -1,
-            log_start_offset: -1,
-            end_offset: -1,
-            record_errors: Vec::new(),
-        }
     }
 }
 
@@ -1019,8 +982,56 @@ pub fn storage_error_code(e: &StorageError) -> (ResponseError, String) {
 /// A topic id as Kafka prints it (URL-safe base64, no padding).
 pub use ottla_protocol::names::uuid_text as base64_topic_id;
 
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+impl HostedPartition for Partition {
+    fn tp(&self) -> &TopicPartition {
+        &self.tp
+    }
+
+    fn topic_id(&self) -> Uuid {
+        self.topic_id
+    }
+
+    fn log(&self) -> &SharedLog {
+        &self.log
+    }
+
+    fn state(&self) -> PartitionState {
+        Partition::state(self)
+    }
+}
+
+impl PartitionWriter for ReplicaManager {
+    fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    fn hosted_partition(&self, tp: &TopicPartition) -> Option<Arc<dyn HostedPartition>> {
+        self.partition(tp).map(|p| p as Arc<dyn HostedPartition>)
+    }
+
+    fn hosted_partitions(&self) -> Vec<Arc<dyn HostedPartition>> {
+        self.hosted()
+            .into_iter()
+            .map(|p| p as Arc<dyn HostedPartition>)
+            .collect()
+    }
+
+    fn append_as_leader(
+        &self,
+        tp: &TopicPartition,
+        records: &Bytes,
+        required_acks: i16,
+        origin: AppendOrigin,
+    ) -> ProduceOutcome {
+        self.append(tp, records, required_acks, origin)
+    }
+
+    fn await_replicated<'a>(
+        &'a self,
+        tp: &'a TopicPartition,
+        end_offset: i64,
+        timeout: Duration,
+    ) -> Replicated<'a> {
+        Box::pin(self.wait_replicated(tp, end_offset, timeout))
+    }
 }

@@ -10,7 +10,7 @@ use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
 use uuid::Uuid;
 
-use crate::inter_broker::endpoint_of;
+use ottla_coordinator_common::inter_broker::endpoint_of;
 
 /// Whether an answer with this error code carries a leader hint.
 pub fn is_leadership_error(code: i16) -> bool {

@@ -14,9 +14,9 @@ use ottla_controller::{Controller, MetadataImage};
 use super::config::{GroupConfig, OFFSETS_TOPIC};
 use super::partitioner::partition_for;
 use super::shard::Shard;
-use crate::coordinator_shards::LedShards;
-use crate::internal_topics::InternalTopic;
 use crate::replica::{now_ms, Partition, ReplicaManager};
+use ottla_coordinator_common::internal_topics::InternalTopic;
+use ottla_coordinator_common::shards::LedShards;
 
 /// min.insync.replicas of `__consumer_offsets` (capped at its replication
 /// factor).
@@ -133,14 +133,20 @@ impl GroupCoordinator {
     /// partition, not a group).
     pub fn shard_at(&self, p: i32) -> Result<Arc<Shard>, ResponseError> {
         let image = self.controller.image();
-        self.shards.get(&image, p, &self.replicas, |partition| {
-            self.load_shard(partition)
-        })
+        self.shards.get(
+            &image,
+            p,
+            |tp| self.replicas.partition(tp),
+            |partition| self.load_shard(partition),
+        )
     }
 
     fn load(&self, p: i32) -> Result<Arc<Shard>, ResponseError> {
-        self.shards
-            .load(p, &self.replicas, |partition| self.load_shard(partition))
+        self.shards.load(
+            p,
+            |tp| self.replicas.partition(tp),
+            |partition| self.load_shard(partition),
+        )
     }
 
     fn load_shard(&self, partition: Arc<Partition>) -> anyhow::Result<Shard> {

@@ -24,10 +24,10 @@ use super::offsets::{self, CommitRequest, FetchedOffset, OffsetStore, PartitionC
 use super::records::CoordinatorRecord;
 use super::txn_offsets::{self, PendingTxnOffsets, TxnCommitRequest};
 use super::writer::{Ctx, LogWriter};
-use crate::coordinator_shards::Unload;
 use crate::replica::{Partition, ReplicaManager};
 use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
+use ottla_coordinator_common::shards::Unload;
 
 /// How much of the log one load step reads.
 const LOAD_READ_BYTES: usize = 1 << 20;

@@ -29,10 +29,10 @@ use super::source::{
     list_offsets, Brokers, SourceCluster, TopicsNamed, EARLIEST_OFFSET, LATEST_OFFSET,
 };
 use super::stats::MirrorStats;
-use crate::fetching::{
+use crate::replica::{now_ms, Partition, ReplicaManager};
+use ottla_fetcher::{
     fetch_loop, fetcher_of, FetchPosition, FetchedPartition, Followup, LeaderEndpoint,
 };
-use crate::replica::{now_ms, Partition, ReplicaManager};
 
 const MAX_WAIT: Duration = Duration::from_millis(500);
 const PARTITION_MAX_BYTES: i32 = 8 << 20;
@@ -309,7 +309,7 @@ impl SourceFetchers {
         let (topics, brokers) = match found {
             Ok(found) => found,
             Err(e) => {
-                crate::log_limited!(
+                ottla_coordinator_common::log_limited!(
                     tracing::Level::WARN,
                     key: &self.mirror,
                     mirror = %self.mirror,
@@ -513,7 +513,7 @@ impl LeaderEndpoint for SourceBroker {
 
     fn fetch_failed(&self, error: &str) {
         let leader = self.key.0;
-        crate::log_limited!(
+        ottla_coordinator_common::log_limited!(
             tracing::Level::WARN,
             key: &(self.fetchers.mirror.clone(), leader),
             mirror = %self.fetchers.mirror,

@@ -39,8 +39,8 @@ use super::source::SourceCluster;
 use super::state_store::{MirrorStateStore, StoredState};
 use super::state_writes::{StateWrite, StateWriteError, StateWrites};
 use super::stats::MirrorStats;
-use crate::inter_broker::BrokerClients;
 use crate::replica::{now_ms, Partition, ReplicaManager};
+use ottla_coordinator_common::inter_broker::BrokerClients;
 
 /// A stored state read for one mirror partition (topic id, partition).
 type StoredAnswer = ((Uuid, i32), Result<StoredState, String>);
@@ -418,7 +418,7 @@ impl Driver {
                 Ok(stored) => return Ok(stored),
                 // Every partition of the mirror waits on the same
                 // coordinators: one line per mirror, not per partition.
-                Err(e) => crate::log_limited!(
+                Err(e) => ottla_coordinator_common::log_limited!(
                     tracing::Level::INFO,
                     key: &self.run.key.mirror_name,
                     mirror = %self.run.key.mirror_name,
@@ -502,7 +502,7 @@ impl Driver {
                 Ok(()) => return Ok(()),
                 Err(StateWriteError::Fenced) => return Err(Interrupted::Stopped),
                 Err(e) => {
-                    crate::log_limited!(
+                    ottla_coordinator_common::log_limited!(
                         tracing::Level::INFO,
                         key: &self.run.key.mirror_name,
                         mirror = %self.run.key.mirror_name,

@@ -22,9 +22,9 @@ use ottla_storage::producer_state::AppendOrigin;
 use parking_lot::Mutex;
 use tracing::info;
 
-use crate::coordinator_shards::{replay_records, LedShards};
-use crate::internal_topics::InternalTopic;
 use crate::replica::{now_ms, Partition, ReplicaManager};
+use ottla_coordinator_common::internal_topics::InternalTopic;
+use ottla_coordinator_common::shards::{replay_records, LedShards};
 
 pub const MIRROR_STATE_TOPIC: &str = "__mirror_state";
 
@@ -44,12 +44,12 @@ struct StateShard {
 }
 
 /// Mirror state reads and writes never wait on the shard.
-impl crate::coordinator_shards::Unload for StateShard {}
+impl ottla_coordinator_common::shards::Unload for StateShard {}
 
 impl StateShard {
     fn load(partition: Arc<Partition>) -> anyhow::Result<Self> {
         let mut entries = HashMap::new();
-        replay_records(&partition, |key, value| {
+        replay_records(&*partition, |key, value| {
             let key = MirrorStateKey::decode(key)?;
             match key.decode_value(value)? {
                 Some(value) => entries.insert(key, value),
@@ -123,7 +123,12 @@ impl MirrorStateStore {
     fn shard(&self, key: &MirrorPartitionKey) -> Result<Arc<StateShard>, ResponseError> {
         let (p, _) = self.coordinator_of(key)?;
         let image = self.controller.image();
-        self.shards.get(&image, p, &self.replicas, StateShard::load)
+        self.shards.get(
+            &image,
+            p,
+            |tp| self.replicas.partition(tp),
+            StateShard::load,
+        )
     }
 
     /// What this broker, as coordinator, has stored for `key`. Blocking I/O
@@ -181,7 +186,12 @@ impl MirrorStateStore {
         let image = self.controller.image();
         let mut appended = Vec::new();
         for (p, indices) in by_shard {
-            let shard = match self.shards.get(&image, p, &self.replicas, StateShard::load) {
+            let shard = match self.shards.get(
+                &image,
+                p,
+                |tp| self.replicas.partition(tp),
+                StateShard::load,
+            ) {
                 Ok(shard) => shard,
                 Err(e) => {
                     indices.iter().for_each(|&i| results[i] = Err(e));
@@ -246,7 +256,9 @@ impl MirrorStateStore {
     pub fn sync(&self, image: &MetadataImage) {
         self.shards.unload_unled(image);
         for p in self.shards.led(image) {
-            let _ = self.shards.load(p, &self.replicas, StateShard::load);
+            let _ = self
+                .shards
+                .load(p, |tp| self.replicas.partition(tp), StateShard::load);
         }
     }
 }

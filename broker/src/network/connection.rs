@@ -184,7 +184,7 @@ impl Connection {
                 let peer = self.info.peer.ip();
                 return QuorumSwitch::admit(endpoint, &auth, peer, frame, frames)
                     .inspect_err(|reason| {
-                        crate::log_limited!(
+                        ottla_coordinator_common::log_limited!(
                             tracing::Level::WARN,
                             key: &peer,
                             "refusing a quorum RPC connection: {reason}"
@@ -197,7 +197,7 @@ impl Connection {
                 Ok(Dispatched::AuthFailed { response, reason }) => {
                     // A client guessing passwords writes one line per
                     // interval, not one per attempt.
-                    crate::log_limited!(
+                    ottla_coordinator_common::log_limited!(
                         tracing::Level::WARN,
                         key: &self.info.peer.ip(),
                         "failed authentication: {reason}"
@@ -591,7 +591,7 @@ async fn write_responses<W: FrameSink>(
                 if let Api::Kafka(key) = api {
                     metrics.error(key, ResponseError::UnknownServerError.code());
                 }
-                crate::log_limited!(tracing::Level::WARN, key: &(), "closing connection: {reason}");
+                ottla_coordinator_common::log_limited!(tracing::Level::WARN, key: &(), "closing connection: {reason}");
                 failed = true;
                 break;
             }

@@ -324,7 +324,7 @@ impl Acceptor {
             let (stream, peer) = match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    crate::log_limited!(tracing::Level::WARN, key: &service.name, "accept failed: {e}");
+                    ottla_coordinator_common::log_limited!(tracing::Level::WARN, key: &service.name, "accept failed: {e}");
                     tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
                     continue;
                 }

@@ -28,11 +28,11 @@ use ottla_storage::manager::TopicPartition;
 use super::throttle::{is_throttled, ReplicationThrottle, Side};
 use crate::config::keys;
 use crate::dynamic_broker_config::dynamic_or;
-use crate::fetching::{
+use crate::replica::{Partition, ReplicaManager};
+use ottla_coordinator_common::inter_broker::endpoint_of;
+use ottla_fetcher::{
     fetch_loop, fetcher_of, FetchPosition, FetchedPartition, Followup, LeaderEndpoint,
 };
-use crate::inter_broker::endpoint_of;
-use crate::replica::{Partition, ReplicaManager};
 
 const LIST_OFFSETS_VERSION: i16 = 1;
 const EARLIEST_TIMESTAMP: i64 = -2;
@@ -300,7 +300,7 @@ impl LeaderEndpoint for LeaderOfThisCluster {
 
     fn fetch_failed(&self, error: &str) {
         let leader = self.id.leader;
-        crate::log_limited!(
+        ottla_coordinator_common::log_limited!(
             tracing::Level::WARN,
             key: &leader,
             leader,
@@ -341,7 +341,7 @@ fn apply_replicated(
     match result {
         Ok(()) => None,
         Err(e) => {
-            crate::log_limited!(
+            ottla_coordinator_common::log_limited!(
                 tracing::Level::WARN,
                 key: &p.tp,
                 partition = %p.tp,

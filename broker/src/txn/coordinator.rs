@@ -27,10 +27,10 @@ use super::config::{TxnConfig, TRANSACTION_STATE_TOPIC};
 use super::markers::{Marker, Services};
 use super::shard::TxnShard;
 use super::state::{is_epoch_exhausted, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
-use crate::coordinator_shards::LedShards;
 use crate::group::{coordinator_node, partition_for, CoordinatorNode};
-use crate::internal_topics::InternalTopic;
 use crate::replica::{now_ms, ReplicaManager};
+use ottla_coordinator_common::internal_topics::InternalTopic;
+use ottla_coordinator_common::shards::LedShards;
 
 pub struct TxnCoordinator {
     config: TxnConfig,
@@ -151,10 +151,12 @@ impl TxnCoordinator {
         let p = partition_for(transactional_id, self.partition_count(&image));
         let replicas = self.replicas.clone();
         let timeout = self.config.request_timeout;
-        self.shards
-            .get(&image, p, &self.replicas, move |partition| {
-                TxnShard::load(partition, replicas, timeout)
-            })
+        self.shards.get(
+            &image,
+            p,
+            |tp| self.replicas.partition(tp),
+            move |partition| TxnShard::load(partition, replicas, timeout),
+        )
     }
 
     /// Loads partition `p` unless it is loaded already. Transactions it left
@@ -162,9 +164,11 @@ impl TxnCoordinator {
     fn load(&self, p: i32) -> Result<Arc<TxnShard>, ResponseError> {
         let replicas = self.replicas.clone();
         let timeout = self.config.request_timeout;
-        self.shards.load(p, &self.replicas, move |partition| {
-            TxnShard::load(partition, replicas, timeout)
-        })
+        self.shards.load(
+            p,
+            |tp| self.replicas.partition(tp),
+            move |partition| TxnShard::load(partition, replicas, timeout),
+        )
     }
 
     fn shards(&self) -> Vec<Arc<TxnShard>> {
@@ -391,7 +395,7 @@ impl TxnCoordinator {
         }
         let next = meta.prepare_complete(now);
         if let Err(e) = shard.persist(meta, next, now) {
-            crate::log_limited!(
+            ottla_coordinator_common::log_limited!(
                 tracing::Level::WARN,
                 key: &(),
                 transactional_id = %meta.transactional_id,

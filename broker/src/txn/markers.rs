@@ -24,9 +24,9 @@ use ottla_storage::producer_state::AppendOrigin;
 use tracing::warn;
 
 use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
-use crate::inter_broker::{BrokerClients, Lane};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
+use ottla_coordinator_common::inter_broker::{BrokerClients, Lane};
 
 const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 
@@ -145,7 +145,7 @@ impl Services<'_> {
         ) {
             Ok(r) => r,
             Err(e) => {
-                crate::log_limited!(
+                ottla_coordinator_common::log_limited!(
                     tracing::Level::WARN,
                     key: &leader,
                     leader,
@@ -242,7 +242,7 @@ impl Services<'_> {
                     | ResponseError::CorruptMessage
             );
         if retry {
-            crate::log_limited!(
+            ottla_coordinator_common::log_limited!(
                 tracing::Level::WARN,
                 key: &tp,
                 partition = %tp,

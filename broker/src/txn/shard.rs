@@ -17,8 +17,8 @@ use tracing::{info, warn};
 
 use super::records::{decode_key, decode_value, encode_key, encode_value};
 use super::state::TxnMetadata;
-use crate::coordinator_shards::replay_records;
 use crate::replica::{Partition, ReplicaManager};
+use ottla_coordinator_common::shards::replay_records;
 
 pub type SharedTxn = Arc<Mutex<TxnMetadata>>;
 
@@ -34,7 +34,7 @@ pub struct TxnShard {
 }
 
 /// Transaction requests never wait on the shard.
-impl crate::coordinator_shards::Unload for TxnShard {}
+impl ottla_coordinator_common::shards::Unload for TxnShard {}
 
 impl TxnShard {
     /// Reads the partition's log from its start to its end: the latest
@@ -45,7 +45,7 @@ impl TxnShard {
         timeout: Duration,
     ) -> anyhow::Result<Self> {
         let mut txns: HashMap<String, TxnMetadata> = HashMap::new();
-        replay_records(&partition, |key, value| {
+        replay_records(&*partition, |key, value| {
             let Some(id) = decode_key(key)? else {
                 return Ok(());
             };
@@ -148,7 +148,7 @@ impl TxnShard {
             AppendOrigin::Coordinator,
         );
         if o.error.code() != 0 {
-            crate::log_limited!(
+            ottla_coordinator_common::log_limited!(
                 tracing::Level::WARN,
                 key: &self.partition.tp,
                 partition = %self.partition.tp,

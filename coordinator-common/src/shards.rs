@@ -17,7 +17,7 @@ use ottla_storage::manager::TopicPartition;
 use parking_lot::RwLock;
 use tracing::{error, info};
 
-use crate::replica::{Partition, ReplicaManager};
+use crate::partition_writer::HostedPartition;
 
 /// What a shard does when this broker stops coordinating its partition.
 pub trait Unload {
@@ -63,14 +63,14 @@ impl<S: Unload> LedShards<S> {
     }
 
     /// Shard `p`: NOT_COORDINATOR unless this broker leads the partition,
-    /// COORDINATOR_LOAD_IN_PROGRESS while its log is not open here yet;
+    /// COORDINATOR_LOAD_IN_PROGRESS while `find` does not host it yet;
     /// built by `load` from the partition on first use.
-    pub fn get(
+    pub fn get<P>(
         &self,
         image: &MetadataImage,
         p: i32,
-        replicas: &ReplicaManager,
-        load: impl FnOnce(Arc<Partition>) -> anyhow::Result<S>,
+        find: impl FnOnce(&TopicPartition) -> Option<P>,
+        load: impl FnOnce(P) -> anyhow::Result<S>,
     ) -> Result<Arc<S>, ResponseError> {
         if !self.leads(image, p) || self.closed.load(Ordering::Acquire) {
             self.unload(p, "leadership moved");
@@ -79,15 +79,15 @@ impl<S: Unload> LedShards<S> {
         if let Some(shard) = self.shards.read().get(&p) {
             return Ok(shard.clone());
         }
-        self.load(p, replicas, load)
+        self.load(p, find, load)
     }
 
     /// Loads shard `p` unless it is loaded already.
-    pub fn load(
+    pub fn load<P>(
         &self,
         p: i32,
-        replicas: &ReplicaManager,
-        load: impl FnOnce(Arc<Partition>) -> anyhow::Result<S>,
+        find: impl FnOnce(&TopicPartition) -> Option<P>,
+        load: impl FnOnce(P) -> anyhow::Result<S>,
     ) -> Result<Arc<S>, ResponseError> {
         let mut shards = self.shards.write();
         if self.closed.load(Ordering::Acquire) {
@@ -96,8 +96,7 @@ impl<S: Unload> LedShards<S> {
         if let Some(shard) = shards.get(&p) {
             return Ok(shard.clone());
         }
-        let partition = replicas
-            .partition(&TopicPartition::new(self.topic, p))
+        let partition = find(&TopicPartition::new(self.topic, p))
             .ok_or(ResponseError::CoordinatorLoadInProgress)?;
         let shard = Arc::new(load(partition).map_err(|e| {
             error!(topic = self.topic, partition = p, error = %e, "could not load a coordinator partition");
@@ -155,27 +154,27 @@ const REPLAY_READ_BYTES: usize = 1 << 20;
 /// every data record's key and value (None: tombstone) to `apply` in log
 /// order; control batches are skipped. Blocking I/O.
 pub fn replay_records(
-    partition: &Partition,
+    partition: &dyn HostedPartition,
     mut apply: impl FnMut(&[u8], Option<&[u8]>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let (mut offset, end) = {
-        let log = partition.log.read();
+        let log = partition.log().read();
         (log.log_start_offset(), log.log_end_offset())
     };
     while offset < end {
         let slice = partition
-            .log
+            .log()
             .read()
             .read(offset, REPLAY_READ_BYTES, FetchIsolation::LogEnd, true)
-            .with_context(|| format!("reading {} at offset {offset}", partition.tp))?
+            .with_context(|| format!("reading {} at offset {offset}", partition.tp()))?
             .slice;
         let Some(slice) = slice else { break };
         let bytes = slice
             .read()
-            .with_context(|| format!("reading {}", partition.tp))?;
+            .with_context(|| format!("reading {}", partition.tp()))?;
         let before = offset;
         for batch in BatchIter::new(&bytes) {
-            let batch = batch.with_context(|| format!("a batch of {}", partition.tp))?;
+            let batch = batch.with_context(|| format!("a batch of {}", partition.tp()))?;
             offset = offset.max(batch.next_offset());
             if batch.is_control() {
                 continue;
@@ -191,7 +190,7 @@ pub fn replay_records(
             })?;
             if let Some(e) = failure {
                 return Err(e).with_context(|| {
-                    format!("{} near offset {}", partition.tp, batch.base_offset())
+                    format!("{} near offset {}", partition.tp(), batch.base_offset())
                 });
             }
         }
