@@ -26,10 +26,12 @@ use crate::features;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
 use crate::log_config::TopicConfigResolver;
-use crate::mirroring::epoch_bumps::EpochBumps;
-use crate::mirroring::fetcher::MirrorFetchers;
-use crate::mirroring::state_store::MirrorStateStore;
-use crate::mirroring::{MirrorManager, MirrorServices};
+use ottla_mirror::runtime::epoch_bumps::EpochBumps;
+use ottla_mirror::runtime::fetcher::MirrorFetchers;
+use ottla_mirror::runtime::state_store::MirrorStateStore;
+use ottla_mirror::runtime::{sync as mirror_sync, MirrorManager, MirrorServices};
+
+use crate::mirroring::GroupsOnListener;
 use crate::producer_ids::ProducerIdManager;
 use crate::quotas::ClientQuotaManager;
 use crate::replica::{now_ms, IsrChange, ReplicaManager};
@@ -110,7 +112,7 @@ pub struct Broker {
     pub configs: Arc<TopicConfigResolver>,
     pub fetch_sessions: FetchSessionCache,
     pub producer_ids: ProducerIdManager,
-    pub groups: GroupCoordinator,
+    pub groups: Arc<GroupCoordinator>,
     pub txns: TxnCoordinator,
     pub mirrors: MirrorManager,
     pub client_quotas: ClientQuotaManager,
@@ -160,12 +162,12 @@ impl Broker {
         controller.block_on(register(&controller, &settings, incarnation));
         replicas.apply_image(&controller.image());
         features::publish(&settings.finalized_features, &controller.image());
-        let groups = GroupCoordinator::open(
+        let groups = Arc::new(GroupCoordinator::open(
             settings.node_id,
             &settings.static_configs,
             controller.clone(),
             replicas.clone(),
-        );
+        ));
         let producer_ids = ProducerIdManager::new(controller.clone(), settings.node_id);
         let replication_throttle = Arc::new(ReplicationThrottle::new(
             settings.node_id,
@@ -187,6 +189,10 @@ impl Broker {
             controller: controller.clone(),
             replicas: replicas.clone(),
             brokers: brokers.clone(),
+            groups: Arc::new(GroupsOnListener {
+                groups: groups.clone(),
+                listener: settings.replica_fetch.listener.clone(),
+            }),
             epoch_bumps: EpochBumps::start(controller.clone(), settings.node_id),
             state_writes: Default::default(),
             images_applied: tokio::sync::watch::channel(0).0,
@@ -268,8 +274,8 @@ impl Broker {
         let mut producer_expiry =
             tokio::time::interval(self.settings.producer_expiration_check_interval);
         let mut group_timers = tokio::time::interval(GroupCoordinator::TICK_INTERVAL);
-        let mut mirror_sync = tokio::time::interval(crate::mirroring::sync::TICK);
-        let sync_schedule = Arc::new(crate::mirroring::sync::SyncSchedule::default());
+        let mut mirror_sync_tick = tokio::time::interval(mirror_sync::TICK);
+        let sync_schedule = Arc::new(mirror_sync::SyncSchedule::default());
         loop {
             tokio::select! {
                 _ = shutdown.changed() => break,
@@ -288,7 +294,7 @@ impl Broker {
                 _ = retention.tick() => self.blocking(|b| { b.replicas.logs().run_retention(now_ms()); }).await,
                 _ = flush.tick() => self.blocking(|b| b.replicas.logs().run_time_flush(now_ms())).await,
                 _ = producer_expiry.tick() => self.blocking(Broker::expire_producers).await,
-                _ = mirror_sync.tick() => crate::mirroring::sync::run_due(&self, &sync_schedule),
+                _ = mirror_sync_tick.tick() => mirror_sync::run_due(self.mirrors.services(), &sync_schedule),
                 _ = group_timers.tick() => self.blocking(|b| b.groups.tick(now_ms())).await,
                 _ = checkpoint.tick() => self.blocking(|b| {
                     if let Err(e) = b.replicas.logs().checkpoint() {

@@ -1,5 +1,5 @@
-//! Cluster mirroring (KIP-1279): the parts of the mirror logic that need no
-//! network and no broker, so they can be tested alone.
+//! Cluster mirroring (KIP-1279). The rules first, which need no network
+//! and no broker, so they can be tested alone:
 //!
 //! - [`state`]: the mirror partition state machine and its valid transitions.
 //! - [`name`]: mirror names and the `mirror.name` topic binding.
@@ -13,6 +13,9 @@
 //! - [`discard`]: when re-adding a stopped topic would discard local
 //!   writes the source cannot vouch for, and the refusal that says how many.
 //! - [`cli`]: `ottla mirrors`, the admin command line for mirrors.
+//!
+//! Then [`runtime`], which runs them on a destination broker behind narrow
+//! traits for the broker's replica manager and group coordinators.
 
 pub mod cli;
 pub mod config;
@@ -20,5 +23,6 @@ pub mod discard;
 pub mod name;
 pub mod partitioning;
 pub mod records;
+pub mod runtime;
 pub mod state;
 pub mod truncation;

@@ -22,7 +22,7 @@ use ottla_controller::acls::{operation, resource};
 use ottla_controller::mirrors::{MirrorTopic as ControllerMirrorTopic, MirrorTopicOp};
 use ottla_controller::ControllerError;
 use ottla_mirror::config::{ConfigError, MirrorConfig};
-use ottla_mirror::records::{LastMirroredEpochValue, MirrorPartitionKey, PartitionStateValue};
+use ottla_mirror::records::MirrorPartitionKey;
 use ottla_mirror::state::MirrorPartitionState;
 use ottla_protocol::mirror::admin::{
     CreateMirrorRequest, CreateMirrorResponse, DeleteMirrorRequest, DeleteMirrorResponse,
@@ -37,20 +37,19 @@ use ottla_protocol::mirror::errors::{self, MIRROR_AUTHORIZATION_FAILED};
 use ottla_protocol::mirror::states::{
     ReadMirrorStatesPartitionResult, ReadMirrorStatesRequest, ReadMirrorStatesResponse,
     ReadMirrorStatesTopicResult, WriteMirrorStatesPartitionResult, WriteMirrorStatesRequest,
-    WriteMirrorStatesResponse, WriteMirrorStatesTopicResult, NO_EPOCH, UNKNOWN_STATE,
+    WriteMirrorStatesResponse, WriteMirrorStatesTopicResult, NO_EPOCH,
 };
 use ottla_protocol::mirror::topics::{MirrorTopic, MirrorTopicResult};
 use ottla_protocol::mirror::{topics, MirrorApiKey, MirrorMessage};
 use tracing::info;
 
-use super::readd;
-use super::source::SourceCluster;
-use super::state_store::StoredState;
-use super::state_writes::StateWrite;
 use crate::broker::Broker;
 use crate::handlers::broker_apis::BrokerSlot;
 use crate::network::{MirrorHandlerFuture, RequestContext, RequestHandler};
 use crate::security::authorizer::Access;
+use ottla_mirror::runtime::source::SourceCluster;
+use ottla_mirror::runtime::state_writes::StateWrite;
+use ottla_mirror::runtime::{describe, readd, topics_of};
 
 /// Serves the mirror APIs on the broker listeners.
 pub struct MirrorApis {
@@ -179,11 +178,11 @@ impl RequestHandler for MirrorApis {
                     DescribeMirrorsRequest,
                     |_r| true,
                     |_| unreachable!("describing is filtered, never refused"),
-                    |b, r: DescribeMirrorsRequest| {
+                    |b: Arc<Broker>, r: DescribeMirrorsRequest| {
                         let access = Arc::clone(&access);
                         async move {
                             let named = r.mirror_names.is_some();
-                            let mut described = super::describe::describe_mirrors(b, r).await;
+                            let mut described = describe::describe_mirrors(&b.mirrors, r).await;
                             let may = |name: &str| {
                                 may_on_mirror(
                                     &access,
@@ -386,7 +385,7 @@ async fn delete_mirror(b: Arc<Broker>, r: DeleteMirrorRequest) -> DeleteMirrorRe
 
 /// The topics bound to `mirror` (in any state), by name.
 fn bound_topics(image: &ottla_controller::MetadataImage, mirror: &str) -> Vec<String> {
-    super::topics_of(image, mirror)
+    topics_of(image, mirror)
         .into_iter()
         .map(|(topic, _)| topic)
         .collect()
@@ -504,7 +503,14 @@ async fn change_readable_topics(
                     let refusal = if discard_local_writes {
                         Ok(None)
                     } else {
-                        readd::discard_refusal(&b, &source, &t.name, found.id, partitions).await
+                        readd::discard_refusal(
+                            b.mirrors.services(),
+                            &source,
+                            &t.name,
+                            found.id,
+                            partitions,
+                        )
+                        .await
                     };
                     match refusal {
                         Ok(None) => topics.push(ControllerMirrorTopic {
@@ -591,41 +597,6 @@ async fn change_readable_topics(
         .filter_map(|t| by_name.get(&t.name).cloned())
         .collect();
     (0, None, answers)
-}
-
-/// A Read/WriteMirrorStates answer from the coordinator's store, as the
-/// driver of a partition reads it.
-pub(super) fn stored_from_read(p: &ReadMirrorStatesPartitionResult) -> Result<StoredState, String> {
-    if p.error_code != 0 {
-        return Err(format!(
-            "ReadMirrorStates answered error code {}",
-            p.error_code
-        ));
-    }
-    let state = if p.state == UNKNOWN_STATE {
-        None
-    } else {
-        Some(
-            PartitionStateValue {
-                state: MirrorPartitionState::from_wire_value(p.state).map_err(|e| e.to_string())?,
-                previous_state: MirrorPartitionState::from_wire_value(p.previous_state)
-                    .map_err(|e| e.to_string())?,
-                leader_epoch: p.leader_epoch,
-                error_message: p.error_message.clone(),
-                unknown_tagged_fields: Default::default(),
-            }
-            .with_failover(p.failover().as_ref()),
-        )
-    };
-    let last_mirrored_epoch = (p.last_mirrored_epoch != NO_EPOCH).then(|| LastMirroredEpochValue {
-        leader_epoch: p.leader_epoch,
-        last_mirrored_epoch: p.last_mirrored_epoch,
-        unknown_tagged_fields: Default::default(),
-    });
-    Ok(StoredState {
-        state,
-        last_mirrored_epoch,
-    })
 }
 
 fn read_states_refused(r: ReadMirrorStatesRequest) -> ReadMirrorStatesResponse {

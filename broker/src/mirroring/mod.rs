@@ -1,37 +1,60 @@
-//! Cluster mirroring on the broker (KIP-1279): the mirror APIs, the
-//! `__mirror_state` coordinator, the manager that drives each led mirror
-//! partition through its states, and the fetcher that copies a source
-//! partition byte for byte. The state machine, records, configs and
-//! truncation rules they follow are the `ottla-mirror` crate's.
+//! Cluster mirroring on the broker (KIP-1279): the mirror APIs' handlers,
+//! and the broker's side of the runtime's traits. The runtime itself (the
+//! manager, fetchers, state store, syncs) is `ottla_mirror::runtime`.
 
 pub mod apis;
-pub mod configs;
-mod describe;
-pub mod epoch_bumps;
-pub mod failover;
-pub mod fetcher;
-pub mod manager;
-mod readd;
-pub mod source;
-pub mod state_store;
-pub mod state_writes;
-pub mod stats;
-pub mod sync;
 
-pub use manager::{MirrorManager, MirrorServices};
+#[cfg(test)]
+mod tests;
 
-use ottla_controller::MetadataImage;
-use ottla_mirror::name::{MirrorBinding, RequestedMirroring};
+use std::sync::Arc;
+use std::time::Instant;
 
-/// The topics bound to `mirror` (in any state), with what was last asked
-/// of each, in name order.
-pub fn topics_of(image: &MetadataImage, mirror: &str) -> Vec<(String, RequestedMirroring)> {
-    image
-        .topic_ids
-        .keys()
-        .filter_map(|t| {
-            let binding = MirrorBinding::parse(image.mirror_binding(t)?).ok()?;
-            (binding.mirror.as_str() == mirror).then(|| (t.clone(), binding.requested))
-        })
-        .collect()
+use ottla_mirror::runtime::{GroupCoordinators, MirrorReplicas};
+use ottla_storage::log::AppendInfo;
+use ottla_storage::manager::TopicPartition;
+
+use crate::group::GroupCoordinator;
+use crate::replica::ReplicaManager;
+
+impl MirrorReplicas for ReplicaManager {
+    fn append_mirrored(&self, tp: &TopicPartition, records: &[u8]) -> Result<AppendInfo, String> {
+        let partition = self
+            .partition(tp)
+            .ok_or_else(|| format!("{tp} is no longer hosted on this broker"))?;
+        ReplicaManager::append_mirrored(self, &partition, records).map_err(|e| e.to_string())
+    }
+
+    fn set_mirror_stopped(&self, tp: &TopicPartition, stopped: bool) {
+        if let Some(partition) = self.partition(tp) {
+            partition.set_mirror_stopped(stopped);
+        }
+    }
+
+    fn followers_within(
+        &self,
+        tp: &TopicPartition,
+        end: i64,
+        since: Instant,
+        all_replicas: bool,
+    ) -> bool {
+        self.partition(tp)
+            .is_some_and(|p| ReplicaManager::followers_within(self, &p, end, since, all_replicas))
+    }
+}
+
+/// The group coordinators, as the mirror's group sync finds them: by the
+/// address on the inter-broker listener.
+pub struct GroupsOnListener {
+    pub groups: Arc<GroupCoordinator>,
+    pub listener: String,
+}
+
+impl GroupCoordinators for GroupsOnListener {
+    fn coordinator_of(&self, group: &str) -> Result<i32, String> {
+        self.groups
+            .find(group, &self.listener)
+            .map(|node| node.node_id)
+            .map_err(|e| format!("{e:?}"))
+    }
 }

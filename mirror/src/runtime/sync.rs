@@ -23,14 +23,14 @@ use ottla_controller::acls::Acl;
 use ottla_controller::mirrors::{MirrorTopic, MirrorTopicOp};
 use ottla_controller::records::{is_mirror_binding_config, CONFIG_RESOURCE_TOPIC};
 use ottla_controller::{AlterOp, MetadataImage};
-use ottla_mirror::config::{AclBinding, MirrorConfig};
-use ottla_mirror::name::RequestedMirroring;
 use ottla_storage::manager::TopicPartition;
 use parking_lot::Mutex;
 use tracing::{debug, info, warn};
 
 use super::source::{SourceCluster, SourceOffset};
-use crate::broker::Broker;
+use super::MirrorServices;
+use crate::config::{AclBinding, MirrorConfig};
+use crate::name::RequestedMirroring;
 
 const OFFSET_COMMIT_VERSION: i16 = 8;
 const LIST_OFFSETS_VERSION: i16 = 1;
@@ -63,14 +63,14 @@ fn mirrored_topics(image: &MetadataImage, mirror: &str) -> Vec<String> {
         .collect()
 }
 
-/// Starts the syncs that are due. Call periodically on every broker.
-pub fn run_due(broker: &Arc<Broker>, schedule: &Arc<SyncSchedule>) {
-    let image = broker.controller.image();
-    if !owns_sync(&image, broker.node_id()) {
+/// Starts the syncs that are due. Call periodically on every services.
+pub fn run_due(services: &Arc<MirrorServices>, schedule: &Arc<SyncSchedule>) {
+    let image = services.controller.image();
+    if !owns_sync(&image, services.node_id) {
         return;
     }
     for (mirror, _) in image.mirrors() {
-        let Ok(config) = broker.mirrors.services().configs.get(&image, mirror) else {
+        let Ok(config) = services.configs.get(&image, mirror) else {
             continue;
         };
         if mirrored_topics(&image, mirror).is_empty() && config.topics.include.is_empty() {
@@ -91,12 +91,12 @@ pub fn run_due(broker: &Arc<Broker>, schedule: &Arc<SyncSchedule>) {
                 continue;
             }
             schedule.last.lock().insert(key.clone(), Instant::now());
-            let (broker, schedule, config) = (broker.clone(), schedule.clone(), config.clone());
+            let (services, schedule, config) = (services.clone(), schedule.clone(), config.clone());
             tokio::spawn(async move {
                 let result = match kind {
-                    SyncKind::Metadata => sync_metadata(&broker, &config).await,
-                    SyncKind::Groups => sync_groups(&broker, &config).await,
-                    SyncKind::Acls => sync_acls(&broker, &config).await,
+                    SyncKind::Metadata => sync_metadata(&services, &config).await,
+                    SyncKind::Groups => sync_groups(&services, &config).await,
+                    SyncKind::Acls => sync_acls(&services, &config).await,
                 };
                 if let Err(e) = result {
                     warn!(mirror = %config.name, ?kind, error = %e, "mirror sync failed; retrying next interval");
@@ -107,21 +107,24 @@ pub fn run_due(broker: &Arc<Broker>, schedule: &Arc<SyncSchedule>) {
     }
 }
 
-fn source_of(broker: &Broker, config: &MirrorConfig) -> Result<SourceCluster, String> {
+fn source_of(services: &MirrorServices, config: &MirrorConfig) -> Result<SourceCluster, String> {
     SourceCluster::new(
         config,
-        format!("ottla-mirror-sync-{}-{}", config.name, broker.node_id()),
+        format!("ottla-mirror-sync-{}-{}", config.name, services.node_id),
     )
 }
 
 /// New source topics the mirror's `mirror.topics.include` selects, topics
 /// deleted on the source, topic configs and partition counts.
-async fn sync_metadata(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<(), String> {
-    let source = source_of(broker, config)?;
+async fn sync_metadata(
+    services: &Arc<MirrorServices>,
+    config: &MirrorConfig,
+) -> Result<(), String> {
+    let source = source_of(services, config)?;
     if !config.topics.include.is_empty() {
-        add_new_topics(broker, config, &source).await?;
+        add_new_topics(services, config, &source).await?;
     }
-    let image = broker.controller.image();
+    let image = services.controller.image();
     for topic in mirrored_topics(&image, config.name.as_str()) {
         let Some((found, _)) = source.topic(&topic).await? else {
             // As the seeds say: a topic deleted on the source stops
@@ -130,7 +133,7 @@ async fn sync_metadata(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<()
                 topic,
                 "the topic is gone from the source: removing it from the mirror"
             );
-            change_topics(broker, config, MirrorTopicOp::Remove, vec![(topic, None)]).await?;
+            change_topics(services, config, MirrorTopicOp::Remove, vec![(topic, None)]).await?;
             continue;
         };
         let ours = image
@@ -144,7 +147,7 @@ async fn sync_metadata(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<()
                 to = count,
                 "the source added partitions: expanding the mirror topic"
             );
-            broker
+            services
                 .controller
                 .create_partitions(&name, count, None, false)
                 .await
@@ -187,7 +190,7 @@ async fn sync_metadata(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<()
             "syncing topic configs from the source"
         );
         let name = topic.clone();
-        broker
+        services
             .controller
             .alter_configs(CONFIG_RESOURCE_TOPIC, &name, &changes, false, false)
             .await
@@ -199,11 +202,11 @@ async fn sync_metadata(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<()
 /// Binds the source topics the include filter selects that are not bound
 /// to any mirror here yet.
 async fn add_new_topics(
-    broker: &Arc<Broker>,
+    services: &Arc<MirrorServices>,
     config: &MirrorConfig,
     source: &SourceCluster,
 ) -> Result<(), String> {
-    let image = broker.controller.image();
+    let image = services.controller.image();
     let new: Vec<(String, Option<(uuid::Uuid, i32)>)> = source
         .topics()
         .await?
@@ -215,12 +218,12 @@ async fn add_new_topics(
         return Ok(());
     }
     info!(mirror = %config.name, topics = ?new.iter().map(|(n, _)| n).collect::<Vec<_>>(), "mirroring new source topics");
-    change_topics(broker, config, MirrorTopicOp::Add, new).await
+    change_topics(services, config, MirrorTopicOp::Add, new).await
 }
 
 /// Applies `op` to topics of the mirror through the controller.
 async fn change_topics(
-    broker: &Arc<Broker>,
+    services: &Arc<MirrorServices>,
     config: &MirrorConfig,
     op: MirrorTopicOp,
     topics: Vec<(String, Option<(uuid::Uuid, i32)>)>,
@@ -234,7 +237,7 @@ async fn change_topics(
             discard_local_writes: false,
         })
         .collect();
-    let results = broker
+    let results = services
         .controller
         .change_mirror_topics(&mirror, op, &topics)
         .await;
@@ -250,9 +253,9 @@ async fn change_topics(
 /// active member here (a commit from outside a live group is refused by
 /// its coordinator, which is exactly that rule), clamped to this cluster's
 /// log range.
-async fn sync_groups(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<(), String> {
-    let source = source_of(broker, config)?;
-    let image = broker.controller.image();
+async fn sync_groups(services: &Arc<MirrorServices>, config: &MirrorConfig) -> Result<(), String> {
+    let source = source_of(services, config)?;
+    let image = services.controller.image();
     let topics: HashSet<String> = mirrored_topics(&image, config.name.as_str())
         .into_iter()
         .collect();
@@ -273,7 +276,7 @@ async fn sync_groups(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<(), 
         if offsets.is_empty() {
             continue;
         }
-        if let Err(e) = commit_offsets(broker, &group, offsets).await {
+        if let Err(e) = commit_offsets(services, &group, offsets).await {
             debug!(group, error = %e, "group offsets not synced (active here, or not ready)");
         }
     }
@@ -281,14 +284,14 @@ async fn sync_groups(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<(), 
 }
 
 async fn commit_offsets(
-    broker: &Arc<Broker>,
+    services: &Arc<MirrorServices>,
     group: &str,
     offsets: Vec<SourceOffset>,
 ) -> Result<(), String> {
     let mut by_topic: BTreeMap<String, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
     for o in offsets {
         let tp = TopicPartition::new(o.topic.clone(), o.partition);
-        let Some((start, end)) = log_range(broker, &tp).await else {
+        let Some((start, end)) = log_range(services, &tp).await else {
             continue;
         };
         by_topic.entry(o.topic).or_default().push(
@@ -302,10 +305,7 @@ async fn commit_offsets(
     if by_topic.is_empty() {
         return Ok(());
     }
-    let coordinator = broker
-        .groups
-        .find(group, &broker.settings.replica_fetch.listener)
-        .map_err(|e| format!("{e:?}"))?;
+    let coordinator = services.groups.coordinator_of(group)?;
     let request = OffsetCommitRequest::default()
         .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
         .with_generation_id_or_member_epoch(-1)
@@ -320,9 +320,9 @@ async fn commit_offsets(
                 })
                 .collect(),
         );
-    let response = broker
+    let response = services
         .brokers
-        .send(coordinator.node_id, OFFSET_COMMIT_VERSION, &request)
+        .send(coordinator, OFFSET_COMMIT_VERSION, &request)
         .await?;
     let refused: Vec<i16> = response
         .topics
@@ -338,17 +338,18 @@ async fn commit_offsets(
 }
 
 /// A destination partition's (log start, high watermark), from its leader.
-async fn log_range(broker: &Arc<Broker>, tp: &TopicPartition) -> Option<(i64, i64)> {
-    let leader = broker
+async fn log_range(services: &Arc<MirrorServices>, tp: &TopicPartition) -> Option<(i64, i64)> {
+    let leader = services
         .controller
         .image()
         .topic_by_name(&tp.topic)?
         .partitions
         .get(&tp.partition)?
         .leader;
-    if leader == broker.node_id() {
-        let (start, _, high_watermark, _) = broker.replicas.offsets(tp)?;
-        return Some((start, high_watermark));
+    if leader == services.node_id {
+        let partition = services.replicas.hosted_partition(tp)?;
+        let log = partition.log().read();
+        return Some((log.log_start_offset(), log.high_watermark()));
     }
     let ask = |timestamp: i64| {
         ListOffsetsRequest::default()
@@ -361,7 +362,7 @@ async fn log_range(broker: &Arc<Broker>, tp: &TopicPartition) -> Option<(i64, i6
     };
     let mut range = [0i64; 2];
     for (slot, timestamp) in range.iter_mut().zip([-2, -1]) {
-        let response = broker
+        let response = services
             .brokers
             .send(leader, LIST_OFFSETS_VERSION, &ask(timestamp))
             .await
@@ -382,8 +383,8 @@ static NO_SOURCE_AUTHORIZER: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new(
 
 /// ACLs the mirror's rules select that this cluster lacks are created
 /// (the sync adds; it never deletes ACLs made here).
-async fn sync_acls(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<(), String> {
-    let source = source_of(broker, config)?;
+async fn sync_acls(services: &Arc<MirrorServices>, config: &MirrorConfig) -> Result<(), String> {
+    let source = source_of(services, config)?;
     let Some(acls) = source.acls().await? else {
         // A source without an authorizer has no ACLs to sync: said once.
         if NO_SOURCE_AUTHORIZER.lock().insert(config.name.to_string()) {
@@ -392,7 +393,7 @@ async fn sync_acls(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<(), St
         return Ok(());
     };
     NO_SOURCE_AUTHORIZER.lock().remove(config.name.as_str());
-    let image = broker.controller.image();
+    let image = services.controller.image();
     let missing: Vec<Acl> = acls
         .into_iter()
         .filter(|acl| {
@@ -414,7 +415,7 @@ async fn sync_acls(broker: &Arc<Broker>, config: &MirrorConfig) -> Result<(), St
         return Ok(());
     }
     info!(mirror = %config.name, acls = missing.len(), "syncing ACLs from the source");
-    let results = broker.controller.create_acls(&missing).await;
+    let results = services.controller.create_acls(&missing).await;
     match results.into_iter().find_map(Result::err) {
         None => Ok(()),
         Some(e) => Err(e.to_string()),

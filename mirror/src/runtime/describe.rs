@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ottla_controller::MetadataImage;
-use ottla_mirror::state::MirrorPartitionState;
+use ottla_coordinator_common::partition_writer::now_ms;
 use ottla_protocol::mirror::admin::{
     DescribeMirrorsRequest, DescribeMirrorsResponse, DescribedMirror, DescribedMirrorPartition,
     DescribedMirrorTopic,
@@ -29,11 +29,10 @@ use ottla_storage::manager::TopicPartition;
 use uuid::Uuid;
 
 use super::failover;
-use super::manager::MirrorPartition;
+use super::manager::{MirrorManager, MirrorPartition};
 use super::source::SourceCluster;
 use super::topics_of;
-use crate::broker::Broker;
-use crate::replica::now_ms;
+use crate::state::MirrorPartitionState;
 
 /// How long a describe waits for the source's high watermarks; past it,
 /// the figures last fetched are shown with their age.
@@ -64,13 +63,13 @@ impl Located {
     }
 }
 
-pub(super) async fn describe_mirrors(
-    b: Arc<Broker>,
+pub async fn describe_mirrors(
+    m: &MirrorManager,
     r: DescribeMirrorsRequest,
 ) -> DescribeMirrorsResponse {
     let leader_only = r.leader_only();
     let plan = r.failover_plan();
-    let image = b.controller.image();
+    let image = m.services().controller.image();
     let names: Vec<String> = match r.mirror_names {
         Some(names) => names,
         None => image.mirrors().map(|(name, _)| name.to_string()).collect(),
@@ -78,7 +77,7 @@ pub(super) async fn describe_mirrors(
     let (known, unknown): (Vec<String>, Vec<String>) = names
         .into_iter()
         .partition(|name| image.mirror_configs(name).is_some());
-    let node_id = b.mirrors.services().node_id;
+    let node_id = m.services().node_id;
     let located: Vec<Located> = locate(&image, &known)
         .into_iter()
         .filter(|p| !leader_only || p.leader == node_id)
@@ -92,15 +91,15 @@ pub(super) async fn describe_mirrors(
         .filter(|&l| l >= 0)
         .collect();
     let (mut described, gathered) = tokio::join!(
-        describe_led(&b, &mine, plan),
-        gather(&b, &known, leaders, plan)
+        describe_led(m, &mine, plan),
+        gather(m, &known, leaders, plan)
     );
     described.extend(gathered);
     let unanswered: Vec<&Located> = located
         .iter()
         .filter(|p| !described.contains_key(&p.key()))
         .collect();
-    described.extend(describe_stored(&b, &unanswered).await);
+    described.extend(describe_stored(m, &unanswered).await);
 
     let mut mirrors: Vec<DescribedMirror> = unknown
         .into_iter()
@@ -181,7 +180,7 @@ fn assemble(
 
 /// Asks each of `leaders` for the partitions of `mirrors` it leads.
 async fn gather(
-    b: &Arc<Broker>,
+    m: &MirrorManager,
     mirrors: &[String],
     leaders: BTreeSet<i32>,
     plan: bool,
@@ -194,7 +193,7 @@ async fn gather(
     .with_failover_plan(plan);
     let mut asking = tokio::task::JoinSet::new();
     for leader in leaders {
-        let brokers = b.mirrors.services().brokers.clone();
+        let brokers = m.services().brokers.clone();
         let request = request.clone();
         asking.spawn(async move { brokers.send_mirror(leader, &request).await });
     }
@@ -220,22 +219,19 @@ async fn gather(
 /// current high watermarks (and, if `plan`, what failover would do); from
 /// the stored state when no driver runs.
 async fn describe_led(
-    b: &Arc<Broker>,
+    m: &MirrorManager,
     led: &[&Located],
     plan: bool,
 ) -> HashMap<PartitionKey, DescribedMirrorPartition> {
     let mut driven: BTreeMap<&str, Vec<(&Located, Arc<MirrorPartition>)>> = BTreeMap::new();
     let mut undriven = Vec::new();
     for &p in led {
-        match b
-            .mirrors
-            .partition(&TopicPartition::new(p.topic.clone(), p.partition))
-        {
+        match m.partition(&TopicPartition::new(p.topic.clone(), p.partition)) {
             Some(run) => driven.entry(p.mirror.as_str()).or_default().push((p, run)),
             None => undriven.push(p),
         }
     }
-    let mut described = describe_stored(b, &undriven).await;
+    let mut described = describe_stored(m, &undriven).await;
     for (mirror, runs) in driven {
         // Only figures the fetch loop cannot vouch for: a PAUSED partition,
         // a MIRRORING one whose session answer is old. (A partition still
@@ -256,24 +252,25 @@ async fn describe_led(
         let source_ends = if stale.is_empty() {
             HashMap::new()
         } else {
-            ask_source(b, mirror, &stale).await
+            ask_source(m, mirror, &stale).await
         };
         let policy = plan
             .then(|| {
-                let image = b.controller.image();
-                let config = b.mirrors.services().configs.get(&image, mirror);
+                let image = m.services().controller.image();
+                let config = m.services().configs.get(&image, mirror);
                 config.ok().map(|c| c.open_transactions_at_stop)
             })
             .flatten();
         for (p, run) in runs {
             let tp = TopicPartition::new(p.topic.clone(), p.partition);
             let source_end = source_ends.get(&(p.topic.clone(), p.partition)).copied();
-            let mut partition = describe_driven(b, &tp, &run, source_end);
+            let mut partition = describe_driven(m, &tp, &run, source_end);
             if let Some(policy) = policy.filter(|_| partition.failover().is_none()) {
-                let planned = b
+                let planned = m
+                    .services()
                     .replicas
-                    .partition(&tp)
-                    .map(|replica| failover::plan(&replica.log.read(), policy, now_ms()).0);
+                    .hosted_partition(&tp)
+                    .map(|replica| failover::plan(&replica.log().read(), policy, now_ms()).0);
                 partition = partition.with_failover(planned.as_ref());
             }
             described.insert(p.key(), partition);
@@ -285,12 +282,12 @@ async fn describe_led(
 /// The source's high watermarks now, of the mirror partitions `runs`;
 /// empty if the source does not answer in time.
 async fn ask_source(
-    b: &Arc<Broker>,
+    m: &MirrorManager,
     mirror: &str,
     runs: &[(&Located, Arc<MirrorPartition>)],
 ) -> HashMap<(String, i32), i64> {
-    let services = b.mirrors.services();
-    let image = b.controller.image();
+    let services = m.services();
+    let image = m.services().controller.image();
     let source = services
         .configs
         .get(&image, mirror)
@@ -315,15 +312,16 @@ async fn ask_source(
 /// A partition's figures from its driver; `source_end` is the source's high
 /// watermark just asked, if it answered.
 fn describe_driven(
-    b: &Arc<Broker>,
+    m: &MirrorManager,
     tp: &TopicPartition,
     run: &MirrorPartition,
     source_end: Option<i64>,
 ) -> DescribedMirrorPartition {
-    let destination = b
+    let destination = m
+        .services()
         .replicas
-        .partition(tp)
-        .map_or(-1, |p| p.log.read().log_end_offset());
+        .hosted_partition(tp)
+        .map_or(-1, |p| p.log().read().log_end_offset());
     let now = now_ms();
     if let Some(end) = source_end {
         run.stats.source_answered(end, destination);
@@ -354,7 +352,7 @@ fn describe_driven(
 /// mirrored epoch and last error; no figures), or with why it could not be
 /// read (its `__mirror_state` coordinator down, until another takes over).
 async fn describe_stored(
-    b: &Arc<Broker>,
+    m: &MirrorManager,
     partitions: &[&Located],
 ) -> HashMap<PartitionKey, DescribedMirrorPartition> {
     let mut by_mirror: BTreeMap<&str, Vec<(Uuid, i32)>> = BTreeMap::new();
@@ -366,7 +364,7 @@ async fn describe_stored(
     }
     let mut stored = HashMap::new();
     for (mirror, keys) in by_mirror {
-        let read = b.mirrors.services().read_stored_many(mirror, &keys).await;
+        let read = m.services().read_stored_many(mirror, &keys).await;
         stored.insert(mirror.to_string(), read);
     }
     partitions

@@ -4,9 +4,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
+use ottla_coordinator_common::partition_writer::now_ms;
 use parking_lot::Mutex;
-
-use crate::replica::now_ms;
 
 #[derive(Debug)]
 pub struct MirrorStats {

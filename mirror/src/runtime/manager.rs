@@ -14,12 +14,8 @@ use anyhow::anyhow;
 use kafka_protocol::error::ResponseError;
 use ottla_controller::records::{CONFIG_RESOURCE_TOPIC, MIRROR_DISCARD_LOCAL_WRITES_CONFIG};
 use ottla_controller::{Controller, MetadataImage};
-use ottla_mirror::config::MirrorConfig;
-use ottla_mirror::discard::{unconfirmed_discard, DiscardRefusal};
-use ottla_mirror::name::{MirrorBinding, RequestedMirroring};
-use ottla_mirror::records::MirrorPartitionKey;
-use ottla_mirror::state::{next_step, MirrorPartitionState as State, NextStep};
-use ottla_mirror::truncation::{lme_truncation, LocalLog, Truncation};
+use ottla_coordinator_common::inter_broker::BrokerClients;
+use ottla_coordinator_common::partition_writer::{now_ms, HostedPartition};
 use ottla_protocol::batch::{BatchBuilder, ControlType};
 use ottla_protocol::mirror::admin::FailoverSummary;
 use ottla_protocol::mirror::states::{ReadMirrorStatesRequest, ReadMirrorStatesTopic, NO_EPOCH};
@@ -39,8 +35,13 @@ use super::source::SourceCluster;
 use super::state_store::{MirrorStateStore, StoredState};
 use super::state_writes::{StateWrite, StateWriteError, StateWrites};
 use super::stats::MirrorStats;
-use crate::replica::{now_ms, Partition, ReplicaManager};
-use ottla_coordinator_common::inter_broker::BrokerClients;
+use super::MirrorReplicas;
+use crate::config::MirrorConfig;
+use crate::discard::{unconfirmed_discard, DiscardRefusal};
+use crate::name::{MirrorBinding, RequestedMirroring};
+use crate::records::MirrorPartitionKey;
+use crate::state::{next_step, MirrorPartitionState as State, NextStep};
+use crate::truncation::{lme_truncation, LocalLog, Truncation};
 
 /// A stored state read for one mirror partition (topic id, partition).
 type StoredAnswer = ((Uuid, i32), Result<StoredState, String>);
@@ -77,8 +78,10 @@ pub struct MirrorServices {
     /// replica to truncate, not only the ISR, so any of them may lead.
     pub wait_for_all_replicas: bool,
     pub controller: Arc<Controller>,
-    pub replicas: Arc<ReplicaManager>,
+    pub replicas: Arc<dyn MirrorReplicas>,
     pub brokers: Arc<BrokerClients>,
+    /// Where the group sync commits the source's offsets.
+    pub groups: Arc<dyn super::GroupCoordinators>,
     pub states: MirrorStateStore,
     /// Leader-epoch bumps, batched across partitions.
     pub epoch_bumps: EpochBumps,
@@ -200,7 +203,7 @@ impl MirrorServices {
             .iter()
             .flat_map(|t| {
                 t.partitions.iter().map(|p| {
-                    let read = super::apis::stored_from_read(p).map_err(|e| e.to_string());
+                    let read = super::state_store::stored_from_read(p).map_err(|e| e.to_string());
                     ((t.topic_id, p.partition_index), read)
                 })
             })
@@ -252,24 +255,24 @@ impl MirrorManager {
     pub fn sync(&self, image: &MetadataImage) {
         self.services.images_applied.send_modify(|n| *n += 1);
         self.services.states.sync(image);
-        let mut wanted: HashMap<TopicPartition, (MirrorPartitionKey, Arc<Partition>)> =
+        let mut wanted: HashMap<TopicPartition, (MirrorPartitionKey, Arc<dyn HostedPartition>)> =
             HashMap::new();
-        for p in self.services.replicas.hosted() {
+        for p in self.services.replicas.hosted_partitions() {
             if p.state().leader != self.services.node_id {
                 continue;
             }
             let Some(binding) = image
-                .mirror_binding(&p.tp.topic)
+                .mirror_binding(&p.tp().topic)
                 .and_then(|b| MirrorBinding::parse(b).ok())
             else {
                 continue;
             };
             let key = MirrorPartitionKey {
                 mirror_name: binding.mirror.to_string(),
-                topic_id: p.topic_id,
-                partition: p.tp.partition,
+                topic_id: p.topic_id(),
+                partition: p.tp().partition,
             };
-            wanted.insert(p.tp.clone(), (key, p));
+            wanted.insert(p.tp().clone(), (key, p));
         }
         let mut running = self.running.lock();
         running.retain(|tp, run| {
@@ -313,7 +316,7 @@ impl MirrorManager {
 struct Driver {
     services: Arc<MirrorServices>,
     run: Arc<MirrorPartition>,
-    partition: Arc<Partition>,
+    partition: Arc<dyn HostedPartition>,
 }
 
 /// Why a driver step did not complete.
@@ -332,7 +335,7 @@ impl From<anyhow::Error> for Interrupted {
 
 impl Driver {
     async fn drive(self) {
-        let tp = self.partition.tp.clone();
+        let tp = self.partition.tp().clone();
         loop {
             match self.steps().await {
                 Ok(()) | Err(Interrupted::Stopped) => return,
@@ -364,7 +367,7 @@ impl Driver {
     fn requested(&self) -> Option<RequestedMirroring> {
         let image = self.services.controller.image();
         image
-            .mirror_binding(&self.partition.tp.topic)
+            .mirror_binding(&self.partition.tp().topic)
             .and_then(|b| MirrorBinding::parse(b).ok())
             .filter(|b| b.mirror.as_str() == self.run.key.mirror_name)
             .map(|b| b.requested)
@@ -380,9 +383,10 @@ impl Driver {
         if let Some(lme) = stored.last_mirrored_epoch {
             *self.run.last_mirrored_epoch.lock() = lme.last_mirrored_epoch;
         }
-        self.partition
-            .set_mirror_stopped(self.state() == State::Stopped);
-        info!(partition = %self.partition.tp, state = self.state().name(), "driving mirror partition");
+        self.services
+            .replicas
+            .set_mirror_stopped(self.partition.tp(), self.state() == State::Stopped);
+        info!(partition = %self.partition.tp(), state = self.state().name(), "driving mirror partition");
         let mut changes = self.services.controller.subscribe();
         loop {
             if self.stopped() {
@@ -422,7 +426,7 @@ impl Driver {
                     tracing::Level::INFO,
                     key: &self.run.key.mirror_name,
                     mirror = %self.run.key.mirror_name,
-                    partition = %self.partition.tp,
+                    partition = %self.partition.tp(),
                     error = %e,
                     "mirror state not available yet"
                 ),
@@ -448,7 +452,7 @@ impl Driver {
     ) -> Result<(), Interrupted> {
         let current = self.state();
         if let Err(e) = current.transition(target) {
-            warn!(partition = %self.partition.tp, error = %e, "refused mirror state change");
+            warn!(partition = %self.partition.tp(), error = %e, "refused mirror state change");
             return Err(Interrupted::Failed(e.to_string()));
         }
         self.persist((target, current), error, lme).await?;
@@ -462,7 +466,7 @@ impl Driver {
         if let Some(lme) = lme {
             *self.run.last_mirrored_epoch.lock() = lme;
         }
-        info!(partition = %self.partition.tp, from = current.name(), to = target.name(), "mirror partition state changed");
+        info!(partition = %self.partition.tp(), from = current.name(), to = target.name(), "mirror partition state changed");
         Ok(())
     }
 
@@ -506,7 +510,7 @@ impl Driver {
                         tracing::Level::INFO,
                         key: &self.run.key.mirror_name,
                         mirror = %self.run.key.mirror_name,
-                        partition = %self.partition.tp,
+                        partition = %self.partition.tp(),
                         error = %e,
                         "cannot store the mirror state yet"
                     );
@@ -527,7 +531,9 @@ impl Driver {
         if self.state() != State::Preparing {
             self.enter(State::Preparing, None, None).await?;
         }
-        self.partition.set_mirror_stopped(false);
+        self.services
+            .replicas
+            .set_mirror_stopped(self.partition.tp(), false);
         let source = self.source()?;
         let answer = loop {
             match source
@@ -549,7 +555,7 @@ impl Driver {
         let confirmed = self.discard_confirmed();
         let p = self.partition.clone();
         let cut = blocking(move || {
-            let mut log = p.log.write();
+            let mut log = p.log().write();
             let local = LocalLog {
                 epochs: log.epoch_cache().entries(),
                 log_start_offset: log.log_start_offset(),
@@ -558,9 +564,9 @@ impl Driver {
             let lost = unconfirmed_discard(answer, local);
             if lost > 0 && !confirmed {
                 return Ok(Err(DiscardRefusal {
-                    topic: p.tp.topic.clone(),
+                    topic: p.tp().topic.clone(),
                     source: answer,
-                    partitions: vec![(p.tp.partition, lost)],
+                    partitions: vec![(p.tp().partition, lost)],
                 }));
             }
             let truncation = lme_truncation(answer, local);
@@ -575,7 +581,7 @@ impl Driver {
         })
         .await?
         .map_err(|refusal| Interrupted::Failed(refusal.to_string()))?;
-        info!(partition = %self.partition.tp, ?answer, ?cut, "last mirrored epoch truncation done");
+        info!(partition = %self.partition.tp(), ?answer, ?cut, "last mirrored epoch truncation done");
         self.wait_for_followers_to_truncate(since).await?;
         self.enter(State::Mirroring, None, None).await
     }
@@ -587,7 +593,7 @@ impl Driver {
         self.services
             .controller
             .image()
-            .configs_of(CONFIG_RESOURCE_TOPIC, &self.partition.tp.topic)
+            .configs_of(CONFIG_RESOURCE_TOPIC, &self.partition.tp().topic)
             .and_then(|c| c.get(MIRROR_DISCARD_LOCAL_WRITES_CONFIG))
             .is_some_and(|v| v == "true")
     }
@@ -600,12 +606,12 @@ impl Driver {
         &self,
         since: std::time::Instant,
     ) -> Result<(), Interrupted> {
-        let end = self.partition.log.read().log_end_offset();
+        let end = self.partition.log().read().log_end_offset();
         let all = self.services.wait_for_all_replicas;
         while !self
             .services
             .replicas
-            .followers_within(&self.partition, end, since, all)
+            .followers_within(self.partition.tp(), end, since, all)
         {
             self.pause(Duration::from_millis(100)).await?;
         }
@@ -671,11 +677,11 @@ impl Driver {
         self.bump_leader_epoch().await?;
         let p = self.partition.clone();
         let (mut summary, open) = blocking(move || {
-            let mut log = p.log.write();
+            let mut log = p.log().write();
             let (summary, open) = failover::plan(&log, policy, now_ms());
             if summary.truncated_records > 0 {
                 let lso = log.last_stable_offset();
-                info!(partition = %p.tp, lso, dropped = summary.truncated_records, "truncating the mirror to its last stable offset");
+                info!(partition = %p.tp(), lso, dropped = summary.truncated_records, "truncating the mirror to its last stable offset");
                 log.truncate_to(lso)?;
                 return Ok((summary, Vec::new()));
             }
@@ -689,7 +695,7 @@ impl Driver {
         let mut batches: Vec<Vec<u8>> = open
             .iter()
             .map(|txn| {
-                info!(partition = %self.partition.tp, producer_id = txn.producer_id, first_offset = txn.first_offset, "aborting a transaction the source left open");
+                info!(partition = %self.partition.tp(), producer_id = txn.producer_id, first_offset = txn.first_offset, "aborting a transaction the source left open");
                 failover::abort_marker(txn, now)
             })
             .collect();
@@ -700,11 +706,12 @@ impl Driver {
         ));
         // On the blocking pool: the first batch of the new epoch fsyncs the
         // epoch checkpoint, and a failover does that for every partition.
-        let (replicas, tp) = (self.services.replicas.clone(), self.partition.tp.clone());
+        let (replicas, tp) = (self.services.replicas.clone(), self.partition.tp().clone());
         let end_offset = blocking(move || {
             let mut end_offset = -1;
             for batch in batches {
-                let outcome = replicas.append(&tp, &batch.into(), -1, AppendOrigin::Coordinator);
+                let outcome =
+                    replicas.append_as_leader(&tp, &batch.into(), -1, AppendOrigin::Coordinator);
                 if outcome.end_offset < 0 {
                     return Ok(Err(match outcome.error {
                         ResponseError::NotLeaderOrFollower => Interrupted::Stopped,
@@ -723,7 +730,7 @@ impl Driver {
         // reopen what was aborted here.
         self.services
             .replicas
-            .wait_replicated(&self.partition.tp, end_offset, MARKERS_REPLICATED_TIMEOUT)
+            .await_replicated(self.partition.tp(), end_offset, MARKERS_REPLICATED_TIMEOUT)
             .await
             .map_err(|e| match e {
                 ResponseError::NotLeaderOrFollower => Interrupted::Stopped,
@@ -734,8 +741,10 @@ impl Driver {
         summary.writable_at_ms = now_ms();
         *self.run.failover.lock() = Some(summary);
         self.enter(State::Stopped, None, None).await?;
-        self.partition.set_mirror_stopped(true);
-        info!(partition = %self.partition.tp, last_mirrored_epoch = lme, aborted_transactions = open.len(), "mirror partition stopped: writable");
+        self.services
+            .replicas
+            .set_mirror_stopped(self.partition.tp(), true);
+        info!(partition = %self.partition.tp(), last_mirrored_epoch = lme, aborted_transactions = open.len(), "mirror partition stopped: writable");
         Ok(())
     }
 
@@ -752,7 +761,12 @@ impl Driver {
     /// so records written after failover never share an epoch with mirrored
     /// ones.
     async fn bump_leader_epoch(&self) -> Result<(), Interrupted> {
-        let latest = self.partition.log.read().latest_epoch().unwrap_or(NO_EPOCH);
+        let latest = self
+            .partition
+            .log()
+            .read()
+            .latest_epoch()
+            .unwrap_or(NO_EPOCH);
         self.raise_leader_epoch(latest + 1).await
     }
 
@@ -760,9 +774,14 @@ impl Driver {
     /// newest mirrored epoch, so clients that saw that epoch in a record
     /// batch (or a committed offset) still accept this cluster's metadata.
     async fn follow_source_epoch(&self) -> Result<(), Interrupted> {
-        let latest = self.partition.log.read().latest_epoch().unwrap_or(NO_EPOCH);
+        let latest = self
+            .partition
+            .log()
+            .read()
+            .latest_epoch()
+            .unwrap_or(NO_EPOCH);
         if latest > self.partition.state().leader_epoch {
-            info!(partition = %self.partition.tp, epoch = latest, "raising the leader epoch to the mirrored one");
+            info!(partition = %self.partition.tp(), epoch = latest, "raising the leader epoch to the mirrored one");
             self.raise_leader_epoch(latest).await?;
         }
         Ok(())
@@ -780,8 +799,8 @@ impl Driver {
                 .services
                 .epoch_bumps
                 .bump(EpochBump {
-                    topic_id: self.partition.topic_id,
-                    partition: self.partition.tp.partition,
+                    topic_id: self.partition.topic_id(),
+                    partition: self.partition.tp().partition,
                     seen_epoch: state.leader_epoch,
                     at_least,
                 })

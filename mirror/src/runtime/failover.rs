@@ -6,11 +6,12 @@
 //! `ottla mirrors --remove --dry-run` shows and, with the time it became
 //! writable, what `--describe` shows of a STOPPED partition.
 
-use ottla_mirror::config::OpenTransactions;
 use ottla_protocol::batch::{txn_marker_value, BatchBuilder, ControlType};
 use ottla_protocol::mirror::admin::{FailoverSummary, OpenTransactionSummary};
 use ottla_protocol::mirror::states::NO_EPOCH;
 use ottla_storage::log::PartitionLog;
+
+use crate::config::OpenTransactions;
 
 /// A transaction the source left open in a mirrored log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use ottla_controller::MetadataImage;
-use ottla_mirror::config::MirrorConfig;
 use parking_lot::Mutex;
+
+use crate::config::MirrorConfig;
 
 /// A mirror's config entries and what they parsed to.
 type Parsed = (BTreeMap<String, String>, Arc<MirrorConfig>);

@@ -9,10 +9,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
 
 use kafka_protocol::error::ResponseError;
-use ottla_mirror::records::{
-    LastMirroredEpochValue, MirrorPartitionKey, MirrorStateValue, PartitionStateValue,
-};
-use ottla_mirror::state::MirrorPartitionState as State;
 use ottla_protocol::mirror::admin::FailoverSummary;
 use ottla_protocol::mirror::states::{
     WriteMirrorStatesPartition, WriteMirrorStatesRequest, WriteMirrorStatesTopic, NO_EPOCH,
@@ -22,6 +18,10 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::manager::MirrorServices;
+use crate::records::{
+    LastMirroredEpochValue, MirrorPartitionKey, MirrorStateValue, PartitionStateValue,
+};
+use crate::state::MirrorPartitionState as State;
 
 /// At most this many partitions' writes go in one request.
 const MAX_BATCH: usize = 5_000;
@@ -234,111 +234,4 @@ async fn write_remote(
             }
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::apis::test_support::{create_topic, test_broker};
-    use crate::mirroring::state_store::MIRROR_STATE_TOPIC;
-    use ottla_protocol::batch::BatchIter;
-    use ottla_storage::log::FetchIsolation;
-    use ottla_storage::manager::TopicPartition;
-
-    /// Batches in the `__mirror_state` logs.
-    fn state_batches(broker: &crate::broker::Broker) -> usize {
-        (0..4)
-            .map(|p| {
-                let tp = TopicPartition::new(MIRROR_STATE_TOPIC.to_string(), p);
-                let partition = broker.replicas.partition(&tp).unwrap();
-                let log = partition.log.read();
-                let read = log.read(0, 64 << 20, FetchIsolation::LogEnd, true);
-                let bytes = read
-                    .unwrap()
-                    .slice
-                    .map(|s| s.read().unwrap())
-                    .unwrap_or_default();
-                BatchIter::new(&bytes).count()
-            })
-            .sum()
-    }
-
-    /// Writes asked at once share appends, each partition is fenced on its
-    /// own, and every write that was not fenced reads back.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn concurrent_writes_share_appends_and_are_fenced_per_partition() {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = test_broker(dir.path());
-        create_topic(&broker, MIRROR_STATE_TOPIC, 4);
-        let services = broker.mirrors.services().clone();
-        let topic_id = Uuid::new_v4();
-        let key = |partition| MirrorPartitionKey {
-            mirror_name: "m".into(),
-            topic_id,
-            partition,
-        };
-        let write = |partition, leader_epoch, state, previous| StateWrite {
-            key: key(partition),
-            leader_epoch,
-            state,
-            previous,
-            error: None,
-            lme: Some(7),
-            failover: None,
-        };
-        services
-            .write_stored(write(0, 5, State::Mirroring, State::Preparing))
-            .await
-            .unwrap();
-        let before = state_batches(&broker);
-
-        let writes: Vec<_> = (0..500)
-            .map(|partition| {
-                let services = services.clone();
-                // Partition 0 is written by a deposed leader (epoch 3 < 5).
-                let epoch = if partition == 0 { 3 } else { 1 };
-                let stopping = write(partition, epoch, State::Stopping, State::Mirroring);
-                tokio::spawn(async move { services.write_stored(stopping).await })
-            })
-            .collect();
-        for (partition, write) in writes.into_iter().enumerate() {
-            let written = write.await.unwrap();
-            if partition == 0 {
-                assert!(
-                    matches!(written, Err(StateWriteError::Fenced)),
-                    "{written:?}"
-                );
-            } else {
-                assert!(written.is_ok(), "partition {partition}: {written:?}");
-            }
-        }
-        let appended = state_batches(&broker) - before;
-        assert!(
-            (1..=150).contains(&appended),
-            "500 writes took {appended} appends"
-        );
-
-        let keys: Vec<(Uuid, i32)> = (0..500).map(|p| (topic_id, p)).collect();
-        let stored = services.read_stored_many("m", &keys).await;
-        for (topic_id, partition) in keys {
-            let state = stored[&(topic_id, partition)].as_ref().unwrap();
-            let value = state.state.as_ref().unwrap();
-            let lme = state
-                .last_mirrored_epoch
-                .as_ref()
-                .map(|l| l.last_mirrored_epoch);
-            if partition == 0 {
-                assert_eq!(
-                    (value.state, value.leader_epoch, lme),
-                    (State::Mirroring, 5, Some(7)),
-                    "the deposed leader's write left nothing"
-                );
-            } else {
-                assert_eq!(
-                    (value.state, value.leader_epoch, lme),
-                    (State::Stopping, 1, Some(7))
-                );
-            }
-        }
-    }
 }

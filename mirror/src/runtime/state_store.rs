@@ -13,18 +13,21 @@ use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use ottla_controller::{Controller, MetadataImage};
-use ottla_mirror::records::{
-    LastMirroredEpochValue, MirrorPartitionKey, MirrorStateKey, MirrorStateValue,
-    PartitionStateValue,
-};
+use ottla_coordinator_common::internal_topics::InternalTopic;
+use ottla_coordinator_common::partition_writer::{now_ms, HostedPartition};
+use ottla_coordinator_common::shards::{replay_records, LedShards};
 use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
+use ottla_protocol::mirror::states::{ReadMirrorStatesPartitionResult, NO_EPOCH, UNKNOWN_STATE};
 use ottla_storage::producer_state::AppendOrigin;
 use parking_lot::Mutex;
 use tracing::info;
 
-use crate::replica::{now_ms, Partition, ReplicaManager};
-use ottla_coordinator_common::internal_topics::InternalTopic;
-use ottla_coordinator_common::shards::{replay_records, LedShards};
+use super::MirrorReplicas;
+use crate::records::{
+    LastMirroredEpochValue, MirrorPartitionKey, MirrorStateKey, MirrorStateValue,
+    PartitionStateValue,
+};
+use crate::state::MirrorPartitionState;
 
 pub const MIRROR_STATE_TOPIC: &str = "__mirror_state";
 
@@ -39,7 +42,7 @@ pub struct StoredState {
 }
 
 struct StateShard {
-    partition: Arc<Partition>,
+    partition: Arc<dyn HostedPartition>,
     entries: Mutex<HashMap<MirrorStateKey, MirrorStateValue>>,
 }
 
@@ -47,7 +50,7 @@ struct StateShard {
 impl ottla_coordinator_common::shards::Unload for StateShard {}
 
 impl StateShard {
-    fn load(partition: Arc<Partition>) -> anyhow::Result<Self> {
+    fn load(partition: Arc<dyn HostedPartition>) -> anyhow::Result<Self> {
         let mut entries = HashMap::new();
         replay_records(&*partition, |key, value| {
             let key = MirrorStateKey::decode(key)?;
@@ -57,7 +60,7 @@ impl StateShard {
             };
             Ok(())
         })?;
-        info!(partition = %partition.tp, entries = entries.len(), "mirror state coordinator loaded");
+        info!(partition = %partition.tp(), entries = entries.len(), "mirror state coordinator loaded");
         Ok(Self {
             partition,
             entries: Mutex::new(entries),
@@ -68,7 +71,7 @@ impl StateShard {
 pub struct MirrorStateStore {
     topic: InternalTopic,
     controller: Arc<Controller>,
-    replicas: Arc<ReplicaManager>,
+    replicas: Arc<dyn MirrorReplicas>,
     shards: LedShards<StateShard>,
 }
 
@@ -77,7 +80,7 @@ impl MirrorStateStore {
         node_id: i32,
         static_configs: &BTreeMap<String, String>,
         controller: Arc<Controller>,
-        replicas: Arc<ReplicaManager>,
+        replicas: Arc<dyn MirrorReplicas>,
     ) -> Self {
         let get = |key: &str, default: i64| {
             static_configs
@@ -126,7 +129,7 @@ impl MirrorStateStore {
         self.shards.get(
             &image,
             p,
-            |tp| self.replicas.partition(tp),
+            |tp| self.replicas.hosted_partition(tp),
             StateShard::load,
         )
     }
@@ -189,7 +192,7 @@ impl MirrorStateStore {
             let shard = match self.shards.get(
                 &image,
                 p,
-                |tp| self.replicas.partition(tp),
+                |tp| self.replicas.hosted_partition(tp),
                 StateShard::load,
             ) {
                 Ok(shard) => shard,
@@ -217,8 +220,8 @@ impl MirrorStateStore {
                 continue;
             }
             let batch = BatchBuilder::default().build(&records);
-            let outcome = self.replicas.append(
-                &shard.partition.tp,
+            let outcome = self.replicas.append_as_leader(
+                shard.partition.tp(),
                 &batch.into(),
                 -1,
                 AppendOrigin::Coordinator,
@@ -237,7 +240,7 @@ impl MirrorStateStore {
         for (shard, end_offset, written) in appended {
             let replicated = self
                 .replicas
-                .wait_replicated(&shard.partition.tp, end_offset, WRITE_TIMEOUT)
+                .await_replicated(shard.partition.tp(), end_offset, WRITE_TIMEOUT)
                 .await;
             match replicated {
                 Ok(()) => {
@@ -258,7 +261,7 @@ impl MirrorStateStore {
         for p in self.shards.led(image) {
             let _ = self
                 .shards
-                .load(p, |tp| self.replicas.partition(tp), StateShard::load);
+                .load(p, |tp| self.replicas.hosted_partition(tp), StateShard::load);
         }
     }
 }
@@ -304,4 +307,39 @@ fn writer_epoch(value: &MirrorStateValue) -> i32 {
         MirrorStateValue::PartitionState(v) => v.leader_epoch,
         MirrorStateValue::LastMirroredEpoch(v) => v.leader_epoch,
     }
+}
+
+/// A Read/WriteMirrorStates answer from the coordinator's store, as the
+/// driver of a partition reads it.
+pub fn stored_from_read(p: &ReadMirrorStatesPartitionResult) -> Result<StoredState, String> {
+    if p.error_code != 0 {
+        return Err(format!(
+            "ReadMirrorStates answered error code {}",
+            p.error_code
+        ));
+    }
+    let state = if p.state == UNKNOWN_STATE {
+        None
+    } else {
+        Some(
+            PartitionStateValue {
+                state: MirrorPartitionState::from_wire_value(p.state).map_err(|e| e.to_string())?,
+                previous_state: MirrorPartitionState::from_wire_value(p.previous_state)
+                    .map_err(|e| e.to_string())?,
+                leader_epoch: p.leader_epoch,
+                error_message: p.error_message.clone(),
+                unknown_tagged_fields: Default::default(),
+            }
+            .with_failover(p.failover().as_ref()),
+        )
+    };
+    let last_mirrored_epoch = (p.last_mirrored_epoch != NO_EPOCH).then(|| LastMirroredEpochValue {
+        leader_epoch: p.leader_epoch,
+        last_mirrored_epoch: p.last_mirrored_epoch,
+        unknown_tagged_fields: Default::default(),
+    });
+    Ok(StoredState {
+        state,
+        last_mirrored_epoch,
+    })
 }

@@ -18,13 +18,14 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::Acl;
-use ottla_mirror::config::{BrokerAddress, MirrorConfig};
-use ottla_mirror::truncation::SourceLastMirroredEpoch;
 use ottla_protocol::client::KafkaClient;
 use ottla_protocol::client_security::ClientSecurity;
 use ottla_protocol::mirror::epochs::{LastMirroredEpochsRequest, LastMirroredEpochsTopic};
 use ottla_protocol::mirror::MirrorApiKey;
 use uuid::Uuid;
+
+use crate::config::{BrokerAddress, MirrorConfig};
+use crate::truncation::SourceLastMirroredEpoch;
 
 const METADATA_VERSION: i16 = 12;
 const API_VERSIONS_VERSION: i16 = 3;

@@ -5,27 +5,27 @@
 //! vouch for it. Partitions hosted elsewhere are checked by their leader in
 //! PREPARING (the partition goes FAILED instead of discarding).
 
-use ottla_mirror::discard::{unconfirmed_discard, DiscardRefusal};
-use ottla_mirror::name::{MirrorBinding, RequestedMirroring};
-use ottla_mirror::truncation::{LocalLog, SourceLastMirroredEpoch};
 use ottla_storage::manager::TopicPartition;
 use uuid::Uuid;
 
 use super::source::SourceCluster;
-use crate::broker::Broker;
+use super::MirrorServices;
+use crate::discard::{unconfirmed_discard, DiscardRefusal};
+use crate::name::{MirrorBinding, RequestedMirroring};
+use crate::truncation::{LocalLog, SourceLastMirroredEpoch};
 
 /// The records of `topic` (`partitions` partitions, id `topic_id`) that
 /// mirroring it again would discard unconfirmed, as a refusal; `None` when
 /// nothing local would be lost.
-pub(super) async fn discard_refusal(
-    b: &Broker,
+pub async fn discard_refusal(
+    services: &MirrorServices,
     source: &SourceCluster,
     topic: &str,
     topic_id: Uuid,
     partitions: i32,
 ) -> Result<Option<DiscardRefusal>, String> {
     // A topic still mirrored or paused is refused by the controller anyway.
-    let image = b.controller.image();
+    let image = services.controller.image();
     let bound = image.mirror_binding(topic).map(MirrorBinding::parse);
     if matches!(bound, Some(Ok(ref binding)) if binding.requested != RequestedMirroring::Remove) {
         return Ok(None);
@@ -36,8 +36,8 @@ pub(super) async fn discard_refusal(
                 topic: topic.to_string(),
                 partition,
             };
-            let p = b.replicas.partition(&tp)?;
-            let log = p.log.read();
+            let p = services.replicas.hosted_partition(&tp)?;
+            let log = p.log().read();
             (log.log_end_offset() > log.log_start_offset()).then_some((partition, p.clone()))
         })
         .collect();
@@ -51,7 +51,7 @@ pub(super) async fn discard_refusal(
         .iter()
         .zip(&answers)
         .map(|((partition, p), (_, answer))| {
-            let log = p.log.read();
+            let log = p.log().read();
             let lost = unconfirmed_discard(
                 *answer,
                 LocalLog {

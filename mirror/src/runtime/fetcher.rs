@@ -17,6 +17,10 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{BrokerId, FetchRequest};
+use ottla_coordinator_common::partition_writer::{now_ms, HostedPartition};
+use ottla_fetcher::{
+    fetch_loop, fetcher_of, FetchPosition, FetchedPartition, Followup, LeaderEndpoint,
+};
 use ottla_protocol::batch::whole_batches_len;
 use ottla_protocol::client::KafkaClient;
 use ottla_storage::manager::TopicPartition;
@@ -29,10 +33,7 @@ use super::source::{
     list_offsets, Brokers, SourceCluster, TopicsNamed, EARLIEST_OFFSET, LATEST_OFFSET,
 };
 use super::stats::MirrorStats;
-use crate::replica::{now_ms, Partition, ReplicaManager};
-use ottla_fetcher::{
-    fetch_loop, fetcher_of, FetchPosition, FetchedPartition, Followup, LeaderEndpoint,
-};
+use super::MirrorReplicas;
 
 const MAX_WAIT: Duration = Duration::from_millis(500);
 const PARTITION_MAX_BYTES: i32 = 8 << 20;
@@ -50,12 +51,12 @@ pub struct FetcherFailed(pub String);
 
 /// Every mirror fetcher of this broker, by mirror.
 pub struct MirrorFetchers {
-    replicas: Arc<ReplicaManager>,
+    replicas: Arc<dyn MirrorReplicas>,
     mirrors: Mutex<HashMap<String, Arc<SourceFetchers>>>,
 }
 
 impl MirrorFetchers {
-    pub fn new(replicas: Arc<ReplicaManager>) -> Self {
+    pub fn new(replicas: Arc<dyn MirrorReplicas>) -> Self {
         Self {
             replicas,
             mirrors: Mutex::default(),
@@ -70,7 +71,7 @@ impl MirrorFetchers {
     pub async fn mirror(
         &self,
         from: FetchedFrom<'_>,
-        p: &Arc<Partition>,
+        p: &Arc<dyn HostedPartition>,
         stats: &Arc<MirrorStats>,
         epoch_raised: &Arc<Notify>,
         stop: &CancellationToken,
@@ -176,7 +177,7 @@ pub struct FetchedFrom<'a> {
 
 /// A mirror partition while it is fetched.
 struct Registration {
-    partition: Arc<Partition>,
+    partition: Arc<dyn HostedPartition>,
     stats: Arc<MirrorStats>,
     /// Tells the partition's driver to raise its leader epoch to the
     /// mirrored one.
@@ -191,7 +192,7 @@ struct Registration {
 
 impl Registration {
     fn tp(&self) -> &TopicPartition {
-        &self.partition.tp
+        self.partition.tp()
     }
 }
 
@@ -253,7 +254,7 @@ struct SourceFetchers {
     mirror: String,
     source: SourceCluster,
     fetchers_per_source_broker: usize,
-    replicas: Arc<ReplicaManager>,
+    replicas: Arc<dyn MirrorReplicas>,
     assignment: Mutex<Assignment>,
     /// Wakes the resolver: partitions wait for a leader.
     resolve: Notify,
@@ -405,7 +406,7 @@ impl LeaderEndpoint for SourceBroker {
             .into_iter()
             .map(|r| {
                 let position = {
-                    let log = r.partition.log.read();
+                    let log = r.partition.log().read();
                     FetchPosition {
                         fetch_offset: log.log_end_offset(),
                         last_fetched_epoch: log.latest_epoch().unwrap_or(-1),
@@ -456,7 +457,7 @@ impl LeaderEndpoint for SourceBroker {
     ) -> Vec<(Arc<Registration>, Followup)> {
         let replicas = self.fetchers.replicas.clone();
         let applied = fetch_loop::apply_on_blocking_pool(fetched, move |r, data| {
-            apply_mirrored(&replicas, r, data)
+            apply_mirrored(&*replicas, r, data)
         })
         .await;
         let mut followups = Vec::new();
@@ -493,13 +494,13 @@ impl LeaderEndpoint for SourceBroker {
                 return;
             }
             let p = &r.partition;
-            let mut log = p.log.write();
+            let mut log = p.log().write();
             let ours = log.log_end_offset();
             let result = if ours < start {
-                warn!(partition = %p.tp, start, "restarting the mirror at the source's log start");
+                warn!(partition = %p.tp(), start, "restarting the mirror at the source's log start");
                 log.truncate_fully_and_start_at(start)
             } else if ours > end {
-                warn!(partition = %p.tp, end, "cutting the mirror back to the source's log end");
+                warn!(partition = %p.tp(), end, "cutting the mirror back to the source's log end");
                 log.truncate_to(end)
             } else {
                 Ok(())
@@ -542,7 +543,7 @@ enum Next {
 
 /// Applies one partition's answer on the blocking pool.
 fn apply_mirrored(
-    replicas: &ReplicaManager,
+    replicas: &dyn MirrorReplicas,
     r: &Registration,
     data: PartitionData,
 ) -> Option<Next> {
@@ -553,9 +554,12 @@ fn apply_mirrored(
     let result = match error {
         None if data.diverging_epoch.epoch >= 0 => {
             let end = data.diverging_epoch.end_offset;
-            info!(partition = %p.tp, epoch = data.diverging_epoch.epoch, end, "the source diverged: truncating");
-            let offset = end.min(p.log.read().log_end_offset());
-            p.log.write().truncate_to(offset)
+            info!(partition = %p.tp(), epoch = data.diverging_epoch.epoch, end, "the source diverged: truncating");
+            let offset = end.min(p.log().read().log_end_offset());
+            p.log()
+                .write()
+                .truncate_to(offset)
+                .map_err(|e| e.to_string())
         }
         None => {
             let records = data.records.unwrap_or_default();
@@ -570,11 +574,11 @@ fn apply_mirrored(
             let appended = if whole == 0 {
                 Ok(())
             } else {
-                replicas.append_mirrored(p, &records).map(|_| ())
+                replicas.append_mirrored(p.tp(), &records).map(|_| ())
             };
             if appended.is_ok() && whole > 0 {
                 r.stats.appended(whole);
-                if p.log.read().latest_epoch().unwrap_or(-1) > p.state().leader_epoch {
+                if p.log().read().latest_epoch().unwrap_or(-1) > p.state().leader_epoch {
                     r.epoch_raised.notify_one();
                 }
             }
@@ -591,14 +595,14 @@ fn apply_mirrored(
         ) => {
             r.stats.failed(format!(
                 "the source answered the fetch of {} with {e:?}",
-                p.tp
+                p.tp()
             ));
             return Some(Next::Resolve);
         }
         Some(e) => {
             r.stats.failed(format!(
                 "the source answered the fetch of {} with {e:?}",
-                p.tp
+                p.tp()
             ));
             return Some(Next::Loop(Followup::Retry));
         }
@@ -606,7 +610,7 @@ fn apply_mirrored(
     match result {
         Ok(()) => {
             r.stats
-                .source_answered(data.high_watermark, p.log.read().log_end_offset());
+                .source_answered(data.high_watermark, p.log().read().log_end_offset());
             None
         }
         Err(e) => {
