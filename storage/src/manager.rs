@@ -37,6 +37,10 @@ pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
 /// which opens it itself.
 pub const METADATA_TOPIC: &str = "__cluster_metadata";
 const DELETE_SUFFIX: &str = "-delete";
+/// A log set aside because its topic id is not the metadata's (the topic
+/// was deleted and created again while this broker was away), as Kafka
+/// names such dirs. Kept for the operator, never loaded.
+const STRAY_SUFFIX: &str = "-stray";
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
@@ -80,6 +84,9 @@ pub type SharedLog = Arc<RwLock<PartitionLog>>;
 struct LogEntry {
     log: SharedLog,
     log_dir: usize,
+    /// The topic id its `partition.metadata` names; None when the file is
+    /// missing or empty (created before the id was known, or cut short).
+    topic_id: Option<String>,
 }
 
 /// Where the configuration of a partition's log comes from (topic overrides
@@ -183,19 +190,29 @@ impl LogManager {
     }
 
     /// Returns the partition's log, creating it (in the least-loaded log
-    /// dir) if needed. `topic_id` is recorded in `partition.metadata`.
+    /// dir) if needed. `topic_id` is recorded in `partition.metadata`. A log
+    /// whose `partition.metadata` names another topic id belongs to a topic
+    /// of the same name that was deleted: it is set aside as stray and a
+    /// new log is created, so records of the old topic are never served as
+    /// the new one's.
     pub fn get_or_create(
         &self,
         tp: &TopicPartition,
         topic_id: &str,
         config: LogConfig,
     ) -> Result<SharedLog> {
-        if let Some(log) = self.get(tp) {
-            return Ok(log);
+        let current = |e: &LogEntry| e.topic_id.as_deref().is_none_or(|id| id == topic_id);
+        if let Some(e) = self.logs.read().get(tp).filter(|e| current(e)) {
+            return Ok(e.log.clone());
         }
         let mut logs = self.logs.write();
-        if let Some(e) = logs.get(tp) {
-            return Ok(e.log.clone());
+        match logs.get(tp) {
+            Some(e) if current(e) => return Ok(e.log.clone()),
+            Some(_) => {
+                let stray = logs.remove(tp).expect("present");
+                set_aside_stray(tp, &stray, topic_id)?;
+            }
+            None => {}
         }
         let index = self.least_loaded_dir(&logs)?;
         let dir = self.log_dirs[index].join(tp.dir_name());
@@ -208,6 +225,7 @@ impl LogManager {
             LogEntry {
                 log: shared.clone(),
                 log_dir: index,
+                topic_id: Some(topic_id.to_string()),
             },
         );
         info!(partition = %tp, dir = %dir.display(), "created log");
@@ -396,6 +414,32 @@ impl LogManager {
     }
 }
 
+/// Renames the dir of `stray`, a log of `tp` under another topic id than
+/// the metadata's `topic_id`, to `<tp>.<the time in ns>-stray`.
+fn set_aside_stray(tp: &TopicPartition, stray: &LogEntry, topic_id: &str) -> Result<()> {
+    let dir = stray.log.read().dir().to_path_buf();
+    let aside = dir.with_file_name(format!(
+        "{}.{}{}",
+        tp.dir_name(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+        STRAY_SUFFIX
+    ));
+    fs::rename(&dir, &aside)?;
+    if let Some(parent) = aside.parent() {
+        crate::log::fsync_dir(parent)?;
+    }
+    warn!(
+        partition = %tp,
+        log_topic_id = stray.topic_id.as_deref().unwrap_or("-"),
+        topic_id,
+        dir = %aside.display(),
+        "this log belongs to a deleted topic of the same name: set aside as stray; delete the dir once it is not needed"
+    );
+    Ok(())
+}
+
 /// Opens the partition logs of log dir number `index`, `threads` at a time.
 fn load_dir(
     index: usize,
@@ -422,6 +466,9 @@ fn load_dir(
             fs::remove_dir_all(entry.path())?;
             continue;
         }
+        if name.ends_with(STRAY_SUFFIX) {
+            continue;
+        }
         let Some(tp) = TopicPartition::from_dir_name(&name) else {
             warn!(dir = %entry.path().display(), "ignoring a directory that is not a partition");
             continue;
@@ -439,13 +486,18 @@ fn load_dir(
             clean_shutdown: clean,
         };
         let log = PartitionLog::open(path, configs.log_config(&tp.topic), opts);
-        opened.lock().push((tp.clone(), log));
+        let topic_id = read_partition_metadata(path).unwrap_or_else(|e| {
+            warn!(partition = %tp, error = %e, "unreadable partition.metadata: the log is kept whatever the topic id");
+            None
+        });
+        opened.lock().push((tp.clone(), log, topic_id));
     });
     let mut logs = Vec::with_capacity(partitions.len());
-    for (tp, log) in opened.into_inner() {
+    for (tp, log, topic_id) in opened.into_inner() {
         let entry = LogEntry {
             log: Arc::new(RwLock::new(log?)),
             log_dir: index,
+            topic_id,
         };
         logs.push((tp, entry));
     }
@@ -704,6 +756,57 @@ mod tests {
         let second = LogManager::open(dirs.clone(), &cfg, 1).expect("the first manager is gone");
         second.shutdown(1).unwrap();
         LogManager::open(dirs, &cfg, 1).expect("a manager lets go of its dirs once shut down");
+    }
+
+    /// A topic deleted and created again under the same name while this
+    /// broker was down: its old log must not be served as the new topic's.
+    #[test]
+    fn a_log_of_another_topic_id_is_set_aside_as_stray() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().to_path_buf()];
+        let cfg = LogConfig::default();
+        let (old_id, new_id) = ("AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB");
+        let tp = TopicPartition::new("orders", 0);
+        let m = LogManager::open(dirs.clone(), &cfg, 1).unwrap();
+        let log = m.get_or_create(&tp, old_id, cfg.clone()).unwrap();
+        log.write()
+            .append_as_leader(&mut batch(), 0, AppendOrigin::Client, 1)
+            .unwrap();
+        m.shutdown(1).unwrap();
+        drop((m, log));
+
+        let m = LogManager::open(dirs.clone(), &cfg, 1).unwrap();
+        // The same topic id keeps its records.
+        let same = m.get_or_create(&tp, old_id, cfg.clone()).unwrap();
+        assert_eq!(same.read().log_end_offset(), 1);
+        drop(same);
+        // Another id gets a new, empty log; the old one is kept aside.
+        let fresh = m.get_or_create(&tp, new_id, cfg.clone()).unwrap();
+        assert_eq!(fresh.read().log_end_offset(), 0);
+        let dir = fresh.read().dir().to_path_buf();
+        assert_eq!(
+            read_partition_metadata(&dir).unwrap().as_deref(),
+            Some(new_id)
+        );
+        let strays: Vec<PathBuf> = fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(STRAY_SUFFIX))
+            .collect();
+        assert_eq!(strays.len(), 1, "{strays:?}");
+        assert_eq!(
+            read_partition_metadata(&strays[0]).unwrap().as_deref(),
+            Some(old_id)
+        );
+        m.shutdown(1).unwrap();
+        drop((m, fresh));
+
+        // A restart loads the new log only and leaves the stray dir alone.
+        let m = LogManager::open(dirs, &cfg, 1).unwrap();
+        assert_eq!(m.partitions(), vec![tp.clone()]);
+        let log = m.get_or_create(&tp, new_id, cfg).unwrap();
+        assert_eq!(log.read().log_end_offset(), 0);
+        assert!(strays[0].exists());
     }
 
     #[test]
