@@ -306,7 +306,7 @@ pub fn throttle_time_field(response: &mut ResponseKind, version: i16) -> Option<
         EndTxn from 0, TxnOffsetCommit from 0, DescribeProducers from 0,
         DescribeTransactions from 0, ListTransactions from 0,
         DescribeUserScramCredentials from 0, AlterUserScramCredentials from 0,
-        DescribeClientQuotas from 0, AlterClientQuotas from 0,
+        DescribeClientQuotas from 0, AlterClientQuotas from 0, ListConfigResources from 0,
     )
 }
 

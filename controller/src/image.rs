@@ -80,6 +80,19 @@ impl MetadataImage {
         self.configs.get(&(resource_type, name.to_string()))
     }
 
+    /// The names of the config resources of `kind` that hold any config,
+    /// sorted.
+    pub fn config_resource_names(&self, kind: i8) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .configs
+            .iter()
+            .filter(|((k, _), configs)| *k == kind && !configs.is_empty())
+            .map(|((_, name), _)| name.as_str())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     /// The mirrors and their configs, by name.
     pub fn mirrors(&self) -> impl Iterator<Item = (&str, &BTreeMap<String, String>)> {
         self.configs

@@ -33,8 +33,9 @@ pub enum DecodeError {
 /// Kafka's ConfigResource types as they appear in records.
 pub const CONFIG_RESOURCE_TOPIC: i8 = 2;
 pub const CONFIG_RESOURCE_BROKER: i8 = 4;
+pub const CONFIG_RESOURCE_GROUP: i8 = 32;
 /// Ottla's mirrors: one config resource per mirror, its CreateMirror
-/// configs as keys (not a Kafka resource type; Kafka's stop at 8).
+/// configs as keys (not a Kafka resource type; Kafka's stop at 32).
 pub const CONFIG_RESOURCE_MIRROR: i8 = 64;
 /// The topic config binding a topic to a mirror (`<mirror>`, `<mirror>.paused`
 /// or `<mirror>.removed`); written only by the mirror operations.

@@ -304,6 +304,72 @@ fn consumer_perf_test_reads_everything_through_a_group() {
     assert_eq!(fields[4], "30000", "{out}");
 }
 
+/// `kafka-configs.sh --entity-type groups` (KIP-848's per-group configs):
+/// set, describe (one group, every group, `--all` with the broker's
+/// defaults), refuse a value outside the broker's bounds, delete.
+#[test]
+fn kafka_configs_alter_describe_and_delete_group_configs() {
+    let node = Ottla::start(&[]);
+    let bs = node.bootstrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--bootstrap-server", bs.as_str(), "--entity-type", "groups"];
+        args.extend_from_slice(extra);
+        kafka_tool("kafka-configs.sh", &args, None)
+    };
+    ok(run(&[
+        "--entity-name",
+        "billing",
+        "--alter",
+        "--add-config",
+        "consumer.session.timeout.ms=50000,share.auto.offset.reset=earliest",
+    ]));
+    let described = ok(run(&["--entity-name", "billing", "--describe"]));
+    assert!(
+        described.contains("consumer.session.timeout.ms=50000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000, DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}"),
+        "{described}"
+    );
+    assert!(
+        described.contains("share.auto.offset.reset=earliest"),
+        "{described}"
+    );
+    // Every group with configs, found through ListConfigResources.
+    let every = ok(run(&["--describe"]));
+    assert!(
+        every.contains("Dynamic configs for group billing are:"),
+        "{every}"
+    );
+    let all = ok(run(&["--entity-name", "other", "--describe", "--all"]));
+    assert!(all.contains("consumer.heartbeat.interval.ms=5000"), "{all}");
+    assert!(all.contains("streams.assignor.name=sticky"), "{all}");
+    let refused = run(&[
+        "--entity-name",
+        "billing",
+        "--alter",
+        "--add-config",
+        "consumer.session.timeout.ms=1000",
+    ]);
+    assert!(!refused.status.success());
+    let text = String::from_utf8_lossy(&refused.stdout).to_string()
+        + &String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        text.contains("consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+        "{text}"
+    );
+    ok(run(&[
+        "--entity-name",
+        "billing",
+        "--alter",
+        "--delete-config",
+        "consumer.session.timeout.ms",
+    ]));
+    let after = ok(run(&["--entity-name", "billing", "--describe"]));
+    assert!(!after.contains("consumer.session.timeout.ms"), "{after}");
+    assert!(
+        after.contains("share.auto.offset.reset=earliest"),
+        "{after}"
+    );
+}
+
 #[test]
 fn kafka_configs_alter_and_delete_broker_configs() {
     let node = Ottla::start(&[]);

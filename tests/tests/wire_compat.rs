@@ -38,6 +38,9 @@ use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
 };
+use kafka_protocol::messages::incremental_alter_configs_response;
+use kafka_protocol::messages::list_config_resources_request::ListConfigResourcesRequest;
+use kafka_protocol::messages::list_config_resources_response::ListConfigResourcesResponse;
 use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
 use kafka_protocol::messages::list_offsets_request::{
     ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
@@ -74,6 +77,7 @@ const INVALID_CONFIG: i16 = 40;
 
 const TOPIC_RESOURCE: i8 = 2;
 const BROKER_RESOURCE: i8 = 4;
+const GROUP_RESOURCE: i8 = 32;
 
 /// Broker settings both start with: static `log.*` values whose topic
 /// configs then report them (or, for Kafka's synonym rules, do not).
@@ -263,6 +267,11 @@ fn ottla_answers_like_apache_kafka() {
         "IncrementalAlterConfigs v1 + DescribeConfigs v4, custom broker key",
         &mut ctx,
         custom_broker_key,
+    );
+    checks.run(
+        "IncrementalAlterConfigs v1 + DescribeConfigs v4 + ListConfigResources v1, groups",
+        &mut ctx,
+        group_configs,
     );
     checks.run(
         "ListOffsets v8, empty partition",
@@ -1163,6 +1172,172 @@ fn incremental_alter_configs(ctx: &mut Ctx) {
             )
         {
             problems.push(format!("{label}:\n    Kafka: {kn:?}\n    Ottla: {on:?}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// GROUP config resources (`kafka-configs.sh --entity-type groups`): the
+/// checks and their messages, a stored override and how it is described
+/// (synonyms: the override, then the broker key's default), and the
+/// listing of groups with configs. Messages are compared exactly.
+fn group_configs(ctx: &mut Ctx) {
+    const SET: i8 = 0;
+    const DELETE: i8 = 1;
+    const APPEND: i8 = 2;
+    let resource = |group: &str, configs: &[AlterOp]| {
+        AlterConfigsResource::default()
+            .with_resource_type(GROUP_RESOURCE)
+            .with_resource_name(s(group))
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(n, op, v)| {
+                        AlterableConfig::default()
+                            .with_name(s(n))
+                            .with_config_operation(*op)
+                            .with_value(v.map(s))
+                    })
+                    .collect(),
+            )
+    };
+    let cases: Vec<(&str, Vec<AlterOp>)> = vec![
+        (
+            "",
+            vec![("consumer.session.timeout.ms", SET, Some("50000"))],
+        ),
+        (
+            "g-range",
+            vec![("consumer.session.timeout.ms", SET, Some("1000"))],
+        ),
+        (
+            "g-int",
+            vec![("consumer.session.timeout.ms", SET, Some("abc"))],
+        ),
+        (
+            "g-least",
+            vec![("consumer.heartbeat.interval.ms", SET, Some("0"))],
+        ),
+        (
+            "g-lock",
+            vec![("share.record.lock.duration.ms", SET, Some("100"))],
+        ),
+        ("g-unknown", vec![("no.such", SET, Some("1"))]),
+        (
+            "g-enum",
+            vec![("share.isolation.level", SET, Some("bogus"))],
+        ),
+        (
+            "g-reset",
+            vec![("share.auto.offset.reset", SET, Some("by_duration:xx"))],
+        ),
+        (
+            "g-bool",
+            vec![("share.renew.acknowledge.enable", SET, Some("maybe"))],
+        ),
+        (
+            "g-assignor",
+            vec![("streams.assignor.name", SET, Some("nope"))],
+        ),
+        (
+            "g-standby",
+            vec![("streams.num.standby.replicas", SET, Some("5"))],
+        ),
+        (
+            "g-append",
+            vec![("consumer.session.timeout.ms", APPEND, Some("1"))],
+        ),
+        (
+            "g-list",
+            vec![("streams.rack.aware.assignment.tags", APPEND, Some("zone"))],
+        ),
+        ("g-delete", vec![("no.such", DELETE, None)]),
+        (
+            "g-duration",
+            vec![("share.auto.offset.reset", SET, Some("by_duration:PT1H"))],
+        ),
+    ];
+    let mut problems = Vec::new();
+    let req = IncrementalAlterConfigsRequest::default()
+        .with_validate_only(true)
+        .with_resources(cases.iter().map(|(g, c)| resource(g, c)).collect());
+    let (k, o) = ctx.both(1, &req);
+    for ((group, _), (kr, or)) in cases.iter().zip(k.responses.iter().zip(&o.responses)) {
+        let answer = |r: &incremental_alter_configs_response::AlterConfigsResourceResponse| {
+            (r.error_code, r.error_message.as_deref().map(str::to_string))
+        };
+        if answer(kr) != answer(or) {
+            problems.push(format!(
+                "alter {group:?}: Kafka {:?}, Ottla {:?}",
+                answer(kr),
+                answer(or)
+            ));
+        }
+    }
+
+    // A stored override, as described and listed.
+    let stored = IncrementalAlterConfigsRequest::default().with_resources(vec![resource(
+        "wire-configured",
+        &[
+            ("consumer.session.timeout.ms", SET, Some("50000")),
+            ("share.auto.offset.reset", SET, Some("earliest")),
+        ],
+    )]);
+    let (k, o) = ctx.both(1, &stored);
+    assert_eq!(k.responses[0].error_code, NONE, "{:?}", k.responses[0]);
+    assert_eq!(o.responses[0].error_code, NONE, "{:?}", o.responses[0]);
+    let describe = DescribeConfigsRequest::default()
+        .with_resources(
+            ["wire-configured", "wire-unconfigured", ""]
+                .iter()
+                .map(|g| {
+                    DescribeConfigsResource::default()
+                        .with_resource_type(GROUP_RESOURCE)
+                        .with_resource_name(s(g))
+                })
+                .collect(),
+        )
+        .with_include_synonyms(true);
+    let (k, o) = ctx.both(4, &describe);
+    for (i, (kr, or)) in k.results.iter().zip(&o.results).enumerate() {
+        let what = format!("describe group {:?}", kr.resource_name.as_str());
+        let head =
+            |r: &kafka_protocol::messages::describe_configs_response::DescribeConfigsResult| {
+                (r.error_code, r.error_message.as_deref().map(str::to_string))
+            };
+        if head(kr) != head(or) {
+            problems.push(format!(
+                "{what}: Kafka {:?}, Ottla {:?}",
+                head(kr),
+                head(or)
+            ));
+        }
+        problems.extend(compare_configs(&what, &described(&k, i), &described(&o, i)));
+    }
+    assert_eq!(
+        described(&k, 0)["consumer.session.timeout.ms"]
+            .value
+            .as_deref(),
+        Some("50000")
+    );
+
+    let listed = |r: ListConfigResourcesResponse| {
+        let mut names: Vec<(String, i8)> = r
+            .config_resources
+            .iter()
+            .map(|c| (c.resource_name.to_string(), c.resource_type))
+            .collect();
+        names.sort();
+        (r.error_code, names)
+    };
+    for types in [vec![GROUP_RESOURCE], vec![99]] {
+        let req = ListConfigResourcesRequest::default().with_resource_types(types.clone());
+        let (k, o) = ctx.both(1, &req);
+        let (k, o) = (listed(k), listed(o));
+        if k != o {
+            problems.push(format!(
+                "ListConfigResources {types:?}: Kafka {k:?}, Ottla {o:?}"
+            ));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));

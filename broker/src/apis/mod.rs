@@ -18,6 +18,7 @@ pub mod fetch;
 pub mod group;
 pub mod init_producer_id;
 pub mod leader_hints;
+pub mod list_config_resources;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;

@@ -25,6 +25,7 @@ use kafka_protocol::messages::describe_user_scram_credentials_response::Describe
 use kafka_protocol::messages::elect_leaders_response::{
     ElectLeadersResponse, PartitionResult, ReplicaElectionResult,
 };
+use kafka_protocol::messages::list_config_resources_response::ListConfigResourcesResponse;
 use kafka_protocol::messages::list_partition_reassignments_response::ListPartitionReassignmentsResponse;
 use kafka_protocol::messages::update_features_response::UpdateFeaturesResponse;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
@@ -59,7 +60,7 @@ pub fn gate(access: &Arc<Access>, version: i16, body: RequestKind) -> Gate {
         | R::UpdateFeatures(_) => operation::ALTER,
         R::ListPartitionReassignments(_) => operation::DESCRIBE,
         R::AlterPartitionReassignments(_) => operation::ALTER,
-        R::DescribeClientQuotas(_) => operation::DESCRIBE_CONFIGS,
+        R::DescribeClientQuotas(_) | R::ListConfigResources(_) => operation::DESCRIBE_CONFIGS,
         R::AlterClientQuotas(_) => operation::ALTER_CONFIGS,
         // An API nobody wrote a rule for is refused, not let through.
         _ => return Gate::NoRule,
@@ -95,6 +96,9 @@ fn refusal(version: i16, body: RequestKind) -> ResponseKind {
             DescribeUserScramCredentialsResponse::default()
                 .with_error_code(code)
                 .with_error_message(message()),
+        ),
+        RequestKind::ListConfigResources(_) => ResponseKind::ListConfigResources(
+            ListConfigResourcesResponse::default().with_error_code(code),
         ),
         RequestKind::DescribeClientQuotas(_) => ResponseKind::DescribeClientQuotas(
             DescribeClientQuotasResponse::default()

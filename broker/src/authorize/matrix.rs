@@ -632,6 +632,13 @@ fn cluster_cases() -> Vec<Case> {
             operation::DESCRIBE_CONFIGS,
         ),
         case(
+            "ListConfigResources",
+            1,
+            ListConfigResourcesRequest::default().into(),
+            ResponseKind::ListConfigResources(Default::default()),
+            operation::DESCRIBE_CONFIGS,
+        ),
+        case(
             "AlterClientQuotas",
             1,
             AlterClientQuotasRequest::default()

@@ -214,6 +214,10 @@ fn every_served_api_has_a_rule() {
             RequestKind::AlterClientQuotas(Default::default()),
         ),
         (
+            ApiKey::ListConfigResources,
+            RequestKind::ListConfigResources(Default::default()),
+        ),
+        (
             ApiKey::DescribeAcls,
             RequestKind::DescribeAcls(Default::default()),
         ),

@@ -2,14 +2,17 @@
 //! refuses to start when a timeout lies outside its min/max bounds; Ottla
 //! clamps it into them and warns.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use ottla_controller::MetadataImage;
 use tracing::warn;
 
 use super::config::get;
 use super::consumer_assignor::{RANGE, UNIFORM};
 use super::consumer_member::MemberSubscription;
 use super::consumer_migration::MigrationPolicy;
+use super::resource_configs::group_overrides;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerGroupConfig {
@@ -81,6 +84,26 @@ impl ConsumerGroupConfig {
                 .get("group.coordinator.rebalance.protocols")
                 .is_none_or(|v| v.split(',').any(|p| p.trim() == "consumer")),
         }
+    }
+
+    /// This config with `group`'s own session timeout and heartbeat
+    /// interval, where its GROUP config resource sets them (checked against
+    /// the broker's bounds when they were set).
+    pub fn for_group(&self, image: &MetadataImage, group: &str) -> Cow<'_, Self> {
+        let overridden = |key: &str| {
+            group_overrides(image, group)
+                .and_then(|o| o.get(key))
+                .and_then(|v| v.trim().parse::<i32>().ok())
+        };
+        let session = overridden("consumer.session.timeout.ms");
+        let heartbeat = overridden("consumer.heartbeat.interval.ms");
+        if session.is_none() && heartbeat.is_none() {
+            return Cow::Borrowed(self);
+        }
+        let mut config = self.clone();
+        config.session_timeout_ms = session.unwrap_or(config.session_timeout_ms);
+        config.heartbeat_interval_ms = heartbeat.unwrap_or(config.heartbeat_interval_ms);
+        Cow::Owned(config)
     }
 
     pub fn supports_assignor(&self, name: &str) -> bool {

@@ -196,7 +196,7 @@ pub fn heartbeat(
     if req.member_epoch < 0 {
         return consumer_leave::leave(groups, req, image, ctx);
     }
-    let config = &ctx.config.consumer;
+    let config = &*ctx.config.consumer.for_group(image, &req.group_id);
     let id = &req.group_id;
     let mut records = Vec::new();
     let mut migration = None;

@@ -10,6 +10,9 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -379,6 +382,60 @@ fn session_expiry_fences_and_the_others_take_over() {
     assert_eq!(a.join(&broker, &["t"], None), NONE);
     settle(&broker, &mut [&mut a, &mut b]);
     assert_eq!((a.count(), b.count()), (2, 2));
+}
+
+/// A group's own `consumer.heartbeat.interval.ms` and
+/// `consumer.session.timeout.ms` (GROUP config resource, as
+/// `kafka-configs.sh --entity-type groups` sets them) are what its members
+/// are told and held to; other groups keep the broker's.
+#[test]
+fn a_groups_config_overrides_its_heartbeat_interval_and_session_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path(), &[("t", 2)], &["g", "other"]);
+    let set = |key: &str, value: &str| {
+        AlterConfigsResource::default()
+            .with_resource_type(crate::apis::configs::RESOURCE_GROUP)
+            .with_resource_name(s("g"))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(s(key))
+                .with_config_operation(0)
+                .with_value(Some(s(value)))])
+    };
+    let alter = |resources| {
+        let req = IncrementalAlterConfigsRequest::default().with_resources(resources);
+        crate::apis::configs::incremental::handle(&broker, 1, req).responses[0].clone()
+    };
+    // Outside the broker's bounds (min 500, max 15000): refused.
+    let refused = alter(vec![set("consumer.heartbeat.interval.ms", "20000")]);
+    assert_eq!(refused.error_code, ResponseError::InvalidConfig.code());
+    assert_eq!(
+        refused.error_message.as_deref(),
+        Some("consumer.heartbeat.interval.ms must be in the range 500 to 15000 inclusive.")
+    );
+    for (key, value) in [
+        ("consumer.heartbeat.interval.ms", "2500"),
+        ("consumer.session.timeout.ms", "20000"),
+    ] {
+        assert_eq!(alter(vec![set(key, value)]).error_code, NONE, "{key}");
+    }
+    let join = |group: &str| {
+        let req = Member::new(group, "m")
+            .request()
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(Vec::new()));
+        send(&broker, 1, req)
+    };
+    assert_eq!(join("g").heartbeat_interval_ms, 2500);
+    assert_eq!(join("other").heartbeat_interval_ms, 1000);
+    // The broker's session (6 s) has long passed; the group's (20 s) has not.
+    broker.groups.tick(now_ms() + 10_000);
+    let described = describe_one(&broker, 1, "g");
+    assert_eq!(described.members.len(), 1, "{described:?}");
+    assert!(describe_one(&broker, 1, "other").members.is_empty());
+    broker.groups.tick(now_ms() + 21_000);
+    assert!(describe_one(&broker, 1, "g").members.is_empty());
 }
 
 #[test]

@@ -13,6 +13,7 @@
 //! - `records`, `codec`, `subscription`: the stored and embedded formats
 //!   (`subscription`: the consumer protocol inside JoinGroup and SyncGroup);
 //! - `partitioner`, `config`, `writer`: group → partition, settings, log appends;
+//! - `resource_configs`: the GROUP config resource (per-group overrides);
 //! - `consumer_*`: consumer-protocol groups: `consumer_heartbeat` (the
 //!   protocol), `consumer_leave`, `consumer_regex`, `consumer_reconcile`
 //!   (member reconciliation), `consumer_assignor` (uniform, range),
@@ -49,6 +50,7 @@ mod offsets;
 mod partitioner;
 mod rebalance;
 mod records;
+pub mod resource_configs;
 mod retention;
 mod shard;
 mod subscription;

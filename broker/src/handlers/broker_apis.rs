@@ -15,8 +15,8 @@ use ottla_protocol::file_records::FileRecords;
 use crate::apis::{
     acls, client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
-    elect_leaders, fetch, group, init_producer_id, list_offsets, metadata, offset_for_leader_epoch,
-    produce, reassignments, scram_credentials, txn, update_features,
+    elect_leaders, fetch, group, init_producer_id, list_config_resources, list_offsets, metadata,
+    offset_for_leader_epoch, produce, reassignments, scram_credentials, txn, update_features,
 };
 use crate::authorize::{gate_request, Gate};
 use crate::broker::Broker;
@@ -53,6 +53,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::ListConfigResources, 0, 1),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::ElectLeaders, 0, 2),
@@ -235,6 +236,9 @@ impl RequestHandler for BrokerApis {
                 ),
                 RequestKind::DescribeLogDirs(r) => ResponseKind::DescribeLogDirs(
                     blocking(b, move |b| describe_log_dirs::handle(b, v, r)).await?,
+                ),
+                RequestKind::ListConfigResources(r) => ResponseKind::ListConfigResources(
+                    blocking(b, move |b| list_config_resources::handle(b, v, r)).await?,
                 ),
                 RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(
                     blocking(b, move |b| describe_cluster::handle(b, v, &listener, r)).await?,

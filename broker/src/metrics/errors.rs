@@ -127,6 +127,7 @@ pub fn for_each_error(response: &ResponseKind, mut f: impl FnMut(i16)) {
                 .for_each(|p| each(p.error_code));
         }
         ResponseKind::DescribeCluster(r) => each(r.error_code),
+        ResponseKind::ListConfigResources(r) => each(r.error_code),
         ResponseKind::DescribeTopicPartitions(r) => {
             for t in &r.topics {
                 each(t.error_code);

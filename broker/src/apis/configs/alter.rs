@@ -10,7 +10,7 @@ use ottla_controller::{AlterOp, ControllerError};
 
 use super::{
     alter_each, broker_resource, check_no_nulls, check_topic_name, check_unique_keys,
-    unsupported_type, RESOURCE_BROKER, RESOURCE_TOPIC,
+    group_resource, unsupported_type, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC,
 };
 use crate::broker::Broker;
 
@@ -76,6 +76,7 @@ fn replace(
             ))
         }
         RESOURCE_BROKER => broker_resource::alter(broker, name, sets, true, validate_only),
+        RESOURCE_GROUP => group_resource::alter(broker, name, sets, true, validate_only),
         other => Err(unsupported_type(other)),
     }
 }

@@ -17,14 +17,19 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_controller::{ControllerError, MetadataImage};
 
 use super::dynamic::{broken_static_config, is_dynamic};
-use super::{invalid_request, static_config, unsupported_type, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{
+    invalid_request, static_config, unsupported_type, RESOURCE_BROKER, RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+};
 use crate::broker::Broker;
 use crate::config::ConfigEntry;
+use crate::group::resource_configs::{broker_default, group_overrides, GROUP_CONFIG_KEYS};
 use crate::log_config::ConfigSource;
 
-/// Kafka's DescribeConfigs source codes for dynamic broker values.
+/// Kafka's DescribeConfigs source codes for dynamic broker and group values.
 const SOURCE_DYNAMIC_BROKER: i8 = 2;
 const SOURCE_DYNAMIC_DEFAULT: i8 = 3;
+const SOURCE_DYNAMIC_GROUP: i8 = 8;
 /// Kafka's DescribeConfigs type code for a key it cannot type.
 const CONFIG_TYPE_UNKNOWN: i8 = 0;
 
@@ -95,6 +100,7 @@ fn describe(
             }
             broker_entries(broker, image)
         }
+        RESOURCE_GROUP => group_entries(broker, image, name),
         other => Err(unsupported_type(other)),
     }
 }
@@ -175,6 +181,50 @@ fn topic_entries(
                 .collect(),
             config_type: c.key.config_type.describe_code(),
             doc: c.key.doc,
+        })
+        .collect())
+}
+
+/// Every group key: the group's override, else the broker's setting of its
+/// synonym, else Kafka's default. Any group name may be described, as in
+/// Kafka: a group needs no members to have configs.
+fn group_entries(
+    broker: &Broker,
+    image: &MetadataImage,
+    group: &str,
+) -> Result<Vec<Entry>, ControllerError> {
+    if group.is_empty() {
+        return Err(invalid_request("Group name must not be empty"));
+    }
+    let statics = &broker.settings.static_configs;
+    let overrides = group_overrides(image, group);
+    Ok(GROUP_CONFIG_KEYS
+        .iter()
+        .map(|k| {
+            let mut synonyms = Vec::new();
+            let value = match overrides.and_then(|o| o.get(k.name)) {
+                Some(v) => {
+                    synonyms.push((k.name.to_string(), Some(v.clone()), SOURCE_DYNAMIC_GROUP));
+                    v.clone()
+                }
+                None => broker_default(k, statics),
+            };
+            if let Some(v) = k.broker_value(statics) {
+                let source = ConfigSource::StaticBroker.code();
+                synonyms.push((k.synonym.to_string(), Some(v.to_string()), source));
+            }
+            let source = ConfigSource::Default.code();
+            synonyms.push((k.synonym.to_string(), Some(k.default.to_string()), source));
+            Entry {
+                name: k.name.to_string(),
+                value: Some(value),
+                read_only: false,
+                source: synonyms[0].2,
+                sensitive: false,
+                synonyms,
+                config_type: k.type_code(),
+                doc: k.doc,
+            }
         })
         .collect())
 }

@@ -1,5 +1,5 @@
 //! IncrementalAlterConfigs (v0-1): SET, DELETE, APPEND and SUBTRACT on
-//! topic and broker resources, as Kafka's ConfigAdminManager and
+//! topic, broker and group resources, as Kafka's ConfigAdminManager and
 //! controller check them.
 
 use kafka_protocol::error::ResponseError;
@@ -15,7 +15,8 @@ use ottla_storage::config::{topic_config_key, ConfigType};
 
 use super::{
     alter_each, apply_list_op, broker_resource, check_no_nulls, check_topic_name,
-    check_unique_keys, invalid_request, unsupported_type, RESOURCE_BROKER, RESOURCE_TOPIC,
+    check_unique_keys, group_resource, invalid_request, unsupported_type, RESOURCE_BROKER,
+    RESOURCE_GROUP, RESOURCE_TOPIC,
 };
 use crate::broker::Broker;
 
@@ -83,6 +84,7 @@ fn alter(
     match r.resource_type {
         RESOURCE_TOPIC => alter_topic(broker, name, ops, validate_only),
         RESOURCE_BROKER => broker_resource::alter(broker, name, ops, false, validate_only),
+        RESOURCE_GROUP => group_resource::alter(broker, name, ops, false, validate_only),
         other => Err(unsupported_type(other)),
     }
 }

@@ -1,7 +1,8 @@
 //! Config APIs: DescribeConfigs (v1-4), legacy AlterConfigs (v0-2, which
 //! replaces a resource's whole set of overrides) and IncrementalAlterConfigs
-//! (v0-1), for topic resources and broker resources (`""`, the cluster-wide
-//! dynamic defaults, or this node's id). Topic changes are validated and
+//! (v0-1), for topic resources, broker resources (`""`, the cluster-wide
+//! dynamic defaults, or this node's id) and group resources (per-group
+//! overrides, `group/resource_configs.rs`). Topic changes are validated and
 //! stored by the controller; broker changes are checked here first, against
 //! the broker config module's key table and Kafka's rules for dynamic keys.
 
@@ -9,6 +10,7 @@ pub mod alter;
 mod broker_resource;
 pub mod describe;
 mod dynamic;
+mod group_resource;
 pub mod incremental;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -23,8 +25,8 @@ use crate::config::{BrokerConfig, ConfigError};
 pub const RESOURCE_TOPIC: i8 = ottla_controller::records::CONFIG_RESOURCE_TOPIC;
 pub const RESOURCE_BROKER: i8 = ottla_controller::records::CONFIG_RESOURCE_BROKER;
 const RESOURCE_BROKER_LOGGER: i8 = 8;
-const RESOURCE_CLIENT_METRICS: i8 = 16;
-const RESOURCE_GROUP: i8 = 32;
+pub const RESOURCE_CLIENT_METRICS: i8 = 16;
+pub const RESOURCE_GROUP: i8 = ottla_controller::records::CONFIG_RESOURCE_GROUP;
 
 /// The broker's static configuration, rebuilt from the keys it was started
 /// with (the broker keeps those, not the parsed configuration).
@@ -51,7 +53,6 @@ fn unsupported_type(resource_type: i8) -> ControllerError {
     let name = match resource_type {
         RESOURCE_BROKER_LOGGER => "BROKER_LOGGER",
         RESOURCE_CLIENT_METRICS => "CLIENT_METRICS",
-        RESOURCE_GROUP => "GROUP",
         other => return invalid_request(format!("Unknown resource type {other}")),
     };
     invalid_request(format!("Ottla does not support {name} config resources"))

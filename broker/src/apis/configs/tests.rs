@@ -225,8 +225,9 @@ fn topic_refusals_carry_kafka_error_codes() {
     assert!(missing.configs.is_empty());
     let bad = describe_one(&broker, 3, RESOURCE_TOPIC, "bad name", None);
     assert_eq!(bad.error_code, ResponseError::InvalidTopicException.code());
-    let group = describe_one(&broker, 4, 32, "g", None);
-    assert_eq!(group.error_code, ResponseError::InvalidRequest.code());
+    // BROKER_LOGGER resources are not served.
+    let loggers = describe_one(&broker, 4, 8, "1", None);
+    assert_eq!(loggers.error_code, ResponseError::InvalidRequest.code());
 
     let code = |ops: Vec<AlterableConfig>| incremental(&broker, RESOURCE_TOPIC, "t", ops, false).0;
     assert_eq!(
