@@ -43,7 +43,9 @@ enum Attempt {
 
 /// When each broker incarnation last heartbeated, as the active controller
 /// saw it. A controller that becomes active starts everyone's clock afresh,
-/// as KRaft does, since it cannot know what its predecessor saw.
+/// as KRaft does, since it cannot know what its predecessor saw, with one
+/// exception: the broker of the node that led before it, which this node
+/// had stopped hearing from (see [`Liveness::silent_since`]).
 pub(crate) struct Liveness {
     session_timeout: Duration,
     state: Mutex<LivenessState>,
@@ -85,6 +87,22 @@ impl Liveness {
         let mut st = self.state.lock();
         st.reset_if_new(term);
         st.last_seen.insert(broker, Instant::now());
+    }
+
+    /// Starts the clock of `broker`, the previous active controller's
+    /// broker, at `heard`: the last time this node heard from that
+    /// controller, so a node that stopped answering (stopped, cut off) is
+    /// fenced a session after it went quiet, not a session after the
+    /// election. A broker that heartbeats restarts its clock as usual; the
+    /// clock goes back at most half a session, so a live broker whose
+    /// controller merely stepped down keeps ample time to heartbeat here.
+    fn silent_since(&self, term: u64, broker: i32, heard: Instant) {
+        let mut st = self.state.lock();
+        st.reset_if_new(term);
+        let earliest = Instant::now()
+            .checked_sub(self.session_timeout / 2)
+            .unwrap_or(heard);
+        st.last_seen.entry(broker).or_insert(heard.max(earliest));
     }
 
     /// Unfenced brokers silent for longer than the session timeout.
@@ -526,6 +544,9 @@ impl LivenessLoop for Weak<Controller> {
             let mut tick = tokio::time::interval(LIVENESS_CHECK_INTERVAL);
             // The term in which this node, active, last probed every broker.
             let mut probed_term = None;
+            // While following: the leader, and when this node last heard
+            // from it, as of the last tick.
+            let mut followed: Option<(u64, Instant)> = None;
             loop {
                 let event = tokio::select! {
                     _ = tick.tick() => Event::Tick,
@@ -536,7 +557,11 @@ impl LivenessLoop for Weak<Controller> {
                     return;
                 };
                 if controller.leads() && probed_term != Some(controller.quorum.term()) {
-                    probed_term = Some(controller.quorum.term());
+                    let term = controller.quorum.term();
+                    probed_term = Some(term);
+                    if let Some((leader, heard)) = followed.take() {
+                        controller.liveness.silent_since(term, leader as i32, heard);
+                    }
                     for broker in controller.image().brokers.keys().copied() {
                         let c = controller.clone();
                         tokio::spawn(async move { c.fence_if_gone(broker).await });
@@ -544,6 +569,10 @@ impl LivenessLoop for Weak<Controller> {
                 }
                 match event {
                     Event::Tick => {
+                        // Kept through an election, when there is no leader.
+                        if let Some(q) = controller.quorum.voter().filter(|_| !controller.leads()) {
+                            followed = q.leader_last_heard().await.or(followed);
+                        }
                         controller.check_liveness().await;
                         controller.complete_reassignments().await;
                         controller.balance_leaders().await;
@@ -580,5 +609,34 @@ async fn changed<T>(watch: &mut Option<watch::Receiver<T>>) -> Result<(), watch:
     match watch {
         Some(rx) => rx.changed().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The previous leader's broker is held to the time this node last
+    /// heard from it (at most half a session back); every other broker
+    /// gets a full session from the new term, and a heartbeat restarts
+    /// anyone's clock.
+    #[test]
+    fn the_silent_previous_leader_is_fenced_first() {
+        let session = Duration::from_millis(1000);
+        let liveness = Liveness::new(session, None);
+        let long_ago = Instant::now() - Duration::from_secs(10);
+        liveness.silent_since(7, 1, long_ago);
+        assert!(liveness.expired(7, [1, 2, 3].into_iter()).is_empty());
+        liveness.seen(7, 3);
+        std::thread::sleep(Duration::from_millis(600));
+        // Half a session back plus 600 ms is past the session for broker 1.
+        assert_eq!(liveness.expired(7, [1, 2, 3].into_iter()), vec![1]);
+        // A heartbeat from it starts its clock again.
+        liveness.seen(7, 1);
+        assert!(liveness.expired(7, [1, 2, 3].into_iter()).is_empty());
+        // A new term starts every clock afresh.
+        liveness.silent_since(8, 2, Instant::now());
+        std::thread::sleep(Duration::from_millis(600));
+        assert!(liveness.expired(8, [1, 2, 3].into_iter()).is_empty());
     }
 }

@@ -207,6 +207,58 @@ fn a_killed_node_is_detected_from_its_closed_connections() {
     cluster.assert_no_panics();
 }
 
+/// A stopped active controller (SIGSTOP: it neither answers nor closes its
+/// connections) is voted out once its lease ends. Its successor holds its
+/// broker to the moment the node went quiet, so the broker is fenced a
+/// session after the stop, not a session after the election (lease 3 s +
+/// election + session 10 s = about 13.3 s before).
+#[test]
+fn a_stopped_active_controller_is_fenced_a_session_after_it_went_quiet() {
+    let cluster = FaultCluster::start_with(&[
+        ("broker.heartbeat.interval.ms", "300"),
+        ("broker.session.timeout.ms", "10000"),
+        ("controller.quorum.election.timeout.ms", "3000"),
+        ("replica.lag.time.max.ms", "30000"),
+    ]);
+    let controller =
+        FaultCluster::active_controller(&cluster.nodes[0]).expect("an active controller");
+    let witness = &cluster.nodes[(1..=3).find(|n| *n != controller).unwrap() as usize - 1];
+    let stopped_pid = cluster.nodes[controller as usize - 1].pid() as i32;
+    // SAFETY: signals to our own child process.
+    unsafe { libc::kill(stopped_pid, libc::SIGSTOP) };
+    let stopped = Instant::now();
+    let fenced = loop {
+        let view = FaultCluster::partitions(witness);
+        if view.len() == PARTITIONS as usize
+            && view.values().all(|(leader, isr)| {
+                *leader > 0 && *leader != controller && !isr.contains(&controller)
+            })
+        {
+            break stopped.elapsed();
+        }
+        if stopped.elapsed() > Duration::from_secs(30) {
+            unsafe { libc::kill(stopped_pid, libc::SIGCONT) };
+            panic!("the stopped node {controller} still leads or is in sync: {view:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    unsafe { libc::kill(stopped_pid, libc::SIGCONT) };
+    println!(
+        "SIGSTOP of the active controller {controller}: its broker out of every ISR after {} ms",
+        fenced.as_millis()
+    );
+    assert!(
+        fenced >= Duration::from_millis(9500),
+        "fenced before its session ended: {fenced:?}"
+    );
+    assert!(
+        fenced < Duration::from_millis(11800),
+        "fenced a whole session after the election: {fenced:?}"
+    );
+    cluster.wait_full_isr();
+    cluster.assert_no_panics();
+}
+
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
         .ok()

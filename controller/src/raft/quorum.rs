@@ -334,6 +334,18 @@ impl Quorum {
         self.raft.metrics().borrow().current_term
     }
 
+    /// The leader this node follows and when it last heard from it (its
+    /// last heartbeat or append), or None when it follows no other node.
+    pub(crate) async fn leader_last_heard(&self) -> Option<(u64, std::time::Instant)> {
+        let leader = self.leader().filter(|l| *l != self.id)?;
+        let heard = self
+            .raft
+            .with_raft_state(|st| st.vote_last_modified())
+            .await
+            .ok()??;
+        Some((leader, heard.into_std()))
+    }
+
     /// The current leader, as far as this node knows.
     pub fn leader(&self) -> Option<u64> {
         // Cloned out at once: holding the metrics borrow can stall RaftCore.
