@@ -846,7 +846,14 @@ impl PartitionLog {
     pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
         self.ensure_online()?;
         if offset >= self.log_end_offset {
-            return Ok(());
+            // Nothing to cut, but the epoch cache may end in an epoch this
+            // log led without appending to it (its start is the log end):
+            // a follower that kept it would send it as its last fetched
+            // epoch, be told to truncate, and never get past it (as
+            // Kafka's truncateTo, which cuts the cache here too).
+            let end = self.log_end_offset;
+            let r = self.epoch_cache.truncate_from_end(end);
+            return self.guard(r);
         }
         if offset <= self.log_start_offset {
             return self.truncate_fully_and_start_at(offset.max(self.log_start_offset));

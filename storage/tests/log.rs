@@ -390,6 +390,31 @@ fn truncation_moves_the_end_and_the_epoch_cache() {
     ));
 }
 
+/// A replica that became leader in an epoch and lost leadership before
+/// appending anything has that epoch in its cache, starting at its log
+/// end. Truncating to its log end (the new leader's answer for that epoch)
+/// must drop it, or the replica asks with the same epoch forever and never
+/// rejoins the ISR.
+#[test]
+fn truncating_to_the_log_end_drops_an_epoch_led_without_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), false);
+    append(&mut log, 3, 47);
+    log.assign_leader_epoch(48).unwrap();
+    assert_eq!(log.latest_epoch(), Some(48));
+    log.truncate_to(log.log_end_offset()).unwrap();
+    assert_eq!(log.log_end_offset(), 3);
+    assert_eq!(log.latest_epoch(), Some(47));
+    // Beyond the end: the same.
+    log.assign_leader_epoch(49).unwrap();
+    log.truncate_to(100).unwrap();
+    assert_eq!(log.latest_epoch(), Some(47));
+    // The cache on disk agrees.
+    drop(log);
+    let log = open(dir.path(), small_config(), true);
+    assert_eq!(log.latest_epoch(), Some(47));
+}
+
 #[test]
 fn retention_and_delete_records_advance_the_start() {
     let dir = tempfile::tempdir().unwrap();
