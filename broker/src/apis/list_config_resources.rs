@@ -26,11 +26,19 @@ pub fn handle(
         return ListConfigResourcesResponse::default();
     }
     let image = broker.controller.image();
-    let types = if req.resource_types.is_empty() {
-        ALL_TYPES.to_vec()
+    // Each type once, in the order asked: a request naming a type many
+    // times must not multiply the answer.
+    let mut types: Vec<i8> = Vec::new();
+    let asked = if req.resource_types.is_empty() {
+        &ALL_TYPES[..]
     } else {
-        req.resource_types
+        &req.resource_types[..]
     };
+    for &kind in asked {
+        if !types.contains(&kind) {
+            types.push(kind);
+        }
+    }
     let mut listed = Vec::new();
     for kind in types {
         let names: Vec<String> = match kind {

@@ -90,9 +90,12 @@ impl ConsumerGroupConfig {
     /// interval, where its GROUP config resource sets them (checked against
     /// the broker's bounds when they were set).
     pub fn for_group(&self, image: &MetadataImage, group: &str) -> Cow<'_, Self> {
+        let Some(overrides) = group_overrides(image, group) else {
+            return Cow::Borrowed(self);
+        };
         let overridden = |key: &str| {
-            group_overrides(image, group)
-                .and_then(|o| o.get(key))
+            overrides
+                .get(key)
                 .and_then(|v| v.trim().parse::<i32>().ok())
         };
         let session = overridden("consumer.session.timeout.ms");

@@ -241,10 +241,6 @@ const fn key(
     }
 }
 
-const fn bound(key: &'static str, default: i64) -> Bound {
-    Bound(key, default)
-}
-
 /// Every GROUP key, in name order.
 pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
     key(
@@ -260,8 +256,8 @@ pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
         "5000",
         Check::Within(
             1,
-            bound("group.consumer.min.heartbeat.interval.ms", 5000),
-            bound("group.consumer.max.heartbeat.interval.ms", 15000),
+            Bound("group.consumer.min.heartbeat.interval.ms", 5000),
+            Bound("group.consumer.max.heartbeat.interval.ms", 15000),
         ),
         "The heartbeat interval given to the members of a consumer group.",
     ),
@@ -271,8 +267,8 @@ pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
         "45000",
         Check::Within(
             1,
-            bound("group.consumer.min.session.timeout.ms", 45000),
-            bound("group.consumer.max.session.timeout.ms", 60000),
+            Bound("group.consumer.min.session.timeout.ms", 45000),
+            Bound("group.consumer.max.session.timeout.ms", 60000),
         ),
         "The timeout to detect client failures when using the consumer group protocol.",
     ),
@@ -310,8 +306,8 @@ pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
         "5",
         Check::Within(
             2,
-            bound("group.share.min.delivery.count.limit", 2),
-            bound("group.share.max.delivery.count.limit", 10),
+            Bound("group.share.min.delivery.count.limit", 2),
+            Bound("group.share.max.delivery.count.limit", 10),
         ),
         "The maximum number of delivery attempts for a record delivered to a share group.",
     ),
@@ -321,8 +317,8 @@ pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
         "5000",
         Check::Within(
             1,
-            bound("group.share.min.heartbeat.interval.ms", 5000),
-            bound("group.share.max.heartbeat.interval.ms", 15000),
+            Bound("group.share.min.heartbeat.interval.ms", 5000),
+            Bound("group.share.max.heartbeat.interval.ms", 15000),
         ),
         "The heartbeat interval given to the members of a share group.",
     ),
@@ -339,8 +335,8 @@ pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
         "2000",
         Check::Within(
             100,
-            bound("group.share.min.partition.max.record.locks", 100),
-            bound("group.share.max.partition.max.record.locks", 4000),
+            Bound("group.share.min.partition.max.record.locks", 100),
+            Bound("group.share.max.partition.max.record.locks", 4000),
         ),
         "Share-group record lock limit per share-partition.",
     ),
@@ -350,8 +346,8 @@ pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
         "30000",
         Check::Within(
             1000,
-            bound("group.share.min.record.lock.duration.ms", 15000),
-            bound("group.share.max.record.lock.duration.ms", 60000),
+            Bound("group.share.min.record.lock.duration.ms", 15000),
+            Bound("group.share.max.record.lock.duration.ms", 60000),
         ),
         "The record acquisition lock duration of a share group.",
     ),
@@ -368,8 +364,8 @@ pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
         "45000",
         Check::Within(
             1,
-            bound("group.share.min.session.timeout.ms", 45000),
-            bound("group.share.max.session.timeout.ms", 60000),
+            Bound("group.share.min.session.timeout.ms", 45000),
+            Bound("group.share.max.session.timeout.ms", 60000),
         ),
         "The timeout to detect client failures when using the share group protocol.",
     ),
@@ -393,8 +389,8 @@ pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
         "5000",
         Check::Within(
             1,
-            bound("group.streams.min.heartbeat.interval.ms", 5000),
-            bound("group.streams.max.heartbeat.interval.ms", 15000),
+            Bound("group.streams.min.heartbeat.interval.ms", 5000),
+            Bound("group.streams.max.heartbeat.interval.ms", 15000),
         ),
         "The heartbeat interval given to the members of a streams group.",
     ),
@@ -409,7 +405,7 @@ pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
         "streams.num.standby.replicas",
         "group.streams.num.standby.replicas",
         "0",
-        Check::AtMost(0, bound("group.streams.max.standby.replicas", 2)),
+        Check::AtMost(0, Bound("group.streams.max.standby.replicas", 2)),
         "The number of standby replicas for each task of a streams group.",
     ),
     key(
@@ -425,8 +421,8 @@ pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
         "45000",
         Check::Within(
             1,
-            bound("group.streams.min.session.timeout.ms", 45000),
-            bound("group.streams.max.session.timeout.ms", 60000),
+            Bound("group.streams.min.session.timeout.ms", 45000),
+            Bound("group.streams.max.session.timeout.ms", 60000),
         ),
         "The timeout to detect client failures when using the streams group protocol.",
     ),
