@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod mirroring;
 pub mod network;
 pub mod producer_ids;
+pub mod purgatory;
 pub mod quotas;
 pub mod replica;
 pub mod replication;

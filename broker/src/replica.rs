@@ -8,7 +8,7 @@
 //! end itself.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,8 +21,8 @@ use ottla_storage::manager::{LogManager, SharedLog, TopicPartition};
 use ottla_storage::producer_state::AppendOrigin;
 use ottla_storage::segment::FileSlice;
 use ottla_storage::StorageError;
-use parking_lot::{Condvar, Mutex, RwLock};
-use tokio::sync::{mpsc, watch};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 use uuid::Uuid;
 
@@ -31,6 +31,7 @@ use ottla_coordinator_common::partition_writer::{HostedPartition, PartitionWrite
 
 use crate::log_config::TopicConfigResolver;
 use crate::metrics::PartitionStats;
+use crate::purgatory::{Waiter, Watchers};
 use crate::replication::progress::Followers;
 
 pub struct Partition {
@@ -49,6 +50,8 @@ pub struct Partition {
     /// Set by the mirror manager once this partition's mirroring is STOPPED
     /// (failed over): clients may write again.
     mirror_stopped: AtomicBool,
+    /// Fetches and acks=all produces waiting for this partition to change.
+    pub watchers: Watchers,
 }
 
 impl Partition {
@@ -160,14 +163,6 @@ pub struct ReplicaManager {
     logs: Arc<LogManager>,
     configs: Arc<TopicConfigResolver>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
-    /// Bumped on every append and high-watermark move, to wake
-    /// long-polling fetches and acks=all produces.
-    appends: watch::Sender<u64>,
-    /// The same wakeups for synchronous waiters on the blocking pool (the
-    /// coordinators' acks=all writes): how many wait, and their condvar.
-    sync_waiters: AtomicUsize,
-    sync_lock: Mutex<()>,
-    sync_appended: Condvar,
     /// `replica.lag.time.max.ms`.
     replica_lag_max: Duration,
     isr_changes: mpsc::UnboundedSender<IsrChange>,
@@ -191,10 +186,6 @@ impl ReplicaManager {
             logs,
             configs,
             partitions: RwLock::new(HashMap::new()),
-            appends: watch::channel(0).0,
-            sync_waiters: AtomicUsize::new(0),
-            sync_lock: Mutex::new(()),
-            sync_appended: Condvar::new(),
             replica_lag_max,
             isr_changes,
             isr_shrinks: AtomicU64::new(0),
@@ -249,7 +240,10 @@ impl ReplicaManager {
         }
         let current: Vec<TopicPartition> = self.partitions.read().keys().cloned().collect();
         for tp in current.iter().filter(|tp| !wanted.contains_key(*tp)) {
-            self.partitions.write().remove(tp);
+            if let Some(removed) = self.partitions.write().remove(tp) {
+                // Its waiting requests answer NOT_LEADER_OR_FOLLOWER now.
+                removed.watchers.wake();
+            }
             if let Err(e) = self.logs.delete(tp) {
                 warn!(partition = %tp, error = %e, "could not delete the log of a removed partition");
             }
@@ -310,6 +304,7 @@ impl ReplicaManager {
                     isr_pending: Mutex::default(),
                     mirror_binding: RwLock::new(mirror_binding),
                     mirror_stopped: AtomicBool::new(false),
+                    watchers: Watchers::default(),
                 });
                 let previous = partition.state();
                 self.change_state(&partition, &previous, state);
@@ -362,12 +357,23 @@ impl ReplicaManager {
             // answers NOT_LEADER_OR_FOLLOWER at once instead of sleeping to
             // its timeout (past the client's, which then bumps its epoch and
             // re-sends what may already be committed: duplicates).
-            self.bump_appends();
+            p.watchers.wake();
         }
     }
 
-    /// Moves the high watermark up to what every ISR member has.
-    fn maybe_advance_high_watermark(&self, p: &Partition) {
+    /// After a leader append: followers' fetches wait for the log end,
+    /// consumers' and acks=all produces for the high watermark. One wakeup
+    /// serves both when the high watermark moved with the append (an ISR of
+    /// this leader alone).
+    fn wake_after_append(&self, p: &Partition) {
+        if !self.maybe_advance_high_watermark(p) {
+            p.watchers.wake();
+        }
+    }
+
+    /// Moves the high watermark up to what every ISR member has, and wakes
+    /// the partition's watchers if it moved; returns whether it did.
+    fn maybe_advance_high_watermark(&self, p: &Partition) -> bool {
         let state = p.state();
         let advanced = {
             let mut log = p.log.write();
@@ -384,8 +390,9 @@ impl ReplicaManager {
             moved
         };
         if advanced {
-            self.bump_appends();
+            p.watchers.wake();
         }
+        advanced
     }
 
     /// A follower fetched `fetch_offset` having last fetched data of
@@ -402,6 +409,17 @@ impl ReplicaManager {
         last_fetched_epoch: i32,
     ) -> Option<(i32, i64)> {
         let p = self.partition(tp)?;
+        self.follower_progress(&p, replica, fetch_offset, last_fetched_epoch)
+    }
+
+    /// [`ReplicaManager::follower_fetched`] on a partition already looked up.
+    fn follower_progress(
+        &self,
+        p: &Partition,
+        replica: i32,
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+    ) -> Option<(i32, i64)> {
         let state = p.state();
         if state.leader != self.node_id || !state.replicas.contains(&replica) {
             return None;
@@ -416,7 +434,7 @@ impl ReplicaManager {
         p.followers
             .lock()
             .fetched(replica, fetch_offset, leader_end, Instant::now());
-        self.maybe_advance_high_watermark(&p);
+        self.maybe_advance_high_watermark(p);
         if !state.isr.contains(&replica) {
             let hw = p.log.read().high_watermark();
             let epoch_start = p
@@ -433,7 +451,7 @@ impl ReplicaManager {
             {
                 let mut isr = state.isr.clone();
                 isr.push(replica);
-                self.ask_isr_change(&p, &state, isr);
+                self.ask_isr_change(p, &state, isr);
             }
         }
         None
@@ -466,14 +484,13 @@ impl ReplicaManager {
     /// mirror fetcher does; Kafka checks any fetch v12+ that does): where
     /// this leader's history of that epoch ends, if the fetcher's log went
     /// past it.
-    pub fn consumer_divergence(
+    fn consumer_divergence(
         &self,
-        tp: &TopicPartition,
+        p: &Partition,
         fetch_offset: i64,
         last_fetched_epoch: i32,
     ) -> Option<(i32, i64)> {
-        let p = self.partition(tp)?;
-        if p.state().leader != self.node_id {
+        if p.state.read().leader != self.node_id {
             return None;
         }
         let log = p.log.read();
@@ -481,10 +498,7 @@ impl ReplicaManager {
     }
 
     /// The answer to a follower whose log diverged at `epoch_end`.
-    pub fn diverged(&self, tp: &TopicPartition, epoch_end: (i32, i64)) -> FetchOutcome {
-        let Some(p) = self.partition(tp) else {
-            return FetchOutcome::error(ResponseError::UnknownTopicOrPartition);
-        };
+    fn diverged(p: &Partition, epoch_end: (i32, i64)) -> FetchOutcome {
         let log = p.log.read();
         FetchOutcome {
             error: None,
@@ -631,7 +645,7 @@ impl ReplicaManager {
             log.set_high_watermark(hw);
         }
         drop(log);
-        self.bump_appends();
+        p.watchers.wake();
         Ok(())
     }
 
@@ -644,9 +658,8 @@ impl ReplicaManager {
         records: &[u8],
     ) -> Result<AppendInfo, StorageError> {
         let info = p.log.write().append_verbatim(records, now_ms())?;
-        self.maybe_advance_high_watermark(p);
+        self.wake_after_append(p);
         p.stats.produced(records.len(), info.record_count);
-        self.bump_appends();
         Ok(info)
     }
 
@@ -690,9 +703,8 @@ impl ReplicaManager {
         };
         match result {
             Ok(info) => {
-                self.maybe_advance_high_watermark(&partition);
+                self.wake_after_append(&partition);
                 partition.stats.produced(records.len(), info.record_count);
-                self.bump_appends();
                 ProduceOutcome {
                     error: ResponseError::Unknown(0),
                     message: None,
@@ -719,6 +731,37 @@ impl ReplicaManager {
     /// Reads from a partition this broker leads (or follows, for replica
     /// fetches), checking the client's view of the leader epoch.
     pub fn read(&self, tp: &TopicPartition, spec: &ReadSpec) -> FetchOutcome {
+        let Some(partition) = self.partition(tp) else {
+            return FetchOutcome::error(self.not_hosted(tp));
+        };
+        self.read_partition(&partition, spec)
+    }
+
+    /// One partition of a Fetch, looked up beforehand (None: not hosted
+    /// here): a replica's (`follower`) progress or a fetcher's divergence
+    /// (from `last_fetched_epoch`), then the read.
+    pub fn fetch(
+        &self,
+        tp: &TopicPartition,
+        partition: Option<&Partition>,
+        follower: Option<i32>,
+        last_fetched_epoch: i32,
+        spec: &ReadSpec,
+    ) -> FetchOutcome {
+        let Some(p) = partition else {
+            return FetchOutcome::error(self.not_hosted(tp));
+        };
+        let diverging = match follower {
+            Some(replica) => self.follower_progress(p, replica, spec.offset, last_fetched_epoch),
+            None => self.consumer_divergence(p, spec.offset, last_fetched_epoch),
+        };
+        match diverging {
+            Some(epoch_end) => Self::diverged(p, epoch_end),
+            None => self.read_partition(p, spec),
+        }
+    }
+
+    fn read_partition(&self, partition: &Partition, spec: &ReadSpec) -> FetchOutcome {
         let ReadSpec {
             offset,
             max_bytes,
@@ -727,19 +770,18 @@ impl ReplicaManager {
             leader_only,
             min_one_batch,
         } = *spec;
-        let Some(partition) = self.partition(tp) else {
-            return FetchOutcome::error(self.not_hosted(tp));
-        };
-        let state = partition.state();
-        if leader_only && state.leader != self.node_id {
-            return FetchOutcome::error(ResponseError::NotLeaderOrFollower);
-        }
-        if current_leader_epoch >= 0 {
-            if current_leader_epoch < state.leader_epoch {
-                return FetchOutcome::error(ResponseError::FencedLeaderEpoch);
+        {
+            let state = partition.state.read();
+            if leader_only && state.leader != self.node_id {
+                return FetchOutcome::error(ResponseError::NotLeaderOrFollower);
             }
-            if current_leader_epoch > state.leader_epoch {
-                return FetchOutcome::error(ResponseError::UnknownLeaderEpoch);
+            if current_leader_epoch >= 0 {
+                if current_leader_epoch < state.leader_epoch {
+                    return FetchOutcome::error(ResponseError::FencedLeaderEpoch);
+                }
+                if current_leader_epoch > state.leader_epoch {
+                    return FetchOutcome::error(ResponseError::UnknownLeaderEpoch);
+                }
             }
         }
         let log = partition.log.read();
@@ -770,19 +812,10 @@ impl ReplicaManager {
                 diverging_epoch: None,
             },
             Err(e) => {
-                warn!(partition = %tp, error = %e, "read failed");
+                warn!(partition = %partition.tp, error = %e, "read failed");
                 FetchOutcome::error(storage_error_code(&e).0)
             }
         }
-    }
-
-    /// Waits until something is appended anywhere, or `timeout` passes.
-    pub async fn wait_for_appends(&self, seen: u64, timeout: Duration) {
-        let mut rx = self.appends.subscribe();
-        if *rx.borrow() != seen {
-            return;
-        }
-        let _ = tokio::time::timeout(timeout, rx.changed()).await;
     }
 
     /// Waits until the high watermark of `tp` reaches `end_offset` (every
@@ -795,16 +828,20 @@ impl ReplicaManager {
         timeout: Duration,
     ) -> Result<(), ResponseError> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let Some(p) = self.partition(tp) else {
+            return Err(ResponseError::NotLeaderOrFollower);
+        };
+        let waiter = Waiter::new();
         loop {
-            let seen = self.append_counter();
-            if let Some(outcome) = self.replication_outcome(tp, end_offset) {
+            let version = p.watchers.version();
+            if let Some(outcome) = self.replication_outcome(&p, end_offset) {
                 return outcome;
             }
-            let now = tokio::time::Instant::now();
-            if now >= deadline {
+            if tokio::time::Instant::now() >= deadline {
                 return Err(ResponseError::RequestTimedOut);
             }
-            self.wait_for_appends(seen, deadline - now).await;
+            waiter.watch(&p.watchers, 0, version);
+            waiter.changed(deadline).await;
         }
     }
 
@@ -819,31 +856,37 @@ impl ReplicaManager {
         timeout: Duration,
     ) -> Result<(), ResponseError> {
         let deadline = Instant::now() + timeout;
+        let Some(p) = self.partition(tp) else {
+            return Err(ResponseError::NotLeaderOrFollower);
+        };
+        let waiter = Waiter::new();
         loop {
-            let seen = self.append_counter();
-            if let Some(outcome) = self.replication_outcome(tp, end_offset) {
+            let version = p.watchers.version();
+            if let Some(outcome) = self.replication_outcome(&p, end_offset) {
                 return outcome;
             }
             if Instant::now() >= deadline {
                 return Err(ResponseError::RequestTimedOut);
             }
-            self.wait_for_appends_blocking(seen, deadline);
+            waiter.watch(&p.watchers, 0, version);
+            waiter.changed_blocking(deadline);
         }
     }
 
     /// Whether a leader's batch ending at `end_offset` is decided: Ok once
     /// the high watermark passed it with at least `min.insync.replicas` in
-    /// the ISR, an error once this broker no longer leads; None meanwhile.
+    /// the ISR, an error once this broker no longer leads `p` (or no longer
+    /// hosts it); None meanwhile.
     fn replication_outcome(
         &self,
-        tp: &TopicPartition,
+        p: &Arc<Partition>,
         end_offset: i64,
     ) -> Option<Result<(), ResponseError>> {
-        let Some(p) = self.partition(tp) else {
-            return Some(Err(ResponseError::NotLeaderOrFollower));
-        };
+        let still_hosted = self
+            .partition(&p.tp)
+            .is_some_and(|hosted| Arc::ptr_eq(&hosted, p));
         let state = p.state();
-        if state.leader != self.node_id {
+        if !still_hosted || state.leader != self.node_id {
             return Some(Err(ResponseError::NotLeaderOrFollower));
         }
         let log = p.log.read();
@@ -856,35 +899,6 @@ impl ReplicaManager {
         } else {
             Ok(())
         })
-    }
-
-    /// Blocks until the append counter moves past `seen` or `deadline`.
-    fn wait_for_appends_blocking(&self, seen: u64, deadline: Instant) {
-        let mut guard = self.sync_lock.lock();
-        self.sync_waiters.fetch_add(1, Ordering::SeqCst);
-        // Pairs with the fence in `bump_appends`: either the bump sees this
-        // waiter (and notifies under the lock), or this check sees the bump.
-        fence(Ordering::SeqCst);
-        if self.append_counter() == seen {
-            self.sync_appended.wait_until(&mut guard, deadline);
-        }
-        self.sync_waiters.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    /// Wakes everything waiting for appends or high-watermark moves.
-    fn bump_appends(&self) {
-        self.appends.send_modify(|n| *n += 1);
-        fence(Ordering::SeqCst);
-        if self.sync_waiters.load(Ordering::SeqCst) > 0 {
-            // Taking the lock orders this wakeup after a waiter's check.
-            drop(self.sync_lock.lock());
-            self.sync_appended.notify_all();
-        }
-    }
-
-    /// Current append counter (taken before a read, passed to `wait_for_appends`).
-    pub fn append_counter(&self) -> u64 {
-        *self.appends.borrow()
     }
 
     /// Leader-side offsets: `(log start, log end, high watermark, lso)`.
@@ -901,16 +915,14 @@ impl ReplicaManager {
 
     /// Counts a consumer fetch's answer for one partition in its topic's
     /// traffic metrics.
-    pub fn record_fetch(&self, tp: &TopicPartition, outcome: &FetchOutcome) {
-        if let Some(p) = self.partition(tp) {
-            let bytes = outcome.records.as_ref().map_or(0, |r| r.range.len);
-            p.stats.fetched(bytes, outcome.error.is_some());
-        }
+    pub fn record_fetch(p: &Partition, outcome: &FetchOutcome) {
+        let bytes = outcome.records.as_ref().map_or(0, |r| r.range.len);
+        p.stats.fetched(bytes, outcome.error.is_some());
     }
 
     /// Records the outcome of an append done by another path (coordinators).
-    pub fn notify_append(&self, _info: &AppendInfo) {
-        self.bump_appends();
+    pub fn notify_append(&self, p: &Partition) {
+        self.wake_after_append(p);
     }
 }
 

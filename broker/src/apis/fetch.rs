@@ -23,12 +23,16 @@ use ottla_storage::segment::FileSlice;
 use tracing::warn;
 use uuid::Uuid;
 
+mod reads;
+#[cfg(test)]
+mod waiting_tests;
+
 use crate::apis::leader_hints;
 use crate::broker::Broker;
 use crate::fetch_session::{PartitionFetch, PartitionSeen};
 use crate::quotas::{QuotaClient, QuotaType};
-use crate::replica::{FetchOutcome, ReadSpec};
-use crate::replication::throttle::{is_throttled, Side};
+use crate::replica::{FetchOutcome, ReplicaManager};
+use reads::SessionReads;
 
 /// Fetch sessions exist from v7.
 const SESSIONS_FROM: i16 = 7;
@@ -164,100 +168,20 @@ pub async fn handle(
     {
         max_total = max_total.min(allowance);
     }
-    // Replicas catching up under a leader throttle get no data while the
-    // throttle is exceeded.
-    let node_id = broker.node_id();
-    let leader_throttle = if is_follower {
-        broker
-            .replication_throttle
-            .limit(&image, Side::Leader)
-            .map(|limit| {
-                let throttled: Vec<bool> = session
-                    .partitions
-                    .iter()
-                    .map(|(tp, _)| {
-                        is_throttled(&image, Side::Leader, &tp.topic, tp.partition, node_id)
-                            && !broker.replicas.in_isr(tp, replica_id)
-                    })
-                    .collect();
-                (limit, throttled)
-            })
-    } else {
-        None
-    };
-    let outcomes = loop {
-        let seen_appends = broker.replicas.append_counter();
-        let throttle_exceeded = leader_throttle
-            .as_ref()
-            .is_some_and(|(limit, _)| broker.replication_throttle.exceeded(Side::Leader, *limit));
-        let mut budget = max_total;
-        let mut total = 0usize;
-        let mut any_error = false;
-        let mut outcomes = Vec::with_capacity(session.partitions.len());
-        for (i, (tp, f)) in session.partitions.iter().enumerate() {
-            let throttled = leader_throttle
-                .as_ref()
-                .is_some_and(|(_, throttled)| throttled[i]);
-            let limit = if throttled && throttle_exceeded {
-                0
-            } else {
-                (f.max_bytes.max(0) as usize).min(budget)
-            };
-            // As Kafka: only the first partition with data may exceed the
-            // limits by one batch, so that a fetch always makes progress.
-            let min_one = total == 0 && limit > 0;
-            let spec = ReadSpec {
-                offset: f.fetch_offset,
-                max_bytes: limit,
-                isolation,
-                current_leader_epoch: f.current_leader_epoch,
-                leader_only: true,
-                min_one_batch: min_one,
-            };
-            let diverging = if is_follower {
-                broker.replicas.follower_fetched(
-                    tp,
-                    replica_id,
-                    f.fetch_offset,
-                    f.last_fetched_epoch,
-                )
-            } else {
-                broker
-                    .replicas
-                    .consumer_divergence(tp, f.fetch_offset, f.last_fetched_epoch)
-            };
-            let o = match diverging {
-                Some(epoch_end) => broker.replicas.diverged(tp, epoch_end),
-                None => broker.replicas.read(tp, &spec),
-            };
-            let n = o.records.as_ref().map_or(0, |r| r.range.len);
-            if throttled {
-                broker.replication_throttle.record(Side::Leader, n);
-            }
-            total += n;
-            budget = budget.saturating_sub(n);
-            any_error |= o.error.is_some();
-            outcomes.push(o);
-        }
-        let now = Instant::now();
-        if total >= req.min_bytes.max(1) as usize
-            || any_error
-            || now >= deadline
-            || session.partitions.is_empty()
-        {
-            break outcomes;
-        }
-        broker
-            .replicas
-            .wait_for_appends(seen_appends, deadline - now)
-            .await;
-        waited += now.elapsed();
-    };
+    let mut reads = SessionReads::new(
+        broker,
+        &image,
+        &session.partitions,
+        isolation,
+        is_follower.then_some(replica_id),
+        max_total,
+    );
+    waited += reads
+        .read_until(req.min_bytes.max(0) as usize, deadline)
+        .await;
+    let (outcomes, hosted) = reads.finish();
     if let Some(quota) = quota.filter(|_| !is_follower) {
-        let bytes: usize = outcomes
-            .iter()
-            .map(|o| o.records.as_ref().map_or(0, |r| r.range.len))
-            .sum();
+        let bytes: usize = outcomes.iter().map(reads::record_bytes).sum();
         let throttle = quota.record(QuotaType::Fetch, bytes as f64);
         if !throttle.is_zero() {
             // Nothing is sent, so nothing counts; the session is left as
@@ -275,7 +199,7 @@ pub async fn handle(
     // Assemble, grouping partitions by topic in request order.
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     let mut files = FileRecords::default();
-    for ((tp, f), mut o) in session.partitions.iter().zip(outcomes) {
+    for (((tp, f), mut o), partition) in session.partitions.iter().zip(outcomes).zip(hosted) {
         let has_data = o.records.as_ref().is_some_and(|r| r.range.len > 0);
         let seen = PartitionSeen {
             high_watermark: o.high_watermark,
@@ -290,8 +214,8 @@ pub async fn handle(
             next,
             has_data || o.error.is_some(),
         );
-        if !is_follower {
-            broker.replicas.record_fetch(tp, &o);
+        if let Some(p) = partition.filter(|_| !is_follower) {
+            ReplicaManager::record_fetch(&p, &o);
         }
         if session.incremental && !include {
             continue;

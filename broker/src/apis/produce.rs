@@ -249,10 +249,13 @@ pub async fn finish(broker: &Broker, appended: Appended) -> Option<ProduceRespon
         timeout,
     } = appended;
     let r = response.as_mut()?;
+    // One timeout for the request, however many partitions it waits on.
+    let deadline = tokio::time::Instant::now() + timeout;
     for w in waits {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if let Err(e) = broker
             .replicas
-            .wait_replicated(&w.tp, w.end_offset, timeout)
+            .wait_replicated(&w.tp, w.end_offset, left)
             .await
         {
             let part = &mut r.responses[w.topic].partition_responses[w.partition];

@@ -177,6 +177,18 @@ pub fn append(
 /// Makes `leader` the partition's leader (-1: none), which bumps its
 /// leader epoch, and applies the change to the replicas.
 pub fn change_leader(broker: &Broker, tp: &TopicPartition, leader: i32) {
+    change_partition(broker, tp, Some(leader), None, None);
+}
+
+/// Commits a leader/ISR/replica change of `tp` (None: unchanged) and
+/// applies it to the replicas.
+pub fn change_partition(
+    broker: &Broker,
+    tp: &TopicPartition,
+    leader: Option<i32>,
+    isr: Option<&[i32]>,
+    replicas: Option<&[i32]>,
+) {
     let topic_id = broker
         .controller
         .image()
@@ -186,9 +198,9 @@ pub fn change_leader(broker: &Broker, tp: &TopicPartition, leader: i32) {
     let change = MetadataRecord::PartitionChange {
         topic_id,
         partition: tp.partition,
-        leader: Some(leader),
-        isr: None,
-        replicas: None,
+        leader,
+        isr: isr.map(<[i32]>::to_vec),
+        replicas: replicas.map(<[i32]>::to_vec),
     };
     wait_for(
         &broker.controller,

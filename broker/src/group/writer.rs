@@ -86,8 +86,8 @@ impl LogWriter {
             r
         };
         match result {
-            Ok(info) => {
-                self.replicas.notify_append(&info);
+            Ok(_) => {
+                self.replicas.notify_append(&self.partition);
                 Ok(())
             }
             Err(e) => {

@@ -35,7 +35,7 @@ use super::tests::{
     add, coordinator_ready, describe, end, new_producer, open_with, produce, read_committed, s, tp,
     NONE, TOPIC,
 };
-use crate::apis::txn;
+use crate::apis::{test_support, txn};
 use crate::broker::Broker;
 use crate::group::OFFSETS_TOPIC;
 use crate::replica::now_ms;
@@ -55,26 +55,7 @@ fn change_partition(
     isr: &[i32],
     replicas: &[i32],
 ) {
-    let topic_id = broker
-        .controller
-        .image()
-        .topic_by_name(&tp.topic)
-        .unwrap()
-        .id;
-    crate::apis::test_support::wait_for(
-        &broker.controller,
-        broker
-            .controller
-            .commit_records(vec![MetadataRecord::PartitionChange {
-                topic_id,
-                partition: tp.partition,
-                leader,
-                isr: Some(isr.to_vec()),
-                replicas: Some(replicas.to_vec()),
-            }]),
-    )
-    .expect("committing the partition change");
-    broker.replicas.apply_image(&broker.controller.image());
+    test_support::change_partition(broker, tp, leader, Some(isr), Some(replicas));
 }
 
 fn log_end(broker: &Broker, tp: &TopicPartition) -> i64 {
@@ -303,7 +284,7 @@ async fn markers_are_retried_to_the_new_leader() {
         asked.clone(),
     )
     .await;
-    crate::apis::test_support::wait_for(
+    test_support::wait_for(
         &broker.controller,
         broker
             .controller
@@ -455,10 +436,10 @@ async fn an_acks_all_wait_ends_when_leadership_moves() {
 #[tokio::test]
 async fn an_isr_change_overtaken_by_another_is_asked_again() {
     let dir = tempfile::tempdir().unwrap();
-    let mut settings = crate::apis::test_support::test_settings(dir.path());
+    let mut settings = test_support::test_settings(dir.path());
     settings.replica_lag_max = Duration::from_millis(50);
-    let broker = crate::apis::test_support::open_broker(settings).expect("opening the broker");
-    crate::apis::test_support::create_topic(&broker, TOPIC, 1);
+    let broker = test_support::open_broker(settings).expect("opening the broker");
+    test_support::create_topic(&broker, TOPIC, 1);
     change_partition(&broker, &tp(0), Some(1), &[1, 2, 3], &[1, 2, 3]);
     let shrinks = || broker.replicas.isr_change_counts().0;
     tokio::time::sleep(Duration::from_millis(100)).await;
