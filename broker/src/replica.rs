@@ -16,6 +16,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
 use ottla_protocol::mirror::errors::READ_ONLY_TOPIC;
+use ottla_storage::config::LogConfig;
 use ottla_storage::log::{AppendInfo, FetchIsolation, ReadInfo};
 use ottla_storage::manager::{LogManager, SharedLog, TopicPartition};
 use ottla_storage::producer_state::AppendOrigin;
@@ -217,8 +218,8 @@ impl ReplicaManager {
     }
 
     /// Brings hosted partitions in line with a new metadata image.
-    pub fn apply_image(&self, image: &MetadataImage) {
-        self.configs.set_image(Arc::new(image.clone()));
+    pub fn apply_image(&self, image: &Arc<MetadataImage>) {
+        self.configs.set_image(image.clone());
         let mut wanted: HashMap<TopicPartition, (Uuid, PartitionState)> = HashMap::new();
         for topic in image.topics.values() {
             for (p, part) in &topic.partitions {
@@ -257,12 +258,18 @@ impl ReplicaManager {
                 }
             }
         }
+        // Resolved once per topic: a topic's partitions share its config.
+        let mut configs: HashMap<String, LogConfig> = HashMap::new();
         for (tp, (topic_id, state)) in wanted {
-            let existing = self.partition(&tp);
-            match existing {
+            let config = configs
+                .entry(tp.topic.clone())
+                .or_insert_with(|| self.configs.resolve(&tp.topic))
+                .clone();
+            match self.partition(&tp) {
                 Some(p) if p.topic_id == topic_id => {
-                    let config = self.configs.resolve(&tp.topic);
-                    p.log.write().set_config(config);
+                    if *p.log.read().config() != config {
+                        self.logs.configure(&tp, config);
+                    }
                     *p.mirror_binding.write() = image.mirror_binding(&tp.topic).map(String::from);
                     let previous = p.state();
                     if previous != state {
@@ -271,7 +278,7 @@ impl ReplicaManager {
                 }
                 _ => {
                     let binding = image.mirror_binding(&tp.topic).map(String::from);
-                    self.host(tp, topic_id, state, binding)
+                    self.host(tp, topic_id, state, binding, config)
                 }
             }
         }
@@ -283,8 +290,8 @@ impl ReplicaManager {
         topic_id: Uuid,
         state: PartitionState,
         mirror_binding: Option<String>,
+        config: LogConfig,
     ) {
-        let config = self.configs.resolve(&tp.topic);
         let id = base64_topic_id(&topic_id);
         match self.logs.get_or_create(&tp, &id, config) {
             Ok(log) => {

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
@@ -51,6 +52,38 @@ pub(crate) struct Liveness {
     state: Mutex<LivenessState>,
     rebalance_interval: Option<Duration>,
     last_rebalance: Mutex<Instant>,
+}
+
+/// The image offsets at which the whole-image scans that run on every
+/// heartbeat and liveness tick last found nothing to do: a scan of the
+/// same image finds nothing either, so idle partitions cost nothing
+/// between metadata changes however many there are.
+pub(crate) struct QuietScans {
+    alignment: AtomicI64,
+    completions: AtomicI64,
+}
+
+impl Default for QuietScans {
+    fn default() -> Self {
+        Self {
+            alignment: AtomicI64::new(-1),
+            completions: AtomicI64::new(-1),
+        }
+    }
+}
+
+impl QuietScans {
+    /// Runs `scan` unless it found nothing at this `offset` already.
+    fn run<T>(last_quiet: &AtomicI64, offset: i64, scan: impl FnOnce() -> Vec<T>) -> Vec<T> {
+        if last_quiet.load(Ordering::Acquire) == offset {
+            return Vec::new();
+        }
+        let found = scan();
+        if found.is_empty() {
+            last_quiet.store(offset, Ordering::Release);
+        }
+        found
+    }
 }
 
 #[derive(Default)]
@@ -277,9 +310,17 @@ impl Controller {
                     fenced: !usable,
                 });
             }
-            records.extend(align_partitions(&image, |b| {
-                usable_in(&image, b, &[(hb.broker_id, usable)])
-            }));
+            if records.is_empty() {
+                // The broker's state stays: only a changed image can have
+                // partitions to align.
+                records = QuietScans::run(&self.quiet_scans.alignment, image.offset, || {
+                    align_partitions(&image, |b| usable_in(&image, b, &[]))
+                });
+            } else {
+                records.extend(align_partitions(&image, |b| {
+                    usable_in(&image, b, &[(hb.broker_id, usable)])
+                }));
+            }
             if records.is_empty() {
                 return heartbeat_reply(false, broker.fenced, leaderships(&image, hb.broker_id));
             }
@@ -401,7 +442,9 @@ impl Controller {
             return;
         }
         let image = self.image();
-        let records = reassignment::completions(&image);
+        let records = QuietScans::run(&self.quiet_scans.completions, image.offset, || {
+            reassignment::completions(&image)
+        });
         if records.is_empty() {
             return;
         }

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tracing::info;
 use uuid::Uuid;
 
-use crate::active::{ActiveService, CommitError, Liveness, LivenessLoop};
+use crate::active::{ActiveService, CommitError, Liveness, LivenessLoop, QuietScans};
 use crate::elections::{align_partitions, elect, usable_in, ElectionType, NoElection};
 use crate::image::MetadataImage;
 use crate::raft::{Node, Observer, Quorum, QuorumConfig, QuorumError, QuorumMember, RpcHandler};
@@ -132,6 +132,7 @@ pub struct Controller {
     /// is validated against the image the previous one produced.
     pub(crate) leader_serial: tokio::sync::Mutex<()>,
     pub(crate) liveness: Liveness,
+    pub(crate) quiet_scans: QuietScans,
     /// The quorum's own runtime: metadata work never waits behind client
     /// traffic, and synchronous callers can wait on it from any thread.
     runtime: Option<Runtime>,
@@ -186,6 +187,7 @@ impl Controller {
             defaults,
             leader_serial: tokio::sync::Mutex::new(()),
             liveness: Liveness::new(session_timeout, leader_rebalance_interval),
+            quiet_scans: QuietScans::default(),
             runtime: Some(runtime),
             me: me.clone(),
         });

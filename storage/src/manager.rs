@@ -9,7 +9,7 @@
 //! `replication-offset-checkpoint` (high watermarks) and, while the broker is
 //! stopped after a clean shutdown, `.kafka_cleanshutdown`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -108,6 +108,10 @@ pub struct LogManager {
     locks: Mutex<Option<Arc<DirLocks>>>,
     logs: RwLock<HashMap<TopicPartition, LogEntry>>,
     offline_dirs: Mutex<Vec<PathBuf>>,
+    /// The logs with a finite `flush.ms`: the only ones the time flusher
+    /// visits, so that its tick costs nothing per idle partition (the
+    /// default, Long.MAX_VALUE, leaves flushing to the OS, as in Kafka).
+    timed_flush: Mutex<HashSet<TopicPartition>>,
 }
 
 impl LogManager {
@@ -157,12 +161,36 @@ impl LogManager {
         for dir in loaded {
             logs.extend(dir?);
         }
+        let timed_flush = logs
+            .iter()
+            .filter(|(_, e)| flushes_by_time(e.log.read().config()))
+            .map(|(tp, _)| tp.clone())
+            .collect();
         Ok(Self {
             log_dirs,
             locks: Mutex::new(Some(locks)),
             logs: RwLock::new(logs),
             offline_dirs: Mutex::new(Vec::new()),
+            timed_flush: Mutex::new(timed_flush),
         })
+    }
+
+    /// Gives a partition's log a new configuration.
+    pub fn configure(&self, tp: &TopicPartition, config: LogConfig) {
+        let Some(log) = self.get(tp) else {
+            return;
+        };
+        self.note_flush_policy(tp, &config);
+        log.write().set_config(config);
+    }
+
+    fn note_flush_policy(&self, tp: &TopicPartition, config: &LogConfig) {
+        let mut timed = self.timed_flush.lock();
+        if flushes_by_time(config) {
+            timed.insert(tp.clone());
+        } else {
+            timed.remove(tp);
+        }
     }
 
     pub fn log_dirs(&self) -> &[PathBuf] {
@@ -218,6 +246,7 @@ impl LogManager {
         let dir = self.log_dirs[index].join(tp.dir_name());
         fs::create_dir_all(&dir)?;
         write_partition_metadata(&dir, topic_id)?;
+        self.note_flush_policy(tp, &config);
         let log = PartitionLog::open(&dir, config, LogOpenOptions::default())?;
         let shared = Arc::new(RwLock::new(log));
         logs.insert(
@@ -264,6 +293,7 @@ impl LogManager {
         let Some(entry) = self.logs.write().remove(tp) else {
             return Ok(false);
         };
+        self.timed_flush.lock().remove(tp);
         let dir = entry.log.read().dir().to_path_buf();
         let doomed = dir.with_file_name(format!(
             "{}.{}{}",
@@ -327,7 +357,18 @@ impl LogManager {
 
     /// Flushes logs whose `flush.ms` has passed.
     pub fn run_time_flush(&self, now_ms: i64) {
-        self.for_each_log("flush", |log| log.maybe_flush_by_time(now_ms));
+        let due: Vec<(TopicPartition, SharedLog)> = {
+            let timed = self.timed_flush.lock();
+            if timed.is_empty() {
+                return;
+            }
+            let logs = self.logs.read();
+            timed
+                .iter()
+                .filter_map(|tp| Some((tp.clone(), logs.get(tp)?.log.clone())))
+                .collect()
+        };
+        for_each_of("flush", due, |log| log.maybe_flush_by_time(now_ms));
     }
 
     /// One compaction pass over every log that is due, by
@@ -360,23 +401,8 @@ impl LogManager {
             .collect()
     }
 
-    fn for_each_log<T>(
-        &self,
-        what: &str,
-        mut f: impl FnMut(&mut PartitionLog) -> Result<T>,
-    ) -> Vec<T> {
-        let mut out = Vec::new();
-        for (tp, log) in self.all_logs() {
-            let mut log = log.write();
-            if log.is_offline() {
-                continue;
-            }
-            match f(&mut log) {
-                Ok(v) => out.push(v),
-                Err(e) => error!(partition = %tp, error = %e, "{what} failed"),
-            }
-        }
-        out
+    fn for_each_log<T>(&self, what: &str, f: impl FnMut(&mut PartitionLog) -> Result<T>) -> Vec<T> {
+        for_each_of(what, self.all_logs(), f)
     }
 
     /// Clean shutdown: flush and snapshot every log, with `threads_per_dir`
@@ -416,6 +442,32 @@ impl LogManager {
 
 /// Renames the dir of `stray`, a log of `tp` under another topic id than
 /// the metadata's `topic_id`, to `<tp>.<the time in ns>-stray`.
+/// Runs `f` on each online log of `logs`, logging failures; returns what
+/// the successful runs returned.
+fn for_each_of<T>(
+    what: &str,
+    logs: Vec<(TopicPartition, SharedLog)>,
+    mut f: impl FnMut(&mut PartitionLog) -> Result<T>,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    for (tp, log) in logs {
+        let mut log = log.write();
+        if log.is_offline() {
+            continue;
+        }
+        match f(&mut log) {
+            Ok(v) => out.push(v),
+            Err(e) => error!(partition = %tp, error = %e, "{what} failed"),
+        }
+    }
+    out
+}
+
+/// Whether a log with `config` is flushed by time (`flush.ms`).
+fn flushes_by_time(config: &LogConfig) -> bool {
+    config.flush_ms < i64::MAX
+}
+
 fn set_aside_stray(tp: &TopicPartition, stray: &LogEntry, topic_id: &str) -> Result<()> {
     let dir = stray.log.read().dir().to_path_buf();
     let aside = dir.with_file_name(format!(
@@ -636,6 +688,43 @@ mod tests {
         assert_eq!(read_partition_metadata(dir.path()).unwrap(), None);
         fs::write(dir.path().join(PARTITION_METADATA_FILE), "version: 0\n").unwrap();
         assert!(read_partition_metadata(dir.path()).is_err());
+    }
+
+    /// The time flusher visits only logs with a finite `flush.ms`, as
+    /// configured at creation or later; deleting a log forgets it.
+    #[test]
+    fn only_logs_with_a_finite_flush_ms_are_flushed_by_time() {
+        let root = tempfile::tempdir().unwrap();
+        let defaults = LogConfig::default();
+        let m = LogManager::open(vec![root.path().to_path_buf()], &defaults, 1).unwrap();
+        let timed = LogConfig {
+            flush_ms: 0,
+            ..defaults.clone()
+        };
+        let (a, b) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        m.get_or_create(&a, "AAAAAAAAAAAAAAAAAAAAAA", timed.clone())
+            .unwrap();
+        m.get_or_create(&b, "AAAAAAAAAAAAAAAAAAAAAA", defaults.clone())
+            .unwrap();
+        let append_and_flush = |m: &LogManager| -> Vec<i64> {
+            for tp in [&a, &b] {
+                let log = m.get(tp).unwrap();
+                let mut log = log.write();
+                log.append_as_leader(&mut batch(), 0, AppendOrigin::Client, 1)
+                    .unwrap();
+            }
+            m.run_time_flush(i64::MAX / 2);
+            [&a, &b]
+                .iter()
+                .map(|tp| m.get(tp).unwrap().read().recovery_point())
+                .collect()
+        };
+        assert_eq!(append_and_flush(&m), vec![1, 0]);
+        m.configure(&b, timed);
+        m.configure(&a, defaults);
+        assert_eq!(append_and_flush(&m), vec![1, 2]);
+        assert!(m.delete(&b).unwrap());
+        assert!(m.timed_flush.lock().is_empty());
     }
 
     #[test]
