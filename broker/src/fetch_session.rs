@@ -37,6 +37,15 @@ pub struct PartitionSeen {
     pub log_start_offset: i64,
 }
 
+/// What a fetch answered for one partition.
+#[derive(Debug, Clone, Copy)]
+pub struct Answered {
+    pub seen: PartitionSeen,
+    /// Where the client fetches next, when records were returned.
+    pub next_fetch_offset: Option<i64>,
+    pub has_data_or_error: bool,
+}
+
 #[derive(Debug)]
 struct Session {
     epoch: i32,
@@ -149,33 +158,38 @@ impl FetchSessionCache {
         })
     }
 
-    /// Records what was answered for a partition and the offset the client
-    /// will fetch next; returns whether an incremental response must
-    /// include the partition.
-    pub fn record(
+    /// Records what was answered for each partition of a fetch (in the
+    /// order of `partitions`) and the offsets the client will fetch next;
+    /// returns, for each, whether an incremental response must include it.
+    /// The cache is locked once per fetch, not once per partition.
+    pub fn record_all(
         &self,
         session_id: i32,
-        tp: &TopicPartition,
-        seen: PartitionSeen,
-        next_fetch_offset: Option<i64>,
-        has_data_or_error: bool,
-    ) -> bool {
+        partitions: &[(TopicPartition, PartitionFetch)],
+        answers: &[Answered],
+    ) -> Vec<bool> {
         if session_id == 0 {
-            return true;
+            return vec![true; answers.len()];
         }
         let mut sessions = self.sessions.lock();
-        let Some((fetch, last)) = sessions
-            .get_mut(&session_id)
-            .and_then(|s| s.partitions.get_mut(tp))
-        else {
-            return true;
+        let Some(session) = sessions.get_mut(&session_id) else {
+            return vec![true; answers.len()];
         };
-        let changed = *last != Some(seen);
-        *last = Some(seen);
-        if let Some(o) = next_fetch_offset {
-            fetch.fetch_offset = o;
-        }
-        has_data_or_error || changed
+        partitions
+            .iter()
+            .zip(answers)
+            .map(|((tp, _), answer)| {
+                let Some((fetch, last)) = session.partitions.get_mut(tp) else {
+                    return true;
+                };
+                let changed = *last != Some(answer.seen);
+                *last = Some(answer.seen);
+                if let Some(o) = answer.next_fetch_offset {
+                    fetch.fetch_offset = o;
+                }
+                answer.has_data_or_error || changed
+            })
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -241,8 +255,20 @@ mod tests {
             last_stable_offset: 5,
             log_start_offset: 0,
         };
-        assert!(cache.record(id, &tp(0), seen, Some(5), true));
-        assert!(cache.record(id, &tp(1), seen, None, false));
+        let answered = |next_fetch_offset, has_data_or_error| Answered {
+            seen,
+            next_fetch_offset,
+            has_data_or_error,
+        };
+        assert_eq!(
+            cache.record_all(
+                id,
+                &full.partitions,
+                &[answered(Some(5), true), answered(None, false)]
+            ),
+            vec![true, true],
+            "first answers are new"
+        );
         // Incremental: no partitions listed, both still fetched.
         let inc = cache.begin(id, 1, vec![], vec![]).unwrap();
         assert!(inc.incremental);
@@ -252,7 +278,14 @@ mod tests {
             "the cached offset advanced"
         );
         // Unchanged partition with no data is left out of the response.
-        assert!(!cache.record(id, &tp(1), seen, None, false));
+        assert_eq!(
+            cache.record_all(
+                id,
+                &inc.partitions,
+                &[answered(None, true), answered(None, false)]
+            ),
+            vec![true, false]
+        );
         let inc = cache.begin(id, 2, vec![], vec![tp(1)]).unwrap();
         assert_eq!(inc.partitions.len(), 1);
         assert_eq!(

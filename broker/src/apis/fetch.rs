@@ -29,7 +29,7 @@ mod waiting_tests;
 
 use crate::apis::leader_hints;
 use crate::broker::Broker;
-use crate::fetch_session::{PartitionFetch, PartitionSeen};
+use crate::fetch_session::{Answered, PartitionFetch, PartitionSeen};
 use crate::quotas::{QuotaClient, QuotaType};
 use crate::replica::{FetchOutcome, ReplicaManager};
 use reads::SessionReads;
@@ -199,21 +199,24 @@ pub async fn handle(
     // Assemble, grouping partitions by topic in request order.
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     let mut files = FileRecords::default();
-    for (((tp, f), mut o), partition) in session.partitions.iter().zip(outcomes).zip(hosted) {
-        let has_data = o.records.as_ref().is_some_and(|r| r.range.len > 0);
-        let seen = PartitionSeen {
-            high_watermark: o.high_watermark,
-            last_stable_offset: o.last_stable_offset,
-            log_start_offset: o.log_start_offset,
-        };
-        let next = o.records.as_ref().map(|r| r.next_offset);
-        let include = broker.fetch_sessions.record(
-            session.session_id,
-            tp,
-            seen,
-            next,
-            has_data || o.error.is_some(),
-        );
+    let answers: Vec<Answered> = outcomes
+        .iter()
+        .map(|o| Answered {
+            seen: PartitionSeen {
+                high_watermark: o.high_watermark,
+                last_stable_offset: o.last_stable_offset,
+                log_start_offset: o.log_start_offset,
+            },
+            next_fetch_offset: o.records.as_ref().map(|r| r.next_offset),
+            has_data_or_error: reads::record_bytes(o) > 0 || o.error.is_some(),
+        })
+        .collect();
+    let included =
+        broker
+            .fetch_sessions
+            .record_all(session.session_id, &session.partitions, &answers);
+    let answered = session.partitions.iter().zip(outcomes).zip(hosted);
+    for ((((tp, f), mut o), partition), include) in answered.zip(included) {
         if let Some(p) = partition.filter(|_| !is_follower) {
             ReplicaManager::record_fetch(&p, &o);
         }
