@@ -4,7 +4,6 @@
 //! records it reports having consumed are all of them.
 
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::list_offsets_request::{
@@ -99,20 +98,6 @@ fn log_end_offsets(client: &mut WireClient) -> Result<Vec<i64>, i16> {
     Ok(ends)
 }
 
-/// Waits until every partition has taken up its leadership (the load
-/// generator, a benchmark, treats NOT_LEADER_OR_FOLLOWER as a failure
-/// rather than retrying).
-fn wait_until_led(client: &mut WireClient) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while let Err(code) = log_end_offsets(client) {
-        assert!(
-            Instant::now() < deadline,
-            "partitions still answer error {code}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// What the load generator promises: batch j (of RECORDS_PER_BATCH records,
 /// the last one shorter) goes to partition j mod PARTITIONS.
 fn expected_ends() -> Vec<i64> {
@@ -134,8 +119,8 @@ fn loadgen_reports_what_the_broker_holds() {
     let node = Ottla::start(&[]);
     let bootstrap = node.bootstrap();
     let mut client = WireClient::connect(&bootstrap);
+    // At once: the load generator waits for the partitions' leader itself.
     create_topic(&mut client);
-    wait_until_led(&mut client);
     let records = RECORDS.to_string();
     let per_batch = RECORDS_PER_BATCH.to_string();
     let common = [

@@ -9,8 +9,10 @@
 //!
 //! One thread, one blocking connection to the broker that leads every
 //! partition of the topic (Metadata v12 finds it; partitions led by several
-//! brokers are refused). Works against Apache Kafka 4.x and Ottla alike:
-//! Produce v9 and Fetch v12 name topics, no topic ids.
+//! brokers are refused), opened once ListOffsets shows it has taken them
+//! all up (a topic just created is listed a moment before). Works against
+//! Apache Kafka 4.x and Ottla alike: Produce v9 and Fetch v12 name topics,
+//! no topic ids. The wait and the lookups are not timed.
 //!
 //! `produce` builds its uncompressed v2 batches (K records of S bytes, null
 //! keys, default 100 per batch) and its requests (P batches each, for P
@@ -44,12 +46,15 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::fetch_response::FetchResponse;
+use kafka_protocol::messages::list_offsets_request::{
+    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
+};
 use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
 use kafka_protocol::messages::produce_request::{
     PartitionProduceData, ProduceRequest, TopicProduceData,
 };
 use kafka_protocol::messages::produce_response::ProduceResponse;
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader, TopicName};
+use kafka_protocol::messages::{ApiKey, BrokerId, RequestHeader, ResponseHeader, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kafka_protocol::ResponseError;
 use ottla_protocol::batch::{BatchBuilder, BatchError, BatchView, SimpleRecord};
@@ -65,6 +70,7 @@ const PRODUCE_VERSION: i16 = 9;
 const FETCH_VERSION: i16 = 12;
 const METADATA_VERSION: i16 = 12;
 const API_VERSIONS_VERSION: i16 = 3;
+const LIST_OFFSETS_VERSION: i16 = 7;
 const CLIENT_ID: &str = "ottla-loadgen";
 
 /// The Java producer's request.timeout.ms, which it also sends as the
@@ -77,6 +83,8 @@ const PARTITION_MAX_BYTES: i32 = 1 << 20;
 const FETCH_MAX_WAIT_MS: i32 = 500;
 /// A broker silent this long has stopped answering.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a partition may take to be led once Metadata lists it.
+const LEADERSHIP_WAIT: Duration = Duration::from_secs(30);
 /// A consumer that gets nothing new for this long has read all there is.
 const IDLE_LIMIT: Duration = Duration::from_secs(10);
 /// Largest answer accepted: the fetch limit plus room for the framing.
@@ -405,6 +413,44 @@ fn topic_layout(bootstrap: &str, topic: &str) -> Result<Layout> {
     })
 }
 
+/// A connection to the topic's leader once it leads every partition: a
+/// topic just created is in Metadata a moment before its leader has taken
+/// it up, and a run that met NOT_LEADER_OR_FOLLOWER would fail.
+fn connect_to_leader(layout: &Layout) -> Result<Connection> {
+    let mut conn = Connection::open(&layout.leader)?;
+    let latest = |&partition: &i32| {
+        ListOffsetsPartition::default()
+            .with_partition_index(partition)
+            .with_timestamp(-1)
+    };
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(layout.topic.clone())
+            .with_partitions(layout.partitions.iter().map(latest).collect())]);
+    let deadline = Instant::now() + LEADERSHIP_WAIT;
+    loop {
+        let answer = conn.call(LIST_OFFSETS_VERSION, &request)?;
+        let refusal = answer
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .find_map(|p| error_of(p.error_code).map(|e| (p.partition_index, e)));
+        match refusal {
+            None => return Ok(conn),
+            Some((_, e)) if e.is_retriable() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Some((partition, e)) => {
+                return Err(format!(
+                    "partition {partition} of '{}' at {}: {e}",
+                    &*layout.topic, layout.leader
+                ))
+            }
+        }
+    }
+}
+
 /// Fails clearly on a broker that does not speak the versions used here.
 fn check_versions(conn: &mut Connection) -> Result<()> {
     let request = ApiVersionsRequest::default()
@@ -418,6 +464,7 @@ fn check_versions(conn: &mut Connection) -> Result<()> {
         (ApiKey::Produce, PRODUCE_VERSION),
         (ApiKey::Fetch, FETCH_VERSION),
         (ApiKey::Metadata, METADATA_VERSION),
+        (ApiKey::ListOffsets, LIST_OFFSETS_VERSION),
     ];
     for (key, version) in needed {
         let offered = answer.api_keys.iter().find(|k| k.api_key == key as i16);
@@ -633,7 +680,7 @@ fn gcd(a: usize, b: usize) -> usize {
 fn produce(args: &ProduceArgs) -> Result<Report> {
     let layout = topic_layout(&args.target.bootstrap, &args.target.topic)?;
     let mut plan = ProducePlan::new(args, &layout)?;
-    let mut conn = Connection::open(&layout.leader)?;
+    let mut conn = connect_to_leader(&layout)?;
     let header_version = ProduceResponse::header_version(PRODUCE_VERSION);
     let mut in_flight: VecDeque<(i32, u64)> = VecDeque::with_capacity(args.inflight);
     let mut acknowledged = Tally::default();
@@ -813,7 +860,7 @@ fn count_batches(records: &[u8]) -> Result<(Tally, Option<i64>)> {
 
 fn consume(target: &Target) -> Result<Report> {
     let layout = topic_layout(&target.bootstrap, &target.topic)?;
-    let mut conn = Connection::open(&layout.leader)?;
+    let mut conn = connect_to_leader(&layout)?;
     let mut state = FetchState::new(&layout);
     let mut tally = Tally::default();
     let mut requests = 0;
