@@ -89,6 +89,11 @@ const LEADERSHIP_WAIT: Duration = Duration::from_secs(30);
 const IDLE_LIMIT: Duration = Duration::from_secs(10);
 /// Largest answer accepted: the fetch limit plus room for the framing.
 const MAX_FRAME: usize = FETCH_MAX_BYTES as usize + (1 << 20);
+/// Kafka's default socket.request.max.bytes.
+const MAX_REQUEST_BYTES: usize = 100 << 20;
+/// The most a record's framing in a batch takes besides its value
+/// (attributes, varint deltas and lengths, header count).
+const RECORD_FRAMING: usize = 16;
 /// Where a request frame (size, api key, version) holds its correlation id.
 const CORRELATION_AT: usize = 8;
 /// A fetch session epoch that asks for no session (KIP-227's FINAL_EPOCH).
@@ -541,6 +546,18 @@ impl ProducePlan {
             ));
         }
         let k = args.records_per_batch;
+        // A record takes its value and a few bytes of framing.
+        let request_bytes = (args.record_size.saturating_add(RECORD_FRAMING))
+            .checked_mul(k)
+            .and_then(|batch| batch.checked_mul(per_request));
+        if request_bytes.is_none_or(|bytes| bytes > MAX_REQUEST_BYTES) {
+            return Err(format!(
+                "{per_request} batch(es) of {k} records of {} bytes make a request larger \
+                 than the {} MiB a broker accepts",
+                args.record_size,
+                MAX_REQUEST_BYTES >> 20
+            ));
+        }
         let requester = Requester {
             args,
             layout,
@@ -767,7 +784,7 @@ impl FetchState {
     /// offset the broker does not have yet.
     fn next_request(&mut self) -> FetchRequest {
         let incremental = self.session_epoch > 0;
-        let partitions = self
+        let partitions: Vec<FetchPartition> = self
             .cursors
             .iter_mut()
             .filter(|(_, offset, sent)| !incremental || *sent != Some(*offset))
@@ -779,15 +796,21 @@ impl FetchState {
                     .with_partition_max_bytes(PARTITION_MAX_BYTES)
             })
             .collect();
+        // An incremental fetch with nothing to change names no topic.
+        let topics = if partitions.is_empty() {
+            vec![]
+        } else {
+            vec![FetchTopic::default()
+                .with_topic(self.topic.clone())
+                .with_partitions(partitions)]
+        };
         FetchRequest::default()
             .with_max_wait_ms(FETCH_MAX_WAIT_MS)
             .with_min_bytes(1)
             .with_max_bytes(FETCH_MAX_BYTES)
             .with_session_id(self.session_id)
             .with_session_epoch(self.session_epoch)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(self.topic.clone())
-                .with_partitions(partitions)])
+            .with_topics(topics)
     }
 
     /// Counts the records of an answer and moves the cursors past them.
