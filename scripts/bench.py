@@ -32,10 +32,33 @@ latency figures to compare ("latency" rows).
 
 Ratios above 1 favour Ottla for throughput; below 1 favour Ottla for
 latency, memory and start time.
+
+    scripts/bench.py --capacity [--mib M] [--rounds R] [--consumer-runs C] [--partitions 1,8,64]
+                     [--cases ...]
+
+Capacity mode measures what a broker costs per record, with no client JVM
+on its core: each broker, once started, has all its threads pinned to core 0
+(`taskset -a -p`; threads started later inherit it), and the light native
+client `ottla-loadgen` (tests/src/bin/ottla-loadgen.rs, one thread) runs on
+core 1. After an unmeasured warm-up (100 MiB written and read of each record
+size, so Kafka's JIT has compiled its hot paths), every case (1 KiB and
+100 B records, acks=1 and acks=all, on each of `--partitions`) produces
+`--mib` in batches filled to 64 KiB like the perf-test producer's, all
+partitions in each request, 5 requests in flight, then reads it back
+`--consumer-runs` times (50 MiB fetches, 1 MiB per partition). Figures per
+case: records/s, MB/s, the broker's CPU seconds over the run, records/s per
+broker core (records / broker CPU seconds: the rate one core would sustain
+at that cost) and broker CPU seconds per million records. The client rate
+is bounded by one core for both; the per-core figures are the broker's own.
+
+Options for either mode: `--kafka-port` / `--ottla-port` (19092 / 29092 by
+default), `--kafka-dir` (Apache Kafka's state dir), and CARGO_TARGET_DIR is
+where the binaries are built.
 """
 
 import argparse
 import base64
+import json
 import os
 import re
 import shutil
@@ -128,23 +151,30 @@ class Broker:
 
 
 class ApacheKafka(Broker):
+    """scripts/apache-kafka.sh's broker; its state in `run_dir` (the
+    script's default for the port if None)."""
+
+    def __init__(self, name, port, run_dir=None):
+        super().__init__(name, port)
+        cache = Path(os.environ.get("OTTLA_CACHE", ROOT / ".cache"))
+        self.run_dir = Path(run_dir) if run_dir else cache / "run" / f"apache-kafka-{port}"
+
+    def script(self, command, *extra):
+        return ["bash", str(ROOT / "scripts" / "apache-kafka.sh"), command,
+                "--port", str(self.port), "--dir", str(self.run_dir), *extra]
+
     def start(self):
-        script = ROOT / "scripts" / "apache-kafka.sh"
         ensure_free(self.port)
         t0 = time.monotonic()
-        self.proc = subprocess.Popen(
-            ["bash", str(script), "start", "--fresh", "--port", str(self.port), "--heap", "-Xmx1g"],
-            stdout=subprocess.DEVNULL,
-        )
+        self.proc = subprocess.Popen(self.script("start", "--fresh", "--heap", "-Xmx1g"), stdout=subprocess.DEVNULL)
         wait_port(self.port)
         self.ready_ms = (time.monotonic() - t0) * 1000
         self.proc.wait()
-        run_dir = Path(os.environ.get("OTTLA_CACHE", ROOT / ".cache")) / "run" / f"apache-kafka-{self.port}"
-        pid_file = next(run_dir.glob("*.pid"))
+        pid_file = next(self.run_dir.glob("*.pid"))
         self.pid = int(pid_file.read_text().split()[0])
 
     def stop(self):
-        subprocess.run(["bash", str(ROOT / "scripts" / "apache-kafka.sh"), "stop", "--port", str(self.port)], check=False, capture_output=True)
+        subprocess.run(self.script("stop"), check=False, capture_output=True)
 
 
 class Ottla(Broker):
@@ -260,6 +290,11 @@ def consume(bin_dir, broker, topic, records):
     return {"rec/s": float(fields[9]), "MB/s": float(fields[8]), "join ms": float(fields[6])}
 
 
+def create_topic(bin_dir, broker, topic, partitions):
+    sh([str(bin_dir / "kafka-topics.sh"), "--bootstrap-server", broker.bootstrap(), "--create",
+        "--topic", topic, "--partitions", str(partitions), "--replication-factor", "1"])
+
+
 def run_pass(broker, bin_dir, cases, run_bytes, latency_rate, consumer_runs, results, round_no):
     """One pass over every case on a freshly started broker: produce, then
     consume what was produced `consumer_runs` times, then produce at
@@ -271,8 +306,7 @@ def run_pass(broker, bin_dir, cases, run_bytes, latency_rate, consumer_runs, res
         for size, acks, parts in cases:
             records = run_bytes // size
             topic = f"bench-{size}-{acks}-{parts}"
-            sh([str(bin_dir / "kafka-topics.sh"), "--bootstrap-server", broker.bootstrap(), "--create",
-                "--topic", topic, "--partitions", str(parts), "--replication-factor", "1"])
+            create_topic(bin_dir, broker, topic, parts)
             p = measured(broker, lambda: produce(bin_dir, broker, topic, records, size, acks, work))
             results.setdefault(("produce", size, acks, parts), []).append(p)
             print(f"  round {round_no} {broker.name} {size}B acks={acks} p={parts}: produce {p}", file=sys.stderr)
@@ -283,8 +317,7 @@ def run_pass(broker, bin_dir, cases, run_bytes, latency_rate, consumer_runs, res
             if latency_rate:
                 rate = latency_rate // size
                 topic = f"latency-{size}-{acks}-{parts}"
-                sh([str(bin_dir / "kafka-topics.sh"), "--bootstrap-server", broker.bootstrap(), "--create",
-                    "--topic", topic, "--partitions", str(parts), "--replication-factor", "1"])
+                create_topic(bin_dir, broker, topic, parts)
                 lat = measured(broker, lambda: produce(
                     bin_dir, broker, topic, rate * LATENCY_SECONDS, size, acks, work, rate))
                 results.setdefault(("latency", size, acks, parts), []).append(lat)
@@ -300,11 +333,101 @@ def run_pass(broker, bin_dir, cases, run_bytes, latency_rate, consumer_runs, res
 # How long each fixed-rate latency run lasts.
 LATENCY_SECONDS = 15
 
+# Capacity mode: the broker gets core 0 to itself, the load generator core 1.
+BROKER_CORE, CLIENT_CORE = "0", "1"
+# The perf-test producer's batch.size, which it fills when it runs flat out;
+# a record costs about 8 bytes of framing on top of its value.
+CAPACITY_BATCH_BYTES = 65536
+RECORD_FRAMING = 8
+WARM_UP_MIB = 100
+
+
+def pin(pid, core):
+    """Moves every thread of `pid` to `core`; threads it starts later
+    inherit the affinity of the thread that starts them."""
+    sh(["taskset", "-a", "-p", "-c", core, str(pid)])
+
+
+def loadgen(loadgen_bin, *args):
+    """One ottla-loadgen run on CLIENT_CORE; its JSON report."""
+    out = sh(["taskset", "-c", CLIENT_CORE, str(loadgen_bin), *map(str, args)]).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def capacity_run(broker, loadgen_bin, *args):
+    """One load generator run against `broker`: its rate, the broker's CPU
+    seconds over it, the records one broker core would pass per second at
+    that cost, and the broker's CPU seconds per million records."""
+    report = measured(broker, lambda: loadgen(loadgen_bin, *args))
+    records, cpu = report["records"], report["cpu s"]
+    return {"rec/s": report["rec_per_s"], "MB/s": report["mb_per_s"], "cpu s": cpu,
+            "rec/s/core": records / cpu if cpu else float("nan"), "cpu s/M": cpu / records * 1e6}
+
+
+def warm_up(broker, bin_dir, loadgen_bin):
+    """An unmeasured WARM_UP_MIB written and read of each record size, so
+    the first case does not time a JVM still compiling its hot paths."""
+    for size in (1024, 100):
+        topic, records = f"warm-up-{size}", (WARM_UP_MIB << 20) // size
+        create_topic(bin_dir, broker, topic, 8)
+        common = ("--bootstrap", broker.bootstrap(), "--topic", topic, "--records", records)
+        loadgen(loadgen_bin, "produce", *common, "--record-size", size, "--acks", "1",
+                "--records-per-batch", records_per_batch(size))
+        loadgen(loadgen_bin, "consume", *common)
+
+
+def records_per_batch(size):
+    """Records of `size` bytes in a batch filled to CAPACITY_BATCH_BYTES."""
+    return max(1, CAPACITY_BATCH_BYTES // (size + RECORD_FRAMING))
+
+
+def capacity_pass(broker, bin_dir, loadgen_bin, cases, run_bytes, consumer_runs, results, round_no):
+    """One pass over every case on a freshly started broker pinned to
+    BROKER_CORE: the load generator produces each case's records, then
+    reads them `consumer_runs` times. Samples are appended to `results`."""
+    broker.start()
+    try:
+        pin(broker.pid, BROKER_CORE)
+        warm_up(broker, bin_dir, loadgen_bin)
+        for size, acks, parts in cases:
+            records = run_bytes // size
+            topic = f"capacity-{size}-{acks}-{parts}"
+            create_topic(bin_dir, broker, topic, parts)
+            common = ("--bootstrap", broker.bootstrap(), "--topic", topic, "--records", records)
+            p = capacity_run(broker, loadgen_bin, "produce", *common, "--record-size", size, "--acks", acks,
+                             "--records-per-batch", records_per_batch(size))
+            results.setdefault(("produce", size, acks, parts), []).append(p)
+            print(f"  round {round_no} {broker.name} {size}B acks={acks} p={parts}: produce {p}", file=sys.stderr)
+            for _ in range(consumer_runs):
+                c = capacity_run(broker, loadgen_bin, "consume", *common)
+                results.setdefault(("consume", size, acks, parts), []).append(c)
+                print(f"  round {round_no} {broker.name} {size}B acks={acks} p={parts}: consume {c}",
+                      file=sys.stderr)
+    finally:
+        broker.stop()
+
 
 def typical(samples, key):
     """The median sample: one unusually fast or slow run, on either broker,
     does not decide a ratio."""
     return statistics.median(s[key] for s in samples)
+
+
+def print_ratios(kafka, ottla):
+    """One row per case and metric: Kafka's median, Ottla's, Ottla / Kafka."""
+    print(f"{'case':<34}{'metric':<11}{'kafka':>12}{'ottla':>12}{'ratio':>9}")
+    for key in sorted(k for k in kafka if isinstance(k, tuple)):
+        kind, size, acks, parts = key
+        name = f"{kind} {size}B acks={acks} p={parts}"
+        for metric in kafka[key][0]:
+            k, o = typical(kafka[key], metric), typical(ottla[key], metric)
+            ratio = o / k if k else float("nan")
+            print(f"{name:<34}{metric:<11}{figure(k):>12}{figure(o):>12}{ratio:>9.2f}")
+
+
+def figure(value):
+    """A table figure: small ones (CPU seconds) keep three decimals."""
+    return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
 
 
 def main():
@@ -316,39 +439,53 @@ def main():
     ap.add_argument("--cases", help="only these cases, as SIZE:ACKS:PARTITIONS[,...], e.g. 1024:all:8")
     ap.add_argument("--latency-mib-s", type=float, default=10,
                     help="rate of the fixed-rate latency runs, MiB/s (0: none)")
+    ap.add_argument("--capacity", action="store_true",
+                    help="broker pinned to core 0, ottla-loadgen on core 1: records/s per broker core")
+    ap.add_argument("--partitions", default="1,8", help="partition counts of the cases, e.g. 1,8,64")
+    ap.add_argument("--kafka-port", type=int, default=KAFKA_PORT)
+    ap.add_argument("--ottla-port", type=int, default=OTTLA_PORT)
+    ap.add_argument("--kafka-dir", help="Apache Kafka's state dir (default: apache-kafka.sh's for the port)")
     args = ap.parse_args()
     bin_dir = Path(last_line("kafka-tools.sh"))
-    sh(["cargo", "build", "--release", "-p", "ottla-broker", "--bin", "ottla"], cwd=ROOT)
-    binary = ROOT / "target" / "release" / "ottla"
-    cases = [(s, a, p) for s in (1024, 100) for a in ("1", "all") for p in (1, 8)]
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release"
+    build = ["cargo", "build", "--release", "-p", "ottla-broker", "--bin", "ottla"]
+    if args.capacity:
+        build += ["-p", "ottla-tests", "--bin", "ottla-loadgen"]
+    sh(build, cwd=ROOT)
+    binary = target / "ottla"
+    partitions = [int(p) for p in args.partitions.split(",")]
+    cases = [(s, a, p) for s in (1024, 100) for a in ("1", "all") for p in partitions]
     if args.quick:
         cases, args.rounds = [(1024, "1", 1), (100, "all", 8)], 1
     if args.cases:
         cases = [(int(s), a, int(p)) for s, a, p in (c.split(":") for c in args.cases.split(","))]
     # Rounds alternate which broker goes first, so a machine that slows
     # down or speeds up during the run does not favour either.
-    kafka_broker = ApacheKafka("kafka", KAFKA_PORT)
+    kafka_broker = ApacheKafka("kafka", args.kafka_port, args.kafka_dir)
     kafka, ottla = {}, {}
     for r in range(args.rounds):
-        ottla_broker = Ottla("ottla", OTTLA_PORT, binary)
+        ottla_broker = Ottla("ottla", args.ottla_port, binary)
         passes = [(kafka_broker, kafka), (ottla_broker, ottla)]
         for broker, results in passes if r % 2 == 0 else reversed(passes):
-            run_pass(broker, bin_dir, cases, args.mib << 20, int(args.latency_mib_s * (1 << 20)),
-                     args.consumer_runs, results, r + 1)
+            if args.capacity:
+                capacity_pass(broker, bin_dir, target / "ottla-loadgen", cases, args.mib << 20,
+                              args.consumer_runs, results, r + 1)
+            else:
+                run_pass(broker, bin_dir, cases, args.mib << 20, int(args.latency_mib_s * (1 << 20)),
+                         args.consumer_runs, results, r + 1)
+    if args.capacity:
+        print(f"\nOttla / Apache Kafka, broker on core {BROKER_CORE}, ottla-loadgen on core {CLIENT_CORE}, "
+              f"{args.mib} MiB per run, medians over {args.rounds} round(s) ({args.consumer_runs} consumer "
+              f"runs each), this machine")
+        print_ratios(kafka, ottla)
+        return
     print(f"\nOttla / Apache Kafka, {args.mib} MiB per run, medians over {args.rounds} round(s) "
           f"({args.consumer_runs} consumer runs each), this machine")
-    print(f"{'case':<34}{'metric':<10}{'kafka':>12}{'ottla':>12}{'ratio':>9}")
-    for key in sorted(k for k in kafka if isinstance(k, tuple)):
-        kind, size, acks, parts = key
-        name = f"{kind} {size}B acks={acks} p={parts}"
-        for metric in kafka[key][0]:
-            k, o = typical(kafka[key], metric), typical(ottla[key], metric)
-            ratio = o / k if k else float("nan")
-            print(f"{name:<34}{metric:<10}{k:>12.1f}{o:>12.1f}{ratio:>9.2f}")
+    print_ratios(kafka, ottla)
     for metric in ("peak RSS MiB", "start ms"):
         # The highest peak and the slowest start: the conservative figures.
         k, o = max(kafka[metric]), max(ottla[metric])
-        print(f"{'broker':<34}{metric:<10}{k:>12.1f}{o:>12.1f}{o / k:>9.2f}")
+        print(f"{'broker':<34}{metric:<11}{k:>12.1f}{o:>12.1f}{o / k:>9.2f}")
 
 
 if __name__ == "__main__":
