@@ -376,6 +376,17 @@ def warm_up(broker, bin_dir, loadgen_bin):
         loadgen(loadgen_bin, "consume", *common)
 
 
+def drop_page_cache():
+    """Writes back and drops the page cache, so each case starts with free
+    memory: after a few GiB written, the kernel reclaiming pages made a
+    case's broker CPU mostly system time, whichever case came last."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    except OSError as e:
+        print(f"  could not drop the page cache ({e}); later cases may pay for reclaim", file=sys.stderr)
+
+
 def records_per_batch(size):
     """Records of `size` bytes in a batch filled to CAPACITY_BATCH_BYTES."""
     return max(1, CAPACITY_BATCH_BYTES // (size + RECORD_FRAMING))
@@ -393,6 +404,7 @@ def capacity_pass(broker, bin_dir, loadgen_bin, cases, run_bytes, consumer_runs,
             records = run_bytes // size
             topic = f"capacity-{size}-{acks}-{parts}"
             create_topic(bin_dir, broker, topic, parts)
+            drop_page_cache()
             common = ("--bootstrap", broker.bootstrap(), "--topic", topic, "--records", records)
             p = capacity_run(broker, loadgen_bin, "produce", *common, "--record-size", size, "--acks", acks,
                              "--records-per-batch", records_per_batch(size))
