@@ -1298,7 +1298,20 @@ fn group_configs(ctx: &mut Ctx) {
                 .collect(),
         )
         .with_include_synonyms(true);
-    let (k, o) = ctx.both(4, &describe);
+    // Kafka's broker applies the override once it has replayed the
+    // controller's record, which can be after the alter was answered.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let (k, o) = loop {
+        let (k, o) = ctx.both(4, &describe);
+        let applied = described(&k, 0)["consumer.session.timeout.ms"]
+            .value
+            .as_deref()
+            == Some("50000");
+        if applied || Instant::now() > deadline {
+            break (k, o);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     for (i, (kr, or)) in k.results.iter().zip(&o.results).enumerate() {
         let what = format!("describe group {:?}", kr.resource_name.as_str());
         let head =
