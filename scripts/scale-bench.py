@@ -412,7 +412,10 @@ class Kafka(bench.ApacheKafka):
 
     def halt(self, kill):
         if kill:
-            kill_and_reap(self.pid)
+            os.kill(self.pid, signal.SIGKILL)
+            # Its last threads may hold the listeners a moment after it dies.
+            wait_for(lambda: not (bench.listening(self.port) or bench.listening(self.port + 1)), 60,
+                     f"{self.name}'s ports closing after kill -9")
         else:
             bench.sh(self._script("stop", "--timeout", "300"))
 
@@ -457,19 +460,6 @@ def with_overrides(binary, overrides):
     wrapper.write_text(f'#!/bin/sh\nexec \'{binary}\' "$@" {extra}\n')
     wrapper.chmod(0o755)
     return wrapper
-
-
-def kill_and_reap(pid):
-    os.kill(pid, signal.SIGKILL)
-    while Path(f"/proc/{pid}").exists() and "Z" not in proc_state(pid):
-        time.sleep(0.01)
-
-
-def proc_state(pid):
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "gone"
 
 
 def rss_mib(pid):
@@ -613,11 +603,11 @@ def measure_produce(bin_dir, broker, topic, partitions, records):
     with Connection(broker.port) as c:
         offsets = end_offsets(c, topic, partitions)
     held = sum(offset for error, offset in offsets.values() if not error)
-    figures = {"produce: records/s": p["rec/s"], "produce: broker CPU s": p["cpu s"],
-               "produce: partitions with records": sum(1 for _, offset in offsets.values() if offset > 0)}
-    if held != records:
-        figures["produce: records in the topic"] = Failed(f"{held}, {records} were produced")
-    return figures
+    # acks=1 without idempotence: a retried request may be written twice.
+    return {"produce: records/s": p["rec/s"], "produce: broker CPU s": p["cpu s"],
+            "produce: partitions with records": sum(1 for _, offset in offsets.values() if offset > 0),
+            "produce: records in the topic": held if held >= records else Failed(
+                f"{held}, fewer than the {records} acknowledged")}
 
 
 def measure_consume(bin_dir, broker, topic, records):
@@ -677,15 +667,18 @@ async def open_client(port, timeout):
     return reader, writer, time.monotonic() - t0
 
 
-async def open_many(port, count, concurrency, timeout=30.0):
+async def open_many(port, count, concurrency, timeout=10.0, give_up=100):
     """`count` connections, `concurrency` being opened at a time, in
-    order. Returns the open ones (None for a failure), their latencies and
-    the failures by kind."""
+    order. Returns the open ones (None for a failure) and the failures by
+    kind; after `give_up` failures the rest are not tried."""
     gate = asyncio.Semaphore(concurrency)
     failures = {}
 
     async def one(i):
         async with gate:
+            if sum(failures.values()) >= give_up:
+                failures["not tried"] = failures.get("not tried", 0) + 1
+                return None
             try:
                 return await open_client(port, timeout)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, RuntimeError) as e:
@@ -777,6 +770,10 @@ def measure_connections(broker, count, active, active_seconds, concurrency):
         figures["connections: open files back to baseline s"] = Failed(
             f"still {open_files(pid)} open files 30 s after closing (baseline {files_before})")
     figures["connections: open files after closing"] = open_files(pid)
+    try:
+        figures["connections: answers after closing"] = Note("yes") if answers(broker.port) else None
+    except OSError as e:
+        figures["connections: answers after closing"] = Failed(f"no: {e}")
     if failures:
         figures["connections: failed"] = Failed(", ".join(f"{n} x {k}" for k, n in failures.items()))
     return figures
@@ -788,16 +785,16 @@ def measure_max_connections(broker, limit, wait=3.0):
     async def run():
         opened, failures = await open_many(broker.port, limit, 16)
         clients = [c for c in opened if c is not None]
-        extra = {"max.connections: answered of the first M": len(clients)}
+        extra = {"answered of the first M": len(clients)}
         reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
         reply = asyncio.ensure_future(round_trip(reader, writer, API_VERSIONS, 0, 1, api_versions_body()))
         done, _ = await asyncio.wait([reply], timeout=wait)
-        extra["max.connections: M+1 within 3 s"] = outcome(reply) if done else Note("unanswered")
+        extra[f"connection M+1 within {wait:.0f} s"] = outcome(reply) if done else Note("unanswered")
         if not done:
             t0 = time.monotonic()
             await close_all(clients[:1])
             done, _ = await asyncio.wait([reply], timeout=wait)
-            extra["max.connections: M+1 served after one closed, ms"] = (
+            extra["M+1 served after one closed, ms"] = (
                 (time.monotonic() - t0) * 1000 if done and outcome(reply) == Note("served") else
                 Failed(f"{outcome(reply) if done else 'unanswered'} {wait} s after one closed"))
             clients = clients[1:]
@@ -870,15 +867,13 @@ class Results:
         if markdown:
             print("| metric | Kafka | Ottla | ratio |\n| --- | ---: | ---: | ---: |")
         else:
-            print(f"{'metric':<62}{'kafka':>12}{'ottla':>12}{'ratio':>8}")
+            print(f"{'metric':<64}{'kafka':>12}{'ottla':>12}{'ratio':>8}")
         for metric, row in self.rows.items():
             k, o = cell(row.get("kafka")), cell(row.get("ottla"))
             if markdown:
                 print(f"| {metric} | {k} | {o} | {ratio(row)} |")
             else:
-                print(f"{metric:<62}{k:>12}{o:>12}{ratio(row):>8}")
-        for metric, broker, reason in self.failures():
-            print(f"FAILED {broker} {metric}: {reason}")
+                print(f"{metric:<64}{k:>12}{o:>12}{ratio(row):>8}")
 
 
 # ---------------------------------------------------------------------------
@@ -938,7 +933,7 @@ def main():
     ap.add_argument("--connect-concurrency", type=int, default=32)
     ap.add_argument("--max-connections", type=int, default=100, help="the limit max.connections is tested with")
     ap.add_argument("--nofile", type=int, default=65_536, help="RLIMIT_NOFILE for this script and the brokers")
-    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
     args = ap.parse_args()
     if args.quick:
         args.partitions, args.connections, args.active, args.idle_seconds = "1000", 2_000, 200, 5
@@ -972,7 +967,12 @@ def main():
         max_connections_pass(broker, limit, results)
 
     print(f"\nOttla / Apache Kafka at scale, single broker each, this machine ({os.cpu_count()} cores)")
-    results.print(args.markdown)
+    results.print(markdown=False)
+    if args.markdown:
+        print()
+        results.print(markdown=True)
+    for metric, broker, reason in results.failures():
+        print(f"FAILED {broker} {metric}: {reason}")
     sys.exit(1 if results.failures() else 0)
 
 
