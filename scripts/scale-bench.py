@@ -103,7 +103,7 @@ SMALL_TOPIC = "scale-small"
 # The Kafka protocol, as much of it as this benchmark sends. Versions are
 # the oldest Kafka 4.x still accepts (KIP-896), non-flexible where possible.
 
-API_VERSIONS, METADATA, CREATE_TOPICS, LIST_OFFSETS, DESCRIBE_TOPIC_PARTITIONS = 18, 3, 19, 2, 75
+API_VERSIONS, METADATA, CREATE_TOPICS, CREATE_PARTITIONS, LIST_OFFSETS, DESCRIBE_TOPIC_PARTITIONS = 18, 3, 19, 37, 2, 75
 
 
 def i8(v):
@@ -309,11 +309,42 @@ def create_topic(conn, topic, partitions, timeout_ms=120_000):
     no_assignments = no_configs = i32(0)
     body = array([topic], lambda name: string(name) + i32(partitions) + i16(1) + no_assignments
                   + no_configs) + i32(timeout_ms) + i8(0)
-    r = conn.call(CREATE_TOPICS, 2, body)
+    check_results("CreateTopics", conn.call(CREATE_TOPICS, 2, body))
+
+
+def add_partitions(conn, topic, total, timeout_ms=120_000):
+    """CreatePartitions v1: `topic` grows to `total` partitions."""
+    no_assignments = i32(-1)
+    body = array([topic], lambda name: string(name) + i32(total) + no_assignments) + i32(timeout_ms) + i8(0)
+    check_results("CreatePartitions", conn.call(CREATE_PARTITIONS, 1, body))
+
+
+def check_results(request, r):
+    """Raises on an error in a CreateTopics v2 / CreatePartitions v1 response."""
     r.i32()  # throttle
     for name, error, message in r.array(lambda: (r.string(), r.i16(), r.string())):
         if error:
-            raise RuntimeError(f"CreateTopics {name}: error {error} {message or ''}")
+            raise RuntimeError(f"{request} {name}: error {error} {message or ''}")
+
+
+# Kafka's controller refuses an operation of more than 10,000 records
+# (QuorumController's MAX_RECORDS_PER_USER_OP: "Unable to perform
+# excessively large batch operation"), and a topic of N partitions takes
+# N + 1 records: so topics are created this many partitions at a time,
+# on both brokers alike.
+PARTITIONS_PER_REQUEST = 5_000
+
+
+def create_in_steps(conn, topic, partitions):
+    """CreateTopics with up to PARTITIONS_PER_REQUEST partitions, then
+    CreatePartitions adding as many at a time. Returns the requests sent."""
+    create_topic(conn, topic, min(partitions, PARTITIONS_PER_REQUEST))
+    requests, total = 1, min(partitions, PARTITIONS_PER_REQUEST)
+    while total < partitions:
+        total = min(partitions, total + PARTITIONS_PER_REQUEST)
+        add_partitions(conn, topic, total)
+        requests += 1
+    return requests
 
 
 def describe_topic_partitions(conn, topic):
@@ -535,7 +566,7 @@ def all_hosted(conn, topic, partitions):
 def measure_create(broker, topic, partitions):
     with Connection(broker.port) as c:
         t0 = time.monotonic()
-        create_topic(c, topic, partitions)
+        requests = create_in_steps(c, topic, partitions)
         response = time.monotonic() - t0
         wait_for(lambda: leaders_ready(c, topic) == partitions, 300, f"{partitions} leaders in Metadata")
         leaders = time.monotonic() - t0
@@ -544,7 +575,8 @@ def measure_create(broker, topic, partitions):
         hosted = time.monotonic() - t0
         create_topic(c, SMALL_TOPIC, 1)
         wait_for(lambda: all_hosted(c, SMALL_TOPIC, 1), 60, f"{SMALL_TOPIC} answering ListOffsets")
-    return {"create: response s": response, "create: all leaders in Metadata s": leaders,
+    return {"create: requests": requests, "create: responses s": response,
+            "create: all leaders in Metadata s": leaders,
             "create: all answer ListOffsets s": hosted}
 
 
