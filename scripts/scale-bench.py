@@ -7,9 +7,14 @@ scripts/apache-kafka.sh in `--kafka-dir`, KRaft, `--kafka-heap`; Ottla from
 `--binary` as scripts/bench.py starts it), one after the other, the order
 alternating from one N to the next, and measured the same way:
 
-  create       one topic of N partitions (a raw CreateTopics request):
-               until the response, and until Metadata shows a leader (and
-               no error) for every partition;
+  create       one topic of N partitions (raw requests: CreateTopics of
+               up to 5,000 partitions, then CreatePartitions adding 5,000 at
+               a time, since Kafka refuses one operation of more than 10,000
+               metadata records): until the responses, until Metadata shows
+               a leader (and no error) for every partition, and until every
+               partition answers ListOffsets without an error (both brokers
+               list a partition in Metadata before they have opened its log:
+               the last figure is when the topic can be used);
   metadata     a Metadata request for that topic (all N partitions), and a
                full DescribeTopicPartitions of it (what kafka-topics.sh
                --describe sends in Kafka 4.x, paged 2,000 partitions a
@@ -26,7 +31,10 @@ alternating from one N to the next, and measured the same way:
                most of 10,000 partitions empty): max(200 * N, 1,000,000)
                records by default (`--records`); records/s and the
                broker's CPU seconds over the run. A ListOffsets afterwards
-               counts the partitions that got records;
+               counts the partitions that got records. Spread over N
+               partitions, a batch holds one or a few records, so this is
+               the per-partition cost of a produce request, not bulk
+               throughput;
   consume      kafka-consumer-perf-test reading them all back (bench.py's
                helper): records/s once it has its partitions, the time to
                join its group (N partitions to assign and fetch offsets
@@ -43,12 +51,14 @@ alternating from one N to the next, and measured the same way:
                (/proc/PID/fd) before, while open and after all are closed
                (and how long they took to return to the baseline), the
                busy connections' requests/s and p99, and any connection
-               that failed;
+               that failed. Kafka's RSS hardly moves: its connections live in
+               a JVM heap that is already resident, so its "per connection"
+               figure is not the cost of a connection;
   restart      a clean stop (SIGTERM) and start on the same data, then a
                kill -9 and start: seconds until the broker answers an
                ApiVersions request and until Metadata shows all N leaders
                again (counted from the start command), and how long the
-               clean stop took.
+               clean stop took (both flush every log at a clean stop).
 
 Then, once per broker, max.connections: a fresh broker started with
 max.connections=M (`--max-connections`, 100; Ottla `--override`, Kafka
@@ -58,11 +68,16 @@ the limit, so the kernel completes its handshake and it waits in the
 listen backlog), and whether it is served once one of the M closes.
 
 The open-file limit: Ottla raises its soft RLIMIT_NOFILE to the hard limit
-at start (as the JVM does for Kafka), and 10,000 partitions plus 10,000
-connections need more than 20,000 descriptors. So this script raises its
-own soft and hard limit to `--nofile` (65,536; raising the hard limit needs
-root or CAP_SYS_RESOURCE), and both brokers inherit it. The limit each
-broker ended up with, read from /proc/PID/limits, is printed.
+at start (as the JVM does for Kafka), so no `ulimit -n` is needed before
+starting it unless the hard limit is too low. Each broker holds about one
+descriptor per partition (the active segment's .log) plus one per
+connection, so 10,000 partitions and 10,000 connections need more than
+20,000. This script raises its own soft and hard limit to `--nofile`
+(65,536; raising the hard limit needs CAP_SYS_RESOURCE), and both brokers
+inherit it; where it cannot, it says so and the connections beyond the
+limit fail (they wait in the listen backlog, unaccepted, and time out
+after 10 s; after 100 failures the rest are not tried). The limit each
+broker ran with, from /proc/PID/limits, is a row of the table.
 
 Every figure is printed as `metric  kafka  ottla  ratio` (Ottla / Kafka;
 below 1 favours Ottla for times, CPU, memory and descriptors, above 1 for
@@ -73,7 +88,7 @@ reason listed after the table; the script then exits with status 1.
                            [--kafka-port 19292] [--ottla-port 29292] [--markdown]
 
 `--quick`: 1,000 partitions, 2,000 connections (200 busy), 5 s idle;
-a few minutes. `--binary` runs that Ottla binary as it is (by default the
+about 3.5 minutes on a 2-core machine; the full run takes about 45. `--binary` runs that Ottla binary as it is (by default the
 repository's target/release/ottla, built first with cargo). Figures from a
 machine that runs other work at the same time are noisy.
 """
