@@ -86,6 +86,7 @@ reason listed after the table; the script then exits with status 1.
 
     scripts/scale-bench.py [--partitions 2000,10000] [--quick] [--binary PATH]
                            [--kafka-port 19292] [--ottla-port 29292] [--markdown]
+                           [--only metadata,idle,produce,connections,restart,max.connections]
 
 `--quick`: 1,000 partitions, 2,000 connections (200 busy), 5 s idle;
 about 3.5 minutes on a 2-core machine; the full run takes about 45. `--binary` runs that Ottla binary as it is (by default the
@@ -251,6 +252,9 @@ class Connection:
         import socket
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.correlation_id = 0
+        # Seconds the requests took, from sending to the last byte of the
+        # response (not this script's parsing of it).
+        self.waited = 0.0
 
     def close(self):
         self.sock.close()
@@ -273,10 +277,13 @@ class Connection:
     def call(self, api_key, version, body, flexible=False):
         """Sends one request and returns the reader of its response body."""
         self.correlation_id += 1
+        t0 = time.monotonic()
         self.sock.sendall(request_frame(api_key, version, self.correlation_id, body, flexible))
         (size,) = struct.unpack(">i", self._read_exact(4))
+        frame = self._read_exact(size)
+        self.waited += time.monotonic() - t0
         # ApiVersions answers with header v0 whatever its version.
-        correlation_id, r = split_response(self._read_exact(size), flexible and api_key != API_VERSIONS)
+        correlation_id, r = split_response(frame, flexible and api_key != API_VERSIONS)
         if correlation_id != self.correlation_id:
             raise RuntimeError(f"correlation id {correlation_id}, expected {self.correlation_id}")
         return r
@@ -595,12 +602,13 @@ def measure_create(broker, topic, partitions):
             "create: all answer ListOffsets s": hosted}
 
 
-def median_seconds(runs, call):
+def median_ms(runs, conn, call):
+    """The median time `call`'s requests on `conn` took, in ms."""
     times = []
     for _ in range(runs):
-        t0 = time.monotonic()
+        conn.waited = 0.0
         call()
-        times.append(time.monotonic() - t0)
+        times.append(conn.waited)
     return statistics.median(times) * 1000
 
 
@@ -615,8 +623,8 @@ def measure_metadata(broker, topic, partitions, runs):
             if seen != partitions:
                 raise RuntimeError(f"DescribeTopicPartitions gave {seen} of {partitions} partitions")
 
-        figures = {"metadata: Metadata ms": median_seconds(runs, metadata),
-                   "metadata: DescribeTopicPartitions ms": median_seconds(runs, describe)}
+        figures = {"metadata: Metadata ms": median_ms(runs, c, metadata),
+                   "metadata: DescribeTopicPartitions ms": median_ms(runs, c, describe)}
         figures["metadata: DescribeTopicPartitions requests"] = describe_topic_partitions(c, topic)[1]
     return figures
 
@@ -926,6 +934,11 @@ class Results:
 # ---------------------------------------------------------------------------
 
 
+# What --only chooses from; create always runs, the rest need its topic
+# ("produce" is the producer and then the consumer reading it back).
+STEPS = ("metadata", "idle", "produce", "consume", "connections", "restart", "max.connections")
+
+
 def scale_pass(broker, bin_dir, partitions, args, results):
     """Everything at one partition count, on a fresh `broker`."""
     prefix = f"[{partitions:,}] "
@@ -933,21 +946,25 @@ def scale_pass(broker, bin_dir, partitions, args, results):
     records = args.records or max(200 * partitions, 1_000_000)
     name = broker.name
     print(f"{name}, {partitions} partitions", file=sys.stderr, flush=True)
+    # (what --only calls it, name, measurement)
+    steps = [
+        ("metadata", "metadata", lambda: measure_metadata(broker, topic, partitions, args.metadata_runs)),
+        ("idle", "idle", lambda: measure_idle(broker, args.idle_seconds)),
+        ("produce", "produce", lambda: measure_produce(bin_dir, broker, topic, partitions, records)),
+        ("produce", "consume", lambda: measure_consume(bin_dir, broker, topic, records)),
+        ("connections", "connections", lambda: measure_connections(
+            broker, args.connections, args.active, args.active_seconds, args.connect_concurrency)),
+        ("restart", "restart clean", lambda: measure_restart(broker, topic, partitions, kill=False)),
+        ("restart", "restart kill -9", lambda: measure_restart(broker, topic, partitions, kill=True)),
+    ]
     broker.start()
     try:
         created = results.take(name, prefix, "create", lambda: measure_create(broker, topic, partitions))
         if any(isinstance(v, Failed) for v in created.values()):
             return  # nothing else can be measured without the topic
-        results.take(name, prefix, "metadata", lambda: measure_metadata(broker, topic, partitions,
-                                                                         args.metadata_runs))
-        results.take(name, prefix, "idle", lambda: measure_idle(broker, args.idle_seconds))
-        results.take(name, prefix, "produce", lambda: measure_produce(bin_dir, broker, topic, partitions, records))
-        results.take(name, prefix, "consume", lambda: measure_consume(bin_dir, broker, topic, records))
-        results.take(name, prefix, "connections", lambda: measure_connections(
-            broker, args.connections, args.active, args.active_seconds, args.connect_concurrency))
-        for kill in (False, True):
-            results.take(name, prefix, f"restart {'kill -9' if kill else 'clean'}",
-                         lambda: measure_restart(broker, topic, partitions, kill))
+        for selector, step, measure in steps:
+            if selector in args.only:
+                results.take(name, prefix, step, measure)
     finally:
         broker.stop()
 
@@ -980,11 +997,16 @@ def main():
     ap.add_argument("--connect-concurrency", type=int, default=32)
     ap.add_argument("--max-connections", type=int, default=100, help="the limit max.connections is tested with")
     ap.add_argument("--nofile", type=int, default=65_536, help="RLIMIT_NOFILE for this script and the brokers")
+    ap.add_argument("--only", default=",".join(STEPS),
+                    help=f"measure only these, comma-separated, of {','.join(STEPS)} (create is always measured)")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
     args = ap.parse_args()
     if args.quick:
         args.partitions, args.connections, args.active, args.idle_seconds = "1000", 2_000, 200, 5
     partition_counts = [int(p) for p in args.partitions.split(",")]
+    args.only = set(args.only.split(","))
+    if args.only - set(STEPS):
+        sys.exit(f"--only: unknown {', '.join(sorted(args.only - set(STEPS)))}; choose from {', '.join(STEPS)}")
 
     soft, hard = raise_own_nofile(args.nofile)
     print(f"RLIMIT_NOFILE of this script (inherited by the brokers): soft {soft}, hard {hard}", file=sys.stderr)
@@ -1010,10 +1032,13 @@ def main():
         for broker in pair if i % 2 == 0 else reversed(pair):
             scale_pass(broker, bin_dir, partitions, args, results)
     limit = args.max_connections
-    for broker in (kafka([f"max.connections={limit}"]), ottla([f"max.connections={limit}"])):
-        max_connections_pass(broker, limit, results)
+    if "max.connections" in args.only:
+        for broker in (kafka([f"max.connections={limit}"]), ottla([f"max.connections={limit}"])):
+            max_connections_pass(broker, limit, results)
 
     print(f"\nOttla / Apache Kafka at scale, single broker each, this machine ({os.cpu_count()} cores)")
+    if not results.rows:
+        sys.exit("nothing was measured")
     results.print(markdown=False)
     if args.markdown:
         print()
