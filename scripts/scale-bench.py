@@ -936,7 +936,7 @@ class Results:
 
 # What --only chooses from; create always runs, the rest need its topic
 # ("produce" is the producer and then the consumer reading it back).
-STEPS = ("metadata", "idle", "produce", "consume", "connections", "restart", "max.connections")
+STEPS = ("metadata", "idle", "produce", "connections", "restart", "max.connections")
 
 
 def scale_pass(broker, bin_dir, partitions, args, results):
