@@ -438,9 +438,16 @@ class Kafka(bench.ApacheKafka):
                 "--dir", str(self.dir)]
 
     def launch(self, fresh=False):
-        """Starts the broker and returns without waiting for it."""
+        """Starts the broker and returns without waiting for it. The log
+        of the run before is kept as server.log.<n> (apache-kafka.sh keeps
+        one only)."""
+        log = self.dir / "server.log"
         if fresh:
             bench.ensure_free(self.port)
+            for old in self.dir.glob("server.log.*"):
+                old.unlink()
+        elif log.exists():
+            log.rename(self.dir / f"server.log.{len(list(self.dir.glob('server.log.*'))) + 1}")
         args = self._script("start", *(["--fresh"] if fresh else []), "--heap", self.heap, "--timeout", "600")
         for prop in self.props:
             args += ["--prop", prop]
@@ -513,6 +520,17 @@ def with_overrides(binary, overrides):
     wrapper.write_text(f'#!/bin/sh\nexec \'{binary}\' "$@" {extra}\n')
     wrapper.chmod(0o755)
     return wrapper
+
+
+def alive(broker):
+    """True, or raises if the broker's process has gone."""
+    try:
+        state = Path(f"/proc/{broker.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        state = "gone"
+    if state in ("Z", "X", "gone"):
+        raise RuntimeError(f"the broker's process {broker.pid} has gone (see its log)")
+    return True
 
 
 def rss_mib(pid):
@@ -667,7 +685,7 @@ def measure_produce(bin_dir, broker, topic, partitions, records):
 
 def measure_consume(bin_dir, broker, topic, records):
     c = bench.measured(broker, lambda: bench.consume(bin_dir, broker, topic, records))
-    return {"consume: records/s": c["rec/s"], "consume: join ms": c["join ms"], "consume: broker CPU s": c["cpu s"]}
+    return {"consume: records/s": c["rec/s"] or Failed("read nothing before kafka-consumer-perf-test's timeout"), "consume: join ms": c["join ms"], "consume: broker CPU s": c["cpu s"]}
 
 
 def measure_restart(broker, topic, partitions, kill):
@@ -964,7 +982,7 @@ def scale_pass(broker, bin_dir, partitions, args, results):
             return  # nothing else can be measured without the topic
         for selector, step, measure in steps:
             if selector in args.only:
-                results.take(name, prefix, step, measure)
+                results.take(name, prefix, step, lambda: alive(broker) and measure())
     finally:
         broker.stop()
 
