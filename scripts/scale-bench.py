@@ -687,7 +687,8 @@ def measure_produce(bin_dir, broker, topic, partitions, records):
 
 def measure_consume(bin_dir, broker, topic, records):
     c = bench.measured(broker, lambda: bench.consume(bin_dir, broker, topic, records))
-    return {"consume: records/s": c["rec/s"] or Failed("read nothing before kafka-consumer-perf-test's timeout"), "consume: join ms": c["join ms"], "consume: broker CPU s": c["cpu s"]}
+    return {"consume: records/s": c["rec/s"] or Failed("read nothing before kafka-consumer-perf-test's timeout"),
+            "consume: join ms": c["join ms"], "consume: broker CPU s": c["cpu s"]}
 
 
 def measure_restart(broker, topic, partitions, kill):
