@@ -89,8 +89,10 @@ reason listed after the table; the script then exits with status 1.
                            [--only metadata,idle,produce,connections,restart,max.connections]
 
 `--quick`: 1,000 partitions, 2,000 connections (200 busy), 5 s idle;
-about 3.5 minutes on a 2-core machine; the full run takes about 45. `--binary` runs that Ottla binary as it is (by default the
-repository's target/release/ottla, built first with cargo). Figures from a
+2 to 3.5 minutes on a 2-core machine; the full run takes about 45.
+`--binary` runs that Ottla binary as it is (by default the repository's
+target/release/ottla, built first with cargo). `--only` skips the other
+measurements ("produce" is the producer and the consumer). Figures from a
 machine that runs other work at the same time are noisy.
 """
 
@@ -685,7 +687,8 @@ def measure_produce(bin_dir, broker, topic, partitions, records):
 
 def measure_consume(bin_dir, broker, topic, records):
     c = bench.measured(broker, lambda: bench.consume(bin_dir, broker, topic, records))
-    return {"consume: records/s": c["rec/s"] or Failed("read nothing before kafka-consumer-perf-test's timeout"), "consume: join ms": c["join ms"], "consume: broker CPU s": c["cpu s"]}
+    return {"consume: records/s": c["rec/s"] or Failed("read nothing before kafka-consumer-perf-test's timeout"),
+            "consume: join ms": c["join ms"], "consume: broker CPU s": c["cpu s"]}
 
 
 def measure_restart(broker, topic, partitions, kill):
