@@ -315,7 +315,11 @@ impl ReplicaManager {
                 });
                 let previous = partition.state();
                 self.change_state(&partition, &previous, state);
-                self.partitions.write().insert(tp, partition);
+                if let Some(replaced) = self.partitions.write().insert(tp, partition) {
+                    // A deleted topic's partition, replaced by the new
+                    // topic's: its waiting requests answer now.
+                    replaced.watchers.wake();
+                }
             }
             Err(e) => warn!(partition = %tp, error = %e, "could not open the partition's log"),
         }
