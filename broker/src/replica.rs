@@ -261,10 +261,14 @@ impl ReplicaManager {
         // Resolved once per topic: a topic's partitions share its config.
         let mut configs: HashMap<String, LogConfig> = HashMap::new();
         for (tp, (topic_id, state)) in wanted {
-            let config = configs
-                .entry(tp.topic.clone())
-                .or_insert_with(|| self.configs.resolve(&tp.topic))
-                .clone();
+            let config = match configs.get(&tp.topic) {
+                Some(config) => config.clone(),
+                None => {
+                    let config = self.configs.resolve(&tp.topic);
+                    configs.insert(tp.topic.clone(), config.clone());
+                    config
+                }
+            };
             match self.partition(&tp) {
                 Some(p) if p.topic_id == topic_id => {
                     if *p.log.read().config() != config {
@@ -411,8 +415,10 @@ impl ReplicaManager {
     /// its end offset when the follower's log has gone past where this
     /// leader's history of that epoch ends (it must truncate there first);
     /// otherwise records its progress, moving the high watermark and
-    /// asking for its return to the ISR as it catches up.
-    pub fn follower_fetched(
+    /// asking for its return to the ISR as it catches up. (Fetches go
+    /// through [`ReplicaManager::fetch`]; tests play followers with this.)
+    #[cfg(test)]
+    pub(crate) fn follower_fetched(
         &self,
         tp: &TopicPartition,
         replica: i32,
@@ -740,8 +746,10 @@ impl ReplicaManager {
     }
 
     /// Reads from a partition this broker leads (or follows, for replica
-    /// fetches), checking the client's view of the leader epoch.
-    pub fn read(&self, tp: &TopicPartition, spec: &ReadSpec) -> FetchOutcome {
+    /// fetches), checking the client's view of the leader epoch. (Fetches
+    /// go through [`ReplicaManager::fetch`]; tests read with this.)
+    #[cfg(test)]
+    pub(crate) fn read(&self, tp: &TopicPartition, spec: &ReadSpec) -> FetchOutcome {
         let Some(partition) = self.partition(tp) else {
             return FetchOutcome::error(self.not_hosted(tp));
         };
