@@ -43,8 +43,9 @@ client `ottla-loadgen` (tests/src/bin/ottla-loadgen.rs, one thread) runs on
 core 1. After an unmeasured warm-up (100 MiB written and read of each record
 size, so Kafka's JIT has compiled its hot paths), every case (1 KiB and
 100 B records, acks=1 and acks=all, on each of `--partitions`) produces
-`--mib` in batches filled to 64 KiB like the perf-test producer's, all
-partitions in each request, 5 requests in flight, then reads it back
+`--mib` in batches filled to 64 KiB like the perf-test producer's, up to
+16 partitions in each request (1 MiB, the producer's max.request.size),
+5 requests in flight, then reads it back
 `--consumer-runs` times (50 MiB fetches, 1 MiB per partition). Figures per
 case: records/s, MB/s, the broker's CPU seconds over the run, records/s per
 broker core (records / broker CPU seconds: the rate one core would sustain
@@ -290,9 +291,18 @@ def consume(bin_dir, broker, topic, records):
     return {"rec/s": float(fields[9]), "MB/s": float(fields[8]), "join ms": float(fields[6])}
 
 
+# Partitions a create or an alter adds at once: Kafka refuses one operation
+# of more than 10,000 metadata records (POLICY_VIOLATION).
+PARTITIONS_PER_STEP = 5000
+
+
 def create_topic(bin_dir, broker, topic, partitions):
-    sh([str(bin_dir / "kafka-topics.sh"), "--bootstrap-server", broker.bootstrap(), "--create",
-        "--topic", topic, "--partitions", str(partitions), "--replication-factor", "1"])
+    topics = [str(bin_dir / "kafka-topics.sh"), "--bootstrap-server", broker.bootstrap(), "--topic", topic]
+    count = min(partitions, PARTITIONS_PER_STEP)
+    sh([*topics, "--create", "--partitions", str(count), "--replication-factor", "1"])
+    while count < partitions:
+        count = min(partitions, count + PARTITIONS_PER_STEP)
+        sh([*topics, "--alter", "--partitions", str(count)])
 
 
 def run_pass(broker, bin_dir, cases, run_bytes, latency_rate, consumer_runs, results, round_no):
@@ -338,6 +348,9 @@ BROKER_CORE, CLIENT_CORE = "0", "1"
 # The perf-test producer's batch.size, which it fills when it runs flat out;
 # a record costs about 8 bytes of framing on top of its value.
 CAPACITY_BATCH_BYTES = 65536
+# The Java producer's max.request.size: a request carries at most this many
+# bytes of batches, so many-partition cases send a few partitions at a time.
+CAPACITY_REQUEST_BYTES = 1 << 20
 RECORD_FRAMING = 8
 WARM_UP_MIB = 100
 
@@ -407,7 +420,8 @@ def capacity_pass(broker, bin_dir, loadgen_bin, cases, run_bytes, consumer_runs,
             drop_page_cache()
             common = ("--bootstrap", broker.bootstrap(), "--topic", topic, "--records", records)
             p = capacity_run(broker, loadgen_bin, "produce", *common, "--record-size", size, "--acks", acks,
-                             "--records-per-batch", records_per_batch(size))
+                             "--records-per-batch", records_per_batch(size),
+                             "--partitions-per-request", min(parts, CAPACITY_REQUEST_BYTES // CAPACITY_BATCH_BYTES))
             results.setdefault(("produce", size, acks, parts), []).append(p)
             print(f"  round {round_no} {broker.name} {size}B acks={acks} p={parts}: produce {p}", file=sys.stderr)
             for _ in range(consumer_runs):

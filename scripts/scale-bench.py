@@ -87,12 +87,14 @@ reason listed after the table; the script then exits with status 1.
     scripts/scale-bench.py [--partitions 2000,10000] [--quick] [--binary PATH]
                            [--kafka-port 19292] [--ottla-port 29292] [--markdown]
                            [--only metadata,idle,produce,connections,restart,max.connections]
+                           [--brokers kafka,ottla]
 
 `--quick`: 1,000 partitions, 2,000 connections (200 busy), 5 s idle;
 2 to 3.5 minutes on a 2-core machine; the full run takes about 45.
 `--binary` runs that Ottla binary as it is (by default the repository's
 target/release/ottla, built first with cargo). `--only` skips the other
-measurements ("produce" is the producer and the consumer). Figures from a
+measurements ("produce" is the producer and the consumer); `--brokers ottla`
+runs Ottla alone (no ratios). Figures from a
 machine that runs other work at the same time are noisy.
 """
 
@@ -1021,10 +1023,15 @@ def main():
     ap.add_argument("--only", default=",".join(STEPS),
                     help=f"measure only these, comma-separated, of {','.join(STEPS)} (create is always measured)")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
+    ap.add_argument("--brokers", default="kafka,ottla",
+                    help="which brokers to run: kafka,ottla (both, for ratios), or one of them")
     args = ap.parse_args()
     if args.quick:
         args.partitions, args.connections, args.active, args.idle_seconds = "1000", 2_000, 200, 5
     partition_counts = [int(p) for p in args.partitions.split(",")]
+    chosen = set(args.brokers.split(","))
+    if not chosen or chosen - {"kafka", "ottla"}:
+        sys.exit(f"--brokers: choose kafka, ottla or both, not {args.brokers}")
     args.only = set(args.only.split(","))
     if args.only - set(STEPS):
         sys.exit(f"--only: unknown {', '.join(sorted(args.only - set(STEPS)))}; choose from {', '.join(STEPS)}")
@@ -1049,13 +1056,14 @@ def main():
     for i, partitions in enumerate(partition_counts):
         # The order alternates, so a machine that gets busier or quieter
         # during the run favours neither.
-        pair = [kafka(), ottla()]
+        pair = [b for b in (kafka(), ottla()) if b.name in chosen]
         for broker in pair if i % 2 == 0 else reversed(pair):
             scale_pass(broker, bin_dir, partitions, args, results)
     limit = args.max_connections
     if "max.connections" in args.only:
         for broker in (kafka([f"max.connections={limit}"]), ottla([f"max.connections={limit}"])):
-            max_connections_pass(broker, limit, results)
+            if broker.name in chosen:
+                max_connections_pass(broker, limit, results)
 
     print(f"\nOttla / Apache Kafka at scale, single broker each, this machine ({os.cpu_count()} cores)")
     if not results.rows:

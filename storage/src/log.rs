@@ -97,6 +97,9 @@ pub struct PartitionLog {
     producers: ProducerStateManager,
     unflushed_records: i64,
     last_flush_ms: i64,
+    /// A segment was created since the last flush: its files and the
+    /// directory need an fsync even when no record was appended.
+    segments_created: bool,
     offline: bool,
     cleaner: CleanerProgress,
 }
@@ -257,13 +260,13 @@ impl PartitionLog {
             producers,
             unflushed_records: 0,
             last_flush_ms: now,
+            segments_created: false,
             offline: false,
             cleaner: CleanerProgress::default(),
             config,
         };
         if log.segments.is_empty() {
-            let base = opts.log_start_offset.max(0);
-            log.segments.insert(base, log.new_segment(base, now)?);
+            log.add_segment(opts.log_start_offset.max(0), now)?;
         }
         log.active_segment_mut().reactivate()?;
         let last = log.active_segment();
@@ -285,14 +288,18 @@ impl PartitionLog {
         Ok(log)
     }
 
-    fn new_segment(&self, base: i64, now: i64) -> Result<LogSegment> {
-        LogSegment::create(
+    /// Creates an empty segment at `base`, the new active one.
+    fn add_segment(&mut self, base: i64, now: i64) -> Result<()> {
+        let seg = LogSegment::create(
             &self.dir,
             base,
             self.config.segment_index_bytes,
             self.config.index_interval_bytes,
             now,
-        )
+        )?;
+        self.segments.insert(base, seg);
+        self.segments_created = true;
+        Ok(())
     }
 
     fn active_segment(&self) -> &LogSegment {
@@ -676,8 +683,7 @@ impl PartitionLog {
             return Ok(());
         }
         self.active_segment_mut().seal()?;
-        let seg = self.new_segment(base, now_ms)?;
-        self.segments.insert(base, seg);
+        self.add_segment(base, now_ms)?;
         // Kafka snapshots producer state at every roll so recovery replays at
         // most one segment.
         self.producers.take_snapshot(&self.dir, base)?;
@@ -685,12 +691,18 @@ impl PartitionLog {
     }
 
     /// fsyncs everything not yet flushed and advances the recovery point.
+    /// A log with nothing new since its last flush costs no fsync: a clean
+    /// stop of 10,000 idle partitions must not sync each of them again.
     pub fn flush(&mut self) -> Result<()> {
+        if self.is_flushed() {
+            return Ok(());
+        }
         let from = self.recovery_point;
+        let created = self.segments_created;
         let r = self
             .segments
             .values()
-            .filter(|s| s.next_offset() > from || s.is_empty())
+            .filter(|s| s.next_offset() > from || (created && s.is_empty()))
             .try_for_each(LogSegment::flush);
         self.guard(r)?;
         // Before the recovery point moves past them, the epochs of the data
@@ -701,8 +713,15 @@ impl PartitionLog {
         self.guard(r)?;
         self.recovery_point = self.log_end_offset;
         self.unflushed_records = 0;
+        self.segments_created = false;
         self.last_flush_ms = now_wall_ms();
         Ok(())
+    }
+
+    fn is_flushed(&self) -> bool {
+        self.recovery_point == self.log_end_offset
+            && !self.segments_created
+            && !self.epoch_cache.is_unsynced()
     }
 
     /// Forgets producers idle for `expiration_ms` (`producer.id.expiration.ms`),
@@ -919,9 +938,7 @@ impl PartitionLog {
         for (_, seg) in std::mem::take(&mut self.segments) {
             seg.delete()?;
         }
-        let now = now_wall_ms();
-        let seg = self.new_segment(offset, now)?;
-        self.segments.insert(offset, seg);
+        self.add_segment(offset, now_wall_ms())?;
         self.log_start_offset = offset;
         self.log_end_offset = offset;
         self.cleaner.truncated_to(offset);
@@ -1032,8 +1049,12 @@ impl PartitionLog {
             return Ok(());
         }
         self.flush()?;
-        self.producers
-            .take_snapshot(&self.dir, self.log_end_offset)?;
+        // A log with no records and no producers has no state to snapshot
+        // (Kafka snapshots only past its last snapshot's offset).
+        if self.log_end_offset > self.log_start_offset || !self.producers.is_empty() {
+            self.producers
+                .take_snapshot(&self.dir, self.log_end_offset)?;
+        }
         Ok(())
     }
 

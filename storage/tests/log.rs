@@ -200,6 +200,57 @@ fn segments_roll_and_survive_clean_reopen() {
     assert!(dir.path().join("leader-epoch-checkpoint").exists());
 }
 
+/// What a dir holds: each file's name, length and modification time.
+fn dir_state(dir: &Path) -> BTreeMap<String, (u64, std::time::SystemTime)> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let meta = e.metadata().unwrap();
+            let name = e.file_name().into_string().unwrap();
+            (name, (meta.len(), meta.modified().unwrap()))
+        })
+        .collect()
+}
+
+/// A clean stop of many idle partitions must cost nothing per partition: an
+/// empty log leaves no producer snapshot, and a log reopened after a clean
+/// stop closes again without rewriting a file.
+#[test]
+fn an_unchanged_log_closes_without_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), false);
+    log.close().unwrap();
+    drop(log);
+    let names: Vec<String> = dir_state(dir.path()).into_keys().collect();
+    assert!(
+        !names.iter().any(|n| n.ends_with(".snapshot")),
+        "an empty log needs no producer snapshot: {names:?}"
+    );
+
+    let mut log = open(dir.path(), small_config(), true);
+    for i in 0..30 {
+        append(&mut log, 2, i / 10);
+    }
+    log.close().unwrap();
+    drop(log);
+    let closed = dir_state(dir.path());
+    assert!(
+        closed.keys().any(|n| n.ends_with(".snapshot")),
+        "{closed:?}"
+    );
+
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let mut log = open(dir.path(), small_config(), true);
+    log.close().unwrap();
+    drop(log);
+    assert_eq!(
+        dir_state(dir.path()),
+        closed,
+        "an unchanged log rewrote files"
+    );
+}
+
 #[test]
 fn torn_tail_is_cut_on_unclean_open() {
     let dir = tempfile::tempdir().unwrap();

@@ -122,7 +122,9 @@ impl Connection {
             write_responses(write, rx, &closing)
         );
         match (switch, write) {
-            (Some(quorum), Some(write)) => quorum.serve(write, shutdown).await,
+            // Boxed: only a controller listener's quorum connections need
+            // this state, so client connections do not reserve it.
+            (Some(quorum), Some(write)) => Box::pin(quorum.serve(write, shutdown)).await,
             // Let the client see EOF.
             (_, Some(mut write)) => {
                 let _ = write.shutdown().await;

@@ -18,6 +18,7 @@ use tracing::{debug, info};
 use super::connection::{Auth, Connection};
 use crate::security::sasl::session::SaslSession;
 use crate::security::tls::peer_principal;
+use crate::security::tls_reload::ReloadableTls;
 use crate::security::KafkaPrincipal;
 
 /// How long a client has to complete the TLS handshake.
@@ -25,12 +26,23 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `stream` on `connection`'s listener until it closes.
 pub(super) async fn serve(connection: Connection, stream: TcpStream, shutdown: CancellationToken) {
-    let security = connection.service.security.clone();
-    let Some(tls) = &security.tls else {
-        let auth = initial_auth(&connection, KafkaPrincipal::anonymous());
-        let (read, write) = stream.into_split();
-        return connection.serve(read, write, auth, shutdown).await;
-    };
+    if let Some(tls) = connection.service.security.tls.clone() {
+        // Boxed: a TLS session's state is kilobytes, which every plaintext
+        // connection's task would otherwise reserve too.
+        return Box::pin(serve_tls(connection, &tls, stream, shutdown)).await;
+    }
+    let auth = initial_auth(&connection, KafkaPrincipal::anonymous());
+    let (read, write) = stream.into_split();
+    connection.serve(read, write, auth, shutdown).await
+}
+
+/// The TLS handshake, bounded in time, then the connection over TLS.
+async fn serve_tls(
+    connection: Connection,
+    tls: &ReloadableTls,
+    stream: TcpStream,
+    shutdown: CancellationToken,
+) {
     let handshake = tokio::time::timeout(
         TLS_HANDSHAKE_TIMEOUT,
         tls.acceptor().accept(stream).into_fallible(),
@@ -51,7 +63,7 @@ pub(super) async fn serve(connection: Connection, stream: TcpStream, shutdown: C
             // INFO as in Kafka: health checks and port scans end here too.
             info!("TLS handshake failed (is the client using TLS, with a valid certificate?): {e}");
             // As any failed authentication, closed only after the delay.
-            tokio::time::sleep(security.failed_auth_delay).await;
+            tokio::time::sleep(connection.service.security.failed_auth_delay).await;
             drop(stream);
         }
         Err(_) => info!("TLS handshake not completed within {TLS_HANDSHAKE_TIMEOUT:?}"),
