@@ -248,11 +248,6 @@ impl LeaderEpochCache {
         self.persist()
     }
 
-    /// Whether the checkpoint changed since the last flush.
-    pub fn is_unsynced(&self) -> bool {
-        self.unsynced
-    }
-
     /// fsyncs the checkpoint if it changed since the last flush. The caller
     /// fsyncs the directory afterwards, so the rename is durable too.
     pub fn flush(&mut self) -> Result<()> {

@@ -718,10 +718,14 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Nothing to fsync: no record past the recovery point and no new
+    /// segment. An epoch checkpoint changed without records (a new epoch at
+    /// the log end, as every restart of a lone node makes, or a truncation)
+    /// may stay unsynced until records come: an epoch entry with no data
+    /// behind it is safe to lose, open cuts entries past the log end again,
+    /// and an unreadable checkpoint is rebuilt from the segments.
     fn is_flushed(&self) -> bool {
-        self.recovery_point == self.log_end_offset
-            && !self.segments_created
-            && !self.epoch_cache.is_unsynced()
+        self.recovery_point == self.log_end_offset && !self.segments_created
     }
 
     /// Forgets producers idle for `expiration_ms` (`producer.id.expiration.ms`),
