@@ -35,7 +35,7 @@ from bench import ROOT, Ottla, cpu_seconds, last_line, ottla_cluster
 
 try:
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 except ImportError:
     # The test venv has librdkafka's client: run again under it.
     os.execv(last_line("python-env.sh"), [last_line("python-env.sh"), *sys.argv])
@@ -112,7 +112,13 @@ def run(binary, partitions, port, source_nodes):
         src = ",".join(s.bootstrap() for s in sources)
         dst = destination.bootstrap()
         admin = AdminClient({"bootstrap.servers": src})
-        admin.create_topics([NewTopic("scale", partitions, 1)])["scale"].result()
+        # In steps of 5,000: one request may write at most 10,000 metadata
+        # records (Kafka's limit, which Ottla keeps).
+        count = min(partitions, 5000)
+        admin.create_topics([NewTopic("scale", count, 1)])["scale"].result()
+        while count < partitions:
+            count = min(partitions, count + 5000)
+            admin.create_partitions([NewPartitions("scale", count)])["scale"].result()
         del admin  # closed, so it does not log the source going away
         producer = Producer({"bootstrap.servers": src, "linger.ms": 20, "log_level": 3})
         for p in range(partitions):

@@ -342,6 +342,13 @@ impl Controller {
         topics: Vec<NewTopic>,
         validate_only: bool,
     ) -> Vec<(String, ControllerResult<CreatedTopic>)> {
+        let requested: u64 = topics.iter().map(|t| self.records_to_create(t)).sum();
+        if requested > MAX_RECORDS_PER_USER_OP {
+            return topics
+                .into_iter()
+                .map(|t| (t.name, Err(excessively_large())))
+                .collect();
+        }
         let (mut results, error) = self
             .run(|image| {
                 let mut results = Vec::new();
@@ -365,6 +372,17 @@ impl Controller {
             .await;
         fail_all(&mut results, error);
         results
+    }
+
+    /// The metadata records creating `t` takes: its topic, its configs and
+    /// its partitions, counted before any partition is placed.
+    fn records_to_create(&self, t: &NewTopic) -> u64 {
+        let partitions = match (t.assignments.len(), t.num_partitions) {
+            (0, -1) => self.defaults.num_partitions,
+            (0, n) => n,
+            (n, _) => n as i32,
+        };
+        1 + t.configs.len() as u64 + partitions.max(0) as u64
     }
 
     pub(crate) fn plan_topic(
@@ -533,6 +551,9 @@ impl Controller {
                     format!("Topic currently has {current} partitions, which is higher than the requested {count}.")
                 };
                 return Err(ControllerError::new(ResponseError::InvalidPartitions, msg));
+            }
+            if (count - current) as u64 > MAX_RECORDS_PER_USER_OP {
+                return Err(excessively_large());
             }
             let rf = t.partitions.values().next().map_or(1, |p| p.replicas.len());
             let brokers: Vec<i32> = image.live_brokers().map(|b| b.id).collect();
@@ -932,6 +953,20 @@ impl Drop for Controller {
 }
 
 /// Marks every successful result as failed by `error` (the commit failed).
+/// Kafka's cap on the metadata records one request may write (its
+/// controller's `MAX_RECORDS_PER_USER_OP`). Checked before any partition is
+/// placed, so a hostile partition count cannot exhaust the controller's
+/// memory; an operator creates more partitions in steps, as with Kafka.
+pub const MAX_RECORDS_PER_USER_OP: u64 = 10_000;
+
+/// Kafka's answer to a request over [`MAX_RECORDS_PER_USER_OP`].
+fn excessively_large() -> ControllerError {
+    ControllerError::new(
+        ResponseError::PolicyViolation,
+        "Unable to perform excessively large batch operation.",
+    )
+}
+
 fn fail_all<K, T>(results: &mut [(K, ControllerResult<T>)], error: Option<ControllerError>) {
     if let Some(e) = error {
         for (_, r) in results.iter_mut().filter(|(_, r)| r.is_ok()) {
@@ -1126,6 +1161,25 @@ pub(crate) mod tests {
                 .code,
             ResponseError::InvalidReplicationFactor.code()
         );
+        // Kafka's 10,000 records per request: two topic records and 9,998
+        // partitions pass; one partition more, or a hostile count, is
+        // refused whole, before anything is placed.
+        let policy = ResponseError::PolicyViolation.code();
+        let r =
+            c.block_on(c.create_topics(vec![topic("big", 5_000), topic("bigger", 4_998)], true));
+        assert!(r.iter().all(|(_, r)| r.is_ok()), "{r:?}");
+        for request in [
+            vec![topic("big", 5_000), topic("bigger", 5_000)],
+            vec![topic("hostile", i32::MAX)],
+        ] {
+            let r = c.block_on(c.create_topics(request, false));
+            assert!(r
+                .iter()
+                .all(|(_, r)| r.as_ref().unwrap_err().code == policy));
+        }
+        assert!(c.image().topic_by_name("big").is_none());
+        let added = c.block_on(c.create_partitions("orders", i32::MAX, None, false));
+        assert_eq!(added.unwrap_err().code, policy);
         let v = c.block_on(c.create_topics(vec![topic("dry", 1)], true));
         assert!(v[0].1.is_ok());
         assert!(c.image().topic_by_name("dry").is_none());

@@ -66,17 +66,26 @@ impl FaultRecord {
     /// fault (from its injection until the ISRs were full again), measured
     /// until the next acknowledgement, however late; `ack_times` is sorted.
     pub fn unavailable(&self, ack_times: &[f64]) -> Duration {
+        self.longest_pause(ack_times).0
+    }
+
+    /// [`unavailable`](Self::unavailable), and when that stretch began, in
+    /// seconds after the injection: whether a pause came with the fault or
+    /// with its healing (a restart, a rejoin) tells where to look.
+    pub fn longest_pause(&self, ack_times: &[f64]) -> (Duration, f64) {
         let first = ack_times.partition_point(|&t| t <= self.injected_at);
         let mut previous = self.injected_at;
-        let mut longest: f64 = 0.0;
+        let (mut longest, mut began): (f64, f64) = (0.0, 0.0);
         for &t in &ack_times[first..] {
-            longest = longest.max(t - previous);
+            if t - previous > longest {
+                (longest, began) = (t - previous, previous - self.injected_at);
+            }
             if t > self.recovered_at {
                 break;
             }
             previous = t;
         }
-        Duration::from_secs_f64(longest)
+        (Duration::from_secs_f64(longest), began)
     }
 
     /// Acknowledgements that arrived while two replicas of three were down,
@@ -236,6 +245,11 @@ mod tests {
         // From the injection to 9.0, then from 9.0 to 10.2, past recovery.
         assert_eq!(seconds(fault(8.5, 9.5).unavailable(&acks)), 1.2);
         assert_eq!(seconds(fault(20.0, 21.0).unavailable(&acks)), 0.0);
+        let (pause, began) = fault(10.0, 15.0).longest_pause(&acks);
+        assert_eq!(
+            (seconds(pause), seconds(Duration::from_secs_f64(began))),
+            (3.6, 0.4)
+        );
     }
 
     #[test]

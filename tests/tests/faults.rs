@@ -284,8 +284,18 @@ fn median_max(mut values: Vec<Duration>) -> String {
 /// once the fault was healed.
 fn summarize(faults: &[FaultRecord], load: &LoadReport) {
     let mut by_kind: BTreeMap<FaultKind, Vec<&FaultRecord>> = BTreeMap::new();
-    for f in faults {
+    for (i, f) in faults.iter().enumerate() {
         by_kind.entry(f.kind).or_default().push(f);
+        let (pause, began) = f.longest_pause(&load.ack_times);
+        println!(
+            "fault {}: {} on {:?}: longest pause {} ms from +{:.2} s (healing began +{:.2} s)",
+            i + 1,
+            f.kind.describe(),
+            f.victims,
+            pause.as_millis(),
+            began,
+            f.heal_began_at - f.injected_at
+        );
     }
     println!("| fault | count | no acknowledgement, median / max | ISRs full after healing, median / max |");
     println!("| --- | ---: | ---: | ---: |");

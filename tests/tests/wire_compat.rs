@@ -74,6 +74,7 @@ const INVALID_PARTITIONS: i16 = 37;
 const INVALID_REPLICATION_FACTOR: i16 = 38;
 const INVALID_REQUEST: i16 = 42;
 const INVALID_CONFIG: i16 = 40;
+const POLICY_VIOLATION: i16 = 44;
 
 const TOPIC_RESOURCE: i8 = 2;
 const BROKER_RESOURCE: i8 = 4;
@@ -828,6 +829,18 @@ fn create_topics_validate_only(ctx: &mut Ctx) {
     ];
     let (k, o) = ctx.both(7, &create_request(twice, true));
     assert_eq!(code(&k, "wire-twice"), Some(INVALID_REQUEST));
+    let problems = compare_created(&k, &o);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // Over 10,000 metadata records in one request (two topic records and
+    // 9,999 partitions): every topic of it is refused.
+    let huge = vec![
+        topic("wire-huge", 9_999, 1, &[]),
+        topic("wire-beside-huge", 1, 1, &[]),
+    ];
+    let (k, o) = ctx.both(7, &create_request(huge, true));
+    assert_eq!(code(&k, "wire-huge"), Some(POLICY_VIOLATION));
+    assert_eq!(code(&k, "wire-beside-huge"), Some(POLICY_VIOLATION));
     let problems = compare_created(&k, &o);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
