@@ -42,13 +42,22 @@ import os, sys, time
 from confluent_kafka import Producer
 
 bootstrap, topic, stop_file, partitions = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-p = Producer({
+config = {
     "bootstrap.servers": bootstrap,
     "acks": "all",
     "enable.idempotence": True,
     "linger.ms": 5,
     "message.timeout.ms": 120000,
-})
+}
+# OTTLA_FAULT_CLIENT_LOG=FILE: librdkafka's debug log, to see what a pause
+# was spent on from the client's side.
+log_file = os.environ.get("OTTLA_FAULT_CLIENT_LOG")
+if log_file:
+    import logging
+    logging.basicConfig(filename=log_file, level=logging.DEBUG, format="%(created).3f %(message)s")
+    config["debug"] = "broker,topic,msg,eos,metadata,protocol"
+    config["logger"] = logging.getLogger()
+p = Producer(config)
 acked, failed = [], [0]
 def delivered(err, msg):
     if err is not None:
