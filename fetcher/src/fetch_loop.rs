@@ -15,6 +15,7 @@ use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::FetchRequest;
 use ottla_protocol::client::KafkaClient;
 use ottla_storage::manager::TopicPartition;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::session::{FetchPosition, FetchSession};
@@ -82,6 +83,23 @@ pub trait LeaderEndpoint: Send + Sync + 'static {
     /// The leader answered a fetch of `fetched` without error: in an
     /// incremental session, the ones its answer leaves out are unchanged.
     fn answered(&self, _fetched: &[(Arc<Self::Partition>, FetchPosition)]) {}
+
+    /// Ticks when the partitions this loop fetches may have changed. A
+    /// partition gained while a fetch waits at the leader (up to its max
+    /// wait, for partitions with nothing new) would wait with it: the loop
+    /// drops that fetch and its connection and fetches again at once, so
+    /// a new leader's acks=all writes do not wait for an idle partition's
+    /// long poll. None: the loop never looks.
+    fn partitions_changed(&self) -> Option<watch::Receiver<()>> {
+        None
+    }
+}
+
+/// What became of a fetch sent to the leader.
+enum Sent<T> {
+    Answered(T),
+    /// Partitions were gained while it waited: it was dropped.
+    Superseded,
 }
 
 /// Fetches for `endpoint` until `stop` is cancelled.
@@ -90,9 +108,14 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
     let mut session = FetchSession::new();
     // Partitions whose last answer was an error, until they are tried again.
     let mut delayed: HashMap<TopicPartition, Instant> = HashMap::new();
+    let mut changes = endpoint.partitions_changed();
     while !stop.is_cancelled() {
         let now = Instant::now();
         delayed.retain(|_, until| *until > now);
+        // What `wanted` returns from here on includes every change so far.
+        if let Some(changes) = changes.as_mut() {
+            changes.borrow_and_update();
+        }
         let wanted: Vec<_> = endpoint
             .wanted()
             .into_iter()
@@ -127,9 +150,34 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
             .with_session_epoch(next.session_epoch)
             .with_topics(next.topics)
             .with_forgotten_topics_data(next.forgotten);
-        let answer = tokio::select! {
-            _ = stop.cancelled() => return,
-            answer = c.send(FETCH_VERSION, &request, endpoint.timeout()) => answer,
+        let sent = {
+            let send = c.send(FETCH_VERSION, &request, endpoint.timeout());
+            tokio::pin!(send);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    answer = &mut send => break Sent::Answered(answer),
+                    () = next_change(&mut changes) => {
+                        let gained = endpoint.wanted().iter().any(|(p, _)| {
+                            let tp = p.leader_tp();
+                            !positions.contains_key(tp) && !delayed.contains_key(tp)
+                        });
+                        if gained {
+                            break Sent::Superseded;
+                        }
+                    }
+                }
+            }
+        };
+        let answer = match sent {
+            Sent::Answered(answer) => answer,
+            Sent::Superseded => {
+                // The answer to the dropped fetch would come first on this
+                // connection: a new one, in a new session.
+                session.reset();
+                client = None;
+                continue;
+            }
         };
         let response = match answer {
             Ok(response) => response,
@@ -239,6 +287,18 @@ where
         }
     }
     applied
+}
+
+/// The next tick of `changes`; never, when there is none or its sender
+/// is gone.
+async fn next_change(changes: &mut Option<watch::Receiver<()>>) {
+    if let Some(receiver) = changes.as_mut() {
+        if receiver.changed().await.is_ok() {
+            return;
+        }
+        *changes = None;
+    }
+    std::future::pending().await
 }
 
 async fn pause(stop: &CancellationToken, how_long: Duration) {

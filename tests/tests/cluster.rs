@@ -1375,3 +1375,80 @@ fn produce_to_a_non_leader_names_the_leader() {
         assert_eq!(endpoints, [(1, i32::from(nodes[0].port))], "v{version}");
     }
 }
+
+/// A partition a follower gains from a leader it already fetches from is
+/// fetched at once, not after the fetch that waits at that leader on idle
+/// partitions (up to `replica.fetch.wait.max.ms`): acks=all writes to a
+/// partition whose leadership moved go on without that wait.
+#[test]
+fn a_gained_partition_does_not_wait_out_the_followers_long_poll() {
+    use bytes::Bytes;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
+
+    let mut nodes = Ottla::cluster(
+        3,
+        &[
+            ("broker.heartbeat.interval.ms", "300"),
+            ("broker.session.timeout.ms", "2500"),
+            ("replica.fetch.wait.max.ms", "10000"),
+            ("replica.lag.time.max.ms", "30000"),
+        ],
+    );
+    let create = |topic: &str, assignment: &str| {
+        ok(kafka_tool(
+            "kafka-topics.sh",
+            &[
+                "--bootstrap-server",
+                &nodes[0].bootstrap(),
+                "--create",
+                "--topic",
+                topic,
+                "--replica-assignment",
+                assignment,
+            ],
+            None,
+        ))
+    };
+    // Node 2 follows `idle` from node 1: its fetches there wait 10 s.
+    create("idle", "1:2");
+    create("moving", "3:1:2");
+    wait_for(&nodes[0], "idle", "idle's ISR", |v| {
+        v.get(&0).is_some_and(|p| p.isr.len() == 2)
+    });
+    wait_for(&nodes[0], "moving", "moving's ISR", |v| {
+        v.get(&0).is_some_and(|p| p.isr.len() == 3)
+    });
+    // Node 3's controlled shutdown hands `moving` to node 1, from which
+    // node 2 now follows it too.
+    assert_eq!(nodes[2].stop(), Some(0));
+    wait_for(&nodes[0], "moving", "node 1 leading moving", |v| {
+        v.get(&0).is_some_and(|p| p.leader == 1 && p.isr.len() == 2)
+    });
+    let batch = BatchBuilder::default().build(&[SimpleRecord {
+        timestamp: 0,
+        key: None,
+        value: Some(b"v".to_vec()),
+        headers: vec![],
+    }]);
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("moving")))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::from(batch)))])]);
+    let mut client = WireClient::connect(&nodes[0].bootstrap());
+    let started = Instant::now();
+    let response = client.send(9, &request);
+    let took = started.elapsed();
+    let p = &response.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, 0, "{p:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "the acks=all write waited {took:?} for node 2's long poll"
+    );
+}

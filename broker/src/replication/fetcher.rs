@@ -70,6 +70,9 @@ pub struct ReplicaFetchers {
     throttle: Arc<ReplicationThrottle>,
     image: Mutex<Arc<MetadataImage>>,
     loops: Mutex<BTreeMap<LoopId, JoinHandle<()>>>,
+    /// Ticks after each image: the partitions a loop follows may have
+    /// changed (see `LeaderEndpoint::partitions_changed`).
+    followed_changed: tokio::sync::watch::Sender<()>,
 }
 
 impl ReplicaFetchers {
@@ -84,6 +87,7 @@ impl ReplicaFetchers {
             throttle,
             image: Mutex::new(Arc::new(MetadataImage::empty())),
             loops: Mutex::default(),
+            followed_changed: tokio::sync::watch::Sender::new(()),
         })
     }
 
@@ -95,6 +99,7 @@ impl ReplicaFetchers {
     pub fn sync(self: &Arc<Self>, image: Arc<MetadataImage>) {
         let count = self.fetchers_per_leader(&image);
         *self.image.lock() = image;
+        self.followed_changed.send_replace(());
         let wanted: BTreeSet<LoopId> = self
             .replicas
             .leaders_followed()
@@ -243,6 +248,10 @@ impl LeaderEndpoint for LeaderOfThisCluster {
 
     fn backoff(&self) -> Duration {
         self.fetchers.settings.backoff
+    }
+
+    fn partitions_changed(&self) -> Option<tokio::sync::watch::Receiver<()>> {
+        Some(self.fetchers.followed_changed.subscribe())
     }
 
     async fn connect(&self) -> Result<KafkaClient, String> {
