@@ -144,12 +144,20 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
             .map(|(p, position)| (p.leader_tp(), *position))
             .collect();
         let next = session.request(&positions);
-        let request = endpoint
+        let mut request = endpoint
             .request()
             .with_session_id(next.session_id)
             .with_session_epoch(next.session_epoch)
             .with_topics(next.topics)
             .with_forgotten_topics_data(next.forgotten);
+        // A partition waiting out its backoff (one that just moved here
+        // may be refused by a leader a moment behind in taking it up) is
+        // back in the next fetch by its retry time, not after a long poll.
+        if let Some(retry) = delayed.values().min() {
+            let until_retry = retry.saturating_duration_since(now).as_millis();
+            let capped = i32::try_from(until_retry).unwrap_or(i32::MAX).max(1);
+            request.max_wait_ms = request.max_wait_ms.min(capped);
+        }
         let sent = {
             let send = c.send(FETCH_VERSION, &request, endpoint.timeout());
             tokio::pin!(send);
