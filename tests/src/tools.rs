@@ -67,6 +67,24 @@ pub fn kafka_tool(tool: &str, args: &[&str], stdin: Option<&str>) -> Output {
     run(kafka_tool_command(tool).args(args), stdin)
 }
 
+/// Runs `scripts/<script>` (a benchmark) in the test venv with `args`,
+/// prints its output and returns it; fails the test if the script failed.
+pub fn run_script(script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let out = Command::new(python())
+        .arg(repo_root().join("scripts").join(script))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run scripts/{script}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "scripts/{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// Runs a Python snippet in the test venv with `args` in sys.argv[1:].
 pub fn python_script(code: &str, args: &[&str]) -> Output {
     run(Command::new(python()).arg("-c").arg(code).args(args), None)

@@ -16,16 +16,31 @@ pub fn create_topic(node: &Ottla, topic: &str, partitions: u32, extra: &[&str]) 
 /// source, several nodes).
 pub fn create_topic_at(bootstrap: &str, topic: &str, partitions: u32, extra: &[&str]) -> String {
     let partitions = partitions.to_string();
+    let mut layout = vec!["--partitions", &partitions];
+    layout.extend_from_slice(extra);
+    create_with(bootstrap, topic, &layout)
+}
+
+/// `kafka-topics.sh --create` through `node` with a manual
+/// `--replica-assignment` (`"1:2,2:1"`: two partitions, led by 1 and 2);
+/// the tool's output.
+pub fn create_assigned_topic(node: &Ottla, topic: &str, assignment: &str) -> String {
+    create_with(
+        &node.bootstrap(),
+        topic,
+        &["--replica-assignment", assignment],
+    )
+}
+
+fn create_with(bootstrap: &str, topic: &str, layout: &[&str]) -> String {
     let mut args = vec![
         "--bootstrap-server",
         bootstrap,
         "--create",
         "--topic",
         topic,
-        "--partitions",
-        &partitions,
     ];
-    args.extend_from_slice(extra);
+    args.extend_from_slice(layout);
     ok(kafka_tool("kafka-topics.sh", &args, None))
 }
 

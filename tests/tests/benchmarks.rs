@@ -2,49 +2,45 @@
 //! alone, take every figure they promise. (The figures themselves, and
 //! the ratios against Apache Kafka, are the full runs' business.)
 
+use std::ffi::OsStr;
+
 use ottla_tests::ottla::ottla_binary;
-use ottla_tests::tools::{python, repo_root};
+use ottla_tests::tools::run_script;
 
 /// `scripts/scale-bench.py` on 300 partitions and 500 connections: it
 /// creates, describes, idles, opens connections and restarts a broker
 /// (clean and kill -9), and every figure is a number.
 #[test]
 fn scale_bench_takes_every_figure_on_ottla() {
-    let out = std::process::Command::new(python())
-        .arg(repo_root().join("scripts/scale-bench.py"))
-        .args([
-            "--brokers",
-            "ottla",
-            "--partitions",
-            "300",
-            "--connections",
-            "500",
-            "--active",
-            "50",
-            "--active-seconds",
-            "1",
-            "--idle-seconds",
-            "1",
-            "--metadata-runs",
-            "2",
-            "--only",
-            "metadata,idle,connections,restart",
-            // The script's own port, below the ephemeral range other
-            // tests' nodes take theirs from.
-            "--ottla-port",
-            "29292",
-            "--binary",
-        ])
-        .arg(ottla_binary())
-        .output()
-        .expect("run scripts/scale-bench.py");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "the bench failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let binary = ottla_binary();
+    let args: Vec<&OsStr> = [
+        "--brokers",
+        "ottla",
+        "--partitions",
+        "300",
+        "--connections",
+        "500",
+        "--active",
+        "50",
+        "--active-seconds",
+        "1",
+        "--idle-seconds",
+        "1",
+        "--metadata-runs",
+        "2",
+        "--only",
+        "metadata,idle,connections,restart",
+        // The script's own port, below the ephemeral range other tests'
+        // nodes take theirs from.
+        "--ottla-port",
+        "29292",
+        "--binary",
+    ]
+    .iter()
+    .map(OsStr::new)
+    .chain([binary.as_os_str()])
+    .collect();
+    let stdout = run_script("scale-bench.py", &args);
     for metric in [
         "create: all answer ListOffsets s",
         "metadata: Metadata ms",

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use ottla_tests::broker_configs::try_alter_broker_configs;
 use ottla_tests::ottla::{free_port, ottla_binary, Ottla};
 use ottla_tests::tools::{kafka_tool, ok};
-use ottla_tests::topics::{create_topic, describe, PartitionView};
+use ottla_tests::topics::{create_assigned_topic, create_topic, describe, PartitionView};
 use ottla_tests::wire::WireClient;
 
 /// Short timeouts so failures are detected within seconds.
@@ -205,21 +205,7 @@ fn replicated_topic_survives_a_killed_leader_and_catches_up_again() {
 #[test]
 fn controlled_shutdown_moves_leadership_before_stopping() {
     let mut nodes = Ottla::cluster(3, CLUSTER_SETTINGS);
-    ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            &nodes[0].bootstrap(),
-            "--create",
-            "--topic",
-            "moving",
-            "--partitions",
-            "6",
-            "--replication-factor",
-            "3",
-        ],
-        None,
-    ));
+    create_topic(&nodes[0], "moving", 6, &["--replication-factor", "3"]);
     wait_for(&nodes[0], "moving", "full ISRs", |v| {
         v.len() == 6 && v.values().all(|p| p.isr.len() == 3)
     });
@@ -503,19 +489,7 @@ fn groups_and_transactions_span_brokers_and_survive_a_coordinator_loss() {
 #[test]
 fn reassignment_grows_the_replication_factor_and_moves_a_partition() {
     let nodes = Ottla::cluster(3, CLUSTER_SETTINGS);
-    let out = ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            &nodes[0].bootstrap(),
-            "--create",
-            "--topic",
-            "moves",
-            "--replica-assignment",
-            "1,2",
-        ],
-        None,
-    ));
+    let out = create_assigned_topic(&nodes[0], "moves", "1,2");
     assert!(out.contains("Created topic moves"), "{out}");
     let sent = produce(&nodes[0], "moves", 5_000);
     assert!(sent.contains("5000 records sent"), "{sent}");
@@ -628,19 +602,7 @@ fn a_throttled_reassignment_is_held_to_its_rate() {
     let mut settings = CLUSTER_SETTINGS.to_vec();
     settings.push(("metrics.listener", "http://127.0.0.1:0"));
     let nodes = Ottla::cluster(3, &settings);
-    ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            &nodes[0].bootstrap(),
-            "--create",
-            "--topic",
-            "slow",
-            "--replica-assignment",
-            "1",
-        ],
-        None,
-    ));
+    create_assigned_topic(&nodes[0], "slow", "1");
     // About 2.4 MB: the first ~1 MB (10 s of the quota) goes at once, the
     // rest at 100 kB/s.
     let sent = produce(&nodes[0], "slow", 20_000);
@@ -917,19 +879,7 @@ fn thread_counts_and_listeners_change_at_runtime() {
     settings.push(("metrics.listener", "http://127.0.0.1:0"));
     let mut nodes = Ottla::cluster(2, &settings);
     nodes[0].wait_for_brokers(2, Duration::from_secs(30));
-    let created = ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            &nodes[0].bootstrap(),
-            "--create",
-            "--topic",
-            "spread",
-            "--replica-assignment",
-            "1:2,1:2,1:2,1:2,1:2,1:2",
-        ],
-        None,
-    ));
+    let created = create_assigned_topic(&nodes[0], "spread", "1:2,1:2,1:2,1:2,1:2,1:2");
     assert!(created.contains("Created topic spread"), "{created}");
     let fetchers = "ottla_replica_fetchers{leader=\"1\"}";
     wait_for_metrics(&nodes[1], "one fetch loop", |t| {
@@ -1311,19 +1261,7 @@ fn produce_to_a_non_leader_names_the_leader() {
     use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
 
     let nodes = Ottla::cluster(2, &[]);
-    ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            &nodes[0].bootstrap(),
-            "--create",
-            "--topic",
-            "hinted",
-            "--replica-assignment",
-            "1",
-        ],
-        None,
-    ));
+    create_assigned_topic(&nodes[0], "hinted", "1");
     let mut client = WireClient::connect(&nodes[1].bootstrap());
     let start = Instant::now();
     let topic_id = loop {
@@ -1397,24 +1335,9 @@ fn a_gained_partition_does_not_wait_out_the_followers_long_poll() {
             ("replica.lag.time.max.ms", "30000"),
         ],
     );
-    let create = |topic: &str, assignment: &str| {
-        ok(kafka_tool(
-            "kafka-topics.sh",
-            &[
-                "--bootstrap-server",
-                &nodes[0].bootstrap(),
-                "--create",
-                "--topic",
-                topic,
-                "--replica-assignment",
-                assignment,
-            ],
-            None,
-        ))
-    };
     // Node 2 follows `idle` from node 1: its fetches there wait 10 s.
-    create("idle", "1:2");
-    create("moving", "3:1:2");
+    create_assigned_topic(&nodes[0], "idle", "1:2");
+    create_assigned_topic(&nodes[0], "moving", "3:1:2");
     wait_for(&nodes[0], "idle", "idle's ISR", |v| {
         v.get(&0).is_some_and(|p| p.isr.len() == 2)
     });

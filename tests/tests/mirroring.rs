@@ -1511,19 +1511,14 @@ fn cluster_mirror_acls_govern_who_may_change_and_see_a_mirror() {
 /// writable, and every partition taking a write after failover.
 #[test]
 fn scale_bench_short_mode_runs_within_the_connection_bound() {
-    let out = std::process::Command::new(ottla_tests::tools::python())
-        .arg(ottla_tests::tools::repo_root().join("scripts/mirror-failover-bench.py"))
-        .args(["--partitions", "300", "--source-nodes", "3", "--binary"])
-        .arg(ottla_tests::ottla::ottla_binary())
-        .output()
-        .expect("run scripts/mirror-failover-bench.py");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "the bench failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let binary = ottla_tests::ottla::ottla_binary();
+    let args = ["--partitions", "300", "--source-nodes", "3", "--binary"];
+    let args: Vec<&std::ffi::OsStr> = args
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .chain([binary.as_os_str()])
+        .collect();
+    let stdout = ottla_tests::tools::run_script("mirror-failover-bench.py", &args);
     let row: Vec<&str> = stdout
         .lines()
         .find(|l| l.starts_with("| 300 |"))
