@@ -378,11 +378,11 @@ impl Controller {
     /// its partitions, counted before any partition is placed.
     fn records_to_create(&self, t: &NewTopic) -> u64 {
         let partitions = match (t.assignments.len(), t.num_partitions) {
-            (0, -1) => self.defaults.num_partitions,
-            (0, n) => n,
-            (n, _) => n as i32,
+            (0, -1) => u64::try_from(self.defaults.num_partitions).unwrap_or(0),
+            (0, n) => u64::try_from(n).unwrap_or(0),
+            (n, _) => n as u64,
         };
-        1 + t.configs.len() as u64 + partitions.max(0) as u64
+        1 + t.configs.len() as u64 + partitions
     }
 
     pub(crate) fn plan_topic(
@@ -952,7 +952,6 @@ impl Drop for Controller {
     }
 }
 
-/// Marks every successful result as failed by `error` (the commit failed).
 /// Kafka's cap on the metadata records one request may write (its
 /// controller's `MAX_RECORDS_PER_USER_OP`). Checked before any partition is
 /// placed, so a hostile partition count cannot exhaust the controller's
@@ -967,6 +966,7 @@ fn excessively_large() -> ControllerError {
     )
 }
 
+/// Marks every successful result as failed by `error` (the commit failed).
 fn fail_all<K, T>(results: &mut [(K, ControllerResult<T>)], error: Option<ControllerError>) {
     if let Some(e) = error {
         for (_, r) in results.iter_mut().filter(|(_, r)| r.is_ok()) {
