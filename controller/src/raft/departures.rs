@@ -19,6 +19,7 @@ use std::time::Duration;
 use openraft::Raft;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tracing::info;
 
 use super::rpc::Request;
@@ -31,12 +32,13 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 /// (doubling): about 200 ms in all.
 const PROBE_ATTEMPTS: u32 = 4;
 const PROBE_PAUSE: Duration = Duration::from_millis(25);
-/// Slack after the leader lease: the other voters heard the old leader's
-/// last heartbeat a little later than this node did.
-const LEASE_SLACK: Duration = Duration::from_millis(30);
+/// How long after its first candidacy a survivor waits before the turns
+/// begin: the other survivors saw the same connections close and stand
+/// within milliseconds too.
+const SETTLE: Duration = Duration::from_millis(50);
 /// The gap between the surviving voters' turns to stand for election, so
-/// two of them never split the vote.
-const TURN: Duration = Duration::from_millis(250);
+/// two of them never split the vote: a vote round trip with room to spare.
+const TURN: Duration = Duration::from_millis(100);
 /// Rounds of turns before the election is left to openraft's own timer.
 const ROUNDS: u32 = 3;
 
@@ -126,7 +128,6 @@ async fn every_address_refuses(addresses: &[(String, u16)]) -> bool {
 pub(crate) async fn watch(
     id: u64,
     raft: Raft<TypeConfig>,
-    lease: Duration,
     mut departures: mpsc::UnboundedReceiver<Departure>,
     brokers: mpsc::UnboundedSender<i32>,
 ) {
@@ -141,12 +142,7 @@ pub(crate) async fn watch(
             Departure::Leader(leader) => {
                 standing.retain(|_, task| !task.is_finished());
                 if let Entry::Vacant(slot) = standing.entry(leader) {
-                    slot.insert(tokio::spawn(stand_if_leader_gone(
-                        id,
-                        raft.clone(),
-                        lease,
-                        leader,
-                    )));
+                    slot.insert(tokio::spawn(stand_if_leader_gone(id, raft.clone(), leader)));
                 }
             }
         }
@@ -154,9 +150,18 @@ pub(crate) async fn watch(
 }
 
 /// When `leader` still leads as far as this node knows and refuses
-/// connections, stands for election as soon as the other voters' leases
-/// on it have run out, taking turns with them by node id.
-async fn stand_if_leader_gone(id: u64, raft: Raft<TypeConfig>, lease: Duration, leader: u64) {
+/// connections, stands for election at once and then in turns with the
+/// other survivors, by node id.
+///
+/// A voter whose vote is committed to a leader refuses every candidate
+/// until its lease on that leader (the top of the election range) runs
+/// out: the lease keeps a node that is merely cut off from disrupting a
+/// live leader. This leader is gone, so the lease only delays the next
+/// one. A survivor's first candidacy gives its lease up (its vote becomes
+/// its own, uncommitted); once every survivor has stood, whichever stands
+/// next, at a higher term, wins the others' votes, provided its log is as
+/// long as theirs (otherwise a later turn or round goes to a longer log).
+async fn stand_if_leader_gone(id: u64, raft: Raft<TypeConfig>, leader: u64) {
     let (current, voters) = {
         let metrics = raft.metrics();
         let m = metrics.borrow();
@@ -181,19 +186,16 @@ async fn stand_if_leader_gone(id: u64, raft: Raft<TypeConfig>, lease: Duration, 
     let Some(turn) = election_turn(&survivors, id) else {
         return;
     };
-    // This node's lease on the leader began with the last heartbeat it
-    // took from it; the other voters took theirs at about the same time.
-    let Ok(Some(last_heard)) = raft.with_raft_state(|st| st.vote_last_modified()).await else {
-        return;
-    };
     info!(
         leader,
-        "the metadata quorum leader refuses connections: standing for election once its lease ends"
+        "the metadata quorum leader refuses connections: standing for election"
     );
-    let first = last_heard + lease + LEASE_SLACK;
+    // At once, then at this node's turn in each round.
+    let mut stand_at = Instant::now();
+    let first_turn = stand_at + SETTLE + TURN * turn;
     let round = TURN * survivors.len() as u32;
-    for r in 0..ROUNDS {
-        tokio::time::sleep_until(first + round * r + TURN * turn).await;
+    for r in 0..=ROUNDS {
+        tokio::time::sleep_until(stand_at).await;
         let now = raft.metrics().borrow().current_leader;
         if now.is_some_and(|l| l != leader) {
             return;
@@ -201,6 +203,7 @@ async fn stand_if_leader_gone(id: u64, raft: Raft<TypeConfig>, lease: Duration, 
         if raft.trigger().elect().await.is_err() {
             return;
         }
+        stand_at = first_turn + round * r;
     }
 }
 

@@ -201,7 +201,6 @@ impl Quorum {
             )));
         }
         let raft_config = Arc::new(config.raft_config()?);
-        let lease = config.election_timeout.1;
         let cluster_id = config.checked_cluster_id()?;
         let refusals = Arc::new(LogLimiter::default());
         let log = LogStore::open(dir, config.segment_bytes)?;
@@ -224,7 +223,6 @@ impl Quorum {
         tokio::spawn(departures::watch(
             node_id,
             raft.clone(),
-            lease,
             departed,
             brokers_tx,
         ));
