@@ -88,16 +88,24 @@ pub fn heartbeat(
         client_id: client_id.to_string(),
         client_host: client_host(client_addr),
     };
-    let answer = validate_consumer_heartbeat(&request, version, &broker.groups.config().consumer)
-        .and_then(|()| {
-            // v0 joins without an id and gets one; from v1 (KIP-1082) the
-            // client names itself. Kafka's ids are its Uuid strings.
-            if request.member_id.is_empty() {
-                request.member_id = base64_topic_id(&Uuid::new_v4());
+    let answer =
+        match validate_consumer_heartbeat(&request, version, &broker.groups.config().consumer) {
+            Ok(()) => {
+                // v0 joins without an id and gets one; from v1 (KIP-1082) the
+                // client names itself. Kafka's ids are its Uuid strings.
+                if request.member_id.is_empty() {
+                    request.member_id = base64_topic_id(&Uuid::new_v4());
+                }
+                match broker.groups.shard(&request.group_id) {
+                    Ok(shard) => {
+                        let beat = shard.consumer_heartbeat(&request, &image, now_ms());
+                        shard.once_replicated_blocking(beat)
+                    }
+                    Err(e) => Err(e.into()),
+                }
             }
-            let shard = broker.groups.shard(&request.group_id)?;
-            shard.consumer_heartbeat(&request, &image, now_ms())
-        });
+            Err(e) => Err(e),
+        };
     match answer {
         Ok(a) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(text(a.member_id)))

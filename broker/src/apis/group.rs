@@ -224,11 +224,12 @@ async fn join(
         require_known_member_id: version >= 4,
         supports_skip_assignment: version >= 9,
     };
-    settle(
+    let joined = settle(
         shard.join(request, &broker.controller.image(), now_ms()),
         || JoinResult::error("", ResponseError::NotCoordinator),
     )
-    .await
+    .await;
+    shard.once_replicated(joined).await
 }
 
 fn join_response(version: i16, r: JoinResult) -> JoinGroupResponse {
@@ -316,11 +317,12 @@ async fn sync(broker: &Broker, version: i16, req: SyncGroupRequest) -> SyncResul
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect(),
     };
-    settle(
+    let synced = settle(
         shard.sync(request, &broker.controller.image(), now_ms()),
         || SyncResult::error(ResponseError::NotCoordinator),
     )
-    .await
+    .await;
+    shard.once_replicated(synced).await
 }
 
 pub async fn heartbeat(broker: &Broker, version: i16, req: HeartbeatRequest) -> HeartbeatResponse {
@@ -333,13 +335,16 @@ pub async fn heartbeat(broker: &Broker, version: i16, req: HeartbeatRequest) -> 
             None
         };
         match broker.groups.shard(&req.group_id) {
-            Ok(shard) => shard.heartbeat(
-                &req.group_id,
-                &req.member_id,
-                instance,
-                req.generation_id,
-                now_ms(),
-            ),
+            Ok(shard) => {
+                let beat = shard.heartbeat(
+                    &req.group_id,
+                    &req.member_id,
+                    instance,
+                    req.generation_id,
+                    now_ms(),
+                );
+                shard.once_replicated(beat).await
+            }
             // As Kafka: a loading coordinator accepts heartbeats blindly.
             Err(ResponseError::CoordinatorLoadInProgress) => Ok(()),
             Err(e) => Err(e),
@@ -371,14 +376,14 @@ pub async fn leave_group(
     let codes = if req.group_id.is_empty() {
         Err(ResponseError::InvalidGroupId)
     } else {
-        broker.groups.shard(&req.group_id).map(|shard| {
-            shard.leave(
-                &req.group_id,
-                &members,
-                &broker.controller.image(),
-                now_ms(),
-            )
-        })
+        match broker.groups.shard(&req.group_id) {
+            Ok(shard) => {
+                let image = broker.controller.image();
+                let left = shard.leave(&req.group_id, &members, &image, now_ms());
+                Ok(shard.once_replicated(left).await)
+            }
+            Err(e) => Err(e),
+        }
     };
     match codes {
         Err(e) => LeaveGroupResponse::default().with_error_code(e.code()),
@@ -490,7 +495,10 @@ pub async fn offset_commit(
             topics,
         };
         let answered = match broker.groups.shard(&req.group_id) {
-            Ok(shard) => shard.commit_offsets(request, now_ms()),
+            Ok(shard) => {
+                let committed = shard.commit_offsets(request, now_ms());
+                shard.once_replicated(committed).await
+            }
             Err(e) => request
                 .topics
                 .iter()
@@ -836,12 +844,9 @@ pub async fn delete_groups(
     let now = now_ms();
     let image = broker.controller.image();
     for (shard, group_ids) in by_shard.into_values() {
-        codes.extend(
-            group_ids
-                .iter()
-                .cloned()
-                .zip(shard.delete_groups(&group_ids, now, &image)),
-        );
+        let deleted = shard.delete_groups(&group_ids, now, &image);
+        let deleted = shard.once_replicated(deleted).await;
+        codes.extend(group_ids.iter().cloned().zip(deleted));
     }
     let results = ids
         .into_iter()
@@ -894,10 +899,13 @@ pub async fn offset_delete(
         .filter(|(_, ps)| !ps.is_empty())
         .collect();
     // The group is checked even when no partition exists, as in Kafka.
-    let answered = broker
-        .groups
-        .shard(&req.group_id)
-        .and_then(|shard| shard.delete_offsets(&req.group_id, &topics, now_ms()));
+    let answered = match broker.groups.shard(&req.group_id) {
+        Ok(shard) => {
+            let deleted = shard.delete_offsets(&req.group_id, &topics, now_ms());
+            shard.once_replicated(deleted).await
+        }
+        Err(e) => Err(e),
+    };
     let answered = match answered {
         Ok(answered) => answered,
         Err(e) => return OffsetDeleteResponse::default().with_error_code(e.code()),

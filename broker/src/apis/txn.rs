@@ -41,14 +41,11 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
 use regex::Regex;
-use tracing::warn;
 
 use crate::apis::group::{merge_codes, partition_exists};
 use crate::broker::Broker;
 use crate::config::keys;
-use crate::group::{
-    coordinator_error, PartitionCodes, PartitionCommit, TxnCommitRequest, OFFSETS_TOPIC,
-};
+use crate::group::{PartitionCodes, PartitionCommit, TxnCommitRequest, OFFSETS_TOPIC};
 use crate::replica::{now_ms, ProduceOutcome};
 use crate::txn::{services, Marker, TxnState};
 
@@ -329,9 +326,14 @@ pub fn txn_offset_commit(
                     let now = now_ms();
                     let producer = (req.producer_id.0, req.producer_epoch);
                     let add = version >= 5;
+                    // Answered once the offsets partition's ISR has the
+                    // pending offsets (Kafka appends them with acks=-1): a
+                    // commit marker that reached the ISR must not find them
+                    // truncated by a leader change.
                     let commit = || {
-                        let codes = shard.commit_txn_offsets(request.clone(), now);
-                        replicated_offsets(broker, &tp, codes)
+                        shard.once_replicated_blocking(
+                            shard.commit_txn_offsets(request.clone(), now),
+                        )
                     };
                     let local = broker.txns.in_transaction(
                         &req.transactional_id,
@@ -373,33 +375,6 @@ pub fn txn_offset_commit(
         })
         .collect();
     TxnOffsetCommitResponse::default().with_topics(topics)
-}
-
-/// TxnOffsetCommit answers once the offsets partition's ISR has the pending
-/// offsets (Kafka appends them with acks=-1): a commit marker that reached
-/// the ISR must not find them truncated by a leader change. The codes of
-/// stored offsets become the group coordinator's retriable errors when
-/// the ISR does not have them within `request.timeout.ms`.
-fn replicated_offsets(
-    broker: &Broker,
-    tp: &TopicPartition,
-    mut codes: PartitionCodes,
-) -> PartitionCodes {
-    let stored = codes.iter().flat_map(|(_, ps)| ps).any(|(_, c)| *c == 0);
-    let Some((_, end, _, _)) = broker.replicas.offsets(tp).filter(|_| stored) else {
-        return codes;
-    };
-    let timeout = broker.txns.config().request_timeout;
-    if let Err(e) = broker.replicas.wait_replicated_blocking(tp, end, timeout) {
-        warn!(partition = %tp, error = ?e, "transactional offsets not replicated to the ISR in time");
-        let e = coordinator_error(e).code();
-        for (_, c) in codes.iter_mut().flat_map(|(_, ps)| ps.iter_mut()) {
-            if *c == 0 {
-                *c = e;
-            }
-        }
-    }
-    codes
 }
 
 /// What a TxnOffsetCommit answers when its transaction check fails, as

@@ -26,6 +26,9 @@ pub struct GroupConfig {
     /// offsets.retention.minutes, in ms.
     pub offsets_retention_ms: i64,
     pub offsets_retention_check_interval_ms: i64,
+    /// How long an answer waits for the offsets partition's ISR to have
+    /// what the coordinator wrote for it.
+    pub offsets_commit_timeout_ms: i64,
     pub consumer: ConsumerGroupConfig,
 }
 
@@ -42,6 +45,7 @@ impl Default for GroupConfig {
             offset_metadata_max_bytes: 4096,
             offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
             offsets_retention_check_interval_ms: 600_000,
+            offsets_commit_timeout_ms: 5000,
             consumer: ConsumerGroupConfig::default(),
         }
     }
@@ -101,6 +105,12 @@ impl GroupConfig {
                 configs,
                 "offsets.retention.check.interval.ms",
                 d.offsets_retention_check_interval_ms,
+            )
+            .max(1),
+            offsets_commit_timeout_ms: get(
+                configs,
+                "offsets.commit.timeout.ms",
+                d.offsets_commit_timeout_ms,
             )
             .max(1),
             consumer: ConsumerGroupConfig::from_static(configs),

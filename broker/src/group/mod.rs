@@ -13,6 +13,7 @@
 //! - `records`, `codec`, `subscription`: the stored and embedded formats
 //!   (`subscription`: the consumer protocol inside JoinGroup and SyncGroup);
 //! - `partitioner`, `config`, `writer`: group → partition, settings, log appends;
+//! - `answer`: answers held back until the ISR has what was written for them;
 //! - `resource_configs`: the GROUP config resource (per-group overrides);
 //! - `consumer_*`: consumer-protocol groups: `consumer_heartbeat` (the
 //!   protocol), `consumer_leave`, `consumer_regex`, `consumer_reconcile`
@@ -26,6 +27,7 @@
 //! `crate::apis::consumer_group`.
 
 mod admin;
+mod answer;
 mod classic;
 mod codec;
 mod config;

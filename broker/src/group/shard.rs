@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use ottla_protocol::batch::BatchIter;
@@ -15,6 +16,7 @@ use parking_lot::Mutex;
 use tracing::info;
 
 use super::admin::{self, GroupDescription, ListedGroup};
+use super::answer::GatedAnswer;
 use super::classic::ClassicGroup;
 use super::config::GroupConfig;
 use super::consumer_groups::ConsumerGroups;
@@ -171,11 +173,7 @@ impl Shard {
         state.consumer.on_loaded(now, &config.consumer);
         info!(partition = %partition.tp, records, groups = state.groups.len(), consumer_groups = state.consumer.len(), "group coordinator loaded");
         let shard = Self {
-            writer: LogWriter {
-                partition,
-                replicas,
-                node_id,
-            },
+            writer: LogWriter::new(partition, replicas, node_id),
             config,
             state: Mutex::new(state),
         };
@@ -201,6 +199,29 @@ impl Shard {
             writer: &self.writer,
         };
         f(&mut self.state.lock(), &ctx)
+    }
+
+    /// `answer`, once the offsets partition's ISR has everything this
+    /// shard wrote (see [`LogWriter::replicated`]); every answer to an
+    /// operation on the shard goes through here. After
+    /// `offsets.commit.timeout.ms` its successes become the error instead.
+    pub async fn once_replicated<A: GatedAnswer>(&self, mut answer: A) -> A {
+        if let Err(e) = self.writer.replicated(self.commit_timeout()).await {
+            answer.fail(e);
+        }
+        answer
+    }
+
+    /// [`Shard::once_replicated`] for handlers on the blocking pool.
+    pub fn once_replicated_blocking<A: GatedAnswer>(&self, mut answer: A) -> A {
+        if let Err(e) = self.writer.replicated_blocking(self.commit_timeout()) {
+            answer.fail(e);
+        }
+        answer
+    }
+
+    fn commit_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.offsets_commit_timeout_ms as u64)
     }
 
     /// JoinGroup; `image` maps the topics of a consumer group's classic

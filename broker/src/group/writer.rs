@@ -1,7 +1,9 @@
 //! Appending coordinator records to the shard's `__consumer_offsets`
 //! partition, and the context every state change runs with.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
@@ -21,12 +23,66 @@ pub struct Ctx<'a> {
 }
 
 pub struct LogWriter {
-    pub(super) partition: Arc<Partition>,
-    pub(super) replicas: Arc<ReplicaManager>,
-    pub(super) node_id: i32,
+    partition: Arc<Partition>,
+    replicas: Arc<ReplicaManager>,
+    node_id: i32,
+    /// The log end after this shard's last append (the loaded log's end
+    /// before the first): answers wait until the ISR has it.
+    written_end: AtomicI64,
 }
 
 impl LogWriter {
+    pub(super) fn new(
+        partition: Arc<Partition>,
+        replicas: Arc<ReplicaManager>,
+        node_id: i32,
+    ) -> Self {
+        let written_end = partition.log.read().log_end_offset();
+        Self {
+            partition,
+            replicas,
+            node_id,
+            written_end: AtomicI64::new(written_end),
+        }
+    }
+
+    /// Waits until the partition's ISR has everything this shard wrote,
+    /// with at least `min.insync.replicas` in it, as Kafka's coordinator
+    /// runtime completes a write once the high watermark passes it and a
+    /// read once it passes the last write: no answer reports state that a
+    /// leader change could take back. At once when the high watermark is
+    /// already there. The error is one group clients retry.
+    pub(super) async fn replicated(&self, timeout: Duration) -> Result<(), ResponseError> {
+        let Some(end) = self.unreplicated_end() else {
+            return Ok(());
+        };
+        self.replicas
+            .wait_replicated(&self.partition.tp, end, timeout)
+            .await
+            .map_err(|e| self.not_replicated(e))
+    }
+
+    /// [`LogWriter::replicated`] for handlers on the blocking pool.
+    pub(super) fn replicated_blocking(&self, timeout: Duration) -> Result<(), ResponseError> {
+        let Some(end) = self.unreplicated_end() else {
+            return Ok(());
+        };
+        self.replicas
+            .wait_replicated_blocking(&self.partition.tp, end, timeout)
+            .map_err(|e| self.not_replicated(e))
+    }
+
+    fn not_replicated(&self, e: ResponseError) -> ResponseError {
+        tracing::warn!(partition = %self.partition.tp, error = ?e, "group coordinator records not replicated to the ISR in time");
+        coordinator_error(e)
+    }
+
+    /// The end of what this shard wrote, unless the high watermark passed it.
+    fn unreplicated_end(&self) -> Option<i64> {
+        let end = self.written_end.load(Ordering::Acquire);
+        (self.partition.log.read().high_watermark() < end).then_some(end)
+    }
+
     /// Appends `records` as one batch (all or nothing) as the partition
     /// leader. Callers hold the shard's lock, so the log order is the order
     /// in which state changes were decided.
@@ -71,6 +127,10 @@ impl LogWriter {
         }
         let result = {
             let mut log = self.partition.log.write();
+            // Kafka appends coordinator records with acks=all.
+            if (state.isr.len() as i32) < log.config().min_insync_replicas {
+                return Err(coordinator_error(ResponseError::NotEnoughReplicas));
+            }
             let r = log.append_as_leader(
                 &mut batch,
                 state.leader_epoch,
@@ -79,10 +139,11 @@ impl LogWriter {
             );
             // As ReplicaManager::append: alone in the ISR, the appended
             // records are committed at once.
+            let end = log.log_end_offset();
             if r.is_ok() && state.isr == [self.node_id] {
-                let end = log.log_end_offset();
                 log.set_high_watermark(end);
             }
+            self.written_end.store(end, Ordering::Release);
             r
         };
         match result {

@@ -1,14 +1,19 @@
 //! Transaction markers and the ISR: a marker counts only once every ISR
 //! member of its partition has it (acks=all), and one that does not is sent
-//! again, to whichever broker leads the partition by then. Followers are
-//! played by the test (`follower_fetched`), another leader by a small fake
-//! broker answering WriteTxnMarkers.
+//! again, to whichever broker leads the partition by then. The group
+//! coordinator's writes (offsets, transactional or not) are answered once
+//! the offsets partition's ISR has them. Followers are played by the test
+//! (`follower_fetched`), another leader by a small fake broker answering
+//! WriteTxnMarkers.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
@@ -19,8 +24,9 @@ use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
 use kafka_protocol::messages::{
-    AddOffsetsToTxnRequest, GroupId, ProducerId, RequestHeader, ResponseHeader, TopicName,
-    TransactionalId, TxnOffsetCommitRequest, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+    AddOffsetsToTxnRequest, GroupId, OffsetCommitRequest, ProducerId, RequestHeader,
+    ResponseHeader, TopicName, TransactionalId, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use ottla_controller::records::Endpoint;
@@ -35,16 +41,23 @@ use super::tests::{
     add, coordinator_ready, describe, end, new_producer, open_with, produce, read_committed, s, tp,
     NONE, TOPIC,
 };
-use crate::apis::{test_support, txn};
+use crate::apis::{group, test_support, txn};
 use crate::broker::Broker;
 use crate::group::OFFSETS_TOPIC;
 use crate::replica::now_ms;
 
-/// How long markers wait for their ISR in these tests.
+/// How long markers and offsets wait for their ISR in these tests.
 const TIMEOUT_MS: u64 = 200;
 
 fn open_broker(dir: &std::path::Path) -> Arc<Broker> {
-    open_with(dir, &[("request.timeout.ms", &TIMEOUT_MS.to_string())])
+    let timeout = TIMEOUT_MS.to_string();
+    open_with(
+        dir,
+        &[
+            ("request.timeout.ms", &timeout),
+            ("offsets.commit.timeout.ms", &timeout),
+        ],
+    )
 }
 
 /// Commits a leader/ISR/replica change of `tp` and applies it here.
@@ -359,7 +372,7 @@ fn commit_offset(broker: &Broker, id: &str, producer: (i64, i16)) -> i16 {
 
 /// Transactional offsets are acknowledged once the offsets partition's ISR
 /// has them (COORDINATOR_NOT_AVAILABLE, which producers retry, when it
-/// does not within `request.timeout.ms`), and their commit marker, written
+/// does not within `offsets.commit.timeout.ms`), and their commit marker, written
 /// through the group coordinator, counts only once that ISR has it too.
 #[tokio::test]
 async fn transactional_offsets_and_their_marker_wait_for_the_offsets_isr() {
@@ -396,6 +409,58 @@ async fn transactional_offsets_and_their_marker_wait_for_the_offsets_isr() {
         describe(&broker, id).transaction_state.as_str(),
         "CompleteCommit"
     );
+}
+
+/// OffsetCommit of `offset` to partition 0 for the simple group `g`: the
+/// partition's code.
+async fn commit_plain_offset(broker: &Broker, offset: i64) -> i16 {
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)])]);
+    group::offset_commit(broker, 8, req).await.topics[0].partitions[0].error_code
+}
+
+/// An offset commit is answered once the offsets partition's ISR has it,
+/// as Kafka's coordinator runtime waits for the high watermark: one the
+/// ISR lacks after `offsets.commit.timeout.ms` is answered
+/// COORDINATOR_NOT_AVAILABLE (a leader change could still take it back),
+/// and a retry succeeds once the follower fetches.
+#[tokio::test]
+async fn an_offset_commit_is_answered_once_the_offsets_isr_has_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open_broker(dir.path());
+    coordinator_ready(&broker, 0, "g").await;
+    let offsets = TopicPartition::new(OFFSETS_TOPIC, broker.groups.partition_for("g"));
+    assert_eq!(commit_plain_offset(&broker, 41).await, NONE);
+    add_follower(&broker, &offsets);
+
+    let started = Instant::now();
+    assert_eq!(
+        commit_plain_offset(&broker, 42).await,
+        ResponseError::CoordinatorNotAvailable.code()
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(TIMEOUT_MS),
+        "answered after {:?}, before the ISR had the commit",
+        started.elapsed()
+    );
+
+    let b = broker.clone();
+    let retry = tokio::spawn(async move { commit_plain_offset(&b, 43).await });
+    while !retry.is_finished() {
+        broker
+            .replicas
+            .follower_fetched(&offsets, 2, log_end(&broker, &offsets), -1);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(retry.await.unwrap(), NONE);
+    let (_, end, high_watermark, _) = broker.replicas.offsets(&offsets).unwrap();
+    assert_eq!(high_watermark, end, "answered before the ISR had it");
 }
 
 /// An acks=all wait ends with NOT_LEADER_OR_FOLLOWER as soon as leadership
