@@ -17,6 +17,7 @@ use ottla_storage::dir_lock::DirLocks;
 use ottla_storage::manager::{CleanerConfig, LogManager};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
 use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
@@ -255,7 +256,7 @@ impl Broker {
         )
     }
 
-    /// Follows metadata changes and runs the periodic log work until
+    /// Follows metadata changes, and starts the periodic work, until
     /// `shutdown` flips to true.
     pub async fn run_background(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         tokio::spawn(self.clone().send_heartbeats(shutdown.clone()));
@@ -264,18 +265,10 @@ impl Broker {
         if let Some(changes) = self.take_isr_changes() {
             tokio::spawn(self.clone().send_isr_changes(changes));
         }
-        let mut isr_check = tokio::time::interval(self.settings.replica_lag_max / 2);
+        let mut periodic = self.start_periodic_work(&shutdown);
         let mut image_rx = self.controller.subscribe();
         // Changes committed between `open` and this first poll still count.
         image_rx.mark_changed();
-        let mut retention = tokio::time::interval(self.settings.retention_check_interval);
-        let mut flush = tokio::time::interval(self.settings.flush_check_interval);
-        let mut checkpoint = tokio::time::interval(self.settings.checkpoint_interval);
-        let mut producer_expiry =
-            tokio::time::interval(self.settings.producer_expiration_check_interval);
-        let mut group_timers = tokio::time::interval(GroupCoordinator::TICK_INTERVAL);
-        let mut mirror_sync_tick = tokio::time::interval(mirror_sync::TICK);
-        let sync_schedule = Arc::new(mirror_sync::SyncSchedule::default());
         loop {
             tokio::select! {
                 _ = shutdown.changed() => break,
@@ -290,19 +283,75 @@ impl Broker {
                     self.mirrors.sync(&image);
                     self.fetchers.sync(image);
                 }
-                _ = isr_check.tick() => self.replicas.shrink_lagging_isrs(),
-                _ = retention.tick() => self.blocking(|b| { b.replicas.logs().run_retention(now_ms()); }).await,
-                _ = flush.tick() => self.blocking(|b| b.replicas.logs().run_time_flush(now_ms())).await,
-                _ = producer_expiry.tick() => self.blocking(Broker::expire_producers).await,
-                _ = mirror_sync_tick.tick() => mirror_sync::run_due(self.mirrors.services(), &sync_schedule),
-                _ = group_timers.tick() => self.blocking(|b| b.groups.tick(now_ms())).await,
-                _ = checkpoint.tick() => self.blocking(|b| {
-                    if let Err(e) = b.replicas.logs().checkpoint() {
-                        error!(error = %e, "writing the log checkpoints failed");
-                    }
-                }).await,
             }
         }
+        // Each job ends after its current run: none is left running when
+        // the logs close.
+        while periodic.join_next().await.is_some() {}
+    }
+
+    /// The periodic jobs, each in a task of its own on the blocking pool,
+    /// as Kafka's scheduler threads run them: a long retention pass or
+    /// group tick delays neither metadata changes nor the other jobs.
+    fn start_periodic_work(self: &Arc<Self>, shutdown: &watch::Receiver<bool>) -> JoinSet<()> {
+        let mut jobs = JoinSet::new();
+        let s = &self.settings;
+        let mut every = |period: Duration, job: Box<dyn Fn(&Broker) + Send + Sync>| {
+            let me = self.clone();
+            let mut shutdown = shutdown.clone();
+            let job: Arc<dyn Fn(&Broker) + Send + Sync> = job.into();
+            jobs.spawn(async move {
+                let mut tick = tokio::time::interval(period);
+                // A run that overruns its period delays the next one
+                // instead of bunching runs up.
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = shutdown.changed() => return,
+                        _ = tick.tick() => {
+                            let job = job.clone();
+                            me.blocking(move |b| job(b)).await;
+                        }
+                    }
+                }
+            });
+        };
+        every(
+            s.replica_lag_max / 2,
+            Box::new(|b| b.replicas.shrink_lagging_isrs()),
+        );
+        every(
+            s.retention_check_interval,
+            Box::new(|b| {
+                b.replicas.logs().run_retention(now_ms());
+            }),
+        );
+        every(
+            s.flush_check_interval,
+            Box::new(|b| b.replicas.logs().run_time_flush(now_ms())),
+        );
+        every(
+            s.producer_expiration_check_interval,
+            Box::new(Broker::expire_producers),
+        );
+        let sync_schedule = Arc::new(mirror_sync::SyncSchedule::default());
+        every(
+            mirror_sync::TICK,
+            Box::new(move |b| mirror_sync::run_due(b.mirrors.services(), &sync_schedule)),
+        );
+        every(
+            GroupCoordinator::TICK_INTERVAL,
+            Box::new(|b| b.groups.tick(now_ms())),
+        );
+        every(
+            s.checkpoint_interval,
+            Box::new(|b| {
+                if let Err(e) = b.replicas.logs().checkpoint() {
+                    error!(error = %e, "writing the log checkpoints failed");
+                }
+            }),
+        );
+        jobs
     }
 
     /// The transaction coordinator's tick (timeouts, markers still to
