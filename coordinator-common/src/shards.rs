@@ -3,7 +3,7 @@
 //! log on first use and dropped as soon as leadership moves to another
 //! broker, so two brokers never answer for the same partition.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ use ottla_protocol::batch::BatchIter;
 use ottla_protocol::records::{records_section, walk_records};
 use ottla_storage::log::FetchIsolation;
 use ottla_storage::manager::TopicPartition;
-use parking_lot::RwLock;
+use parking_lot::{Condvar, Mutex, RwLock};
 use tracing::{error, info};
 
 use crate::partition_writer::HostedPartition;
@@ -30,6 +30,11 @@ pub struct LedShards<S: Unload> {
     node_id: i32,
     topic: &'static str,
     shards: RwLock<HashMap<i32, Arc<S>>>,
+    /// Partitions being loaded. A load reads a whole log, so it runs
+    /// outside `shards`' lock: the other shards keep answering meanwhile.
+    loading: Mutex<HashSet<i32>>,
+    /// Signalled when a load ends, for callers waiting on the same one.
+    load_ended: Condvar,
     /// Set at shutdown: no shard is loaded any more.
     closed: AtomicBool,
 }
@@ -40,6 +45,8 @@ impl<S: Unload> LedShards<S> {
             node_id,
             topic,
             shards: RwLock::default(),
+            loading: Mutex::default(),
+            load_ended: Condvar::new(),
             closed: AtomicBool::new(false),
         }
     }
@@ -62,9 +69,24 @@ impl<S: Unload> LedShards<S> {
             .is_some_and(|part| part.leader == self.node_id)
     }
 
-    /// Shard `p`: NOT_COORDINATOR unless this broker leads the partition,
-    /// COORDINATOR_LOAD_IN_PROGRESS while `find` does not host it yet;
-    /// built by `load` from the partition on first use.
+    /// Shard `p` if it is loaded, without blocking: NOT_COORDINATOR unless
+    /// this broker leads the partition, COORDINATOR_LOAD_IN_PROGRESS while
+    /// it is not loaded yet.
+    pub fn get_loaded(&self, image: &MetadataImage, p: i32) -> Result<Arc<S>, ResponseError> {
+        if !self.leads(image, p) || self.closed.load(Ordering::Acquire) {
+            self.unload(p, "leadership moved");
+            return Err(ResponseError::NotCoordinator);
+        }
+        self.shards
+            .read()
+            .get(&p)
+            .cloned()
+            .ok_or(ResponseError::CoordinatorLoadInProgress)
+    }
+
+    /// As [`LedShards::get_loaded`], but a shard not loaded yet is built by
+    /// `load` from the partition `find` returns (COORDINATOR_LOAD_IN_PROGRESS
+    /// while it is not hosted here yet). Blocking I/O: the blocking pool's.
     pub fn get<P>(
         &self,
         image: &MetadataImage,
@@ -72,36 +94,46 @@ impl<S: Unload> LedShards<S> {
         find: impl FnOnce(&TopicPartition) -> Option<P>,
         load: impl FnOnce(P) -> anyhow::Result<S>,
     ) -> Result<Arc<S>, ResponseError> {
-        if !self.leads(image, p) || self.closed.load(Ordering::Acquire) {
-            self.unload(p, "leadership moved");
-            return Err(ResponseError::NotCoordinator);
+        match self.get_loaded(image, p) {
+            Err(ResponseError::CoordinatorLoadInProgress) => self.load(p, find, load),
+            other => other,
         }
-        if let Some(shard) = self.shards.read().get(&p) {
-            return Ok(shard.clone());
-        }
-        self.load(p, find, load)
     }
 
-    /// Loads shard `p` unless it is loaded already.
+    /// Loads shard `p` unless it is loaded already; a caller that finds it
+    /// being loaded waits for that load. Blocking I/O.
     pub fn load<P>(
         &self,
         p: i32,
         find: impl FnOnce(&TopicPartition) -> Option<P>,
         load: impl FnOnce(P) -> anyhow::Result<S>,
     ) -> Result<Arc<S>, ResponseError> {
-        let mut shards = self.shards.write();
-        if self.closed.load(Ordering::Acquire) {
-            return Err(ResponseError::NotCoordinator);
-        }
-        if let Some(shard) = shards.get(&p) {
-            return Ok(shard.clone());
-        }
+        let _loading = {
+            let mut loading = self.loading.lock();
+            loop {
+                if self.closed.load(Ordering::Acquire) {
+                    return Err(ResponseError::NotCoordinator);
+                }
+                if let Some(shard) = self.shards.read().get(&p) {
+                    return Ok(shard.clone());
+                }
+                if loading.insert(p) {
+                    break LoadingGuard { shards: self, p };
+                }
+                self.load_ended.wait(&mut loading);
+            }
+        };
         let partition = find(&TopicPartition::new(self.topic, p))
             .ok_or(ResponseError::CoordinatorLoadInProgress)?;
         let shard = Arc::new(load(partition).map_err(|e| {
             error!(topic = self.topic, partition = p, error = %e, "could not load a coordinator partition");
             ResponseError::CoordinatorNotAvailable
         })?);
+        let mut shards = self.shards.write();
+        // `close` sets the flag before it unloads what it finds in the map.
+        if self.closed.load(Ordering::Acquire) {
+            return Err(ResponseError::NotCoordinator);
+        }
         shards.insert(p, shard.clone());
         Ok(shard)
     }
@@ -144,6 +176,20 @@ impl<S: Unload> LedShards<S> {
                 "{why}: coordinator partition unloaded"
             );
         }
+    }
+}
+
+/// Ends a load however it ends (an error, a panic): the partition may be
+/// loaded again, and callers waiting on it look again.
+struct LoadingGuard<'a, S: Unload> {
+    shards: &'a LedShards<S>,
+    p: i32,
+}
+
+impl<S: Unload> Drop for LoadingGuard<'_, S> {
+    fn drop(&mut self) {
+        self.shards.loading.lock().remove(&self.p);
+        self.shards.load_ended.notify_all();
     }
 }
 
@@ -199,4 +245,93 @@ pub fn replay_records(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use ottla_controller::records::MetadataRecord;
+    use uuid::Uuid;
+
+    use super::*;
+
+    struct Loaded(i32);
+    impl Unload for Loaded {}
+
+    /// An image where node 1 leads partitions 0 and 1 of `topic`.
+    fn image_leading(topic: &str) -> MetadataImage {
+        let mut image = MetadataImage::empty();
+        let topic_id = Uuid::from_u128(7);
+        let name = topic.to_string();
+        image.apply(1, &MetadataRecord::Topic { name, topic_id });
+        for partition in 0..2 {
+            let record = MetadataRecord::Partition {
+                topic_id,
+                partition,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            };
+            image.apply(2 + i64::from(partition), &record);
+        }
+        image
+    }
+
+    /// A load in progress holds up neither another shard's requests nor
+    /// a non-blocking lookup of its own shard, and a second caller of the
+    /// same load waits for it and gets the shard it built.
+    #[test]
+    fn a_long_load_holds_up_only_those_who_wait_for_it() {
+        let shards = Arc::new(LedShards::<Loaded>::new(1, "__offsets"));
+        let image = image_leading("__offsets");
+        shards.load(1, |_| Some(()), |()| Ok(Loaded(1))).unwrap();
+
+        let (started_tx, started) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        let slow = {
+            let shards = shards.clone();
+            std::thread::spawn(move || {
+                shards.load(
+                    0,
+                    |_| Some(()),
+                    move |()| {
+                        started_tx.send(()).unwrap();
+                        released.recv().unwrap();
+                        Ok(Loaded(0))
+                    },
+                )
+            })
+        };
+        started.recv().unwrap();
+        assert_eq!(shards.get_loaded(&image, 1).unwrap().0, 1);
+        assert_eq!(
+            shards.get_loaded(&image, 0).err(),
+            Some(ResponseError::CoordinatorLoadInProgress)
+        );
+        let waiting = {
+            let shards = shards.clone();
+            let image = image.clone();
+            std::thread::spawn(move || {
+                shards.get(&image, 0, |_| Some(()), |()| Ok(Loaded(99)))
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!waiting.is_finished(), "the second caller did not wait");
+        release.send(()).unwrap();
+        assert_eq!(slow.join().unwrap().unwrap().0, 0);
+        assert_eq!(waiting.join().unwrap().unwrap().0, 0, "loaded twice");
+    }
+
+    /// A failed load leaves the partition free to be loaded again.
+    #[test]
+    fn a_failed_load_can_be_retried() {
+        let shards = LedShards::<Loaded>::new(1, "__offsets");
+        let failed = shards.load(0, |_| Some(()), |()| Err(anyhow::anyhow!("disk")));
+        assert_eq!(failed.err(), Some(ResponseError::CoordinatorNotAvailable));
+        assert_eq!(shards.load(0, |_| Some(()), |()| Ok(Loaded(0))).unwrap().0, 0);
+    }
 }

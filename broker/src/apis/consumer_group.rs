@@ -96,7 +96,7 @@ pub fn heartbeat(
                 if request.member_id.is_empty() {
                     request.member_id = base64_topic_id(&Uuid::new_v4());
                 }
-                match broker.groups.shard(&request.group_id) {
+                match broker.groups.shard_blocking(&request.group_id) {
                     Ok(shard) => {
                         let beat = shard.consumer_heartbeat(&request, &image, now_ms());
                         shard.once_replicated_blocking(beat)
@@ -161,7 +161,7 @@ fn describe_group(
     image: &MetadataImage,
     id: &GroupId,
 ) -> DescribedGroup {
-    let shard = match broker.groups.shard(id) {
+    let shard = match broker.groups.shard_blocking(id) {
         Ok(shard) => shard,
         Err(e) => return DescribedGroup::default().with_error_code(e.code()),
     };

@@ -191,6 +191,7 @@ async fn join(
     {
         return JoinResult::error(&member_id, ResponseError::InvalidSessionTimeout);
     }
+    broker.groups.load_shard_of(&req.group_id).await;
     let shard = match broker.groups.shard(&req.group_id) {
         Ok(shard) => shard,
         Err(e) => return JoinResult::error("", e),
@@ -288,6 +289,7 @@ async fn sync(broker: &Broker, version: i16, req: SyncGroupRequest) -> SyncResul
     if version >= 5 && (req.protocol_type.is_none() || req.protocol_name.is_none()) {
         return SyncResult::error(ResponseError::InconsistentGroupProtocol);
     }
+    broker.groups.load_shard_of(&req.group_id).await;
     let shard = match broker.groups.shard(&req.group_id) {
         Ok(shard) => shard,
         Err(e) => return SyncResult::error(e),
@@ -334,6 +336,7 @@ pub async fn heartbeat(broker: &Broker, version: i16, req: HeartbeatRequest) -> 
         } else {
             None
         };
+        broker.groups.load_shard_of(&req.group_id).await;
         match broker.groups.shard(&req.group_id) {
             Ok(shard) => {
                 let beat = shard.heartbeat(
@@ -376,6 +379,7 @@ pub async fn leave_group(
     let codes = if req.group_id.is_empty() {
         Err(ResponseError::InvalidGroupId)
     } else {
+        broker.groups.load_shard_of(&req.group_id).await;
         match broker.groups.shard(&req.group_id) {
             Ok(shard) => {
                 let image = broker.controller.image();
@@ -403,6 +407,20 @@ pub async fn leave_group(
         // Before v3 the member's error is the top-level error.
         Ok(codes) => LeaveGroupResponse::default()
             .with_error_code(codes.into_iter().find(|&c| c != 0).unwrap_or(0)),
+    }
+}
+
+/// Loads the shards of `group_ids` (each once) on the blocking pool, for a
+/// request that names several groups.
+async fn load_shards_of<'a>(broker: &Broker, group_ids: impl IntoIterator<Item = &'a str>) {
+    let mut partitions = HashMap::new();
+    for id in group_ids {
+        partitions
+            .entry(broker.groups.partition_for(id))
+            .or_insert(id);
+    }
+    for id in partitions.into_values() {
+        broker.groups.load_shard_of(id).await;
     }
 }
 
@@ -494,6 +512,7 @@ pub async fn offset_commit(
             api_version: version,
             topics,
         };
+        broker.groups.load_shard_of(&req.group_id).await;
         let answered = match broker.groups.shard(&req.group_id) {
             Ok(shard) => {
                 let committed = shard.commit_offsets(request, now_ms());
@@ -581,6 +600,12 @@ pub async fn offset_fetch(
     version: i16,
     req: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
+    let group_ids: Vec<&str> = if version >= 8 {
+        req.groups.iter().map(|g| g.group_id.as_str()).collect()
+    } else {
+        vec![req.group_id.as_str()]
+    };
+    load_shards_of(broker, group_ids).await;
     if version >= 8 {
         let groups = req
             .groups
@@ -752,6 +777,7 @@ pub async fn describe_groups(
     version: i16,
     req: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
+    load_shards_of(broker, req.groups.iter().map(|g| g.as_str())).await;
     let groups = req
         .groups
         .into_iter()
@@ -826,6 +852,7 @@ pub async fn delete_groups(
             ids.push(id.to_string());
         }
     }
+    load_shards_of(broker, ids.iter().map(String::as_str)).await;
     // One batch of tombstones per shard.
     let mut codes: HashMap<String, i16> = HashMap::new();
     let mut by_shard: HashMap<i32, (Arc<Shard>, Vec<String>)> = HashMap::new();
@@ -899,6 +926,7 @@ pub async fn offset_delete(
         .filter(|(_, ps)| !ps.is_empty())
         .collect();
     // The group is checked even when no partition exists, as in Kafka.
+    broker.groups.load_shard_of(&req.group_id).await;
     let answered = match broker.groups.shard(&req.group_id) {
         Ok(shard) => {
             let deleted = shard.delete_offsets(&req.group_id, &topics, now_ms());

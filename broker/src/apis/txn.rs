@@ -316,7 +316,7 @@ pub fn txn_offset_commit(
         let answered = if req.group_id.is_empty() {
             all(ResponseError::InvalidGroupId)
         } else {
-            match broker.groups.shard(&req.group_id) {
+            match broker.groups.shard_blocking(&req.group_id) {
                 Err(e) => all(e),
                 Ok(shard) => {
                     let tp = TopicPartition::new(

@@ -65,7 +65,9 @@ fn open(dir: &Path, topics: &[(&str, i32)], groups: &[&str]) -> Arc<Broker> {
     // The first lookup has the offsets topic created, in the background.
     for g in groups {
         let mut attempts = 0;
-        while broker.groups.find(g, "PLAINTEXT").is_err() || broker.groups.shard(g).is_err() {
+        while broker.groups.find(g, "PLAINTEXT").is_err()
+            || broker.groups.shard_blocking(g).is_err()
+        {
             attempts += 1;
             assert!(attempts < 250, "coordinator of {g} not ready");
             std::thread::sleep(std::time::Duration::from_millis(20));

@@ -122,15 +122,37 @@ impl GroupCoordinator {
         .create(&self.controller, image);
     }
 
-    /// The shard owning `group_id`: NOT_COORDINATOR unless this broker leads
-    /// the group's partition, COORDINATOR_LOAD_IN_PROGRESS while the
-    /// partition's log is not open here yet.
+    /// The shard owning `group_id`, without blocking: NOT_COORDINATOR
+    /// unless this broker leads the group's partition,
+    /// COORDINATOR_LOAD_IN_PROGRESS until the shard is loaded (handlers on
+    /// the runtime call [`GroupCoordinator::load_shard_of`] first).
     pub fn shard(&self, group_id: &str) -> Result<Arc<Shard>, ResponseError> {
+        let image = self.controller.image();
+        self.shards.get_loaded(&image, self.partition_for(group_id))
+    }
+
+    /// Loads the shard owning `group_id` on the blocking pool, if this
+    /// broker leads its partition and it is not loaded yet: a partition's
+    /// first use reads its whole log, which must not hold up a runtime
+    /// worker. What went wrong, if anything, [`GroupCoordinator::shard`]
+    /// reports next.
+    pub async fn load_shard_of(self: &Arc<Self>, group_id: &str) {
+        let p = self.partition_for(group_id);
+        let image = self.controller.image();
+        if let Err(ResponseError::CoordinatorLoadInProgress) = self.shards.get_loaded(&image, p) {
+            let me = self.clone();
+            let _ = tokio::task::spawn_blocking(move || me.shard_at(p)).await;
+        }
+    }
+
+    /// [`GroupCoordinator::shard`], loading the shard first if needed:
+    /// blocking I/O, for handlers on the blocking pool.
+    pub fn shard_blocking(&self, group_id: &str) -> Result<Arc<Shard>, ResponseError> {
         self.shard_at(self.partition_for(group_id))
     }
 
     /// The shard of offsets partition `p` (transaction markers name the
-    /// partition, not a group).
+    /// partition, not a group), loading it first if needed: blocking I/O.
     pub fn shard_at(&self, p: i32) -> Result<Arc<Shard>, ResponseError> {
         let image = self.controller.image();
         self.shards.get(

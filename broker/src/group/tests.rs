@@ -111,7 +111,7 @@ pub(super) async fn coordinator_ready(broker: &Broker, group: &str) {
             LISTENER,
             FindCoordinatorRequest::default().with_key(s(group)),
         );
-        if r.error_code == NONE && broker.groups.shard(group).is_ok() {
+        if r.error_code == NONE && broker.groups.shard_blocking(group).is_ok() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
