@@ -920,16 +920,16 @@ impl ReplicaManager {
         })
     }
 
-    /// Leader-side offsets: `(log start, log end, high watermark, lso)`.
-    pub fn offsets(&self, tp: &TopicPartition) -> Option<(i64, i64, i64, i64)> {
+    /// The offsets of hosted partition `tp`'s log.
+    pub fn offsets(&self, tp: &TopicPartition) -> Option<LogOffsets> {
         let p = self.partition(tp)?;
         let log = p.log.read();
-        Some((
-            log.log_start_offset(),
-            log.log_end_offset(),
-            log.high_watermark(),
-            log.last_stable_offset(),
-        ))
+        Some(LogOffsets {
+            log_start: log.log_start_offset(),
+            log_end: log.log_end_offset(),
+            high_watermark: log.high_watermark(),
+            last_stable: log.last_stable_offset(),
+        })
     }
 
     /// Counts a consumer fetch's answer for one partition in its topic's
@@ -943,6 +943,16 @@ impl ReplicaManager {
     pub fn notify_append(&self, p: &Partition) {
         self.wake_after_append(p);
     }
+}
+
+/// A log's offsets, read together under its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOffsets {
+    pub log_start: i64,
+    pub log_end: i64,
+    pub high_watermark: i64,
+    /// The last stable offset: read_committed consumers read up to it.
+    pub last_stable: i64,
 }
 
 /// Where a fetcher's log diverged from `log`: it last fetched data of

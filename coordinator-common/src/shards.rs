@@ -315,9 +315,7 @@ mod tests {
         let waiting = {
             let shards = shards.clone();
             let image = image.clone();
-            std::thread::spawn(move || {
-                shards.get(&image, 0, |_| Some(()), |()| Ok(Loaded(99)))
-            })
+            std::thread::spawn(move || shards.get(&image, 0, |_| Some(()), |()| Ok(Loaded(99))))
         };
         std::thread::sleep(Duration::from_millis(50));
         assert!(!waiting.is_finished(), "the second caller did not wait");
@@ -332,6 +330,9 @@ mod tests {
         let shards = LedShards::<Loaded>::new(1, "__offsets");
         let failed = shards.load(0, |_| Some(()), |()| Err(anyhow::anyhow!("disk")));
         assert_eq!(failed.err(), Some(ResponseError::CoordinatorNotAvailable));
-        assert_eq!(shards.load(0, |_| Some(()), |()| Ok(Loaded(0))).unwrap().0, 0);
+        assert_eq!(
+            shards.load(0, |_| Some(()), |()| Ok(Loaded(0))).unwrap().0,
+            0
+        );
     }
 }

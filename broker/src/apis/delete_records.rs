@@ -168,7 +168,7 @@ mod tests {
             .replicas
             .offsets(&TopicPartition::new("t", 0))
             .expect("hosted")
-            .0
+            .log_start
     }
 
     #[test]
@@ -213,7 +213,11 @@ mod tests {
         broker.shutdown().unwrap();
         drop(broker);
         let broker = test_broker(dir.path());
-        assert_eq!(broker.replicas.offsets(&tp), Some((6, 6, 6, 6)));
+        let o = broker.replicas.offsets(&tp).unwrap();
+        assert_eq!(
+            (o.log_start, o.log_end, o.high_watermark, o.last_stable),
+            (6, 6, 6, 6)
+        );
         // The log goes on from there.
         assert_eq!(append(&broker, &tp, &BatchBuilder::default(), &[T]), 6);
     }

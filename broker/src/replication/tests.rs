@@ -53,7 +53,7 @@ fn register(broker: &Broker, id: i32, fenced: bool) {
 }
 
 fn high_watermark(broker: &Broker, tp: &TopicPartition) -> i64 {
-    broker.replicas.offsets(tp).unwrap().2
+    broker.replicas.offsets(tp).unwrap().high_watermark
 }
 
 #[test]

@@ -72,7 +72,7 @@ fn change_partition(
 }
 
 fn log_end(broker: &Broker, tp: &TopicPartition) -> i64 {
-    broker.replicas.offsets(tp).unwrap().1
+    broker.replicas.offsets(tp).unwrap().log_end
 }
 
 /// Broker 2 joins `tp`'s ISR, having fetched everything written so far.
@@ -200,9 +200,9 @@ async fn write_txn_markers_answers_once_the_isr_has_the_marker() {
     })
     .await;
     assert_eq!(marker_codes(&r), vec![NONE]);
-    let (_, end, hw, _) = broker.replicas.offsets(&tp(0)).unwrap();
+    let o = broker.replicas.offsets(&tp(0)).unwrap();
     assert_eq!(
-        hw, end,
+        o.high_watermark, o.log_end,
         "answered once the high watermark passed the marker"
     );
 
@@ -459,8 +459,11 @@ async fn an_offset_commit_is_answered_once_the_offsets_isr_has_it() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(retry.await.unwrap(), NONE);
-    let (_, end, high_watermark, _) = broker.replicas.offsets(&offsets).unwrap();
-    assert_eq!(high_watermark, end, "answered before the ISR had it");
+    let o = broker.replicas.offsets(&offsets).unwrap();
+    assert_eq!(
+        o.high_watermark, o.log_end,
+        "answered before the ISR had it"
+    );
 }
 
 /// An acks=all wait ends with NOT_LEADER_OR_FOLLOWER as soon as leadership

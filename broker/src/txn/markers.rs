@@ -192,7 +192,7 @@ impl Services<'_> {
             return self
                 .replicas
                 .offsets(tp)
-                .map(|(_, end, _, _)| end)
+                .map(|o| o.log_end)
                 .ok_or(ResponseError::NotLeaderOrFollower);
         }
         let o = self

@@ -282,7 +282,7 @@ pub(super) fn read_committed(broker: &Broker, p: i32) -> Committed {
         })
         .unwrap();
     }
-    let (_, log_end, _, _) = broker.replicas.offsets(&tp(p)).unwrap();
+    let log_end = broker.replicas.offsets(&tp(p)).unwrap().log_end;
     Committed {
         values,
         lso: o.last_stable_offset,

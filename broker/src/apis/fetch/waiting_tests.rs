@@ -109,7 +109,7 @@ async fn a_consumer_long_poll_waits_for_the_high_watermark() {
         "answered before the high watermark moved"
     );
 
-    let end = broker.replicas.offsets(&p1).expect("hosted").1;
+    let end = broker.replicas.offsets(&p1).expect("hosted").log_end;
     assert_eq!(broker.replicas.follower_fetched(&p1, 2, end, -1), None);
     let fetched = answer(fetch).await;
     assert_eq!(with_records(&fetched), vec![1]);
