@@ -723,7 +723,7 @@ impl ReplicaManager {
                 self.wake_after_append(&partition);
                 partition.stats.produced(records.len(), info.record_count);
                 ProduceOutcome {
-                    error: ResponseError::Unknown(0),
+                    error: None,
                     message: None,
                     base_offset: info.first_offset,
                     log_append_time: info.log_append_time,

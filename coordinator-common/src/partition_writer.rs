@@ -35,7 +35,8 @@ pub trait HostedPartition: Send + Sync {
 /// A produce outcome for one partition, in Kafka terms.
 #[derive(Debug, Clone)]
 pub struct ProduceOutcome {
-    pub error: ResponseError,
+    /// Why the append was refused; None when it was appended.
+    pub error: Option<ResponseError>,
     pub message: Option<String>,
     pub base_offset: i64,
     pub log_append_time: i64,
@@ -52,7 +53,7 @@ impl ProduceOutcome {
     /// A refused append.
     pub fn failed(error: ResponseError, message: Option<String>) -> Self {
         Self {
-            error,
+            error: Some(error),
             message,
             base_offset: -1,
             log_append_time: -1,

@@ -18,6 +18,7 @@ use ottla_storage::producer_state::AppendOrigin;
 
 use crate::apis::{leader_hints, txn};
 use crate::broker::Broker;
+use crate::replica::ProduceOutcome;
 
 /// A produce whose appends are done, and, under acks=all, the partitions
 /// whose high watermark must still reach the appended batch.
@@ -87,26 +88,20 @@ pub fn handle(broker: &Broker, version: i16, listener: &str, req: ProduceRequest
         );
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for (partition_at, part) in topic.partition_data.into_iter().enumerate() {
-            let mut record_errors = Vec::new();
-            let (error, message, base_offset, append_time, start) = match &name {
-                None => (ResponseError::UnknownTopicId, None, -1, -1, -1),
+            let refused = ProduceOutcome::failed;
+            let o = match &name {
+                None => refused(ResponseError::UnknownTopicId, None),
                 Some(_) if !matches!(acks, -1..=1) => {
-                    (ResponseError::InvalidRequiredAcks, None, -1, -1, -1)
+                    refused(ResponseError::InvalidRequiredAcks, None)
                 }
-                Some(n) if ottla_controller::controller::is_internal(n) => (
+                Some(n) if ottla_controller::controller::is_internal(n) => refused(
                     ResponseError::InvalidTopicException,
                     Some(format!("Cannot append to internal topic {n}")),
-                    -1,
-                    -1,
-                    -1,
                 ),
                 Some(n) => match &part.records {
-                    None => (
+                    None => refused(
                         ResponseError::CorruptMessage,
                         Some("produce request without records".to_string()),
-                        -1,
-                        -1,
-                        -1,
                     ),
                     Some(records) => {
                         let tp = TopicPartition::new(n.clone(), part.index);
@@ -134,28 +129,21 @@ pub fn handle(broker: &Broker, version: i16, listener: &str, req: ProduceRequest
                                 end_offset: o.end_offset,
                             });
                         }
-                        record_errors = o.record_errors;
-                        (
-                            o.error,
-                            o.message,
-                            o.base_offset,
-                            o.log_append_time,
-                            o.log_start_offset,
-                        )
+                        o
                     }
                 },
             };
             let mut r = PartitionProduceResponse::default()
                 .with_index(part.index)
-                .with_error_code(error.code())
-                .with_base_offset(base_offset)
-                .with_log_append_time_ms(append_time)
-                .with_log_start_offset(start);
-            if version >= 8 && error.code() != 0 {
+                .with_error_code(o.error.map_or(0, |e| e.code()))
+                .with_base_offset(o.base_offset)
+                .with_log_append_time_ms(o.log_append_time)
+                .with_log_start_offset(o.log_start_offset);
+            if version >= 8 && o.error.is_some() {
                 r = r
-                    .with_error_message(message.map(StrBytes::from_string))
+                    .with_error_message(o.message.map(StrBytes::from_string))
                     .with_record_errors(
-                        record_errors
+                        o.record_errors
                             .into_iter()
                             .map(|(index, why)| {
                                 BatchIndexAndErrorMessage::default()

@@ -170,7 +170,7 @@ pub fn append(
         .collect();
     let batch = Bytes::from(builder.build(&records));
     let o = broker.replicas.append(tp, &batch, -1, AppendOrigin::Client);
-    assert_eq!(o.error.code(), 0, "append failed: {:?}", o.message);
+    assert_eq!(o.error, None, "append failed: {:?}", o.message);
     o.base_offset
 }
 

@@ -198,9 +198,9 @@ impl Services<'_> {
         let o = self
             .replicas
             .append(tp, &Bytes::from(batch), -1, AppendOrigin::Coordinator);
-        match o.error.code() {
-            0 => Ok(o.end_offset),
-            _ => Err(o.error),
+        match o.error {
+            None => Ok(o.end_offset),
+            Some(e) => Err(e),
         }
     }
 

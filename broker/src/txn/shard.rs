@@ -147,16 +147,16 @@ impl TxnShard {
             -1,
             AppendOrigin::Coordinator,
         );
-        if o.error.code() != 0 {
+        if let Some(error) = o.error {
             ottla_coordinator_common::log_limited!(
                 tracing::Level::WARN,
                 key: &self.partition.tp,
                 partition = %self.partition.tp,
-                error = ?o.error,
+                ?error,
                 message = ?o.message,
                 "transaction log append failed"
             );
-            return Err(coordinator_error(o.error));
+            return Err(coordinator_error(error));
         }
         // acks=all: a state the ISR lacks could vanish with a leader change.
         self.replicas

@@ -705,7 +705,7 @@ async fn a_prepared_commit_is_completed_after_a_restart() {
     let o = broker
         .replicas
         .append(&log_tp, &Bytes::from(record), -1, AppendOrigin::Coordinator);
-    assert_eq!(o.error.code(), NONE);
+    assert_eq!(o.error, None);
     assert_eq!(read_committed(&broker, 0).lso, 0);
     drop(broker);
 
@@ -861,7 +861,7 @@ async fn write_txn_markers_writes_markers_locally() {
     let o = broker
         .replicas
         .append(&tp(0), &Bytes::from(batch), -1, AppendOrigin::Client);
-    assert_eq!(o.error.code(), NONE);
+    assert_eq!(o.error, None);
     let req = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
         .with_producer_id(ProducerId(pid))
         .with_producer_epoch(0)

@@ -712,8 +712,8 @@ impl Driver {
             for batch in batches {
                 let outcome =
                     replicas.append_as_leader(&tp, &batch.into(), -1, AppendOrigin::Coordinator);
-                if outcome.end_offset < 0 {
-                    return Ok(Err(match outcome.error {
+                if let Some(error) = outcome.error {
+                    return Ok(Err(match error {
                         ResponseError::NotLeaderOrFollower => Interrupted::Stopped,
                         e => Interrupted::Failed(format!(
                             "writing the failover markers failed: {e:?} {}",

@@ -227,8 +227,8 @@ impl MirrorStateStore {
                 AppendOrigin::Coordinator,
             );
             drop(entries);
-            if outcome.end_offset < 0 {
-                let e = match outcome.error {
+            if let Some(error) = outcome.error {
+                let e = match error {
                     ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
                     other => other,
                 };
