@@ -9,7 +9,8 @@ pub mod dynamic_broker_config;
 pub mod dynamic_listeners;
 pub mod features;
 pub mod fetch_session;
-pub mod group;
+#[cfg(test)]
+mod group_tests;
 pub mod handlers;
 pub mod log_config;
 pub mod meta_properties;

@@ -1075,4 +1075,13 @@ impl PartitionWriter for ReplicaManager {
     ) -> Replicated<'a> {
         Box::pin(self.wait_replicated(tp, end_offset, timeout))
     }
+
+    fn wait_replicated_blocking(
+        &self,
+        tp: &TopicPartition,
+        end_offset: i64,
+        timeout: Duration,
+    ) -> Result<(), ResponseError> {
+        ReplicaManager::wait_replicated_blocking(self, tp, end_offset, timeout)
+    }
 }

@@ -96,6 +96,15 @@ pub trait PartitionWriter: Send + Sync {
         end_offset: i64,
         timeout: Duration,
     ) -> Replicated<'a>;
+
+    /// [`PartitionWriter::await_replicated`] for synchronous code on the
+    /// blocking pool.
+    fn wait_replicated_blocking(
+        &self,
+        tp: &TopicPartition,
+        end_offset: i64,
+        timeout: Duration,
+    ) -> Result<(), ResponseError>;
 }
 
 /// Milliseconds since the Unix epoch, as Kafka's timestamps count.

@@ -1,7 +1,7 @@
 //! The consumer group protocol's APIs (KIP-848): ConsumerGroupHeartbeat
 //! v0-1 and ConsumerGroupDescribe v0-1. v1 of the heartbeat adds the topic
 //! regex and requires client-generated member ids; v1 of describe adds the
-//! member type. The protocol itself is in `crate::group::consumer_*`.
+//! member type. The protocol itself is in `ottla_group_coordinator::consumer_*`.
 
 use std::net::IpAddr;
 
@@ -23,10 +23,10 @@ use uuid::Uuid;
 use super::group::{client_host, ALL_GROUP_OPERATIONS};
 use crate::broker::Broker;
 use crate::features::{self, GROUP_VERSION};
-use crate::group::{
+use crate::replica::{base64_topic_id, now_ms};
+use ottla_group_coordinator::{
     validate_consumer_heartbeat, Assignment, ConsumerMember, HeartbeatError, HeartbeatRequest,
 };
-use crate::replica::{base64_topic_id, now_ms};
 
 /// ConsumerGroupDescribe's member types (v1): members still on the classic
 /// protocol (a group being migrated), and consumer-protocol members.

@@ -2,7 +2,7 @@
 //! Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
 //! DescribeGroups, DeleteGroups and OffsetDelete, at the versions Kafka 4.x
 //! serves ([`GROUP_API_VERSIONS`]). These functions translate between wire
-//! versions and `crate::group`, which holds the protocol logic; fields a
+//! versions and `ottla_group_coordinator`, which holds the protocol logic; fields a
 //! version lacks are left at their defaults so the response encodes.
 
 use std::collections::HashMap;
@@ -38,12 +38,12 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 use ottla_controller::MetadataImage;
 
 use crate::broker::Broker;
-use crate::group::{
+use crate::replica::now_ms;
+use ottla_group_coordinator::{
     CommitRequest, CoordinatorNode, FetchedOffset, JoinRequest, JoinResult, LeavingMember,
     PartitionCodes, PartitionCommit, Protocol, Reply, Shard, SyncRequest, SyncResult,
     CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE, DEAD,
 };
-use crate::replica::now_ms;
 
 /// What these handlers serve: Kafka 4.x's ranges, within what kafka-protocol
 /// 0.18 decodes (OffsetCommit and OffsetFetch stop at v9 there).

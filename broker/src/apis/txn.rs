@@ -45,9 +45,9 @@ use regex::Regex;
 use crate::apis::group::{merge_codes, partition_exists};
 use crate::broker::Broker;
 use crate::config::keys;
-use crate::group::{PartitionCodes, PartitionCommit, TxnCommitRequest, OFFSETS_TOPIC};
 use crate::replica::{now_ms, ProduceOutcome};
 use crate::txn::{services, Marker, TxnState};
+use ottla_group_coordinator::{PartitionCodes, PartitionCommit, TxnCommitRequest, OFFSETS_TOPIC};
 
 fn text(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())

@@ -337,7 +337,7 @@ configs! {
     GROUP_CONSUMER_ASSIGNORS: Vec<String> = "group.consumer.assignors", List, Some("uniform,range"), Valid::NonEmptyList;
     /// Whether non-empty groups move between the classic and consumer protocols.
     GROUP_CONSUMER_MIGRATION_POLICY: String = "group.consumer.migration.policy", String, Some("bidirectional"),
-        Valid::Parses(|v| crate::group::MigrationPolicy::parse(v).map(|_| ()));
+        Valid::Parses(|v| ottla_group_coordinator::MigrationPolicy::parse(v).map(|_| ()));
 
     // ---- cluster mirroring ----
     /// Partitions of __mirror_state, the mirror partition states.

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
@@ -15,15 +14,8 @@ use prometheus_client::encoding::DescriptorEncoder;
 use super::topic::{Traffic, COUNTERS};
 use super::{counter, gauge, Field, NO_LABELS};
 use crate::broker::Broker;
-use crate::group::GroupState;
 use crate::replication::throttle::Side;
-
-static REBALANCES: AtomicU64 = AtomicU64::new(0);
-
-/// A classic group entered PreparingRebalance.
-pub fn rebalance_started() {
-    REBALANCES.fetch_add(1, Ordering::Relaxed);
-}
+use ottla_group_coordinator::GroupState;
 
 /// One hosted partition, copied out of its locks.
 struct PartitionRow {
@@ -301,7 +293,7 @@ impl BrokerCollector {
             e,
             "kafka_server_group_coordinator_rebalances",
             "Rebalances started by classic groups (Kafka group-coordinator-metrics classic-group-rebalance-count).",
-            [(NO_LABELS, REBALANCES.load(Ordering::Relaxed))],
+            [(NO_LABELS, ottla_group_coordinator::stats::rebalances())],
         )
     }
 }

@@ -72,7 +72,6 @@ use prometheus_client::encoding::{
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-pub use cluster::rebalance_started;
 pub use http::MetricsServer;
 pub use network::{network, ConnectionCounters, NetworkMetrics};
 pub use topic::PartitionStats;

@@ -138,7 +138,7 @@ fn broker_state_and_topic_traffic() {
         ottla_storage::producer_state::AppendOrigin::Client,
     );
     assert!(failed.error.is_some());
-    rebalance_started();
+    ottla_group_coordinator::stats::rebalance_started();
 
     let text = render(&registry(broker.clone(), RequestHandlerPool::new(3))).unwrap();
     assert_well_formed(&text);

@@ -14,8 +14,8 @@ use ottla_mirror::runtime::{GroupCoordinators, MirrorReplicas};
 use ottla_storage::log::AppendInfo;
 use ottla_storage::manager::TopicPartition;
 
-use crate::group::GroupCoordinator;
 use crate::replica::ReplicaManager;
+use ottla_group_coordinator::GroupCoordinator;
 
 impl MirrorReplicas for ReplicaManager {
     fn append_mirrored(&self, tp: &TopicPartition, records: &[u8]) -> Result<AppendInfo, String> {

@@ -27,10 +27,10 @@ use super::config::{TxnConfig, TRANSACTION_STATE_TOPIC};
 use super::markers::{Marker, Services};
 use super::shard::TxnShard;
 use super::state::{is_epoch_exhausted, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
-use crate::group::{coordinator_node, partition_for, CoordinatorNode};
 use crate::replica::{now_ms, ReplicaManager};
 use ottla_coordinator_common::internal_topics::InternalTopic;
 use ottla_coordinator_common::shards::LedShards;
+use ottla_group_coordinator::{coordinator_node, partition_for, CoordinatorNode};
 
 pub struct TxnCoordinator {
     config: TxnConfig,

@@ -43,8 +43,8 @@ use super::tests::{
 };
 use crate::apis::{group, test_support, txn};
 use crate::broker::Broker;
-use crate::group::OFFSETS_TOPIC;
 use crate::replica::now_ms;
+use ottla_group_coordinator::OFFSETS_TOPIC;
 
 /// How long markers and offsets wait for their ISR in these tests.
 const TIMEOUT_MS: u64 = 200;

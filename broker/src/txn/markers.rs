@@ -23,10 +23,10 @@ use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
 use tracing::warn;
 
-use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 use ottla_coordinator_common::inter_broker::{BrokerClients, Lane};
+use ottla_group_coordinator::{GroupCoordinator, OFFSETS_TOPIC};
 
 const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 

@@ -23,8 +23,10 @@ use super::{
 };
 use crate::broker::Broker;
 use crate::config::ConfigEntry;
-use crate::group::resource_configs::{broker_default, group_overrides, GROUP_CONFIG_KEYS};
 use crate::log_config::ConfigSource;
+use ottla_group_coordinator::resource_configs::{
+    broker_default, group_overrides, GROUP_CONFIG_KEYS,
+};
 
 /// Kafka's DescribeConfigs source codes for dynamic broker and group values.
 const SOURCE_DYNAMIC_BROKER: i8 = 2;

@@ -9,7 +9,7 @@ use ottla_controller::{AlterOp, ControllerError};
 
 use super::{invalid_request, RESOURCE_GROUP};
 use crate::broker::Broker;
-use crate::group::resource_configs::{group_overrides, validate};
+use ottla_group_coordinator::resource_configs::{group_overrides, validate};
 
 /// Applies `ops` to the overrides of `group` (all of them replaced with
 /// `replace_all`, the legacy AlterConfigs), refusing the whole change when

@@ -25,12 +25,12 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::codec::Writer;
-use super::partitioner::java_string_hash;
 use crate::apis::group::*;
 use crate::apis::test_support::{assert_encodes, create_topic, test_settings};
 use crate::broker::Broker;
 use crate::replica::now_ms;
+use ottla_group_coordinator::codec::Writer;
+use ottla_group_coordinator::partitioner::java_string_hash;
 
 pub(super) const NONE: i16 = 0;
 const LISTENER: &str = "PLAINTEXT";
@@ -993,12 +993,14 @@ async fn find_coordinator_returns_this_node() {
     );
     // The topic is compacted, with 5 partitions as configured.
     let image = broker.controller.image();
-    let topic = image.topic_by_name(super::OFFSETS_TOPIC).unwrap();
+    let topic = image
+        .topic_by_name(ottla_group_coordinator::OFFSETS_TOPIC)
+        .unwrap();
     assert_eq!(topic.partitions.len(), 5);
     let configs = image
         .configs_of(
             ottla_controller::records::CONFIG_RESOURCE_TOPIC,
-            super::OFFSETS_TOPIC,
+            ottla_group_coordinator::OFFSETS_TOPIC,
         )
         .unwrap();
     assert_eq!(

@@ -195,7 +195,7 @@ pub fn stage(
         transactional: true,
         ..BatchBuilder::default()
     };
-    if let Err(e) = ctx.writer.append_with(&builder, &records, ctx.now) {
+    if let Err(e) = ctx.writer.append_with(&builder, &records) {
         fail_all(&mut codes, e);
         return codes;
     }
@@ -242,7 +242,7 @@ pub fn write_marker(
     let Some((producer_id, commit)) = outcome else {
         return Err(ResponseError::CorruptMessage);
     };
-    ctx.writer.append_batch(batch, ctx.now)?;
+    ctx.writer.append_batch(batch)?;
     complete(groups, store, pending, producer_id, commit, ctx.now);
     Ok(())
 }

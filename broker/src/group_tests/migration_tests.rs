@@ -11,8 +11,6 @@ use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
 use kafka_protocol::messages::*;
 use uuid::Uuid;
 
-use super::codec::Writer;
-use super::subscription::{encode_assignment, parse_assignment};
 use super::tests::{
     beat, coordinator_ready, describe, gid, join_dynamic, join_request, localhost, s, spawn_join,
     spawn_sync, sync_request, Running, NONE,
@@ -23,6 +21,8 @@ use crate::apis::test_support::assert_encodes;
 use crate::broker::Broker;
 use crate::features::GROUP_VERSION;
 use crate::replica::now_ms;
+use ottla_group_coordinator::codec::Writer;
+use ottla_group_coordinator::subscription::{encode_assignment, parse_assignment};
 
 const TOPIC: &str = "t";
 

@@ -5,14 +5,15 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use ottla_coordinator_common::partition_writer::{now_ms, HostedPartition, PartitionWriter};
 use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
 use ottla_storage::producer_state::AppendOrigin;
 
 use super::codec::FieldTooLong;
 use super::config::GroupConfig;
 use super::records::CoordinatorRecord;
-use crate::replica::{storage_error_code, Partition, ReplicaManager};
 
 /// What a state change needs besides the group: the time, the settings and
 /// the log to write to.
@@ -23,9 +24,8 @@ pub struct Ctx<'a> {
 }
 
 pub struct LogWriter {
-    partition: Arc<Partition>,
-    replicas: Arc<ReplicaManager>,
-    node_id: i32,
+    partition: Arc<dyn HostedPartition>,
+    replicas: Arc<dyn PartitionWriter>,
     /// The log end after this shard's last append (the loaded log's end
     /// before the first): answers wait until the ISR has it.
     written_end: AtomicI64,
@@ -33,15 +33,13 @@ pub struct LogWriter {
 
 impl LogWriter {
     pub(super) fn new(
-        partition: Arc<Partition>,
-        replicas: Arc<ReplicaManager>,
-        node_id: i32,
+        partition: Arc<dyn HostedPartition>,
+        replicas: Arc<dyn PartitionWriter>,
     ) -> Self {
-        let written_end = partition.log.read().log_end_offset();
+        let written_end = partition.log().read().log_end_offset();
         Self {
             partition,
             replicas,
-            node_id,
             written_end: AtomicI64::new(written_end),
         }
     }
@@ -57,7 +55,7 @@ impl LogWriter {
             return Ok(());
         };
         self.replicas
-            .wait_replicated(&self.partition.tp, end, timeout)
+            .await_replicated(self.partition.tp(), end, timeout)
             .await
             .map_err(|e| self.not_replicated(e))
     }
@@ -68,39 +66,41 @@ impl LogWriter {
             return Ok(());
         };
         self.replicas
-            .wait_replicated_blocking(&self.partition.tp, end, timeout)
+            .wait_replicated_blocking(self.partition.tp(), end, timeout)
             .map_err(|e| self.not_replicated(e))
     }
 
     fn not_replicated(&self, e: ResponseError) -> ResponseError {
-        tracing::warn!(partition = %self.partition.tp, error = ?e, "group coordinator records not replicated to the ISR in time");
+        tracing::warn!(partition = %self.partition.tp(), error = ?e, "group coordinator records not replicated to the ISR in time");
         coordinator_error(e)
     }
 
     /// The end of what this shard wrote, unless the high watermark passed it.
     fn unreplicated_end(&self) -> Option<i64> {
         let end = self.written_end.load(Ordering::Acquire);
-        (self.partition.log.read().high_watermark() < end).then_some(end)
+        (self.partition.log().read().high_watermark() < end).then_some(end)
     }
 
     /// Appends `records` as one batch (all or nothing) as the partition
     /// leader. Callers hold the shard's lock, so the log order is the order
     /// in which state changes were decided.
-    pub fn append(&self, records: &[CoordinatorRecord], now: i64) -> Result<(), ResponseError> {
-        self.append_with(&BatchBuilder::default(), records, now)
+    pub fn append(&self, records: &[CoordinatorRecord]) -> Result<(), ResponseError> {
+        self.append_with(&BatchBuilder::default(), records)
     }
 
     /// As [`LogWriter::append`], in a batch from `builder` (transactional
-    /// offset commits carry the producer's id and epoch).
+    /// offset commits carry the producer's id and epoch). Records are
+    /// stamped with the clock's time, which the log checks timestamps
+    /// against, not the decision's `now` (the same outside tests).
     pub fn append_with(
         &self,
         builder: &BatchBuilder,
         records: &[CoordinatorRecord],
-        now: i64,
     ) -> Result<(), ResponseError> {
         if records.is_empty() {
             return Ok(());
         }
+        let now = now_ms();
         let records = records
             .iter()
             .map(|r| {
@@ -115,45 +115,26 @@ impl LogWriter {
             .collect::<Result<Vec<_>, FieldTooLong>>()
             // As Kafka, where serializing such a record throws.
             .map_err(|_| ResponseError::UnknownServerError)?;
-        self.append_batch(builder.build(&records), now)
+        self.append_batch(builder.build(&records))
     }
 
     /// Appends a batch built elsewhere (transaction markers) as the
-    /// partition leader.
-    pub fn append_batch(&self, mut batch: Vec<u8>, now: i64) -> Result<(), ResponseError> {
-        let state = self.partition.state();
-        if state.leader != self.node_id {
-            return Err(ResponseError::NotCoordinator);
-        }
-        let result = {
-            let mut log = self.partition.log.write();
-            // Kafka appends coordinator records with acks=all.
-            if (state.isr.len() as i32) < log.config().min_insync_replicas {
-                return Err(coordinator_error(ResponseError::NotEnoughReplicas));
-            }
-            let r = log.append_as_leader(
-                &mut batch,
-                state.leader_epoch,
-                AppendOrigin::Coordinator,
-                now,
-            );
-            // As ReplicaManager::append: alone in the ISR, the appended
-            // records are committed at once.
-            let end = log.log_end_offset();
-            if r.is_ok() && state.isr == [self.node_id] {
-                log.set_high_watermark(end);
-            }
-            self.written_end.store(end, Ordering::Release);
-            r
-        };
-        match result {
-            Ok(_) => {
-                self.replicas.notify_append(&self.partition);
+    /// partition leader, with acks=all's check of `min.insync.replicas`
+    /// as Kafka appends coordinator records.
+    pub fn append_batch(&self, batch: Vec<u8>) -> Result<(), ResponseError> {
+        let tp = self.partition.tp();
+        let outcome =
+            self.replicas
+                .append_as_leader(tp, &Bytes::from(batch), -1, AppendOrigin::Coordinator);
+        match outcome.error {
+            None => {
+                self.written_end
+                    .store(outcome.end_offset, Ordering::Release);
                 Ok(())
             }
-            Err(e) => {
-                tracing::warn!(partition = %self.partition.tp, error = %e, "group coordinator append failed");
-                Err(coordinator_error(storage_error_code(&e).0))
+            Some(e) => {
+                tracing::warn!(partition = %tp, error = ?e, message = ?outcome.message, "group coordinator append failed");
+                Err(coordinator_error(e))
             }
         }
     }

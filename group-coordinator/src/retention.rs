@@ -78,7 +78,7 @@ impl ShardState {
             }
         }
         if !tombstones.is_empty() {
-            if let Err(e) = ctx.writer.append(&tombstones, ctx.now) {
+            if let Err(e) = ctx.writer.append(&tombstones) {
                 info!(error = %e, "could not write expired offsets; retrying at the next check");
                 return;
             }

@@ -34,7 +34,7 @@ impl ShardState {
         records: Vec<CoordinatorRecord>,
         ctx: &Ctx<'_>,
     ) -> Result<(), ResponseError> {
-        ctx.writer.append(&records, ctx.now)?;
+        ctx.writer.append(&records)?;
         for r in records {
             self.replay(r, ctx.now);
         }

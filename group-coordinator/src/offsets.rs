@@ -176,7 +176,7 @@ pub fn store_commit(
             });
         }
     }
-    if let Err(e) = ctx.writer.append(&records, ctx.now) {
+    if let Err(e) = ctx.writer.append(&records) {
         for (_, topic_codes) in codes.iter_mut() {
             for (_, code) in topic_codes.iter_mut().filter(|(_, c)| *c == 0) {
                 *code = e.code();
@@ -347,7 +347,7 @@ pub fn delete_unsubscribed(
             (topic.clone(), codes)
         })
         .collect();
-    ctx.writer.append(&records, ctx.now)?;
+    ctx.writer.append(&records)?;
     for r in records {
         if let CoordinatorRecord::OffsetCommit {
             topic, partition, ..

@@ -26,9 +26,9 @@ use super::offsets::{self, CommitRequest, FetchedOffset, OffsetStore, PartitionC
 use super::records::CoordinatorRecord;
 use super::txn_offsets::{self, PendingTxnOffsets, TxnCommitRequest};
 use super::writer::{Ctx, LogWriter};
-use crate::replica::{Partition, ReplicaManager};
 use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
+use ottla_coordinator_common::partition_writer::{HostedPartition, PartitionWriter};
 use ottla_coordinator_common::shards::Unload;
 
 /// How much of the log one load step reads.
@@ -94,34 +94,33 @@ impl Shard {
     /// Reads the partition's log from its start to its end and rebuilds the
     /// groups and offsets. Blocking I/O.
     pub fn load(
-        partition: Arc<Partition>,
-        replicas: Arc<ReplicaManager>,
-        node_id: i32,
+        partition: Arc<dyn HostedPartition>,
+        replicas: Arc<dyn PartitionWriter>,
         config: Arc<GroupConfig>,
         now: i64,
     ) -> anyhow::Result<Self> {
         let mut state = ShardState::default();
         let mut records = 0usize;
         let (mut offset, end) = {
-            let log = partition.log.read();
+            let log = partition.log().read();
             (log.log_start_offset(), log.log_end_offset())
         };
         while offset < end {
             let slice = partition
-                .log
+                .log()
                 .read()
                 .read(offset, LOAD_READ_BYTES, FetchIsolation::LogEnd, true)
-                .with_context(|| format!("reading {} at offset {offset}", partition.tp))?
+                .with_context(|| format!("reading {} at offset {offset}", partition.tp()))?
                 .slice;
             let Some(slice) = slice else {
                 break;
             };
             let bytes = slice
                 .read()
-                .with_context(|| format!("reading {}", partition.tp))?;
+                .with_context(|| format!("reading {}", partition.tp()))?;
             let before = offset;
             for batch in BatchIter::new(&bytes) {
-                let batch = batch.with_context(|| format!("a batch of {}", partition.tp))?;
+                let batch = batch.with_context(|| format!("a batch of {}", partition.tp()))?;
                 offset = offset.max(batch.next_offset());
                 if batch.is_control() {
                     txn_offsets::replay_marker(
@@ -162,7 +161,7 @@ impl Shard {
                 })?;
                 if let Some(e) = failure {
                     return Err(e).with_context(|| {
-                        format!("{} near offset {}", partition.tp, batch.base_offset())
+                        format!("{} near offset {}", partition.tp(), batch.base_offset())
                     });
                 }
             }
@@ -171,9 +170,9 @@ impl Shard {
             }
         }
         state.consumer.on_loaded(now, &config.consumer);
-        info!(partition = %partition.tp, records, groups = state.groups.len(), consumer_groups = state.consumer.len(), "group coordinator loaded");
+        info!(partition = %partition.tp(), records, groups = state.groups.len(), consumer_groups = state.consumer.len(), "group coordinator loaded");
         let shard = Self {
-            writer: LogWriter::new(partition, replicas, node_id),
+            writer: LogWriter::new(partition, replicas),
             config,
             state: Mutex::new(state),
         };

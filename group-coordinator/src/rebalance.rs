@@ -51,7 +51,7 @@ impl ClassicGroup {
             });
         }
         self.transition(GroupState::PreparingRebalance, ctx.now);
-        crate::metrics::rebalance_started();
+        crate::stats::rebalance_started();
         info!(group = %self.id, generation = self.generation_id, reason, "preparing to rebalance");
         if !initial {
             self.maybe_complete_join_else_schedule(ctx);
@@ -115,7 +115,7 @@ impl ClassicGroup {
             // Nothing waits on this write: if it is lost, the previous
             // generation comes back on reload and its members time out.
             let record = self.metadata_record(&HashMap::new());
-            if let Err(e) = ctx.writer.append(&[record], ctx.now) {
+            if let Err(e) = ctx.writer.append(&[record]) {
                 warn!(group = %self.id, error = %e, "could not store the empty group");
             }
             return;

@@ -70,7 +70,7 @@ pub fn join(
             ));
         }
         let group = ClassicGroup::new(&req.group_id, ctx.now);
-        if let Err(e) = ctx.writer.append(&[group.created_record()], ctx.now) {
+        if let Err(e) = ctx.writer.append(&[group.created_record()]) {
             return Reply::Ready(JoinResult::error("", e));
         }
         groups.insert(req.group_id.clone(), group);
@@ -272,7 +272,7 @@ fn update_static_member(
                 return Reply::Parked(rx);
             }
             let record = group.metadata_record(&group.current_assignment());
-            if let Err(e) = ctx.writer.append(&[record], ctx.now) {
+            if let Err(e) = ctx.writer.append(&[record]) {
                 warn!(group = %group.id, instance, error = %e, "could not store the new static member id; reverting");
                 let m = group.members.get_mut(new_id).expect("present");
                 (m.protocols, m.rebalance_timeout_ms, m.session_timeout_ms) = previous;
@@ -386,10 +386,7 @@ fn store_assignment(group: &mut ClassicGroup, assignments: Vec<(String, Bytes)>,
     for id in group.members.keys() {
         assignment.entry(id.clone()).or_default();
     }
-    match ctx
-        .writer
-        .append(&[group.metadata_record(&assignment)], ctx.now)
-    {
+    match ctx.writer.append(&[group.metadata_record(&assignment)]) {
         Ok(()) => {
             group.set_and_propagate_assignment(&assignment, ctx.now);
             group.transition(GroupState::Stable, ctx.now);

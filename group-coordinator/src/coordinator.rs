@@ -14,8 +14,8 @@ use ottla_controller::{Controller, MetadataImage};
 use super::config::{GroupConfig, OFFSETS_TOPIC};
 use super::partitioner::partition_for;
 use super::shard::Shard;
-use crate::replica::{now_ms, Partition, ReplicaManager};
 use ottla_coordinator_common::internal_topics::InternalTopic;
+use ottla_coordinator_common::partition_writer::{now_ms, HostedPartition, PartitionWriter};
 use ottla_coordinator_common::shards::LedShards;
 
 /// min.insync.replicas of `__consumer_offsets` (capped at its replication
@@ -31,10 +31,9 @@ pub struct CoordinatorNode {
 }
 
 pub struct GroupCoordinator {
-    node_id: i32,
     config: Arc<GroupConfig>,
     controller: Arc<Controller>,
-    replicas: Arc<ReplicaManager>,
+    replicas: Arc<dyn PartitionWriter>,
     shards: LedShards<Shard>,
     /// When offsets are next checked for expiry (0 before the first tick).
     next_retention_check: AtomicI64,
@@ -51,10 +50,9 @@ impl GroupCoordinator {
         node_id: i32,
         static_configs: &BTreeMap<String, String>,
         controller: Arc<Controller>,
-        replicas: Arc<ReplicaManager>,
+        replicas: Arc<dyn PartitionWriter>,
     ) -> Self {
         let coordinator = Self {
-            node_id,
             config: Arc::new(GroupConfig::from_static(static_configs)),
             controller,
             replicas,
@@ -158,7 +156,7 @@ impl GroupCoordinator {
         self.shards.get(
             &image,
             p,
-            |tp| self.replicas.partition(tp),
+            |tp| self.replicas.hosted_partition(tp),
             |partition| self.load_shard(partition),
         )
     }
@@ -166,16 +164,15 @@ impl GroupCoordinator {
     fn load(&self, p: i32) -> Result<Arc<Shard>, ResponseError> {
         self.shards.load(
             p,
-            |tp| self.replicas.partition(tp),
+            |tp| self.replicas.hosted_partition(tp),
             |partition| self.load_shard(partition),
         )
     }
 
-    fn load_shard(&self, partition: Arc<Partition>) -> anyhow::Result<Shard> {
+    fn load_shard(&self, partition: Arc<dyn HostedPartition>) -> anyhow::Result<Shard> {
         Shard::load(
             partition,
             self.replicas.clone(),
-            self.node_id,
             self.config.clone(),
             now_ms(),
         )

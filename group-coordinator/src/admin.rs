@@ -123,7 +123,7 @@ pub fn delete(
             }
         })
         .collect();
-    if let Err(e) = ctx.writer.append(&records, ctx.now) {
+    if let Err(e) = ctx.writer.append(&records) {
         for code in codes.iter_mut().filter(|c| **c == 0) {
             *code = e.code();
         }

@@ -32,8 +32,8 @@ use crate::apis::group::{
 };
 use crate::apis::test_support::{assert_encodes, create_topic, test_settings};
 use crate::broker::Broker;
-use crate::group::HeartbeatRequest;
 use crate::replica::now_ms;
+use ottla_group_coordinator::HeartbeatRequest;
 
 const NONE: i16 = 0;
 
@@ -770,7 +770,7 @@ fn an_empty_classic_group_becomes_a_consumer_group() {
 fn transactional_commits_check_member_epochs() {
     use ottla_protocol::batch::{txn_marker_value, BatchBuilder, ControlType};
 
-    use crate::group::{PartitionCommit, TxnCommitRequest};
+    use ottla_group_coordinator::{PartitionCommit, TxnCommitRequest};
 
     let dir = tempfile::tempdir().unwrap();
     let broker = open(dir.path(), &[("t", 1)], &["g"]);

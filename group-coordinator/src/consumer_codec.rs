@@ -119,7 +119,7 @@ impl FlexWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::codec::Reader;
+    use crate::codec::Reader;
 
     #[test]
     fn round_trips_through_the_flexible_reader() {

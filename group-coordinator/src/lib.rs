@@ -23,13 +23,15 @@
 //!   `consumer_config`; `consumer_classic` (classic members of a consumer
 //!   group) and `consumer_migration` (a group's move between protocols).
 //!
-//! The request handlers are in `crate::apis::group` and
-//! `crate::apis::consumer_group`.
+//! It writes through the narrow partition-writer trait of
+//! `ottla-coordinator-common`, not through the broker: the broker crate
+//! implements the trait and holds the request handlers
+//! (`apis/group.rs`, `apis/consumer_group.rs`).
 
 mod admin;
 mod answer;
 mod classic;
-mod codec;
+pub mod codec;
 mod config;
 mod consumer_assignor;
 mod consumer_classic;
@@ -49,22 +51,16 @@ mod coordinator;
 mod member;
 mod membership;
 mod offsets;
-mod partitioner;
+pub mod partitioner;
 mod rebalance;
 mod records;
 pub mod resource_configs;
 mod retention;
 mod shard;
-mod subscription;
+pub mod stats;
+pub mod subscription;
 mod txn_offsets;
 mod writer;
-
-#[cfg(test)]
-mod consumer_tests;
-#[cfg(test)]
-mod migration_tests;
-#[cfg(test)]
-mod tests;
 
 pub use admin::{GroupDescription, ListedGroup, MemberDescription, CLASSIC_GROUP_TYPE};
 pub use classic::{GroupState, DEAD};

@@ -121,7 +121,7 @@ pub fn subscribed_topics(metadata: &[u8]) -> DecodeResult<HashSet<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::codec::Writer;
+    use crate::codec::Writer;
 
     #[test]
     fn reads_topics_of_any_version() {

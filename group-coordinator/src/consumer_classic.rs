@@ -33,7 +33,7 @@ use super::subscription::{
     encode_assignment, parse_subscription, protocol_version, CONSUMER_PROTOCOL_TYPE,
 };
 use super::writer::Ctx;
-use crate::replica::base64_topic_id;
+use ottla_protocol::names::uuid_text as base64_topic_id;
 
 /// JoinGroup from a classic member.
 pub fn join(

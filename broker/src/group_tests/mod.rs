@@ -1,0 +1,6 @@
+//! The group coordinator (`ottla-group-coordinator`) through the broker's
+//! request handlers, on a broker of its own.
+
+mod consumer_tests;
+mod migration_tests;
+mod tests;
