@@ -33,15 +33,15 @@ use ottla_mirror::runtime::state_store::MirrorStateStore;
 use ottla_mirror::runtime::{sync as mirror_sync, MirrorManager, MirrorServices};
 
 use crate::mirroring::GroupsOnListener;
-use crate::producer_ids::ProducerIdManager;
 use crate::quotas::ClientQuotaManager;
 use crate::replica::{now_ms, IsrChange, ReplicaManager};
 use crate::replication::fetcher::{FetchSettings, ReplicaFetchers};
 use crate::replication::throttle::ReplicationThrottle;
 use crate::security::authorizer::{Access, Authorizer};
 use crate::security::KafkaPrincipal;
-use crate::txn::TxnCoordinator;
+use crate::txn_config::txn_config;
 use ottla_coordinator_common::inter_broker::BrokerClients;
+use ottla_txn_coordinator::{ProducerIdManager, Services as TxnServices, TxnCoordinator};
 
 /// The settings the broker's request handling needs, taken from the broker
 /// configuration at start-up.
@@ -208,7 +208,7 @@ impl Broker {
         });
         let txns = TxnCoordinator::open(
             settings.node_id,
-            &settings.static_configs,
+            txn_config(&settings.static_configs),
             controller.clone(),
             replicas.clone(),
         );
@@ -244,6 +244,18 @@ impl Broker {
 
     pub fn node_id(&self) -> i32 {
         self.settings.node_id
+    }
+
+    /// What the transaction coordinator's operations borrow from the broker.
+    pub fn txn_services(&self) -> TxnServices<'_> {
+        TxnServices {
+            replicas: &*self.replicas,
+            groups: &self.groups,
+            producer_ids: &self.producer_ids,
+            brokers: &self.brokers,
+            controller: &self.controller,
+            timeout: self.txns.config().request_timeout,
+        }
     }
 
     /// What `principal` connecting from `host` may do, as of the current image.
@@ -360,7 +372,7 @@ impl Broker {
     /// metadata changes or the ISR checks that end such a wait.
     async fn run_txn_timers(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         loop {
-            self.blocking(|b| b.txns.tick(&crate::txn::services(b), now_ms()))
+            self.blocking(|b| b.txns.tick(&b.txn_services(), now_ms()))
                 .await;
             tokio::select! {
                 _ = shutdown.changed() => return,

@@ -17,10 +17,11 @@ pub mod meta_properties;
 pub mod metrics;
 pub mod mirroring;
 pub mod network;
-pub mod producer_ids;
 pub mod purgatory;
 pub mod quotas;
 pub mod replica;
 pub mod replication;
 pub mod security;
-pub mod txn;
+pub mod txn_config;
+#[cfg(test)]
+mod txn_tests;

@@ -9,7 +9,6 @@ use tracing::warn;
 
 use crate::broker::Broker;
 use crate::replica::now_ms;
-use crate::txn::services;
 
 const NO_PRODUCER_ID: i64 = -1;
 const NO_PRODUCER_EPOCH: i16 = -1;
@@ -47,7 +46,7 @@ fn init(broker: &Broker, req: &InitProducerIdRequest) -> Result<(i64, i16), Resp
         }),
         Some("") => Err(ResponseError::InvalidRequest),
         Some(id) => broker.txns.init_producer_id(
-            &services(broker),
+            &broker.txn_services(),
             id,
             req.transaction_timeout_ms,
             (req.producer_id.0 != NO_PRODUCER_ID)

@@ -2,7 +2,7 @@
 //! EndTxn, TxnOffsetCommit, WriteTxnMarkers), the transaction admin APIs
 //! (DescribeTransactions, ListTransactions, DescribeProducers), and the
 //! check that transactional Produce batches belong to an open transaction.
-//! These functions translate between wire versions and `crate::txn`, which
+//! These functions translate between wire versions and `ottla_txn_coordinator`, which
 //! holds the protocol logic. InitProducerId is in `init_producer_id`.
 
 use std::collections::{BTreeSet, HashSet};
@@ -46,8 +46,8 @@ use crate::apis::group::{merge_codes, partition_exists};
 use crate::broker::Broker;
 use crate::config::keys;
 use crate::replica::{now_ms, ProduceOutcome};
-use crate::txn::{services, Marker, TxnState};
 use ottla_group_coordinator::{PartitionCodes, PartitionCommit, TxnCommitRequest, OFFSETS_TOPIC};
+use ottla_txn_coordinator::{Marker, TxnState};
 
 fn text(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -222,7 +222,7 @@ pub fn end_txn(broker: &Broker, version: i16, req: EndTxnRequest) -> EndTxnRespo
         Err(ResponseError::InvalidRequest)
     } else {
         broker.txns.end_txn(
-            &services(broker),
+            &broker.txn_services(),
             &req.transactional_id,
             (req.producer_id.0, req.producer_epoch),
             req.committed,
@@ -530,7 +530,7 @@ pub fn write_txn_markers(
     req: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
     let image = broker.controller.image();
-    let services = services(broker);
+    let services = broker.txn_services();
     let now = now_ms();
     let deadline = Instant::now() + services.timeout;
     // Appended markers, per request marker, per topic.

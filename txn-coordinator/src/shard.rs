@@ -17,14 +17,14 @@ use tracing::{info, warn};
 
 use super::records::{decode_key, decode_value, encode_key, encode_value};
 use super::state::TxnMetadata;
-use crate::replica::{Partition, ReplicaManager};
+use ottla_coordinator_common::partition_writer::{HostedPartition, PartitionWriter};
 use ottla_coordinator_common::shards::replay_records;
 
 pub type SharedTxn = Arc<Mutex<TxnMetadata>>;
 
 pub struct TxnShard {
-    partition: Arc<Partition>,
-    replicas: Arc<ReplicaManager>,
+    partition: Arc<dyn HostedPartition>,
+    replicas: Arc<dyn PartitionWriter>,
     /// How long an append waits for the ISR (`request.timeout.ms`).
     timeout: Duration,
     /// The partition's leader epoch when it was loaded: the coordinator
@@ -40,8 +40,8 @@ impl TxnShard {
     /// Reads the partition's log from its start to its end: the latest
     /// record of an id wins, a tombstone forgets it. Blocking I/O.
     pub fn load(
-        partition: Arc<Partition>,
-        replicas: Arc<ReplicaManager>,
+        partition: Arc<dyn HostedPartition>,
+        replicas: Arc<dyn PartitionWriter>,
         timeout: Duration,
     ) -> anyhow::Result<Self> {
         let mut txns: HashMap<String, TxnMetadata> = HashMap::new();
@@ -61,7 +61,7 @@ impl TxnShard {
             Ok(())
         })?;
         let coordinator_epoch = partition.state().leader_epoch;
-        info!(partition = %partition.tp, transactional_ids = txns.len(), coordinator_epoch, "transaction coordinator loaded");
+        info!(partition = %partition.tp(), transactional_ids = txns.len(), coordinator_epoch, "transaction coordinator loaded");
         Ok(Self {
             partition,
             replicas,
@@ -141,8 +141,8 @@ impl TxnShard {
             value,
             headers: Vec::new(),
         }]);
-        let o = self.replicas.append(
-            &self.partition.tp,
+        let o = self.replicas.append_as_leader(
+            self.partition.tp(),
             &Bytes::from(batch),
             -1,
             AppendOrigin::Coordinator,
@@ -150,8 +150,8 @@ impl TxnShard {
         if let Some(error) = o.error {
             ottla_coordinator_common::log_limited!(
                 tracing::Level::WARN,
-                key: &self.partition.tp,
-                partition = %self.partition.tp,
+                key: self.partition.tp(),
+                partition = %self.partition.tp(),
                 ?error,
                 message = ?o.message,
                 "transaction log append failed"
@@ -160,9 +160,9 @@ impl TxnShard {
         }
         // acks=all: a state the ISR lacks could vanish with a leader change.
         self.replicas
-            .wait_replicated_blocking(&self.partition.tp, o.end_offset, self.timeout)
+            .wait_replicated_blocking(self.partition.tp(), o.end_offset, self.timeout)
             .map_err(|e| {
-                warn!(partition = %self.partition.tp, error = ?e, "transaction log record not replicated to the ISR in time");
+                warn!(partition = %self.partition.tp(), error = ?e, "transaction log record not replicated to the ISR in time");
                 coordinator_error(e)
             })
     }

@@ -29,8 +29,7 @@ use ottla_storage::log::FetchIsolation;
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
 
-use super::records::{encode_key, encode_value};
-use super::{services, TxnMetadata, TxnState, TRANSACTION_STATE_TOPIC};
+use super::services;
 use crate::apis::group::{find_coordinator, offset_fetch};
 use crate::apis::test_support::{
     assert_encodes, change_leader, create_topic, off_runtime, test_settings,
@@ -38,6 +37,8 @@ use crate::apis::test_support::{
 use crate::apis::{init_producer_id, produce, txn};
 use crate::broker::Broker;
 use crate::replica::{now_ms, ReadSpec};
+use ottla_txn_coordinator::records::{encode_key, encode_value};
+use ottla_txn_coordinator::{TxnMetadata, TxnState, TRANSACTION_STATE_TOPIC};
 
 pub(super) const NONE: i16 = 0;
 pub(super) const TOPIC: &str = "t";

@@ -24,15 +24,15 @@ use ottla_storage::producer_state::AppendOrigin;
 use tracing::warn;
 
 use crate::producer_ids::ProducerIdManager;
-use crate::replica::ReplicaManager;
 use ottla_coordinator_common::inter_broker::{BrokerClients, Lane};
+use ottla_coordinator_common::partition_writer::PartitionWriter;
 use ottla_group_coordinator::{GroupCoordinator, OFFSETS_TOPIC};
 
 const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 
 /// What coordinator operations borrow from the rest of the broker.
 pub struct Services<'a> {
-    pub replicas: &'a ReplicaManager,
+    pub replicas: &'a dyn PartitionWriter,
     pub groups: &'a GroupCoordinator,
     pub producer_ids: &'a ProducerIdManager,
     pub brokers: &'a BrokerClients,
@@ -191,13 +191,13 @@ impl Services<'_> {
             // The log end now: the marker and whatever followed it.
             return self
                 .replicas
-                .offsets(tp)
-                .map(|o| o.log_end)
+                .hosted_partition(tp)
+                .map(|p| p.log().read().log_end_offset())
                 .ok_or(ResponseError::NotLeaderOrFollower);
         }
-        let o = self
-            .replicas
-            .append(tp, &Bytes::from(batch), -1, AppendOrigin::Coordinator);
+        let o =
+            self.replicas
+                .append_as_leader(tp, &Bytes::from(batch), -1, AppendOrigin::Coordinator);
         match o.error {
             None => Ok(o.end_offset),
             Some(e) => Err(e),

@@ -9,35 +9,20 @@
 //! - `markers`: COMMIT/ABORT markers written into the transaction's partitions;
 //! - `records`, `config`: the stored format, the settings.
 //!
-//! The request handlers are in `crate::apis::txn`.
+//! It writes through coordinator-common's `PartitionWriter`, not through
+//! the broker, which holds the request handlers (`apis/txn.rs`), reads
+//! its settings (`txn_config.rs`) and drives it in `txn_tests/`.
 
 mod config;
 mod coordinator;
 mod markers;
-mod records;
+mod producer_ids;
+pub mod records;
 mod shard;
 mod state;
-
-#[cfg(test)]
-mod marker_tests;
-#[cfg(test)]
-mod tests;
 
 pub use config::{TxnConfig, TRANSACTION_STATE_TOPIC};
 pub use coordinator::TxnCoordinator;
 pub use markers::{Marker, Services};
+pub use producer_ids::ProducerIdManager;
 pub use state::{TxnMetadata, TxnState};
-
-use crate::broker::Broker;
-
-/// The services a coordinator operation borrows from `broker`.
-pub fn services(broker: &Broker) -> Services<'_> {
-    Services {
-        replicas: &broker.replicas,
-        groups: &broker.groups,
-        producer_ids: &broker.producer_ids,
-        brokers: &broker.brokers,
-        controller: &broker.controller,
-        timeout: broker.txns.config().request_timeout,
-    }
-}

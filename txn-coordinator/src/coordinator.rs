@@ -13,7 +13,7 @@
 //! EndTxn still answers (the outcome is decided and stored), and the tick
 //! sends the marker again to the partition's current leader.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,15 +27,15 @@ use super::config::{TxnConfig, TRANSACTION_STATE_TOPIC};
 use super::markers::{Marker, Services};
 use super::shard::TxnShard;
 use super::state::{is_epoch_exhausted, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
-use crate::replica::{now_ms, ReplicaManager};
 use ottla_coordinator_common::internal_topics::InternalTopic;
+use ottla_coordinator_common::partition_writer::{now_ms, PartitionWriter};
 use ottla_coordinator_common::shards::LedShards;
 use ottla_group_coordinator::{coordinator_node, partition_for, CoordinatorNode};
 
 pub struct TxnCoordinator {
     config: TxnConfig,
     controller: Arc<Controller>,
-    replicas: Arc<ReplicaManager>,
+    replicas: Arc<dyn PartitionWriter>,
     shards: LedShards<TxnShard>,
     /// When idle transactional ids are next checked for expiration.
     next_expiration: Mutex<i64>,
@@ -49,11 +49,10 @@ impl TxnCoordinator {
     /// before it serves.
     pub fn open(
         node_id: i32,
-        static_configs: &BTreeMap<String, String>,
+        config: TxnConfig,
         controller: Arc<Controller>,
-        replicas: Arc<ReplicaManager>,
+        replicas: Arc<dyn PartitionWriter>,
     ) -> Self {
-        let config = TxnConfig::from_static(static_configs);
         let now = now_ms();
         let coordinator = Self {
             next_expiration: Mutex::new(now + config.remove_expired_interval_ms),
@@ -154,7 +153,7 @@ impl TxnCoordinator {
         self.shards.get(
             &image,
             p,
-            |tp| self.replicas.partition(tp),
+            |tp| self.replicas.hosted_partition(tp),
             move |partition| TxnShard::load(partition, replicas, timeout),
         )
     }
@@ -166,7 +165,7 @@ impl TxnCoordinator {
         let timeout = self.config.request_timeout;
         self.shards.load(
             p,
-            |tp| self.replicas.partition(tp),
+            |tp| self.replicas.hosted_partition(tp),
             move |partition| TxnShard::load(partition, replicas, timeout),
         )
     }
