@@ -6,11 +6,13 @@
 //! - [`shards`]: the coordinator partitions this broker leads, loaded from
 //!   their logs on first use;
 //! - [`internal_topics`]: creating the compacted topics they keep state in;
+//! - [`lookup`]: which broker coordinates a key;
 //! - [`inter_broker`]: requests to other brokers;
 //! - [`log_limit`]: rate-limited log lines for retry loops.
 
 pub mod inter_broker;
 pub mod internal_topics;
 pub mod log_limit;
+pub mod lookup;
 pub mod partition_writer;
 pub mod shards;

@@ -9,6 +9,7 @@ pub mod session;
 pub use fetch_loop::{FetchedPartition, Followup, LeaderEndpoint};
 pub use session::FetchPosition;
 
+use ottla_protocol::java_hash::{java_string_hash, kafka_abs};
 use ottla_storage::manager::TopicPartition;
 
 /// Which of `count` fetch loops of a leader fetches `tp`. Kafka's
@@ -18,33 +19,12 @@ pub fn fetcher_of(tp: &TopicPartition, count: usize) -> usize {
     let hash = 31i32
         .wrapping_mul(java_string_hash(&tp.topic))
         .wrapping_add(tp.partition);
-    // Kafka's Utils.abs: i32::MIN counts as 0.
-    let hash = if hash == i32::MIN {
-        0
-    } else {
-        hash.unsigned_abs()
-    };
-    hash as usize % count.max(1)
-}
-
-/// `String.hashCode()`: what Kafka's fetcher assignment hashes.
-fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16().fold(0i32, |h, unit| {
-        h.wrapping_mul(31).wrapping_add(i32::from(unit))
-    })
+    kafka_abs(hash) as usize % count.max(1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn java_hash_codes() {
-        assert_eq!(java_string_hash(""), 0);
-        assert_eq!(java_string_hash("foo"), 101_574);
-        // Overflows wrap as in Java.
-        assert_eq!(java_string_hash("replicated-topic"), -887_126_723);
-    }
 
     #[test]
     fn every_partition_has_one_loop_in_range() {

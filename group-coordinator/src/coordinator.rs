@@ -9,26 +9,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use ottla_controller::{Controller, MetadataImage};
+use ottla_controller::Controller;
 
 use super::config::{GroupConfig, OFFSETS_TOPIC};
-use super::partitioner::partition_for;
 use super::shard::Shard;
 use ottla_coordinator_common::internal_topics::InternalTopic;
+use ottla_coordinator_common::lookup::{
+    find_coordinator, partition_count, partition_for, CoordinatorNode,
+};
 use ottla_coordinator_common::partition_writer::{now_ms, HostedPartition, PartitionWriter};
 use ottla_coordinator_common::shards::LedShards;
 
 /// min.insync.replicas of `__consumer_offsets` (capped at its replication
 /// factor).
 const OFFSETS_TOPIC_MIN_ISR: i32 = 2;
-
-/// Where a group's coordinator is reachable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CoordinatorNode {
-    pub node_id: i32,
-    pub host: String,
-    pub port: i32,
-}
 
 pub struct GroupCoordinator {
     config: Arc<GroupConfig>,
@@ -71,39 +65,19 @@ impl GroupCoordinator {
         &self.config
     }
 
-    /// The topic's real partition count once it exists (Kafka reads it from
-    /// metadata), else the configured one.
-    fn partition_count(&self, image: &MetadataImage) -> i32 {
-        image
-            .topic_by_name(OFFSETS_TOPIC)
-            .map_or(self.config.offsets_topic_partitions, |t| {
-                t.partitions.len() as i32
-            })
-    }
-
     pub fn partition_for(&self, group_id: &str) -> i32 {
-        partition_for(group_id, self.partition_count(&self.controller.image()))
-    }
-
-    /// The broker coordinating `group_id`, as seen on `listener`. Creates the
-    /// offsets topic on first use and answers COORDINATOR_NOT_AVAILABLE until
-    /// it has a leader, like Kafka.
-    pub fn find(&self, group_id: &str, listener: &str) -> Result<CoordinatorNode, ResponseError> {
         let image = self.controller.image();
-        let Some(topic) = image.topic_by_name(OFFSETS_TOPIC) else {
-            self.create_offsets_topic(&image);
-            return Err(ResponseError::CoordinatorNotAvailable);
-        };
-        let p = partition_for(group_id, topic.partitions.len() as i32);
-        let leader = topic
-            .partitions
-            .get(&p)
-            .map(|part| part.leader)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        coordinator_node(&image, leader, listener)
+        let count = partition_count(&image, OFFSETS_TOPIC, self.config.offsets_topic_partitions);
+        partition_for(group_id, count)
     }
 
-    fn create_offsets_topic(&self, image: &MetadataImage) {
+    /// The broker coordinating `group_id`, as seen on `listener` (creating
+    /// the offsets topic on first use).
+    pub fn find(&self, group_id: &str, listener: &str) -> Result<CoordinatorNode, ResponseError> {
+        find_coordinator(&self.controller, &self.offsets_topic(), group_id, listener)
+    }
+
+    fn offsets_topic(&self) -> InternalTopic {
         InternalTopic {
             name: OFFSETS_TOPIC,
             partitions: self.config.offsets_topic_partitions,
@@ -117,7 +91,6 @@ impl GroupCoordinator {
             compression_type: "producer",
             forbid_unclean_election: false,
         }
-        .create(&self.controller, image);
     }
 
     /// The shard owning `group_id`, without blocking: NOT_COORDINATOR
@@ -214,28 +187,4 @@ impl GroupCoordinator {
         self.next_retention_check.store(next, Ordering::Relaxed);
         due != 0
     }
-}
-
-/// Where `leader` is reachable on `listener` (as Metadata does: that
-/// listener's endpoint, else the first one).
-pub fn coordinator_node(
-    image: &MetadataImage,
-    leader: i32,
-    listener: &str,
-) -> Result<CoordinatorNode, ResponseError> {
-    let broker = image
-        .live_brokers()
-        .find(|b| b.id == leader)
-        .ok_or(ResponseError::CoordinatorNotAvailable)?;
-    let endpoint = broker
-        .endpoints
-        .iter()
-        .find(|e| e.listener == listener)
-        .or_else(|| broker.endpoints.first())
-        .ok_or(ResponseError::CoordinatorNotAvailable)?;
-    Ok(CoordinatorNode {
-        node_id: leader,
-        host: endpoint.host.clone(),
-        port: i32::from(endpoint.port),
-    })
 }

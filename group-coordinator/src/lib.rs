@@ -12,7 +12,7 @@
 //! - `retention`: expiry of old offsets and removal of the groups they leave;
 //! - `records`, `codec`, `subscription`: the stored and embedded formats
 //!   (`subscription`: the consumer protocol inside JoinGroup and SyncGroup);
-//! - `partitioner`, `config`, `writer`: group → partition, settings, log appends;
+//! - `config`, `writer`: settings, log appends;
 //! - `answer`: answers held back until the ISR has what was written for them;
 //! - `resource_configs`: the GROUP config resource (per-group overrides);
 //! - `consumer_*`: consumer-protocol groups: `consumer_heartbeat` (the
@@ -51,7 +51,6 @@ mod coordinator;
 mod member;
 mod membership;
 mod offsets;
-pub mod partitioner;
 mod rebalance;
 mod records;
 pub mod resource_configs;
@@ -73,11 +72,10 @@ pub use consumer_heartbeat::{
 };
 pub use consumer_member::{Assignment, ConsumerMember};
 pub use consumer_migration::MigrationPolicy;
-pub use coordinator::{coordinator_node, CoordinatorNode, GroupCoordinator};
+pub use coordinator::GroupCoordinator;
 pub use member::{JoinResult, JoinedMember, Protocol, SyncResult};
 pub use membership::{JoinRequest, LeavingMember, Reply, SyncRequest};
 pub use offsets::{CommitRequest, FetchedOffset, PartitionCodes, PartitionCommit};
-pub use partitioner::partition_for;
 pub use shard::Shard;
 pub use txn_offsets::TxnCommitRequest;
 pub use writer::coordinator_error;

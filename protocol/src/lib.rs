@@ -8,6 +8,7 @@ pub mod client;
 pub mod client_security;
 pub mod file_records;
 pub mod frame;
+pub mod java_hash;
 pub mod mirror;
 pub mod names;
 pub mod properties;

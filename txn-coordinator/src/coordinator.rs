@@ -28,9 +28,11 @@ use super::markers::{Marker, Services};
 use super::shard::TxnShard;
 use super::state::{is_epoch_exhausted, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
 use ottla_coordinator_common::internal_topics::InternalTopic;
+use ottla_coordinator_common::lookup::{
+    find_coordinator, partition_count, partition_for, CoordinatorNode,
+};
 use ottla_coordinator_common::partition_writer::{now_ms, PartitionWriter};
 use ottla_coordinator_common::shards::LedShards;
-use ottla_group_coordinator::{coordinator_node, partition_for, CoordinatorNode};
 
 pub struct TxnCoordinator {
     config: TxnConfig,
@@ -79,13 +81,6 @@ impl TxnCoordinator {
         Duration::from_millis(self.config.abort_timed_out_interval_ms.clamp(1, 1000) as u64)
     }
 
-    /// The topic's real partition count once it exists, else the configured one.
-    fn partition_count(&self, image: &MetadataImage) -> i32 {
-        image
-            .topic_by_name(TRANSACTION_STATE_TOPIC)
-            .map_or(self.config.topic_partitions, |t| t.partitions.len() as i32)
-    }
-
     pub fn partition_for(&self, transactional_id: &str) -> i32 {
         partition_for(
             transactional_id,
@@ -93,9 +88,10 @@ impl TxnCoordinator {
         )
     }
 
-    /// The broker coordinating `transactional_id`, as seen on `listener`.
-    /// Creates the transaction log on first use and answers
-    /// COORDINATOR_NOT_AVAILABLE until it has a leader, like Kafka.
+    fn partition_count(&self, image: &MetadataImage) -> i32 {
+        partition_count(image, TRANSACTION_STATE_TOPIC, self.config.topic_partitions)
+    }
+
     /// The broker leading the transaction log partition of `transactional_id`.
     pub fn coordinator_id(&self, transactional_id: &str) -> Option<i32> {
         let image = self.controller.image();
@@ -108,27 +104,23 @@ impl TxnCoordinator {
             .filter(|l| *l >= 0)
     }
 
+    /// The broker coordinating `transactional_id`, as seen on `listener`
+    /// (creating the transaction log on first use).
     pub fn find(
         &self,
         transactional_id: &str,
         listener: &str,
     ) -> Result<CoordinatorNode, ResponseError> {
-        let image = self.controller.image();
-        let Some(topic) = image.topic_by_name(TRANSACTION_STATE_TOPIC) else {
-            self.create_topic(&image);
-            return Err(ResponseError::CoordinatorNotAvailable);
-        };
-        let p = partition_for(transactional_id, topic.partitions.len() as i32);
-        let leader = topic
-            .partitions
-            .get(&p)
-            .map(|part| part.leader)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        coordinator_node(&image, leader, listener)
+        find_coordinator(
+            &self.controller,
+            &self.transaction_log(),
+            transactional_id,
+            listener,
+        )
     }
 
-    fn create_topic(&self, image: &MetadataImage) {
-        // What Kafka enforces on the transaction log.
+    /// What Kafka enforces on the transaction log.
+    fn transaction_log(&self) -> InternalTopic {
         InternalTopic {
             name: TRANSACTION_STATE_TOPIC,
             partitions: self.config.topic_partitions,
@@ -139,7 +131,6 @@ impl TxnCoordinator {
             compression_type: "uncompressed",
             forbid_unclean_election: true,
         }
-        .create(&self.controller, image);
     }
 
     /// The shard owning `transactional_id`: NOT_COORDINATOR unless this

@@ -36,13 +36,14 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use ottla_controller::MetadataImage;
+use ottla_coordinator_common::lookup::CoordinatorNode;
 
 use crate::broker::Broker;
 use crate::replica::now_ms;
 use ottla_group_coordinator::{
-    CommitRequest, CoordinatorNode, FetchedOffset, JoinRequest, JoinResult, LeavingMember,
-    PartitionCodes, PartitionCommit, Protocol, Reply, Shard, SyncRequest, SyncResult,
-    CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE, DEAD,
+    CommitRequest, FetchedOffset, JoinRequest, JoinResult, LeavingMember, PartitionCodes,
+    PartitionCommit, Protocol, Reply, Shard, SyncRequest, SyncResult, CLASSIC_GROUP_TYPE,
+    CONSUMER_GROUP_TYPE, DEAD,
 };
 
 /// What these handlers serve: Kafka 4.x's ranges, within what kafka-protocol

@@ -30,7 +30,7 @@ use crate::apis::test_support::{assert_encodes, create_topic, test_settings};
 use crate::broker::Broker;
 use crate::replica::now_ms;
 use ottla_group_coordinator::codec::Writer;
-use ottla_group_coordinator::partitioner::java_string_hash;
+use ottla_protocol::java_hash::java_string_hash;
 
 pub(super) const NONE: i16 = 0;
 const LISTENER: &str = "PLAINTEXT";

@@ -1,5 +1,6 @@
-//! Which `__consumer_offsets` partition owns a group. Kafka clients and tools
-//! compute the same mapping, so it must match Java bit for bit.
+//! Java's hashing, as Kafka's mappings use it (a group's or transactional
+//! id's coordinator partition, a partition's replica fetcher): clients and
+//! tools compute the same mappings, so these must match Java bit for bit.
 
 /// Java's `String.hashCode()`: `s[0]*31^(n-1) + ... + s[n-1]` over UTF-16
 /// code units, in wrapping 32-bit arithmetic.
@@ -17,11 +18,6 @@ pub fn kafka_abs(n: i32) -> i32 {
     } else {
         n.abs()
     }
-}
-
-/// `Utils.abs(groupId.hashCode()) % partitionCount`.
-pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
-    kafka_abs(java_string_hash(group_id)) % partitions.max(1)
 }
 
 #[cfg(test)]
@@ -42,26 +38,23 @@ mod tests {
     fn matches_known_java_hash_codes() {
         assert_eq!(java_string_hash(""), 0);
         assert_eq!(java_string_hash("hello"), 99_162_322);
+        assert_eq!(java_string_hash("foo"), 101_574);
+        // Overflows wrap as in Java.
+        assert_eq!(java_string_hash("replicated-topic"), -887_126_723);
         assert_eq!(java_string_hash("Aa"), java_string_hash("BB"));
         // The classic string whose hashCode is Integer.MIN_VALUE.
         assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
         // Non-BMP characters count as two UTF-16 units.
         assert_eq!(java_string_hash("😀"), java_formula("😀"));
+        assert_eq!(
+            java_string_hash("console-consumer-1"),
+            java_formula("console-consumer-1")
+        );
     }
 
     #[test]
-    fn console_consumer_group_partition() {
-        let group = "console-consumer-1";
-        let hash = java_formula(group);
-        assert_eq!(java_string_hash(group), hash);
-        let expected = if hash == i32::MIN { 0 } else { hash.abs() } % 50;
-        assert_eq!(partition_for(group, 50), expected);
-    }
-
-    #[test]
-    fn min_value_hash_maps_to_partition_zero() {
+    fn kafka_abs_maps_min_value_to_zero() {
         assert_eq!(kafka_abs(i32::MIN), 0);
-        assert_eq!(partition_for("polygenelubricants", 50), 0);
         assert_eq!(kafka_abs(-7), 7);
     }
 }
