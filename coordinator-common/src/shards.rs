@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
-use ottla_protocol::batch::BatchIter;
+use ottla_protocol::batch::{BatchIter, BatchView};
 use ottla_protocol::records::{records_section, walk_records};
 use ottla_storage::log::FetchIsolation;
 use ottla_storage::manager::TopicPartition;
@@ -197,11 +197,11 @@ impl<S: Unload> Drop for LoadingGuard<'_, S> {
 const REPLAY_READ_BYTES: usize = 1 << 20;
 
 /// Reads a coordinator partition's log from its start to its end, handing
-/// every data record's key and value (None: tombstone) to `apply` in log
-/// order; control batches are skipped. Blocking I/O.
-pub fn replay_records(
+/// every batch, control batches included, to `apply` in log order.
+/// Blocking I/O.
+pub fn replay_batches(
     partition: &dyn HostedPartition,
-    mut apply: impl FnMut(&[u8], Option<&[u8]>) -> anyhow::Result<()>,
+    mut apply: impl FnMut(&BatchView<'_>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let (mut offset, end) = {
         let log = partition.log().read();
@@ -222,29 +222,47 @@ pub fn replay_records(
         for batch in BatchIter::new(&bytes) {
             let batch = batch.with_context(|| format!("a batch of {}", partition.tp()))?;
             offset = offset.max(batch.next_offset());
-            if batch.is_control() {
-                continue;
-            }
-            let section = records_section(&batch)?;
-            let mut failure = None;
-            walk_records(&section, |r| {
-                if failure.is_none() {
-                    if let Some(key) = r.key {
-                        failure = apply(key, r.value).err();
-                    }
-                }
+            apply(&batch).with_context(|| {
+                format!("{} near offset {}", partition.tp(), batch.base_offset())
             })?;
-            if let Some(e) = failure {
-                return Err(e).with_context(|| {
-                    format!("{} near offset {}", partition.tp(), batch.base_offset())
-                });
-            }
         }
         if offset == before {
             break;
         }
     }
     Ok(())
+}
+
+/// Hands every keyed record of a data batch to `apply`: its key and value
+/// (None: a tombstone), in order.
+pub fn replay_batch_records(
+    batch: &BatchView<'_>,
+    mut apply: impl FnMut(&[u8], Option<&[u8]>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let section = records_section(batch)?;
+    let mut failure = None;
+    walk_records(&section, |r| {
+        if failure.is_none() {
+            if let Some(key) = r.key {
+                failure = apply(key, r.value).err();
+            }
+        }
+    })?;
+    failure.map_or(Ok(()), Err)
+}
+
+/// [`replay_batches`] for coordinators without transactions: every data
+/// record's key and value, control batches skipped. Blocking I/O.
+pub fn replay_records(
+    partition: &dyn HostedPartition,
+    mut apply: impl FnMut(&[u8], Option<&[u8]>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    replay_batches(partition, |batch| {
+        if batch.is_control() {
+            return Ok(());
+        }
+        replay_batch_records(batch, &mut apply)
+    })
 }
 
 #[cfg(test)]

@@ -8,10 +8,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-use ottla_protocol::batch::BatchIter;
-use ottla_protocol::records::{records_section, walk_records};
-use ottla_storage::log::FetchIsolation;
 use parking_lot::Mutex;
 use tracing::info;
 
@@ -29,10 +25,7 @@ use super::writer::{Ctx, LogWriter};
 use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
 use ottla_coordinator_common::partition_writer::{HostedPartition, PartitionWriter};
-use ottla_coordinator_common::shards::Unload;
-
-/// How much of the log one load step reads.
-const LOAD_READ_BYTES: usize = 1 << 20;
+use ottla_coordinator_common::shards::{replay_batch_records, replay_batches, Unload};
 
 #[derive(Default)]
 pub(super) struct ShardState {
@@ -101,74 +94,35 @@ impl Shard {
     ) -> anyhow::Result<Self> {
         let mut state = ShardState::default();
         let mut records = 0usize;
-        let (mut offset, end) = {
-            let log = partition.log().read();
-            (log.log_start_offset(), log.log_end_offset())
-        };
-        while offset < end {
-            let slice = partition
-                .log()
-                .read()
-                .read(offset, LOAD_READ_BYTES, FetchIsolation::LogEnd, true)
-                .with_context(|| format!("reading {} at offset {offset}", partition.tp()))?
-                .slice;
-            let Some(slice) = slice else {
-                break;
-            };
-            let bytes = slice
-                .read()
-                .with_context(|| format!("reading {}", partition.tp()))?;
-            let before = offset;
-            for batch in BatchIter::new(&bytes) {
-                let batch = batch.with_context(|| format!("a batch of {}", partition.tp()))?;
-                offset = offset.max(batch.next_offset());
-                if batch.is_control() {
-                    txn_offsets::replay_marker(
-                        &mut state.groups,
-                        &mut state.offsets,
-                        &mut state.txn_offsets,
-                        &batch,
-                        now,
-                    );
-                    state.drop_shadowed_classic_groups();
-                    continue;
-                }
-                // Offsets of a transaction wait for its marker.
-                let txn_producer = batch.is_transactional().then(|| batch.producer_id());
-                let section = records_section(&batch)?;
-                let mut failure = None;
-                walk_records(&section, |r| {
-                    if failure.is_some() {
-                        return;
-                    }
-                    let Some(key) = r.key else {
-                        return;
-                    };
-                    match CoordinatorRecord::decode(key, r.value) {
-                        Ok(Some(record)) => {
-                            let record = match txn_producer {
-                                Some(producer) => state.txn_offsets.stage(producer, record),
-                                None => Some(record),
-                            };
-                            if let Some(record) = record {
-                                state.replay(record, now);
-                            }
-                            records += 1;
-                        }
-                        Ok(None) => {}
-                        Err(e) => failure = Some(e),
-                    }
-                })?;
-                if let Some(e) = failure {
-                    return Err(e).with_context(|| {
-                        format!("{} near offset {}", partition.tp(), batch.base_offset())
-                    });
-                }
+        replay_batches(&*partition, |batch| {
+            if batch.is_control() {
+                txn_offsets::replay_marker(
+                    &mut state.groups,
+                    &mut state.offsets,
+                    &mut state.txn_offsets,
+                    batch,
+                    now,
+                );
+                state.drop_shadowed_classic_groups();
+                return Ok(());
             }
-            if offset == before {
-                break;
-            }
-        }
+            // Offsets of a transaction wait for its marker.
+            let txn_producer = batch.is_transactional().then(|| batch.producer_id());
+            replay_batch_records(batch, |key, value| {
+                let Some(record) = CoordinatorRecord::decode(key, value)? else {
+                    return Ok(());
+                };
+                let record = match txn_producer {
+                    Some(producer) => state.txn_offsets.stage(producer, record),
+                    None => Some(record),
+                };
+                if let Some(record) = record {
+                    state.replay(record, now);
+                }
+                records += 1;
+                Ok(())
+            })
+        })?;
         state.consumer.on_loaded(now, &config.consumer);
         info!(partition = %partition.tp(), records, groups = state.groups.len(), consumer_groups = state.consumer.len(), "group coordinator loaded");
         let shard = Self {
