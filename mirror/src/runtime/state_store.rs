@@ -72,7 +72,7 @@ pub struct MirrorStateStore {
     topic: InternalTopic,
     controller: Arc<Controller>,
     replicas: Arc<dyn MirrorReplicas>,
-    shards: LedShards<StateShard>,
+    shards: Arc<LedShards<StateShard>>,
 }
 
 impl MirrorStateStore {
@@ -101,7 +101,7 @@ impl MirrorStateStore {
             },
             controller,
             replicas,
-            shards: LedShards::new(node_id, MIRROR_STATE_TOPIC),
+            shards: Arc::new(LedShards::new(node_id, MIRROR_STATE_TOPIC)),
         }
     }
 
@@ -169,6 +169,28 @@ impl MirrorStateStore {
             .unwrap_or(Err(ResponseError::UnknownServerError))
     }
 
+    /// Shard `p`, loaded on the blocking pool on its first use: a load
+    /// reads the partition's whole log, which must not hold up a runtime
+    /// worker.
+    async fn loaded_shard(
+        &self,
+        image: &MetadataImage,
+        p: i32,
+    ) -> Result<Arc<StateShard>, ResponseError> {
+        match self.shards.get_loaded(image, p) {
+            Err(ResponseError::CoordinatorLoadInProgress) => {
+                let shards = self.shards.clone();
+                let replicas = self.replicas.clone();
+                tokio::task::spawn_blocking(move || {
+                    shards.load(p, |tp| replicas.hosted_partition(tp), StateShard::load)
+                })
+                .await
+                .unwrap_or(Err(ResponseError::CoordinatorNotAvailable))
+            }
+            other => other,
+        }
+    }
+
     /// [`Self::write`] of many mirror partitions at once: one batch per
     /// `__mirror_state` partition, then one wait for its ISR. A failover
     /// stores three states per partition, so at 10,000 partitions this is
@@ -189,12 +211,7 @@ impl MirrorStateStore {
         let image = self.controller.image();
         let mut appended = Vec::new();
         for (p, indices) in by_shard {
-            let shard = match self.shards.get(
-                &image,
-                p,
-                |tp| self.replicas.hosted_partition(tp),
-                StateShard::load,
-            ) {
+            let shard = match self.loaded_shard(&image, p).await {
                 Ok(shard) => shard,
                 Err(e) => {
                     indices.iter().for_each(|&i| results[i] = Err(e));
