@@ -71,7 +71,15 @@ impl LogWriter {
     }
 
     fn not_replicated(&self, e: ResponseError) -> ResponseError {
-        tracing::warn!(partition = %self.partition.tp(), error = ?e, "group coordinator records not replicated to the ISR in time");
+        // Once per partition per interval: with the ISR short, every
+        // answer of the shard would log it.
+        ottla_coordinator_common::log_limited!(
+            tracing::Level::WARN,
+            key: self.partition.tp(),
+            partition = %self.partition.tp(),
+            error = ?e,
+            "group coordinator records not replicated to the ISR in time"
+        );
         coordinator_error(e)
     }
 
@@ -133,7 +141,14 @@ impl LogWriter {
                 Ok(())
             }
             Some(e) => {
-                tracing::warn!(partition = %tp, error = ?e, message = ?outcome.message, "group coordinator append failed");
+                ottla_coordinator_common::log_limited!(
+                    tracing::Level::WARN,
+                    key: tp,
+                    partition = %tp,
+                    error = ?e,
+                    message = ?outcome.message,
+                    "group coordinator append failed"
+                );
                 Err(coordinator_error(e))
             }
         }
