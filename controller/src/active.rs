@@ -362,12 +362,11 @@ impl Controller {
         if expired.is_empty() {
             return;
         }
-        warn!(brokers = ?expired, "fencing brokers that stopped heartbeating");
         let incarnations = expired
             .iter()
             .filter_map(|id| image.brokers.get(id).map(|b| (*id, b.incarnation_id)))
             .collect();
-        self.fence(incarnations).await;
+        self.fence(incarnations, FenceReason::SessionExpired).await;
     }
 
     /// While this node is the active controller: fences broker `id` if
@@ -386,18 +385,16 @@ impl Controller {
         if !refuses_connections(&probe_addresses(&self.voters(), broker)).await {
             return;
         }
-        warn!(
-            broker = id,
-            "fencing a broker whose connection closed and whose listener refuses connections: \
-             its process is gone"
-        );
-        self.fence(vec![(id, broker.incarnation_id)]).await;
+        self.fence(vec![(id, broker.incarnation_id)], FenceReason::ProcessGone)
+            .await;
     }
 
     /// Fences `brokers` (id and incarnation) and moves their leadership and
     /// ISR places to the other brokers, in one commit. A broker that
     /// registered again meanwhile is a new process and is left alone.
-    async fn fence(&self, brokers: Vec<(i32, Uuid)>) {
+    /// Logged once committed, with the reason: a fence of a healthy broker
+    /// is a defect, and the fault test looks for such lines.
+    async fn fence(&self, brokers: Vec<(i32, Uuid)>, reason: FenceReason) {
         for _ in 0..MAX_FENCE_ATTEMPTS {
             let image = self.image();
             let fenced: Vec<i32> = brokers
@@ -425,10 +422,13 @@ impl Controller {
                 usable_in(&image, b, &overrides)
             }));
             match self.commit(image.offset, records).await {
-                Ok(_) => return,
+                Ok(_) => {
+                    warn!(brokers = ?fenced, reason = %reason, "brokers fenced");
+                    return;
+                }
                 Err(CommitError::Stale) => continue,
                 Err(CommitError::Failed(e)) => {
-                    warn!(error = %e, brokers = ?fenced, "could not fence brokers");
+                    warn!(error = %e, brokers = ?fenced, reason = %reason, "could not fence brokers");
                     return;
                 }
             }
@@ -482,6 +482,26 @@ impl Controller {
 const MAX_HEARTBEAT_ATTEMPTS: usize = 5;
 /// Attempts at fencing when other changes keep committing first.
 const MAX_FENCE_ATTEMPTS: usize = 5;
+
+/// Why the active controller fences a broker, in its log line.
+#[derive(Debug, Clone, Copy)]
+enum FenceReason {
+    SessionExpired,
+    ProcessGone,
+}
+
+impl std::fmt::Display for FenceReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FenceReason::SessionExpired => {
+                "no heartbeat within broker.session.timeout.ms (stopped, cut off or overloaded)"
+            }
+            FenceReason::ProcessGone => {
+                "its connection closed and its listener refuses connections: the process is gone"
+            }
+        })
+    }
+}
 
 /// Where to probe whether broker `broker`'s process is still there: its
 /// controller listener when it is a voter (the address the quorum itself

@@ -17,6 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_protocol::batch::BatchIter;
 use ottla_protocol::records::{records_section, walk_records};
 
+use crate::fences::{fences_in_log, Fence};
 use crate::netns::NodeNetwork;
 use crate::ottla::Ottla;
 use crate::tools::python;
@@ -479,6 +480,18 @@ impl FaultCluster {
             "{tp}: batch bytes per node {sizes:?}, first difference at byte {parts_at:?}, copies in {}",
             kept.display()
         )
+    }
+
+    /// Every fence the active controllers committed, from every node's log
+    /// (across its restarts), in time order.
+    pub fn fences(&self) -> Vec<Fence> {
+        let mut fences: Vec<Fence> = self
+            .nodes
+            .iter()
+            .flat_map(|node| fences_in_log(&node.log()))
+            .collect();
+        fences.sort_by(|a, b| a.at.total_cmp(&b.at));
+        fences
     }
 
     /// No node's log (across its restarts) shows a panic.

@@ -7,6 +7,7 @@ pub mod certs;
 pub mod console_consumer;
 pub mod crash;
 pub mod faults;
+pub mod fences;
 pub mod mirror;
 pub mod nemesis;
 pub mod netns;

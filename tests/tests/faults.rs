@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use ottla_tests::faults::{FaultCluster, Load, LoadReport, PARTITIONS, TOPIC};
+use ottla_tests::fences;
 use ottla_tests::nemesis::{FaultKind, FaultRecord, Nemesis};
 use ottla_tests::txn_load::{Outcome, TxnLoad, TXN_PARTITIONS, TXN_TOPIC};
 
@@ -371,5 +372,16 @@ fn random_faults_lose_nothing() {
     txns.check();
     cluster.wait_replicas_agree(&[(TOPIC, PARTITIONS), (TXN_TOPIC, TXN_PARTITIONS)]);
     cluster.assert_no_panics();
+    let fences = cluster.fences();
+    let false_positives = fences::unexplained(&fences, &injected);
+    println!(
+        "{} brokers fenced, {} of them while no fault touched them",
+        fences.len(),
+        false_positives.len()
+    );
+    assert!(
+        false_positives.is_empty(),
+        "brokers fenced while no fault touched them: {false_positives:?}"
+    );
     cluster.verify(&load);
 }
