@@ -30,11 +30,30 @@ const COMMIT_DEADLINE: Duration = Duration::from_secs(15);
 const RETRY_BACKOFF: Duration = Duration::from_millis(50);
 /// How often the active controller looks for brokers that stopped heartbeating.
 const LIVENESS_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+/// How often a request forwarded to the active controller looks whether
+/// another node became active meanwhile.
+const LEADER_POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 pub(crate) enum CommitError {
     /// The image changed since the records were planned.
     Stale,
     Failed(ControllerError),
+}
+
+/// Why a request forwarded to the active controller got no answer.
+enum Forwarding {
+    /// Another node became the active controller while it was in flight.
+    LeaderMoved,
+    Failed(String),
+}
+
+/// Who may commit a change.
+#[derive(Debug, Clone, Copy)]
+enum Committer {
+    /// Whichever controller is active: this node, or the one it forwards to.
+    ActiveController,
+    /// This node, and only while it is the active controller of this term.
+    ThisNodeIn(u64),
 }
 
 enum Attempt {
@@ -184,10 +203,37 @@ impl Controller {
         expected: i64,
         records: Vec<MetadataRecord>,
     ) -> Result<i64, CommitError> {
+        self.commit_via(Committer::ActiveController, expected, records)
+            .await
+    }
+
+    /// As [`Controller::commit`], but only while this node is the active
+    /// controller of `term`: for decisions drawn from what this node saw
+    /// while active, such as which brokers stopped heartbeating to it. A
+    /// successor must not inherit them: an active controller cut off from
+    /// the others sees every broker go quiet, and its fences, handed to the
+    /// new active controller once the network heals, would fence healthy
+    /// brokers and move their leadership to the node that was cut off.
+    async fn commit_in_term(
+        &self,
+        term: u64,
+        expected: i64,
+        records: Vec<MetadataRecord>,
+    ) -> Result<i64, CommitError> {
+        self.commit_via(Committer::ThisNodeIn(term), expected, records)
+            .await
+    }
+
+    async fn commit_via(
+        &self,
+        committer: Committer,
+        expected: i64,
+        records: Vec<MetadataRecord>,
+    ) -> Result<i64, CommitError> {
         let encoded: Vec<Vec<u8>> = records.iter().map(MetadataRecord::encode).collect();
         let deadline = Instant::now() + COMMIT_DEADLINE;
         loop {
-            let why = match self.try_commit(expected, &encoded).await {
+            let why = match self.try_commit(committer, expected, &encoded).await {
                 Attempt::Done(result) => return result,
                 Attempt::Retry(why) => why,
             };
@@ -201,37 +247,61 @@ impl Controller {
         }
     }
 
-    async fn try_commit(&self, expected: i64, encoded: &[Vec<u8>]) -> Attempt {
+    async fn try_commit(
+        &self,
+        committer: Committer,
+        expected: i64,
+        encoded: &[Vec<u8>],
+    ) -> Attempt {
+        if let Committer::ThisNodeIn(term) = committer {
+            if !self.leads() || self.quorum.term() != term {
+                return Attempt::Done(Err(CommitError::Failed(ControllerError::new(
+                    ResponseError::NotController,
+                    format!("this node is no longer the active controller of term {term}"),
+                ))));
+            }
+        }
         if self.leads() {
-            return match self.commit_as_leader(expected, encoded.to_vec()).await {
-                ControllerResponse::Written { offset } => Attempt::Done(Ok(offset)),
-                response => settle(response),
-            };
+            return settle(
+                self.commit_as_leader(committer, expected, encoded.to_vec())
+                    .await,
+            );
         }
         let request = ControllerRequest::Write {
             expected_offset: expected,
             records: encoded.to_vec(),
         };
-        match self.quorum.forward(request).await {
+        match self.forward(request).await {
             Ok(ControllerResponse::Written { offset }) => {
                 let mut rx = self.subscribe();
                 let _ = rx.wait_for(|image| image.offset >= offset).await;
                 Attempt::Done(Ok(offset))
             }
             Ok(response) => settle(response),
-            Err(e) => Attempt::Retry(e.to_string()),
+            Err(Forwarding::LeaderMoved) => Attempt::Retry("leadership moved".into()),
+            Err(Forwarding::Failed(e)) => Attempt::Retry(e),
         }
     }
 
     /// Commits on this node, the active controller, if its image is still
     /// the one the records were planned against.
-    async fn commit_as_leader(&self, expected: i64, encoded: Vec<Vec<u8>>) -> ControllerResponse {
+    async fn commit_as_leader(
+        &self,
+        committer: Committer,
+        expected: i64,
+        encoded: Vec<Vec<u8>>,
+    ) -> ControllerResponse {
         let Some(voter) = self.quorum.voter() else {
             return ControllerResponse::NotLeader;
         };
         let _serial = self.leader_serial.lock().await;
         if let Err(e) = voter.linearize().await {
             return quorum_failure(e);
+        }
+        if let Committer::ThisNodeIn(term) = committer {
+            if self.quorum.term() != term {
+                return ControllerResponse::NotLeader;
+            }
         }
         if self.image().offset != expected {
             return ControllerResponse::Stale;
@@ -242,15 +312,40 @@ impl Controller {
         }
     }
 
+    /// Forwards `request` to the active controller, giving up as soon as
+    /// another node becomes active. A request in flight to an active
+    /// controller that was cut off would otherwise wait out the whole RPC
+    /// timeout (5 s or more) while its successor waits for it: a broker's
+    /// heartbeat stuck that way has it fenced by the new active controller,
+    /// and an ISR change stuck that way holds up acknowledgements.
+    async fn forward(&self, request: ControllerRequest) -> Result<ControllerResponse, Forwarding> {
+        let leader = self.quorum.leader();
+        tokio::select! {
+            result = self.quorum.forward(request) => result.map_err(|e| Forwarding::Failed(e.to_string())),
+            () = self.leader_moves_from(leader) => Err(Forwarding::LeaderMoved),
+        }
+    }
+
+    /// Returns once the quorum leader this node knows is no longer `leader`.
+    async fn leader_moves_from(&self, leader: Option<u64>) {
+        let mut poll = tokio::time::interval(LEADER_POLL_INTERVAL);
+        while self.quorum.leader() == leader {
+            poll.tick().await;
+        }
+    }
+
     /// Sends a broker heartbeat to the active controller (which may be this node).
     pub async fn heartbeat(&self, heartbeat: Heartbeat) -> Result<HeartbeatReply, String> {
-        let response = if self.leads() {
-            self.heartbeat_as_leader(heartbeat).await
-        } else {
-            self.quorum
-                .forward(ControllerRequest::Heartbeat(heartbeat))
-                .await
-                .map_err(|e| e.to_string())?
+        let response = loop {
+            if self.leads() {
+                break self.heartbeat_as_leader(heartbeat).await;
+            }
+            match self.forward(ControllerRequest::Heartbeat(heartbeat)).await {
+                Ok(response) => break response,
+                // Sent again at once, to the new active controller.
+                Err(Forwarding::LeaderMoved) => continue,
+                Err(Forwarding::Failed(e)) => return Err(e),
+            }
         };
         match response {
             ControllerResponse::Heartbeat(reply) => Ok(reply),
@@ -352,13 +447,14 @@ impl Controller {
     /// While this node is the active controller: fences brokers whose
     /// session expired, moving their leadership to other ISR members.
     async fn check_liveness(&self) {
+        let term = self.quorum.term();
         if !self.leads() {
             return;
         }
         let image = self.image();
         let expired = self
             .liveness
-            .expired(self.quorum.term(), image.live_brokers().map(|b| b.id));
+            .expired(term, image.live_brokers().map(|b| b.id));
         if expired.is_empty() {
             return;
         }
@@ -366,7 +462,8 @@ impl Controller {
             .iter()
             .filter_map(|id| image.brokers.get(id).map(|b| (*id, b.incarnation_id)))
             .collect();
-        self.fence(incarnations, FenceReason::SessionExpired).await;
+        self.fence(term, incarnations, FenceReason::SessionExpired)
+            .await;
     }
 
     /// While this node is the active controller: fences broker `id` if
@@ -375,6 +472,7 @@ impl Controller {
     /// every broker when this node becomes active (the old active
     /// controller's node may have died with it).
     async fn fence_if_gone(&self, id: i32) {
+        let term = self.quorum.term();
         if !self.leads() || id == self.node_id {
             return;
         }
@@ -385,16 +483,22 @@ impl Controller {
         if !refuses_connections(&probe_addresses(&self.voters(), broker)).await {
             return;
         }
-        self.fence(vec![(id, broker.incarnation_id)], FenceReason::ProcessGone)
-            .await;
+        self.fence(
+            term,
+            vec![(id, broker.incarnation_id)],
+            FenceReason::ProcessGone,
+        )
+        .await;
     }
 
     /// Fences `brokers` (id and incarnation) and moves their leadership and
     /// ISR places to the other brokers, in one commit. A broker that
     /// registered again meanwhile is a new process and is left alone.
+    /// Committed only by this node as the active controller of `term`, in
+    /// which it decided the fence (see [`Controller::commit_in_term`]).
     /// Logged once committed, with the reason: a fence of a healthy broker
     /// is a defect, and the fault test looks for such lines.
-    async fn fence(&self, brokers: Vec<(i32, Uuid)>, reason: FenceReason) {
+    async fn fence(&self, term: u64, brokers: Vec<(i32, Uuid)>, reason: FenceReason) {
         for _ in 0..MAX_FENCE_ATTEMPTS {
             let image = self.image();
             let fenced: Vec<i32> = brokers
@@ -421,7 +525,7 @@ impl Controller {
             records.extend(align_partitions(&image, |b| {
                 usable_in(&image, b, &overrides)
             }));
-            match self.commit(image.offset, records).await {
+            match self.commit_in_term(term, image.offset, records).await {
                 Ok(_) => {
                     warn!(brokers = ?fenced, reason = %reason, "brokers fenced");
                     return;
@@ -576,7 +680,11 @@ impl ControllerService for ActiveService {
                 ControllerRequest::Write {
                     expected_offset,
                     records,
-                } => controller.commit_as_leader(expected_offset, records).await,
+                } => {
+                    controller
+                        .commit_as_leader(Committer::ActiveController, expected_offset, records)
+                        .await
+                }
                 ControllerRequest::Heartbeat(hb) => controller.heartbeat_as_leader(hb).await,
                 ControllerRequest::DescribeQuorum => match controller.summary_as_leader().await {
                     Ok(summary) => ControllerResponse::Quorum(summary),
