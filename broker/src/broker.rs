@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use ottla_controller::records::Endpoint;
 use ottla_controller::service::Heartbeat;
-use ottla_controller::{Controller, MetadataRecord};
+use ottla_controller::{Controller, MetadataImage, MetadataRecord};
 use ottla_protocol::api_versions::FinalizedFeatures;
 use ottla_storage::dir_lock::DirLocks;
 use ottla_storage::manager::{CleanerConfig, LogManager};
@@ -278,6 +278,11 @@ impl Broker {
             tokio::spawn(self.clone().send_isr_changes(changes));
         }
         let mut periodic = self.start_periodic_work(&shutdown);
+        let (applied_tx, applied_rx) = watch::channel(self.controller.image());
+        tokio::spawn(
+            self.clone()
+                .follow_coordinator_leadership(applied_rx, shutdown.clone()),
+        );
         let mut image_rx = self.controller.subscribe();
         // Changes committed between `open` and this first poll still count.
         image_rx.mark_changed();
@@ -291,6 +296,7 @@ impl Broker {
                     let applied = image.clone();
                     // Creating and deleting logs is file I/O.
                     let _ = tokio::task::spawn_blocking(move || replicas.apply_image(&applied)).await;
+                    applied_tx.send_replace(image.clone());
                     features::publish(&self.settings.finalized_features, &image);
                     self.mirrors.sync(&image);
                     self.fetchers.sync(image);
@@ -300,6 +306,35 @@ impl Broker {
         // Each job ends after its current run: none is left running when
         // the logs close.
         while periodic.join_next().await.is_some() {}
+    }
+
+    /// Loads the coordinator partitions (groups, transactions, mirror
+    /// state) this broker comes to lead and drops those it no longer leads,
+    /// after each image's logs are in place (`applied`), as Kafka loads a
+    /// coordinator partition on election. A task of its own, on the
+    /// blocking pool: a long load holds up neither metadata changes nor
+    /// requests for other partitions. Images applied during a load are
+    /// taken together, the latest only.
+    async fn follow_coordinator_leadership(
+        self: Arc<Self>,
+        mut applied: watch::Receiver<Arc<MetadataImage>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        // The image applied before this task started counts too.
+        applied.mark_changed();
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                changed = applied.changed() => if changed.is_err() { return },
+            }
+            let image = applied.borrow_and_update().clone();
+            self.blocking(move |b| {
+                b.groups.follow_leadership(&image);
+                b.txns.follow_leadership(&image);
+                b.mirrors.services().states.follow_leadership(&image);
+            })
+            .await;
+        }
     }
 
     /// The periodic jobs, each in a task of its own on the blocking pool,
@@ -574,10 +609,7 @@ impl Broker {
 
 /// `num.recovery.threads.per.data.dir`: the dynamic value `image` has for
 /// this node (its own, then the cluster-wide one), else the static one.
-fn recovery_threads_per_dir(
-    image: &ottla_controller::MetadataImage,
-    settings: &BrokerSettings,
-) -> usize {
+fn recovery_threads_per_dir(image: &MetadataImage, settings: &BrokerSettings) -> usize {
     dynamic_or(
         image,
         settings.node_id,

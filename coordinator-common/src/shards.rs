@@ -52,7 +52,7 @@ impl<S: Unload> LedShards<S> {
     }
 
     /// Partitions of the topic this broker leads.
-    pub fn led(&self, image: &MetadataImage) -> Vec<i32> {
+    fn led(&self, image: &MetadataImage) -> Vec<i32> {
         image.topic_by_name(self.topic).map_or_else(Vec::new, |t| {
             t.partitions
                 .iter()
@@ -140,6 +140,26 @@ impl<S: Unload> LedShards<S> {
 
     pub fn loaded(&self) -> Vec<Arc<S>> {
         self.shards.read().values().cloned().collect()
+    }
+
+    /// Drops the shards of partitions led elsewhere now and loads those
+    /// this broker now leads, as Kafka loads a coordinator partition when
+    /// its leadership arrives: the first request after a failover finds the
+    /// shard loaded, and the transaction coordinator completes what its
+    /// predecessor left prepared without waiting for a client to ask. A
+    /// partition that fails to load is retried on first use. Blocking I/O.
+    pub fn follow_leadership<P>(
+        &self,
+        image: &MetadataImage,
+        find: impl Fn(&TopicPartition) -> Option<P>,
+        load: impl Fn(P) -> anyhow::Result<S>,
+    ) {
+        self.unload_unled(image);
+        for p in self.led(image) {
+            if !self.shards.read().contains_key(&p) {
+                let _ = self.load(p, &find, &load);
+            }
+        }
     }
 
     /// Drops the shards of partitions this broker no longer leads.
@@ -351,6 +371,53 @@ mod tests {
         assert_eq!(
             shards.load(0, |_| Some(()), |()| Ok(Loaded(0))).unwrap().0,
             0
+        );
+    }
+
+    /// Leadership arriving loads the partition without a request asking
+    /// for it, once; leadership moving away drops it.
+    #[test]
+    fn shards_follow_leadership_as_it_arrives_and_moves_away() {
+        let shards = LedShards::<Loaded>::new(1, "__offsets");
+        let mut image = image_leading("__offsets");
+        let loads = std::sync::atomic::AtomicUsize::new(0);
+        let follow = |image: &MetadataImage| {
+            shards.follow_leadership(
+                image,
+                |tp| Some(tp.partition),
+                |p| {
+                    loads.fetch_add(1, Ordering::Relaxed);
+                    Ok(Loaded(p))
+                },
+            )
+        };
+        follow(&image);
+        assert_eq!(shards.get_loaded(&image, 0).unwrap().0, 0);
+        assert_eq!(shards.get_loaded(&image, 1).unwrap().0, 1);
+        follow(&image);
+        assert_eq!(
+            loads.load(Ordering::Relaxed),
+            2,
+            "a loaded shard was loaded again"
+        );
+
+        image.apply(
+            9,
+            &MetadataRecord::Partition {
+                topic_id: Uuid::from_u128(7),
+                partition: 1,
+                replicas: vec![1, 2],
+                isr: vec![1, 2],
+                leader: 2,
+                leader_epoch: 1,
+                partition_epoch: 1,
+            },
+        );
+        follow(&image);
+        assert_eq!(shards.loaded().len(), 1, "the shard led elsewhere stayed");
+        assert_eq!(
+            shards.get_loaded(&image, 1).err(),
+            Some(ResponseError::NotCoordinator)
         );
     }
 }

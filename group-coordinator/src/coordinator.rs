@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use ottla_controller::Controller;
+use ottla_controller::{Controller, MetadataImage};
 
 use super::config::{GroupConfig, OFFSETS_TOPIC};
 use super::shard::Shard;
@@ -53,11 +53,7 @@ impl GroupCoordinator {
             shards: LedShards::new(node_id, OFFSETS_TOPIC),
             next_retention_check: AtomicI64::new(0),
         };
-        let image = coordinator.controller.image();
-        for p in coordinator.shards.led(&image) {
-            // A failure is logged and retried on first use.
-            let _ = coordinator.load(p);
-        }
+        coordinator.follow_leadership(&coordinator.controller.image());
         coordinator
     }
 
@@ -134,12 +130,15 @@ impl GroupCoordinator {
         )
     }
 
-    fn load(&self, p: i32) -> Result<Arc<Shard>, ResponseError> {
-        self.shards.load(
-            p,
+    /// Loads the offsets partitions this broker now leads and drops those
+    /// led elsewhere now (see [`LedShards::follow_leadership`]): the broker
+    /// calls this on the blocking pool after each metadata change.
+    pub fn follow_leadership(&self, image: &MetadataImage) {
+        self.shards.follow_leadership(
+            image,
             |tp| self.replicas.hosted_partition(tp),
             |partition| self.load_shard(partition),
-        )
+        );
     }
 
     fn load_shard(&self, partition: Arc<dyn HostedPartition>) -> anyhow::Result<Shard> {
@@ -165,7 +164,6 @@ impl GroupCoordinator {
     /// Fires due group timers; the broker calls this periodically.
     pub fn tick(&self, now: i64) {
         let image = self.controller.image();
-        self.shards.unload_unled(&image);
         for shard in self.shards() {
             shard.tick(now, &image);
         }

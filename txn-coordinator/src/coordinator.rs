@@ -63,11 +63,7 @@ impl TxnCoordinator {
             replicas,
             shards: LedShards::new(node_id, TRANSACTION_STATE_TOPIC),
         };
-        let image = coordinator.controller.image();
-        for p in coordinator.shards.led(&image) {
-            // A failure is logged and retried on first use.
-            let _ = coordinator.load(p);
-        }
+        coordinator.follow_leadership(&coordinator.controller.image());
         coordinator
     }
 
@@ -149,16 +145,23 @@ impl TxnCoordinator {
         )
     }
 
-    /// Loads partition `p` unless it is loaded already. Transactions it left
-    /// prepared are completed by the next tick.
-    fn load(&self, p: i32) -> Result<Arc<TxnShard>, ResponseError> {
-        let replicas = self.replicas.clone();
-        let timeout = self.config.request_timeout;
-        self.shards.load(
-            p,
+    /// Loads the transaction state partitions this broker now leads and
+    /// drops those led elsewhere now (see [`LedShards::follow_leadership`]);
+    /// transactions a loaded partition left prepared are completed by the
+    /// next tick. The broker calls this on the blocking pool after each
+    /// metadata change.
+    pub fn follow_leadership(&self, image: &MetadataImage) {
+        self.shards.follow_leadership(
+            image,
             |tp| self.replicas.hosted_partition(tp),
-            move |partition| TxnShard::load(partition, replicas, timeout),
-        )
+            |partition| {
+                TxnShard::load(
+                    partition,
+                    self.replicas.clone(),
+                    self.config.request_timeout,
+                )
+            },
+        );
     }
 
     fn shards(&self) -> Vec<Arc<TxnShard>> {
@@ -428,7 +431,6 @@ impl TxnCoordinator {
             }
             due
         };
-        self.shards.unload_unled(&self.controller.image());
         for shard in self.shards() {
             for txn in shard.all() {
                 let mut meta = txn.lock();

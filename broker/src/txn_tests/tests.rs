@@ -725,6 +725,49 @@ async fn a_prepared_commit_is_completed_after_a_restart() {
     assert_eq!((d.producer_id.0, d.producer_epoch), producer);
 }
 
+/// A coordinator partition is loaded when its leadership arrives, as
+/// Kafka's are, not on the first request: a transaction its previous
+/// coordinator left prepared is completed by the tick with no client asking
+/// about it (read_committed consumers wait on its markers meanwhile).
+#[tokio::test]
+async fn a_prepared_commit_is_completed_once_leadership_of_its_log_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    let id = "tx-elected";
+    coordinator_ready(&broker, 1, id).await;
+    let producer = new_producer(&broker, id);
+    assert_eq!(add(&broker, 3, id, producer, &[(TOPIC, 0)]), vec![NONE]);
+    assert_eq!(produce(&broker, 9, Some(id), producer, 0, 0, &["e1"]), NONE);
+
+    // Another coordinator of this log wrote PrepareCommit, then lost it.
+    let mut prepared = TxnMetadata::new(id, producer.0, 60_000, now_ms());
+    prepared.producer_epoch = producer.1;
+    prepared.state = TxnState::PrepareCommit;
+    prepared.partitions.insert(tp(0));
+    prepared.start_timestamp = now_ms();
+    let record = BatchBuilder::default().build(&[SimpleRecord {
+        timestamp: now_ms(),
+        key: encode_key(id),
+        value: encode_value(&prepared.to_log()),
+        headers: Vec::new(),
+    }]);
+    let log_tp = TopicPartition::new(TRANSACTION_STATE_TOPIC, broker.txns.partition_for(id));
+    change_leader(&broker, &log_tp, -1);
+    broker.txns.follow_leadership(&broker.controller.image());
+    change_leader(&broker, &log_tp, 1);
+    let o = broker
+        .replicas
+        .append(&log_tp, &Bytes::from(record), -1, AppendOrigin::Coordinator);
+    assert_eq!(o.error, None);
+    assert_eq!(read_committed(&broker, 0).lso, 0);
+
+    broker.txns.follow_leadership(&broker.controller.image());
+    broker.txns.tick(&services(&broker), now_ms());
+    let c = read_committed(&broker, 0);
+    assert_eq!(c.values, vec!["e1"]);
+    assert_eq!(c.lso, c.log_end);
+}
+
 /// A marker that cannot be written (the partition has no leader) leaves the
 /// transaction completing: the commit is decided, the producer is told to
 /// wait, and the tick finishes once the partition is back.

@@ -254,7 +254,6 @@ impl MirrorManager {
     /// whose leadership (or binding) is gone. Call on every image change.
     pub fn sync(&self, image: &MetadataImage) {
         self.services.images_applied.send_modify(|n| *n += 1);
-        self.services.states.sync(image);
         let mut wanted: HashMap<TopicPartition, (MirrorPartitionKey, Arc<dyn HostedPartition>)> =
             HashMap::new();
         for p in self.services.replicas.hosted_partitions() {

@@ -272,14 +272,15 @@ impl MirrorStateStore {
         results
     }
 
-    /// Loads every led partition and drops the partitions led elsewhere now.
-    pub fn sync(&self, image: &MetadataImage) {
-        self.shards.unload_unled(image);
-        for p in self.shards.led(image) {
-            let _ = self
-                .shards
-                .load(p, |tp| self.replicas.hosted_partition(tp), StateShard::load);
-        }
+    /// Loads every led partition and drops the partitions led elsewhere
+    /// now (see [`LedShards::follow_leadership`]). Blocking I/O: the broker
+    /// calls this on the blocking pool after each metadata change.
+    pub fn follow_leadership(&self, image: &MetadataImage) {
+        self.shards.follow_leadership(
+            image,
+            |tp| self.replicas.hosted_partition(tp),
+            StateShard::load,
+        );
     }
 }
 
