@@ -339,6 +339,32 @@ impl FaultCluster {
             .collect()
     }
 
+    /// Watches `witness`'s view for up to `hold` until no partition is led
+    /// by one of `victims` or has one in its ISR; returns when that was
+    /// seen (seconds since the Unix epoch), or None if not within `hold`
+    /// (a session not over yet, two nodes down with no quorum left). Then
+    /// waits out the rest of `hold`: the broker's own part of a failover,
+    /// apart from when the clients find the new leaders.
+    pub fn watch_failover(&self, victims: &[i32], witness: i32, hold: Duration) -> Option<f64> {
+        let until = Instant::now() + hold;
+        let witness = &self.nodes[(witness - 1) as usize];
+        let mut out_at = None;
+        while out_at.is_none() && Instant::now() < until {
+            let view = Self::partitions(witness);
+            if view.len() == PARTITIONS as usize
+                && view.values().all(|(leader, isr)| {
+                    !victims.contains(leader) && !isr.iter().any(|b| victims.contains(b))
+                })
+            {
+                out_at = Some(crate::nemesis::unix_now());
+            } else {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        out_at
+    }
+
     pub fn leader_of(&self, partition: i32) -> i32 {
         Self::partitions(self.live(&[]))[&partition].0
     }

@@ -108,6 +108,7 @@ mod tests {
             kind: FaultKind::Freeze,
             victims: vec![2],
             injected_at: 100.0,
+            victims_out_at: Some(102.5),
             heal_began_at: 103.0,
             recovered_at: 105.0,
         };

@@ -55,6 +55,9 @@ pub struct FaultRecord {
     /// Node ids.
     pub victims: Vec<i32>,
     pub injected_at: f64,
+    /// When the victims were out of every leadership and ISR of the
+    /// produced topic, as a spared node saw it, if before the heal.
+    pub victims_out_at: Option<f64>,
     /// When the restart or SIGCONT began.
     pub heal_began_at: f64,
     /// When every ISR was full again.
@@ -161,20 +164,24 @@ impl Nemesis {
             }
         };
         let node = |id: i32| (id - 1) as usize;
+        // Asked of a node the fault spared: a node just thawed or restarted
+        // may still serve its old view of the ISRs.
+        let witness = (1..=3).find(|n| !victims.contains(n)).unwrap_or(1);
+        let victims_out_at;
         let injected_at = unix_now();
         let heal_began_at = match kind {
             FaultKind::Freeze => {
                 let pid = cluster.nodes[node(victims[0])].pid() as i32;
                 // SAFETY: signals to our own child process.
                 unsafe { libc::kill(pid, libc::SIGSTOP) };
-                std::thread::sleep(hold);
+                victims_out_at = cluster.watch_failover(&victims, witness, hold);
                 let at = unix_now();
                 unsafe { libc::kill(pid, libc::SIGCONT) };
                 at
             }
             FaultKind::Partition => {
                 cluster.network.cut_off(node(victims[0]));
-                std::thread::sleep(hold);
+                victims_out_at = cluster.watch_failover(&victims, witness, hold);
                 let at = unix_now();
                 cluster.network.heal(node(victims[0]));
                 at
@@ -187,7 +194,7 @@ impl Nemesis {
                     "node {} exits cleanly on SIGTERM",
                     victims[0]
                 );
-                std::thread::sleep(hold);
+                victims_out_at = cluster.watch_failover(&victims, witness, hold);
                 let at = unix_now();
                 cluster.nodes[node(victims[0])].restart();
                 at
@@ -196,7 +203,7 @@ impl Nemesis {
                 for &v in &victims {
                     cluster.nodes[node(v)].kill9();
                 }
-                std::thread::sleep(hold);
+                victims_out_at = cluster.watch_failover(&victims, witness, hold);
                 let at = unix_now();
                 for &v in &victims {
                     cluster.nodes[node(v)].restart();
@@ -204,14 +211,12 @@ impl Nemesis {
                 at
             }
         };
-        // Asked of a node the fault spared: a node just thawed or restarted
-        // may still serve its old view of the ISRs.
-        let witness = (1..=3).find(|n| !victims.contains(n)).unwrap_or(1);
         cluster.wait_full_isr_seen_by(witness);
         FaultRecord {
             kind,
             victims,
             injected_at,
+            victims_out_at,
             heal_began_at,
             recovered_at: unix_now(),
         }
@@ -227,6 +232,7 @@ mod tests {
             kind: FaultKind::KillTwoNodes,
             victims: vec![1, 2],
             injected_at,
+            victims_out_at: None,
             heal_began_at: (injected_at + recovered_at) / 2.0,
             recovered_at,
         }

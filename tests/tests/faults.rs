@@ -310,6 +310,9 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 
 /// Median and maximum, in ms.
 fn median_max(mut values: Vec<Duration>) -> String {
+    if values.is_empty() {
+        return "-".into();
+    }
     values.sort();
     format!(
         "{} / {} ms",
@@ -319,15 +322,20 @@ fn median_max(mut values: Vec<Duration>) -> String {
 }
 
 /// Per fault type: how many, how long the idempotent producer went without
-/// an acknowledgement, and how long the cluster took to refill every ISR
-/// once the fault was healed.
+/// an acknowledgement, how long the cluster took to take the victims out of
+/// every leadership and ISR (the broker's part of that pause; the rest is
+/// the client finding the new leaders), and how long it took to refill
+/// every ISR once the fault was healed.
 fn summarize(faults: &[FaultRecord], load: &LoadReport) {
     let mut by_kind: BTreeMap<FaultKind, Vec<&FaultRecord>> = BTreeMap::new();
     for (i, f) in faults.iter().enumerate() {
         by_kind.entry(f.kind).or_default().push(f);
         let (pause, began) = f.longest_pause(&load.ack_times);
+        let out = f
+            .victims_out_at
+            .map_or("-".into(), |at| format!("+{:.2} s", at - f.injected_at));
         println!(
-            "fault {}: {} on {:?}: longest pause {} ms from +{:.2} s (healing began +{:.2} s)",
+            "fault {}: {} on {:?}: longest pause {} ms from +{:.2} s (victims out {out}, healing began +{:.2} s)",
             i + 1,
             f.kind.describe(),
             f.victims,
@@ -336,22 +344,31 @@ fn summarize(faults: &[FaultRecord], load: &LoadReport) {
             f.heal_began_at - f.injected_at
         );
     }
-    println!("| fault | count | no acknowledgement, median / max | ISRs full after healing, median / max |");
-    println!("| --- | ---: | ---: | ---: |");
+    println!("| fault | count | no acknowledgement, median / max | victims out of every leadership and ISR, median / max (faults) | ISRs full after healing, median / max |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
     for (kind, records) in by_kind {
         let unavailable = records
             .iter()
             .map(|f| f.unavailable(&load.ack_times))
             .collect();
+        let failover: Vec<Duration> = records
+            .iter()
+            .filter_map(|f| {
+                f.victims_out_at
+                    .map(|at| Duration::from_secs_f64(at - f.injected_at))
+            })
+            .collect();
+        let failovers = failover.len();
         let healing = records
             .iter()
             .map(|f| Duration::from_secs_f64(f.recovered_at - f.heal_began_at))
             .collect();
         println!(
-            "| {} | {} | {} | {} |",
+            "| {} | {} | {} | {} ({failovers}) | {} |",
             kind.describe(),
             records.len(),
             median_max(unavailable),
+            median_max(failover),
             median_max(healing)
         );
     }
