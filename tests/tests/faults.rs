@@ -405,8 +405,9 @@ fn random_faults_lose_nothing() {
     let txns = txns.stop();
     summarize(&injected, &load);
     println!(
-        "{} records acknowledged, {} transactions committed, {} aborted, {} of unknown outcome",
+        "{} records acknowledged ({} without an offset), {} transactions committed, {} aborted, {} of unknown outcome",
         load.acked.len(),
+        load.acked.iter().filter(|a| a.offset == -1).count(),
         txns.count(Outcome::Commit),
         txns.count(Outcome::Abort),
         txns.count(Outcome::Unknown)
