@@ -393,13 +393,20 @@ impl FaultCluster {
     }
 
     pub fn wait_full_isr(&self) {
-        self.wait_full_isr_seen_by(1);
+        self.wait_full_isr_seen_by(1, Duration::ZERO);
     }
 
     /// Waits until node `witness` (or, while it is down, any running node)
-    /// sees every partition led with all three replicas in sync.
-    pub fn wait_full_isr_seen_by(&self, witness: i32) {
+    /// sees an active controller and every partition led with all three
+    /// replicas in sync, for `steady` on end; returns when that began
+    /// (seconds since the Unix epoch). After two nodes were killed, the
+    /// spared node's view is the one from before the fault (nothing could
+    /// be committed without them) and shows full ISRs; the restarted brokers
+    /// register again once a controller is elected, which takes them out of
+    /// the ISRs until they catch up. Holding the view for a while sees that.
+    pub fn wait_full_isr_seen_by(&self, witness: i32, steady: Duration) -> f64 {
         let start = Instant::now();
+        let mut full_since: Option<(Instant, f64)> = None;
         loop {
             let node = &self.nodes[(witness - 1) as usize];
             let node = if node.is_running() {
@@ -408,16 +415,23 @@ impl FaultCluster {
                 self.live(&[])
             };
             let view = Self::partitions(node);
-            if view.len() == PARTITIONS as usize
+            let full = view.len() == PARTITIONS as usize
                 && view.values().all(|(l, isr)| *l > 0 && isr.len() == 3)
-            {
-                return;
+                && Self::active_controller(node).is_some();
+            if !full {
+                full_since = None;
+            } else {
+                let (since, at) =
+                    *full_since.get_or_insert((Instant::now(), crate::nemesis::unix_now()));
+                if since.elapsed() >= steady {
+                    return at;
+                }
             }
             assert!(
                 start.elapsed() < Duration::from_secs(90),
                 "ISRs never refilled: {view:?}"
             );
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 

@@ -105,6 +105,10 @@ impl FaultRecord {
     }
 }
 
+/// How long the cluster must look recovered (every ISR full, a controller
+/// active) before the next fault.
+const RECOVERY_STEADY: Duration = Duration::from_secs(1);
+
 pub fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -211,14 +215,14 @@ impl Nemesis {
                 at
             }
         };
-        cluster.wait_full_isr_seen_by(witness);
+        let recovered_at = cluster.wait_full_isr_seen_by(witness, RECOVERY_STEADY);
         FaultRecord {
             kind,
             victims,
             injected_at,
             victims_out_at,
             heal_began_at,
-            recovered_at: unix_now(),
+            recovered_at,
         }
     }
 }
