@@ -66,7 +66,9 @@ def delivered(err, msg):
         print(f"delivery failed: {err}", file=sys.stderr)
         return
     # librdkafka acknowledges with no offset (None) a message it knows was
-    # persisted without knowing where: printed as -1.
+    # persisted without knowing where: a request whose outcome was uncertain
+    # (timeout, dropped connection) followed by a later one that succeeded
+    # (its implicit ack). Printed as -1.
     offset = msg.offset() if msg.offset() is not None else -1
     acked.append(f"{msg.partition()} {offset} {msg.value().decode()} {time.time():.3f}")
 seq = [0] * partitions
