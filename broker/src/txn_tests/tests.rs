@@ -680,17 +680,10 @@ async fn transactional_offsets_are_visible_only_after_commit() {
     assert_eq!(r.groups[0].topics[0].partitions[0].committed_offset, 30);
 }
 
-#[tokio::test]
-async fn a_prepared_commit_is_completed_after_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = open(dir.path());
-    let id = "tx-recover";
-    coordinator_ready(&broker, 1, id).await;
-    let producer = new_producer(&broker, id);
-    assert_eq!(add(&broker, 3, id, producer, &[(TOPIC, 0)]), vec![NONE]);
-    assert_eq!(produce(&broker, 9, Some(id), producer, 0, 0, &["r1"]), NONE);
-
-    // The coordinator wrote PrepareCommit and stopped before any marker.
+/// Appends to `id`'s transaction log partition the PrepareCommit of its
+/// transaction over partition 0 of TOPIC, as a coordinator writes it before
+/// any marker, behind the back of the loaded shard.
+fn log_prepared_commit(broker: &Broker, id: &str, producer: (i64, i16)) {
     let mut prepared = TxnMetadata::new(id, producer.0, 60_000, now_ms());
     prepared.producer_epoch = producer.1;
     prepared.state = TxnState::PrepareCommit;
@@ -707,6 +700,20 @@ async fn a_prepared_commit_is_completed_after_a_restart() {
         .replicas
         .append(&log_tp, &Bytes::from(record), -1, AppendOrigin::Coordinator);
     assert_eq!(o.error, None);
+}
+
+#[tokio::test]
+async fn a_prepared_commit_is_completed_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    let id = "tx-recover";
+    coordinator_ready(&broker, 1, id).await;
+    let producer = new_producer(&broker, id);
+    assert_eq!(add(&broker, 3, id, producer, &[(TOPIC, 0)]), vec![NONE]);
+    assert_eq!(produce(&broker, 9, Some(id), producer, 0, 0, &["r1"]), NONE);
+
+    // The coordinator wrote PrepareCommit and stopped before any marker.
+    log_prepared_commit(&broker, id, producer);
     assert_eq!(read_committed(&broker, 0).lso, 0);
     drop(broker);
 
@@ -740,25 +747,11 @@ async fn a_prepared_commit_is_completed_once_leadership_of_its_log_arrives() {
     assert_eq!(produce(&broker, 9, Some(id), producer, 0, 0, &["e1"]), NONE);
 
     // Another coordinator of this log wrote PrepareCommit, then lost it.
-    let mut prepared = TxnMetadata::new(id, producer.0, 60_000, now_ms());
-    prepared.producer_epoch = producer.1;
-    prepared.state = TxnState::PrepareCommit;
-    prepared.partitions.insert(tp(0));
-    prepared.start_timestamp = now_ms();
-    let record = BatchBuilder::default().build(&[SimpleRecord {
-        timestamp: now_ms(),
-        key: encode_key(id),
-        value: encode_value(&prepared.to_log()),
-        headers: Vec::new(),
-    }]);
     let log_tp = TopicPartition::new(TRANSACTION_STATE_TOPIC, broker.txns.partition_for(id));
     change_leader(&broker, &log_tp, -1);
     broker.txns.follow_leadership(&broker.controller.image());
     change_leader(&broker, &log_tp, 1);
-    let o = broker
-        .replicas
-        .append(&log_tp, &Bytes::from(record), -1, AppendOrigin::Coordinator);
-    assert_eq!(o.error, None);
+    log_prepared_commit(&broker, id, producer);
     assert_eq!(read_committed(&broker, 0).lso, 0);
 
     broker.txns.follow_leadership(&broker.controller.image());
