@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kafka_protocol::messages::describe_quorum_request::{
     DescribeQuorumRequest, PartitionData, TopicData,
@@ -17,7 +17,6 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_protocol::batch::BatchIter;
 use ottla_protocol::records::{records_section, walk_records};
 
-use crate::fences::{fences_in_log, Fence};
 use crate::netns::NodeNetwork;
 use crate::ottla::Ottla;
 use crate::tools::python;
@@ -281,6 +280,15 @@ pub fn create_replicated_topic(bootstrap: &str, topic: &str, partitions: i32) {
     assert!(out.contains("Created topic"), "{out}");
 }
 
+/// Seconds since the Unix epoch: the clock of acknowledgements, faults and
+/// the nodes' log lines alike.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
 /// Three nodes, each in a network namespace of its own (so the network
 /// between them can be cut), and the replicated topic, every ISR full.
 pub struct FaultCluster {
@@ -363,7 +371,7 @@ impl FaultCluster {
                     !victims.contains(leader) && !isr.iter().any(|b| victims.contains(b))
                 })
             {
-                out_at = Some(crate::nemesis::unix_now());
+                out_at = Some(unix_now());
             } else {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -423,8 +431,7 @@ impl FaultCluster {
             if !full {
                 full_since = None;
             } else {
-                let (since, at) =
-                    *full_since.get_or_insert((Instant::now(), crate::nemesis::unix_now()));
+                let (since, at) = *full_since.get_or_insert((Instant::now(), unix_now()));
                 if since.elapsed() >= steady {
                     return at;
                 }
@@ -527,18 +534,6 @@ impl FaultCluster {
             "{tp}: batch bytes per node {sizes:?}, first difference at byte {parts_at:?}, copies in {}",
             kept.display()
         )
-    }
-
-    /// Every fence the active controllers committed, from every node's log
-    /// (across its restarts), in time order.
-    pub fn fences(&self) -> Vec<Fence> {
-        let mut fences: Vec<Fence> = self
-            .nodes
-            .iter()
-            .flat_map(|node| fences_in_log(&node.log()))
-            .collect();
-        fences.sort_by(|a, b| a.at.total_cmp(&b.at));
-        fences
     }
 
     /// No node's log (across its restarts) shows a panic.

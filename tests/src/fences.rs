@@ -5,6 +5,7 @@
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
+use crate::faults::FaultCluster;
 use crate::nemesis::FaultRecord;
 
 /// The line the active controller logs once a fence is committed.
@@ -25,8 +26,20 @@ pub struct Fence {
     pub reason: String,
 }
 
+/// Every fence the active controllers of `cluster` committed, from every
+/// node's log (across its restarts), in time order.
+pub fn fences_of(cluster: &FaultCluster) -> Vec<Fence> {
+    let mut fences: Vec<Fence> = cluster
+        .nodes
+        .iter()
+        .flat_map(|node| fences_in_log(&node.log()))
+        .collect();
+    fences.sort_by(|a, b| a.at.total_cmp(&b.at));
+    fences
+}
+
 /// Every fence in a node's log (one line may fence several brokers).
-pub fn fences_in_log(log: &str) -> Vec<Fence> {
+fn fences_in_log(log: &str) -> Vec<Fence> {
     log.lines().filter_map(parse_fence_line).flatten().collect()
 }
 

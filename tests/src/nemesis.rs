@@ -4,13 +4,13 @@
 //! SIGCONT), and the cluster must then refill every ISR by itself before the
 //! next one. The seed is printed, so a failing sequence can be replayed.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 
-use crate::faults::{FaultCluster, PARTITIONS};
+use crate::faults::{unix_now, FaultCluster, PARTITIONS};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FaultKind {
@@ -108,13 +108,6 @@ impl FaultRecord {
 /// How long the cluster must look recovered (every ISR full, a controller
 /// active) before the next fault.
 const RECOVERY_STEADY: Duration = Duration::from_secs(1);
-
-pub fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 pub struct Nemesis {
     rng: StdRng,

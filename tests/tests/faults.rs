@@ -275,14 +275,14 @@ fn a_cut_off_active_controller_fences_nobody_once_healed() {
     let controller =
         FaultCluster::active_controller(&cluster.nodes[0]).expect("an active controller");
     let node = (controller - 1) as usize;
-    let cut_at = ottla_tests::nemesis::unix_now();
+    let cut_at = ottla_tests::faults::unix_now();
     cluster.network.cut_off(node);
     std::thread::sleep(Duration::from_secs(5));
     cluster.network.heal(node);
     // Past the commit retries of a fence decided while cut off.
     std::thread::sleep(Duration::from_secs(3));
     cluster.wait_full_isr();
-    let fences = cluster.fences();
+    let fences = fences::fences_of(&cluster);
     let others: Vec<_> = fences
         .iter()
         .filter(|f| f.at >= cut_at && f.broker != controller)
@@ -427,7 +427,7 @@ fn random_faults_lose_nothing() {
     txns.check();
     cluster.wait_replicas_agree(&[(TOPIC, PARTITIONS), (TXN_TOPIC, TXN_PARTITIONS)]);
     cluster.assert_no_panics();
-    let fences = cluster.fences();
+    let fences = fences::fences_of(&cluster);
     let false_positives = fences::unexplained(&fences, &injected);
     println!(
         "{} brokers fenced, {} of them while no fault touched them",
