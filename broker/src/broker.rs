@@ -61,6 +61,9 @@ pub struct BrokerSettings {
     /// The controller listener's name (DescribeQuorum lists voters under it).
     pub controller_listener: String,
     pub rack: Option<String>,
+    /// `replica.selector.class` is Kafka's RackAwareReplicaSelector: leaders
+    /// send consumers that name their rack to a replica in it (KIP-392).
+    pub rack_aware_reads: bool,
     pub auto_create_topics: bool,
     pub delete_topic_enable: bool,
     pub num_partitions: i32,

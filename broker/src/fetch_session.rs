@@ -61,6 +61,16 @@ pub struct SessionFetch {
     /// Full fetches answer every partition; incremental ones only changes.
     pub incremental: bool,
     pub partitions: Vec<(TopicPartition, PartitionFetch)>,
+    /// The high watermark the session last answered for each partition, in
+    /// the order of `partitions` (empty: none answered yet).
+    told_high_watermarks: Vec<Option<i64>>,
+}
+
+impl SessionFetch {
+    /// The high watermark the session last answered for partition `i`.
+    pub fn told_high_watermark(&self, i: usize) -> Option<i64> {
+        self.told_high_watermarks.get(i).copied().flatten()
+    }
 }
 
 pub struct FetchSessionCache {
@@ -98,6 +108,7 @@ impl FetchSessionCache {
                 session_id: 0,
                 incremental: false,
                 partitions: requested,
+                told_high_watermarks: Vec::new(),
             });
         }
         if epoch == INITIAL_EPOCH {
@@ -130,6 +141,7 @@ impl FetchSessionCache {
                 session_id: id,
                 incremental: false,
                 partitions: requested,
+                told_high_watermarks: Vec::new(),
             });
         }
         let session = sessions
@@ -154,6 +166,11 @@ impl FetchSessionCache {
                 .partitions
                 .iter()
                 .map(|(tp, (f, _))| (tp.clone(), f.clone()))
+                .collect(),
+            told_high_watermarks: session
+                .partitions
+                .values()
+                .map(|(_, seen)| seen.map(|s| s.high_watermark))
                 .collect(),
         })
     }

@@ -464,6 +464,7 @@ fn broker_settings(
             .cloned()
             .unwrap_or_else(|| "CONTROLLER".to_string()),
         rack: config.get(keys::BROKER_RACK),
+        rack_aware_reads: config.get(keys::REPLICA_SELECTOR_CLASS).is_some(),
         auto_create_topics: config.get(keys::AUTO_CREATE_TOPICS_ENABLE),
         delete_topic_enable: config.get(keys::DELETE_TOPIC_ENABLE),
         num_partitions: config.get(keys::NUM_PARTITIONS),

@@ -60,6 +60,11 @@ impl Partition {
         self.state.read().clone()
     }
 
+    /// While leading: what each follower fetched.
+    pub(crate) fn followers(&self) -> parking_lot::MutexGuard<'_, Followers> {
+        self.followers.lock()
+    }
+
     pub fn mirror_binding(&self) -> Option<String> {
         self.mirror_binding.read().clone()
     }
@@ -113,7 +118,8 @@ pub struct ReadSpec {
     pub isolation: FetchIsolation,
     /// -1 when the client does not know the epoch.
     pub current_leader_epoch: i32,
-    /// Consumers must read from the leader; replicas need not.
+    /// Whether only the leader may answer: replica fetches, and consumers
+    /// before Fetch v11; newer consumers may read from a follower (KIP-392).
     pub leader_only: bool,
     /// Return a first batch larger than `max_bytes` rather than nothing.
     pub min_one_batch: bool,
@@ -133,6 +139,9 @@ pub struct FetchOutcome {
     /// For a follower whose log diverged: the epoch and end offset to
     /// truncate to (no records are returned then).
     pub diverging_epoch: Option<(i32, i64)>,
+    /// For a consumer the leader sends to a replica in its rack (KIP-392):
+    /// that replica (no records are returned then).
+    pub preferred_read_replica: Option<i32>,
 }
 
 impl FetchOutcome {
@@ -145,7 +154,17 @@ impl FetchOutcome {
             log_start_offset: -1,
             aborted: None,
             diverging_epoch: None,
+            preferred_read_replica: None,
         }
+    }
+
+    /// Whether this answer goes out at once, and in an incremental session
+    /// even when nothing else changed (as Kafka's): an error, a divergence
+    /// to truncate at, or a replica to read from instead.
+    pub fn must_answer(&self) -> bool {
+        self.error.is_some()
+            || self.diverging_epoch.is_some()
+            || self.preferred_read_replica.is_some()
     }
 }
 
@@ -499,17 +518,18 @@ impl ReplicaManager {
 
     /// For a consumer fetch that says which epoch its data was last of (a
     /// mirror fetcher does; Kafka checks any fetch v12+ that does): where
-    /// this leader's history of that epoch ends, if the fetcher's log went
-    /// past it.
+    /// this replica's history of that epoch ends, if the fetcher's log went
+    /// past it. A leader-only read checks on the leader alone.
     fn consumer_divergence(
         &self,
         p: &Partition,
-        fetch_offset: i64,
+        spec: &ReadSpec,
         last_fetched_epoch: i32,
     ) -> Option<(i32, i64)> {
-        if p.state.read().leader != self.node_id {
+        if spec.leader_only && p.state.read().leader != self.node_id {
             return None;
         }
+        let fetch_offset = spec.offset;
         let log = p.log.read();
         divergence(&log, fetch_offset, last_fetched_epoch)
     }
@@ -525,6 +545,7 @@ impl ReplicaManager {
             log_start_offset: log.log_start_offset(),
             aborted: None,
             diverging_epoch: Some(epoch_end),
+            preferred_read_replica: None,
         }
     }
 
@@ -772,7 +793,7 @@ impl ReplicaManager {
         };
         let diverging = match follower {
             Some(replica) => self.follower_progress(p, replica, spec.offset, last_fetched_epoch),
-            None => self.consumer_divergence(p, spec.offset, last_fetched_epoch),
+            None => self.consumer_divergence(p, spec, last_fetched_epoch),
         };
         match diverging {
             Some(epoch_end) => Self::diverged(p, epoch_end),
@@ -820,6 +841,7 @@ impl ReplicaManager {
                 log_start_offset,
                 aborted,
                 diverging_epoch: None,
+                preferred_read_replica: None,
             },
             Err(StorageError::OffsetOutOfRange { .. }) => FetchOutcome {
                 error: Some(ResponseError::OffsetOutOfRange),
@@ -829,6 +851,7 @@ impl ReplicaManager {
                 log_start_offset: log.log_start_offset(),
                 aborted: None,
                 diverging_epoch: None,
+                preferred_read_replica: None,
             },
             Err(e) => {
                 warn!(partition = %partition.tp, error = %e, "read failed");

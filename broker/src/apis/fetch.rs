@@ -1,5 +1,7 @@
 //! Fetch: long polling (max_wait / min_bytes), size limits, read_committed
-//! isolation, topic ids (v13+) and incremental fetch sessions (KIP-227).
+//! isolation, topic ids (v13+), incremental fetch sessions (KIP-227) and
+//! fetch from follower (KIP-392: v11+ consumers may read from a follower,
+//! and a leader may send them to one in their rack).
 //! Record sets stay in their segment files: the answer carries stand-ins for
 //! them, and the network layer sends them from the files (`file_records`).
 
@@ -23,19 +25,24 @@ use ottla_storage::segment::FileSlice;
 use tracing::warn;
 use uuid::Uuid;
 
+#[cfg(test)]
+mod follower_reads_tests;
 mod reads;
 #[cfg(test)]
 mod waiting_tests;
 
 use crate::apis::leader_hints;
+use crate::apis::partition_access::DEBUGGING_REPLICA_ID;
 use crate::broker::Broker;
 use crate::fetch_session::{Answered, PartitionFetch, PartitionSeen};
 use crate::quotas::{QuotaClient, QuotaType};
 use crate::replica::{FetchOutcome, ReplicaManager};
-use reads::SessionReads;
+use reads::{Reader, SessionReads};
 
 /// Fetch sessions exist from v7.
 const SESSIONS_FROM: i16 = 7;
+/// Consumers name their rack and may read from followers from v11.
+const FOLLOWER_READS_FROM: i16 = 11;
 
 /// A Fetch's answer: the response, the record sets it sends from their
 /// files, and how long was spent waiting for data (long polling), which is
@@ -168,14 +175,20 @@ pub async fn handle(
     {
         max_total = max_total.min(allowance);
     }
-    let mut reads = SessionReads::new(
-        broker,
-        &image,
-        &session.partitions,
+    // As Kafka: a replica fetches from the leader; so does a consumer too
+    // old to be sent elsewhere.
+    let leader_only =
+        is_follower || (version < FOLLOWER_READS_FROM && replica_id != DEBUGGING_REPLICA_ID);
+    let client_rack = (version >= FOLLOWER_READS_FROM && !is_follower)
+        .then(|| req.rack_id.as_str())
+        .filter(|rack| !rack.is_empty() && broker.settings.rack_aware_reads);
+    let reader = Reader {
         isolation,
-        is_follower.then_some(replica_id),
-        max_total,
-    );
+        follower: is_follower.then_some(replica_id),
+        leader_only,
+        rack_aware: client_rack.map(|rack| (rack, listener)),
+    };
+    let mut reads = SessionReads::new(broker, &image, &session, reader, max_total);
     waited += reads
         .read_until(req.min_bytes.max(0) as usize, deadline)
         .await;
@@ -208,7 +221,7 @@ pub async fn handle(
                 log_start_offset: o.log_start_offset,
             },
             next_fetch_offset: o.records.as_ref().map(|r| r.next_offset),
-            has_data_or_error: reads::record_bytes(o) > 0 || o.error.is_some(),
+            has_data_or_error: reads::record_bytes(o) > 0 || o.must_answer(),
         })
         .collect();
     let included =
@@ -348,6 +361,7 @@ fn unknown(e: ResponseError) -> FetchOutcome {
         log_start_offset: -1,
         aborted: None,
         diverging_epoch: None,
+        preferred_read_replica: None,
     }
 }
 
@@ -401,6 +415,12 @@ fn partition_data(
     if version >= 5 {
         d = d.with_log_start_offset(log_start_offset);
     }
+    if let Some(replica) = o
+        .preferred_read_replica
+        .filter(|_| version >= FOLLOWER_READS_FROM)
+    {
+        d = d.with_preferred_read_replica(BrokerId(replica));
+    }
     if let Some((epoch, end_offset)) = o.diverging_epoch.filter(|_| version >= 12) {
         d.diverging_epoch = EpochEndOffset::default()
             .with_epoch(epoch)
@@ -430,6 +450,7 @@ mod tests {
                 last_stable_offset: 3,
             }]),
             diverging_epoch: None,
+            preferred_read_replica: None,
         }
     }
 

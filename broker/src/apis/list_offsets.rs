@@ -12,7 +12,7 @@ use ottla_controller::MetadataImage;
 use ottla_storage::log::TimestampOffset;
 use ottla_storage::manager::TopicPartition;
 
-use super::partition_access::local_partition;
+use super::partition_access::{local_partition, DEBUGGING_REPLICA_ID};
 use crate::broker::Broker;
 use crate::replica::storage_error_code;
 
@@ -22,9 +22,8 @@ pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
 pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
 
-/// `replica_id` of consumers, and of operator tools allowed to ask a follower.
+/// `replica_id` of consumers.
 const CONSUMER_REPLICA_ID: i32 = -1;
-const DEBUGGING_REPLICA_ID: i32 = -2;
 const READ_COMMITTED: i8 = 1;
 
 /// The first version that may ask for a special timestamp. Kafka answers

@@ -14,6 +14,9 @@ use crate::replica::{Partition, PartitionState};
 /// Kafka's "no epoch given" value for `current_leader_epoch`.
 pub const NO_LEADER_EPOCH: i32 = -1;
 
+/// The `replica_id` of operator tools allowed to read any replica.
+pub const DEBUGGING_REPLICA_ID: i32 = -2;
+
 /// Whether the metadata has this partition.
 pub fn in_metadata(image: &MetadataImage, tp: &TopicPartition) -> bool {
     image

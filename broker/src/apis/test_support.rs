@@ -42,6 +42,7 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
         num_partitions: 1,
         default_replication_factor: 1,
         fetch_session_slots: 1000,
+        rack_aware_reads: false,
         retention_check_interval: Duration::from_secs(5),
         flush_check_interval: Duration::from_secs(5),
         checkpoint_interval: Duration::from_secs(5),

@@ -73,6 +73,9 @@ configs! {
     CLUSTER_ID: Option<String> = "cluster.id", String, None, Valid::Any;
     /// Rack of this broker, used for rack-aware replica placement.
     BROKER_RACK: Option<String> = "broker.rack", String, None, Valid::Any;
+    /// How leaders pick a replica for consumers to read from (KIP-392). Unset: the leader; Kafka's RackAwareReplicaSelector: a replica in the consumer's rack.
+    REPLICA_SELECTOR_CLASS: Option<String> = "replica.selector.class", String, None,
+        Valid::OneOf(&["org.apache.kafka.common.replica.RackAwareReplicaSelector"]);
     /// The static voter set: comma-separated id@host:port entries.
     CONTROLLER_QUORUM_VOTERS: Vec<String> = "controller.quorum.voters", List, Some("1@localhost:9093"), Valid::Any;
     /// host:port endpoints used to discover the quorum when the voter set is dynamic (KIP-853).

@@ -53,7 +53,6 @@ const KEYS: &[&str] = &[
     "quota.window.num",
     "quota.window.size.seconds",
     "replica.fetch.backoff.max.ms",
-    "replica.selector.class",
     "replica.socket.receive.buffer.bytes",
     "replication.quota.window.num",
     "replication.quota.window.size.seconds",

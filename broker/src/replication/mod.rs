@@ -1,10 +1,12 @@
 //! Replication between brokers: followers fetch from leaders
 //! ([`fetcher`]), leaders track what each follower has ([`progress`]) to
 //! move the high watermark and the ISR, and both sides bound the traffic of
-//! replicas catching up ([`throttle`]).
+//! replicas catching up ([`throttle`]). Leaders may send consumers to read
+//! from a follower in their rack ([`read_replica`]).
 
 pub mod fetcher;
 pub mod progress;
+pub mod read_replica;
 pub mod throttle;
 
 #[cfg(test)]

@@ -70,6 +70,15 @@ impl Followers {
             .is_some_and(|f| f.last_fetch > since && f.log_end >= 0 && f.log_end <= end)
     }
 
+    /// Follower `id`'s log end and when it was last caught up, once it
+    /// has fetched.
+    pub fn caught_up(&self, id: i32) -> Option<(i64, Instant)> {
+        self.by_id
+            .get(&id)
+            .filter(|f| f.log_end >= 0)
+            .map(|f| (f.log_end, f.last_caught_up))
+    }
+
     pub fn log_end(&self, id: i32) -> i64 {
         self.by_id.get(&id).map_or(-1, |f| f.log_end)
     }

@@ -1,6 +1,7 @@
 //! The reads of one Fetch: every partition of its session once, then, while
 //! it waits for `min_bytes`, only the partitions that changed (the
-//! purgatory wakes it from those and no others).
+//! purgatory wakes it from those and no others). A leader may send a
+//! consumer to a replica in its rack instead of reading (KIP-392).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,10 +11,23 @@ use ottla_storage::log::FetchIsolation;
 use ottla_storage::manager::TopicPartition;
 
 use crate::broker::Broker;
-use crate::fetch_session::PartitionFetch;
+use crate::fetch_session::{PartitionFetch, SessionFetch};
 use crate::purgatory::Waiter;
 use crate::replica::{FetchOutcome, Partition, ReadSpec};
+use crate::replication::read_replica::preferred_read_replica;
 use crate::replication::throttle::{is_throttled, Side};
+
+/// Who reads, and how.
+pub(super) struct Reader<'a> {
+    pub isolation: FetchIsolation,
+    /// The replica fetching, for a replica fetch.
+    pub follower: Option<i32>,
+    /// Whether only a leader may answer (see [`ReadSpec::leader_only`]).
+    pub leader_only: bool,
+    /// For a consumer a leader may send to a replica in its rack: that
+    /// rack and the listener the consumer came in on.
+    pub rack_aware: Option<(&'a str, &'a str)>,
+}
 
 /// A replica fetch under a leader replication throttle: the throttle's
 /// rate, and which of the session's partitions it applies to.
@@ -24,35 +38,35 @@ struct LeaderThrottle {
 
 pub(super) struct SessionReads<'a> {
     broker: &'a Broker,
+    image: &'a MetadataImage,
+    session: &'a SessionFetch,
     partitions: &'a [(TopicPartition, PartitionFetch)],
     /// Each partition as hosted here when last read (None: not hosted).
     hosted: Vec<Option<Arc<Partition>>>,
     /// Each partition's watch version, taken before its last read.
     versions: Vec<u64>,
     outcomes: Vec<FetchOutcome>,
-    isolation: FetchIsolation,
-    /// The replica fetching, for a replica fetch.
-    follower: Option<i32>,
+    reader: Reader<'a>,
     throttle: Option<LeaderThrottle>,
     max_total: usize,
-    /// Bytes and errors over `outcomes`.
+    /// Bytes over `outcomes`, and how many must be answered at once.
     total: usize,
-    errors: usize,
+    urgent: usize,
 }
 
 impl<'a> SessionReads<'a> {
     pub(super) fn new(
         broker: &'a Broker,
-        image: &MetadataImage,
-        partitions: &'a [(TopicPartition, PartitionFetch)],
-        isolation: FetchIsolation,
-        follower: Option<i32>,
+        image: &'a MetadataImage,
+        session: &'a SessionFetch,
+        reader: Reader<'a>,
         max_total: usize,
     ) -> Self {
         let replicas = &broker.replicas;
+        let partitions = &session.partitions;
         // Replicas catching up under a leader throttle get no data while
         // the throttle is exceeded.
-        let throttle = follower.and_then(|replica| {
+        let throttle = reader.follower.and_then(|replica| {
             let limit = broker.replication_throttle.limit(image, Side::Leader)?;
             let node_id = broker.node_id();
             let throttled = partitions
@@ -66,6 +80,8 @@ impl<'a> SessionReads<'a> {
         });
         Self {
             broker,
+            image,
+            session,
             partitions,
             hosted: partitions
                 .iter()
@@ -73,12 +89,11 @@ impl<'a> SessionReads<'a> {
                 .collect(),
             versions: vec![0; partitions.len()],
             outcomes: Vec::with_capacity(partitions.len()),
-            isolation,
-            follower,
+            reader,
             throttle,
             max_total,
             total: 0,
-            errors: 0,
+            urgent: 0,
         }
     }
 
@@ -111,15 +126,15 @@ impl<'a> SessionReads<'a> {
         let exceeded = self.throttle_exceeded();
         for i in 0..self.partitions.len() {
             let outcome = self.read(i, exceeded);
-            self.add(&outcome);
+            self.add(i, &outcome);
             self.outcomes.push(outcome);
         }
     }
 
-    /// Whether the fetch can be answered: `min_bytes` gathered, an error
-    /// to report, or nothing to read.
+    /// Whether the fetch can be answered: `min_bytes` gathered, something
+    /// to say at once, or nothing to read.
     fn enough(&self, min_bytes: usize) -> bool {
-        self.total >= min_bytes.max(1) || self.errors > 0 || self.partitions.is_empty()
+        self.total >= min_bytes.max(1) || self.urgent > 0 || self.partitions.is_empty()
     }
 
     /// Watches every hosted partition, as read.
@@ -137,12 +152,12 @@ impl<'a> SessionReads<'a> {
         let exceeded = self.throttle_exceeded();
         for &index in changed {
             let i = index as usize;
-            let (bytes, errors) = tally(&self.outcomes[i]);
+            let (bytes, urgent) = self.tally(i, &self.outcomes[i]);
             self.total -= bytes;
-            self.errors -= errors;
+            self.urgent -= urgent;
             self.hosted[i] = self.broker.replicas.partition(&self.partitions[i].0);
             let outcome = self.read(i, exceeded);
-            self.add(&outcome);
+            self.add(i, &outcome);
             self.outcomes[i] = outcome;
             if let Some(p) = &self.hosted[i] {
                 waiter.watch(&p.watchers, index, self.versions[i]);
@@ -186,9 +201,9 @@ impl<'a> SessionReads<'a> {
         let spec = ReadSpec {
             offset: f.fetch_offset,
             max_bytes: limit,
-            isolation: self.isolation,
+            isolation: self.reader.isolation,
             current_leader_epoch: f.current_leader_epoch,
-            leader_only: true,
+            leader_only: self.reader.leader_only,
             // As Kafka: only the first partition with data may exceed the
             // limits by one batch, so that a fetch always makes progress.
             min_one_batch: self.total == 0 && limit > 0,
@@ -196,22 +211,55 @@ impl<'a> SessionReads<'a> {
         let hosted = self.hosted[i].as_deref();
         if let Some(p) = hosted {
             self.versions[i] = p.watchers.version();
+            if let Some(outcome) = self.send_elsewhere(p, &spec) {
+                return outcome;
+            }
         }
+        let follower = self.reader.follower;
         self.broker
             .replicas
-            .fetch(tp, hosted, self.follower, f.last_fetched_epoch, &spec)
+            .fetch(tp, hosted, follower, f.last_fetched_epoch, &spec)
     }
 
-    fn add(&mut self, o: &FetchOutcome) {
-        let (bytes, errors) = tally(o);
+    /// For a consumer this leader sends to a replica in its rack: the
+    /// answer naming that replica, with this leader's offsets and no
+    /// records (as Kafka, which skips the read then).
+    fn send_elsewhere(&self, p: &Partition, spec: &ReadSpec) -> Option<FetchOutcome> {
+        let (rack, listener) = self.reader.rack_aware?;
+        let node_id = self.broker.node_id();
+        let replica = preferred_read_replica(p, node_id, self.image, listener, rack, spec.offset)?;
+        let log = p.log.read();
+        Some(FetchOutcome {
+            error: None,
+            records: None,
+            high_watermark: log.high_watermark(),
+            last_stable_offset: log.last_stable_offset(),
+            log_start_offset: log.log_start_offset(),
+            aborted: None,
+            diverging_epoch: None,
+            preferred_read_replica: Some(replica),
+        })
+    }
+
+    fn add(&mut self, i: usize, o: &FetchOutcome) {
+        let (bytes, urgent) = self.tally(i, o);
         self.total += bytes;
-        self.errors += errors;
+        self.urgent += urgent;
     }
-}
 
-/// An outcome's record bytes and errors (0 or 1).
-fn tally(o: &FetchOutcome) -> (usize, usize) {
-    (record_bytes(o), usize::from(o.error.is_some()))
+    /// An outcome's record bytes, and whether it must go out at once (0 or
+    /// 1): it must answer ([`FetchOutcome::must_answer`]), or it tells a
+    /// follower a high watermark its session has not been told, which the
+    /// follower needs to serve its own readers (Kafka's delayed fetch,
+    /// "case H").
+    fn tally(&self, i: usize, o: &FetchOutcome) -> (usize, usize) {
+        let news = self.reader.follower.is_some()
+            && self
+                .session
+                .told_high_watermark(i)
+                .is_some_and(|told| o.high_watermark > told);
+        (record_bytes(o), usize::from(o.must_answer() || news))
+    }
 }
 
 pub(super) fn record_bytes(o: &FetchOutcome) -> usize {
