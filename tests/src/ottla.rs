@@ -52,6 +52,14 @@ fn cluster_id() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
 }
 
+/// The settings of node `i` (0-based) of a cluster beyond those all share.
+type NodeOverrides<'a> = dyn Fn(usize) -> Vec<(String, String)> + 'a;
+
+/// No setting of a node's own.
+fn same_for_all(_node: usize) -> Vec<(String, String)> {
+    Vec::new()
+}
+
 /// A port that was free a moment ago and that this process has not handed
 /// out before: the kernel may offer a just-released port again, and a node
 /// whose listeners got the same port would refuse to start.
@@ -308,7 +316,18 @@ impl Ottla {
         protocols: &[&str],
         overrides: &[(&str, &str)],
     ) -> Vec<Ottla> {
-        Self::launch(&vec![Role::Combined; n], protocols, overrides)
+        Self::launch(
+            &vec![Role::Combined; n],
+            protocols,
+            overrides,
+            &same_for_all,
+        )
+    }
+
+    /// Like [`cluster`](Self::cluster), node `i` in rack `racks[i]`.
+    pub fn cluster_in_racks(racks: &[&str], overrides: &[(&str, &str)]) -> Vec<Ottla> {
+        let rack_of = |i: usize| vec![("broker.rack".to_string(), racks[i].to_string())];
+        Self::launch(&vec![Role::Combined; racks.len()], &[], overrides, &rack_of)
     }
 
     /// A cluster of separate roles: `controllers` controller-only nodes
@@ -321,15 +340,23 @@ impl Ottla {
     ) -> Vec<Ottla> {
         let mut roles = vec![Role::Controller; controllers];
         roles.extend(vec![Role::Broker; brokers]);
-        Self::launch(&roles, &[], overrides)
+        Self::launch(&roles, &[], overrides, &same_for_all)
     }
 
     /// Starts one node per role (ids 1..), the voters being the nodes with
-    /// the controller role, and waits until every broker's metadata lists
+    /// the controller role, node `i` with `overrides` and then
+    /// `node_overrides(i)`, and waits until every broker's metadata lists
     /// all the brokers.
-    fn launch(roles: &[Role], protocols: &[&str], overrides: &[(&str, &str)]) -> Vec<Ottla> {
+    fn launch(
+        roles: &[Role],
+        protocols: &[&str],
+        overrides: &[(&str, &str)],
+        node_overrides: &NodeOverrides<'_>,
+    ) -> Vec<Ottla> {
         let cluster_id = cluster_id();
-        let nodes = Self::spawn_quorum(roles, protocols, overrides, None, |_| cluster_id.clone());
+        let nodes = Self::spawn_quorum(roles, protocols, overrides, node_overrides, None, |_| {
+            cluster_id.clone()
+        });
         let brokers = roles.iter().filter(|r| **r != Role::Controller).count();
         for node in nodes.iter().filter(|n| n.role != Role::Controller) {
             node.wait_for_brokers(brokers, Duration::from_secs(60));
@@ -343,7 +370,9 @@ impl Ottla {
     /// when the ids differ).
     pub fn voters_of_clusters(cluster_ids: &[&str], overrides: &[(&str, &str)]) -> Vec<Ottla> {
         let roles = vec![Role::Combined; cluster_ids.len()];
-        Self::spawn_quorum(&roles, &[], overrides, None, |i| cluster_ids[i].to_string())
+        Self::spawn_quorum(&roles, &[], overrides, &same_for_all, None, |i| {
+            cluster_ids[i].to_string()
+        })
     }
 
     /// Combined nodes forming one cluster, node `i` in namespace `i` of
@@ -352,9 +381,10 @@ impl Ottla {
     pub fn cluster_in(network: &NodeNetwork, n: usize, overrides: &[(&str, &str)]) -> Vec<Ottla> {
         let cluster_id = cluster_id();
         let roles = vec![Role::Combined; n];
-        let nodes = Self::spawn_quorum(&roles, &[], overrides, Some(network), |_| {
-            cluster_id.clone()
-        });
+        let nodes =
+            Self::spawn_quorum(&roles, &[], overrides, &same_for_all, Some(network), |_| {
+                cluster_id.clone()
+            });
         for node in &nodes {
             node.wait_for_brokers(n, Duration::from_secs(60));
         }
@@ -367,6 +397,7 @@ impl Ottla {
         roles: &[Role],
         protocols: &[&str],
         overrides: &[(&str, &str)],
+        node_overrides: &NodeOverrides<'_>,
         network: Option<&NodeNetwork>,
         cluster_id_of: impl Fn(usize) -> String,
     ) -> Vec<Ottla> {
@@ -390,6 +421,7 @@ impl Ottla {
                 let mut all: Vec<(String, String)> = overrides
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .chain(node_overrides(i))
                     .collect();
                 all.push(("node.id".into(), (i + 1).to_string()));
                 all.push(("controller.quorum.voters".into(), voters.clone()));

@@ -1375,3 +1375,106 @@ fn a_gained_partition_does_not_wait_out_the_followers_long_poll() {
         "the acks=all write waited {took:?} for node 2's long poll"
     );
 }
+
+/// Kafka's rack-aware replica selector (KIP-392).
+const RACK_AWARE_READS: (&str, &str) = (
+    "replica.selector.class",
+    "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+);
+
+/// argv: bootstrap, topic, rack. Reads the topic's partition 0 from the
+/// start to its end with librdkafka naming `rack` as its own, and prints
+/// how many records it read.
+const READ_IN_RACK: &str = r#"
+import sys, time
+from confluent_kafka import Consumer, TopicPartition
+
+bootstrap, topic, rack = sys.argv[1:4]
+c = Consumer({
+    "bootstrap.servers": bootstrap,
+    "group.id": "in-" + rack,
+    "client.rack": rack,
+    "enable.auto.commit": False,
+    "enable.partition.eof": True,
+})
+c.assign([TopicPartition(topic, 0, 0)])
+read, deadline = 0, time.time() + 60
+while time.time() < deadline:
+    m = c.poll(0.5)
+    if m is None:
+        continue
+    if m.error():
+        break
+    read += 1
+c.close()
+print(read)
+"#;
+
+/// Fetch from follower with the stock clients: on a cluster in racks r1-r3
+/// whose leaders pick read replicas by rack, the Java consumer in r2 and
+/// librdkafka's in r3 read every record from the replica of their own
+/// rack; the leader, in r1, sends them there and serves none of the bytes
+/// until a consumer of its own rack reads.
+#[test]
+fn consumers_read_from_the_replica_of_their_rack() {
+    let nodes = Ottla::cluster_in_racks(
+        &["r1", "r2", "r3"],
+        &[RACK_AWARE_READS, ("metrics.listener", "http://127.0.0.1:0")],
+    );
+    create_assigned_topic(&nodes[0], "racked", "1:2:3");
+    let out = produce(&nodes[0], "racked", 2_000);
+    assert!(out.contains("2000 records sent"), "{out}");
+    let bytes_out = |node: &Ottla| {
+        sample(
+            &scrape(node),
+            r#"kafka_server_brokertopic_bytes_out_total{topic="racked"}"#,
+        )
+        .unwrap_or(0.0)
+    };
+    let values = 2_000.0 * 100.0;
+
+    let java = console_consume(
+        &nodes[0],
+        "racked",
+        "java-in-r2",
+        &[
+            "--max-messages",
+            "2000",
+            "--command-property",
+            "client.rack=r2",
+        ],
+    );
+    assert_eq!(java, 2_000);
+    let served = [
+        bytes_out(&nodes[0]),
+        bytes_out(&nodes[1]),
+        bytes_out(&nodes[2]),
+    ];
+    assert!(served[1] > values, "the r2 replica served {served:?}");
+    assert_eq!((served[0], served[2]), (0.0, 0.0), "{served:?}");
+
+    let librdkafka = ok(ottla_tests::tools::python_script(
+        READ_IN_RACK,
+        &[&nodes[0].bootstrap(), "racked", "r3"],
+    ));
+    assert_eq!(librdkafka.trim(), "2000");
+    assert!(bytes_out(&nodes[2]) > values, "the r3 replica served none");
+    assert_eq!(bytes_out(&nodes[0]), 0.0);
+
+    let local = console_consume(
+        &nodes[0],
+        "racked",
+        "java-in-r1",
+        &[
+            "--max-messages",
+            "2000",
+            "--command-property",
+            "client.rack=r1",
+        ],
+    );
+    assert_eq!(local, 2_000);
+    assert!(
+        bytes_out(&nodes[0]) > values,
+        "the leader serves its own rack"
+    );
+}
