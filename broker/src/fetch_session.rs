@@ -26,6 +26,9 @@ pub struct PartitionFetch {
     pub current_leader_epoch: i32,
     /// Replica fetches (v12+): the epoch of the follower's last batch.
     pub last_fetched_epoch: i32,
+    /// Replica fetches (v18+, KIP-1166): the high watermark the replica
+    /// says it has, when it says.
+    pub replica_high_watermark: Option<i64>,
 }
 
 /// What the broker last told the client about a partition; a partition is
@@ -63,13 +66,20 @@ pub struct SessionFetch {
     pub partitions: Vec<(TopicPartition, PartitionFetch)>,
     /// The high watermark the session last answered for each partition, in
     /// the order of `partitions` (empty: none answered yet).
-    told_high_watermarks: Vec<Option<i64>>,
+    answered_high_watermarks: Vec<Option<i64>>,
 }
 
 impl SessionFetch {
-    /// The high watermark the session last answered for partition `i`.
+    /// The high watermark the fetcher of partition `i` is known to have:
+    /// the larger of what the session last answered and what the fetcher
+    /// says it has (Fetch v18).
     pub fn told_high_watermark(&self, i: usize) -> Option<i64> {
-        self.told_high_watermarks.get(i).copied().flatten()
+        let answered = self.answered_high_watermarks.get(i).copied().flatten();
+        let stated = self
+            .partitions
+            .get(i)
+            .and_then(|(_, f)| f.replica_high_watermark);
+        answered.max(stated)
     }
 }
 
@@ -108,7 +118,7 @@ impl FetchSessionCache {
                 session_id: 0,
                 incremental: false,
                 partitions: requested,
-                told_high_watermarks: Vec::new(),
+                answered_high_watermarks: Vec::new(),
             });
         }
         if epoch == INITIAL_EPOCH {
@@ -141,7 +151,7 @@ impl FetchSessionCache {
                 session_id: id,
                 incremental: false,
                 partitions: requested,
-                told_high_watermarks: Vec::new(),
+                answered_high_watermarks: Vec::new(),
             });
         }
         let session = sessions
@@ -167,7 +177,7 @@ impl FetchSessionCache {
                 .iter()
                 .map(|(tp, (f, _))| (tp.clone(), f.clone()))
                 .collect(),
-            told_high_watermarks: session
+            answered_high_watermarks: session
                 .partitions
                 .values()
                 .map(|(_, seen)| seen.map(|s| s.high_watermark))
@@ -255,6 +265,7 @@ mod tests {
             log_start_offset: -1,
             max_bytes: 1024,
             current_leader_epoch: -1,
+            replica_high_watermark: None,
         }
     }
 

@@ -43,6 +43,8 @@ use reads::{Reader, SessionReads};
 const SESSIONS_FROM: i16 = 7;
 /// Consumers name their rack and may read from followers from v11.
 const FOLLOWER_READS_FROM: i16 = 11;
+/// Replicas say which high watermark they have from v18.
+const REPLICA_HIGH_WATERMARK_FROM: i16 = 18;
 
 /// A Fetch's answer: the response, the record sets it sends from their
 /// files, and how long was spent waiting for data (long polling), which is
@@ -123,6 +125,11 @@ pub async fn handle(
                     } else {
                         -1
                     },
+                    // i64::MAX: the replica does not track it (KIP-1166).
+                    replica_high_watermark: (is_follower
+                        && version >= REPLICA_HIGH_WATERMARK_FROM
+                        && p.high_watermark != i64::MAX)
+                        .then_some(p.high_watermark),
                 },
             ));
         }

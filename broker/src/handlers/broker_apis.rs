@@ -28,7 +28,7 @@ use crate::quotas::{thread_percent, throttle_time_field, QuotaClient, QuotaType}
 /// handlers implement.
 pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 13),
-    (ApiKey::Fetch, 4, 17),
+    (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
     (ApiKey::OffsetCommit, 2, 9),

@@ -28,11 +28,12 @@ fn tp() -> TopicPartition {
     TopicPartition::new(TOPIC, 0)
 }
 
-/// Who fetches: a consumer (its rack, if any) or replica `n`.
+/// Who fetches: a consumer (its rack, if any) or replica `n`, saying
+/// which high watermark it has (Fetch v18) or not.
 #[derive(Clone, Copy)]
 enum Fetcher {
     Consumer(&'static str),
-    Replica(i32),
+    Replica(i32, Option<i64>),
 }
 
 /// One fetch of [`TOPIC`]-0 at `offset`, in session `session` (id, epoch;
@@ -45,12 +46,19 @@ fn fetch(
     session: (i32, i32),
     max_wait_ms: i32,
 ) -> tokio::task::JoinHandle<Fetched> {
+    let mut partition = FetchPartition::default()
+        .with_partition(0)
+        .with_fetch_offset(offset)
+        .with_partition_max_bytes(1 << 20);
+    if let Fetcher::Replica(_, Some(stated)) = who {
+        partition.high_watermark = stated;
+    }
+    // Topics are named by id from v13.
+    let topic_id = broker.controller.image().topic_by_name(TOPIC).unwrap().id;
     let topic = FetchTopic::default()
         .with_topic(TopicName(StrBytes::from_static_str(TOPIC)))
-        .with_partitions(vec![FetchPartition::default()
-            .with_partition(0)
-            .with_fetch_offset(offset)
-            .with_partition_max_bytes(1 << 20)]);
+        .with_topic_id(topic_id)
+        .with_partitions(vec![partition]);
     let mut request = FetchRequest::default()
         .with_max_wait_ms(max_wait_ms)
         .with_min_bytes(1)
@@ -60,7 +68,7 @@ fn fetch(
         .with_topics(vec![topic]);
     match who {
         Fetcher::Consumer(rack) => request.rack_id = StrBytes::from_static_str(rack),
-        Fetcher::Replica(id) => {
+        Fetcher::Replica(id, _) => {
             request.replica_id = BrokerId(id);
             request.replica_state = ReplicaState::default().with_replica_id(BrokerId(id));
         }
@@ -248,7 +256,15 @@ async fn a_followers_fetch_is_answered_when_the_high_watermark_moves() {
 
     // Follower 2 opens a session and takes the records; the high
     // watermark is still 0, as the leader has no sign it has them.
-    let first = answer(fetch(&broker, 12, Fetcher::Replica(2), 0, (0, 0), 10_000)).await;
+    let first = answer(fetch(
+        &broker,
+        12,
+        Fetcher::Replica(2, None),
+        0,
+        (0, 0),
+        10_000,
+    ))
+    .await;
     assert_eq!(partition(&first).high_watermark, 0);
     assert!(record_bytes(&first) > 0);
     let session = first.response.session_id;
@@ -259,7 +275,7 @@ async fn a_followers_fetch_is_answered_when_the_high_watermark_moves() {
     let moved = answer(fetch(
         &broker,
         12,
-        Fetcher::Replica(2),
+        Fetcher::Replica(2, None),
         3,
         (session, 1),
         10_000,
@@ -273,8 +289,46 @@ async fn a_followers_fetch_is_answered_when_the_high_watermark_moves() {
     assert_eq!(partition(&moved).high_watermark, 3);
 
     // With nothing new, the next fetch waits.
-    let idle = fetch(&broker, 12, Fetcher::Replica(2), 3, (session, 2), 10_000);
+    let idle = fetch(
+        &broker,
+        12,
+        Fetcher::Replica(2, None),
+        3,
+        (session, 2),
+        10_000,
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!idle.is_finished(), "answered with nothing new");
     idle.abort();
+}
+
+#[tokio::test]
+async fn a_replica_that_says_its_high_watermark_learns_a_newer_one_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open_broker(test_settings(dir.path())).unwrap();
+    register_racks(&broker);
+    create_topic(&broker, TOPIC, 1);
+    change_partition(&broker, &tp(), None, Some(&[1, 2]), Some(&[1, 2]));
+    append(&broker, &tp(), &BatchBuilder::default(), &[1, 2, 3]);
+    assert_eq!(broker.replicas.follower_fetched(&tp(), 2, 3, -1), None);
+
+    // A new session knows nothing the replica was told: only a replica
+    // that says it has high watermark 0 (v18) is answered at once.
+    let stated = fetch(&broker, 18, Fetcher::Replica(2, Some(0)), 3, (0, 0), 10_000);
+    let stated = answer(stated).await;
+    assert!(
+        stated.waited < Duration::from_secs(1),
+        "waited {:?}",
+        stated.waited
+    );
+    assert_eq!(partition(&stated).high_watermark, 3);
+
+    let unsaid = fetch(&broker, 18, Fetcher::Replica(2, None), 3, (0, 0), 10_000);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!unsaid.is_finished(), "answered with nothing new");
+    unsaid.abort();
+    let up_to_date = fetch(&broker, 18, Fetcher::Replica(2, Some(3)), 3, (0, 0), 10_000);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!up_to_date.is_finished(), "answered a replica that has it");
+    up_to_date.abort();
 }
