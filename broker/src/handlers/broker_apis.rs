@@ -59,7 +59,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
-    (ApiKey::UpdateFeatures, 0, 1),
+    (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::AddPartitionsToTxn, 0, 5),
