@@ -8,6 +8,7 @@ pub mod console_consumer;
 pub mod crash;
 pub mod faults;
 pub mod fences;
+pub mod groups;
 pub mod mirror;
 pub mod nemesis;
 pub mod netns;

@@ -17,13 +17,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
     BrokerId, ConsumerGroupDescribeRequest, DescribeGroupsRequest, GroupId, ListOffsetsRequest,
-    OffsetFetchRequest, TopicName,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_tests::console_consumer::{every_offset_read, ConsoleConsumer, Record};
+use ottla_tests::groups::committed;
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_tool, ok, python_script};
 use ottla_tests::topics::{create_topic, produce_keyed};
@@ -59,22 +59,6 @@ fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) 
         assert!(start.elapsed() < timeout, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(250));
     }
-}
-
-/// The group's committed offsets of `topic` (OffsetFetch v8, no member).
-fn committed(node: &Ottla, group: &str, topic: &str) -> BTreeMap<i32, i64> {
-    let req = OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
-        .with_group_id(GroupId(s(group)))
-        .with_topics(None)]);
-    let r = WireClient::connect(&node.bootstrap()).send(8, &req);
-    let g = &r.groups[0];
-    assert_eq!(g.error_code, 0, "OffsetFetch of {group}");
-    g.topics
-        .iter()
-        .filter(|t| t.name.as_str() == topic)
-        .flat_map(|t| t.partitions.iter())
-        .map(|p| (p.partition_index, p.committed_offset))
-        .collect()
 }
 
 /// Log end offsets of partitions 0..`partitions` of `topic`.

@@ -15,12 +15,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
-    BrokerId, DescribeGroupsRequest, GroupId, ListOffsetsRequest, OffsetFetchRequest, TopicName,
+    BrokerId, DescribeGroupsRequest, GroupId, ListOffsetsRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_tests::console_consumer::{every_offset_read, ConsoleConsumer, Record};
+use ottla_tests::groups::committed;
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_tool, ok, python_script};
 use ottla_tests::topics::create_topic;
@@ -122,22 +122,6 @@ fn latest_offsets(node: &Ottla, topic: &str, partitions: i32, isolation: i8) -> 
             );
             (p.partition_index, p.offset)
         })
-        .collect()
-}
-
-/// The group's committed offsets of `topic` (OffsetFetch v8, no member).
-fn committed(node: &Ottla, group: &str, topic: &str) -> BTreeMap<i32, i64> {
-    let req = OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
-        .with_group_id(GroupId(s(group)))
-        .with_topics(None)]);
-    let r = WireClient::connect(&node.bootstrap()).send(8, &req);
-    let g = &r.groups[0];
-    assert_eq!(g.error_code, 0, "OffsetFetch of {group}");
-    g.topics
-        .iter()
-        .filter(|t| t.name.as_str() == topic)
-        .flat_map(|t| t.partitions.iter())
-        .map(|p| (p.partition_index, p.committed_offset))
         .collect()
 }
 

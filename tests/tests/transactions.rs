@@ -9,8 +9,9 @@
 use std::time::{Duration, Instant};
 
 use kafka_protocol::protocol::StrBytes;
+use ottla_tests::groups::{committed, coordinator_of, GROUP_KEY, TRANSACTION_KEY};
 use ottla_tests::ottla::Ottla;
-use ottla_tests::tools::{kafka_tool, ok, python_script};
+use ottla_tests::tools::{kafka_tool, kafka_tool_command, ok, python_script};
 use ottla_tests::wire::WireClient;
 
 const TOPIC: &str = "txn-topic";
@@ -328,7 +329,7 @@ fn a_commit_survives_its_marker_leader_being_cut_off_before_the_isr_had_it() {
     );
     let topic = "issue-27";
     let id = "issue-27-txn";
-    let coordinator = coordinator_of(&nodes[0], 1, id);
+    let coordinator = coordinator_of(&nodes[0], TRANSACTION_KEY, id);
     let others: Vec<i32> = (1..=3).filter(|n| *n != coordinator).collect();
     let (l, f) = (others[0], others[1]);
     let node = |n: i32| &nodes[(n - 1) as usize];
@@ -442,27 +443,15 @@ for n, pair in enumerate(sys.argv[3:], start=1):
     c.close()
 "#;
 
-/// The node (id) coordinating `key` (0: a group, 1: a transactional id),
-/// asked of `node` until the group or transaction log exists and has a
-/// leader.
-fn coordinator_of(node: &Ottla, key_type: i8, key: &str) -> i32 {
-    use kafka_protocol::messages::FindCoordinatorRequest;
-    let request = FindCoordinatorRequest::default()
-        .with_key_type(key_type)
-        .with_coordinator_keys(vec![StrBytes::from_string(key.to_string())]);
-    wait_for("a coordinator", || {
-        let r = WireClient::connect(&node.bootstrap()).send(4, &request);
-        let c = &r.coordinators[0];
-        (c.error_code == 0).then_some(c.node_id.0)
-    })
-}
-
 /// Issue 26 defect 1: a transaction's offsets commit whichever brokers
 /// coordinate the transaction and the group. The group's coordinator asks
 /// the transaction's coordinator, when that is another broker, whether its
 /// offsets partition is in the transaction, as the partition leaders do
 /// for Produce. Every one of the nine pairings on three brokers is tried
-/// with librdkafka's send_offsets_to_transaction.
+/// with librdkafka's send_offsets_to_transaction, then with the Java
+/// client's sendOffsetsToTransaction (Kafka's own transactional copier,
+/// which copies the input to another topic and commits its consumed
+/// offsets in each transaction).
 #[test]
 fn transactional_offsets_commit_whichever_brokers_coordinate_the_group_and_the_transaction() {
     let nodes = Ottla::cluster(3, &[("offsets.topic.replication.factor", "3")]);
@@ -472,10 +461,10 @@ fn transactional_offsets_commit_whichever_brokers_coordinate_the_group_and_the_t
     let mut groups = std::collections::BTreeMap::new();
     for i in 0.. {
         let (tid, group) = (format!("eos-tx-{i}"), format!("eos-group-{i}"));
-        tids.entry(coordinator_of(&nodes[0], 1, &tid))
+        tids.entry(coordinator_of(&nodes[0], TRANSACTION_KEY, &tid))
             .or_insert(tid);
         groups
-            .entry(coordinator_of(&nodes[0], 0, &group))
+            .entry(coordinator_of(&nodes[0], GROUP_KEY, &group))
             .or_insert(group);
         if tids.len() == 3 && groups.len() == 3 {
             break;
@@ -494,7 +483,93 @@ fn transactional_offsets_commit_whichever_brokers_coordinate_the_group_and_the_t
     let mut args = vec![bootstrap.as_str(), "eos-in"];
     args.extend(pairs.iter().map(String::as_str));
     let out = ok(python_script(SEND_OFFSETS, &args));
-    let committed: Vec<&str> = out.lines().collect();
+    let sent: Vec<&str> = out.lines().collect();
     let expected: Vec<String> = (1..=pairs.len()).map(|n| n.to_string()).collect();
-    assert_eq!(committed, expected, "pairs {pairs:?}");
+    assert_eq!(sent, expected, "pairs {pairs:?}");
+
+    // The copier counts one offset per record, so its input holds no
+    // transaction markers.
+    ottla_tests::topics::create_topic_at(&bootstrap, "java-in", 1, &[]);
+    ottla_tests::topics::create_topic_at(&bootstrap, "eos-out", 1, &[]);
+
+    let tids: Vec<&String> = tids.values().collect();
+    let groups: Vec<&String> = groups.values().collect();
+    // Three rounds of three copiers, each round a different tid and group
+    // per copier (a Latin square): copiers sharing a transactional id would
+    // fence each other.
+    // Each round adds 12 records, so each copier has three transactions of
+    // its group's offsets to commit.
+    for round in 0..3 {
+        let lines: String = (0..12).map(|i| format!("k{i}:v{i}\n")).collect();
+        ottla_tests::topics::produce_keyed(&nodes[0], "java-in", &lines);
+        let copiers: Vec<_> = (0..3)
+            .map(|i| {
+                let (tid, group) = (tids[i], groups[(i + round) % 3]);
+                (
+                    format!("{tid}:{group}"),
+                    group,
+                    copy_transactionally(&bootstrap, tid, group),
+                )
+            })
+            .collect();
+        for (pair, group, copier) in copiers {
+            let output = copier
+                .and_then(|c| finish_within(c, Duration::from_secs(60)))
+                .unwrap_or_else(|e| panic!("running the copier for {pair}: {e}"));
+            let stdout = ok(output);
+            assert!(stdout.contains(r#""remaining":0"#), "{pair}: {stdout}");
+            let coordinator = coordinator_of(&nodes[0], GROUP_KEY, group);
+            assert_eq!(
+                committed(&nodes[coordinator as usize - 1], group, "java-in"),
+                std::collections::BTreeMap::from([(0, 12 * (round as i64 + 1))]),
+                "the Java copier's offsets for {pair}"
+            );
+        }
+    }
+}
+
+/// Waits for `child` to exit, killing it after `limit`; its output.
+fn finish_within(
+    mut child: std::process::Child,
+    limit: Duration,
+) -> std::io::Result<std::process::Output> {
+    let start = Instant::now();
+    while child.try_wait()?.is_none() && start.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    child.wait_with_output()
+}
+
+/// Starts Kafka's transactional copier, which copies java-in's partition 0
+/// to eos-out with transactional id `tid` (so the same broker coordinates
+/// it), committing its consumed offsets for `group` in each transaction of
+/// four records.
+fn copy_transactionally(
+    bootstrap: &str,
+    tid: &str,
+    group: &str,
+) -> std::io::Result<std::process::Child> {
+    kafka_tool_command("kafka-run-class.sh")
+        .args([
+            "org.apache.kafka.tools.TransactionalMessageCopier",
+            "--broker-list",
+            bootstrap,
+            "--input-topic",
+            "java-in",
+            "--input-partition",
+            "0",
+            "--output-topic",
+            "eos-out",
+            "--consumer-group",
+            group,
+            "--transactional-id",
+            tid,
+            "--transaction-size",
+            "4",
+            "--use-group-metadata",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
 }
