@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use ottla_tests::broker_configs::try_alter_broker_configs;
+use ottla_tests::console_consumer::{every_offset_read, ConsoleConsumer};
 use ottla_tests::ottla::{free_port, ottla_binary, Ottla};
 use ottla_tests::tools::{kafka_tool, ok};
 use ottla_tests::topics::{create_assigned_topic, create_topic, describe, PartitionView};
@@ -1477,4 +1478,48 @@ fn consumers_read_from_the_replica_of_their_rack() {
         bytes_out(&nodes[0]) > values,
         "the leader serves its own rack"
     );
+}
+
+/// A consumer reading from the replica of its rack goes back to the
+/// leader when that replica dies, and reads on without a gap: the Java
+/// consumer in rack r2 reads 1,000 records from node 2, node 2 is killed,
+/// and it reads the next 1,000 too.
+#[test]
+fn a_consumer_whose_rack_replica_dies_reads_on_from_the_leader() {
+    let mut settings = CLUSTER_SETTINGS.to_vec();
+    settings.extend([RACK_AWARE_READS, ("metrics.listener", "http://127.0.0.1:0")]);
+    let mut nodes = Ottla::cluster_in_racks(&["r1", "r2", "r3"], &settings);
+    create_assigned_topic(&nodes[0], "rack-dies", "1:2:3");
+    let out = produce(&nodes[0], "rack-dies", 1_000);
+    assert!(out.contains("1000 records sent"), "{out}");
+    let consumer = ConsoleConsumer::start(
+        &nodes[0],
+        "rack-dies",
+        "rack-dies",
+        "in-r2",
+        &["client.rack=r2"],
+    );
+    let read_by = |n: usize| {
+        let start = Instant::now();
+        while consumer.records().len() < n {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "read {} of {n}",
+                consumer.records().len()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    read_by(1_000);
+    let served = sample(
+        &scrape(&nodes[1]),
+        r#"kafka_server_brokertopic_bytes_out_total{topic="rack-dies"}"#,
+    );
+    assert!(served.is_some_and(|b| b > 0.0), "node 2 served {served:?}");
+    nodes[1].kill9();
+    let out = produce(&nodes[0], "rack-dies", 1_000);
+    assert!(out.contains("1000 records sent"), "{out}");
+    read_by(2_000);
+    let seen = every_offset_read(&BTreeMap::from([(0, 2_000)]), &consumer.records());
+    assert_eq!(seen.len(), 2_000);
 }
