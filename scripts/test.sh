@@ -11,6 +11,9 @@ scripts/setup.sh
 echo "== cargo fmt"
 cargo fmt --all -- --check
 
+echo "== module cycles"
+python3 scripts/module-cycles.py
+
 # Clippy's lints, as errors, run inside the release build: clippy-driver is
 # the compiler of the workspace's crates (what `cargo clippy` does, minus the
 # stop after type-checking). A separate `cargo clippy` type-checks the whole

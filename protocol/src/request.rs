@@ -88,11 +88,10 @@ pub enum RequestError {
         api_key: ApiKey,
         prefix: RequestPrefix,
     },
-    #[error("{prefix}: unsupported version of {key:?}")]
-    UnsupportedMirrorVersion {
-        key: crate::mirror::MirrorApiKey,
-        prefix: RequestPrefix,
-    },
+    /// An unsupported version of one of Ottla's own APIs (the mirror
+    /// APIs), named by `api`.
+    #[error("{prefix}: unsupported version of {api}")]
+    UnsupportedOwnApiVersion { api: String, prefix: RequestPrefix },
     #[error("{prefix}: malformed request header: {reason}")]
     InvalidHeader {
         prefix: RequestPrefix,
@@ -112,7 +111,7 @@ impl RequestError {
             Self::Truncated { .. } => None,
             Self::UnknownApiKey { prefix }
             | Self::UnsupportedVersion { prefix, .. }
-            | Self::UnsupportedMirrorVersion { prefix, .. }
+            | Self::UnsupportedOwnApiVersion { prefix, .. }
             | Self::InvalidHeader { prefix, .. }
             | Self::InvalidBody { prefix, .. } => Some(*prefix),
         }

@@ -69,33 +69,6 @@ struct SegmentFile {
     max_timestamp: i64,
 }
 
-/// Where compaction stands on a log between passes. Kept in memory: after a
-/// restart the whole log counts as dirty once (as with a lost
-/// cleaner-offset-checkpoint in Kafka).
-#[derive(Debug, Clone, Copy)]
-pub struct CleanerProgress {
-    /// Offsets below this were covered by a finished pass.
-    first_dirty: i64,
-    /// The tombstone horizon that pass used.
-    tombstone_horizon: i64,
-}
-
-impl Default for CleanerProgress {
-    fn default() -> Self {
-        Self {
-            first_dirty: i64::MIN,
-            tombstone_horizon: i64::MIN,
-        }
-    }
-}
-
-impl CleanerProgress {
-    /// The log lost everything from `end` on: that range is dirty again.
-    pub(crate) fn truncated_to(&mut self, end: i64) {
-        self.first_dirty = self.first_dirty.min(end);
-    }
-}
-
 /// What one compaction pass reads, taken from the log under its lock
 /// ([`PartitionLog::compaction_input`]) and worked on without it
 /// ([`CompactionInput::clean`]), so appends, fetches and metadata changes

@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 pub mod cleaner;
+pub mod cleaner_progress;
 pub mod config;
 pub mod dir_lock;
 pub mod epoch_cache;

@@ -14,7 +14,7 @@ use ottla_protocol::records::{
 };
 use tracing::{info, warn};
 
-use crate::cleaner::CleanerProgress;
+use crate::cleaner_progress::CleanerProgress;
 use crate::config::LogConfig;
 use crate::epoch_cache::LeaderEpochCache;
 use crate::error::{Result, StorageError};

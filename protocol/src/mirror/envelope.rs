@@ -27,7 +27,8 @@ pub fn decode_mirror_request(
 ) -> Result<MirrorRequestFrame, RequestError> {
     let prefix = RequestPrefix::peek(&frame)?;
     if !accepts(key, prefix.api_version) {
-        return Err(RequestError::UnsupportedMirrorVersion { key, prefix });
+        let api = format!("{key:?}");
+        return Err(RequestError::UnsupportedOwnApiVersion { api, prefix });
     }
     let mut body = frame;
     let header = guarded(|| RequestHeader::decode(&mut body, REQUEST_HEADER_VERSION))
@@ -85,7 +86,7 @@ mod tests {
     fn refused_versions_are_not_decoded() {
         let err =
             decode_mirror_request(frame(3), MirrorApiKey::ListMirrors, |_, v| v == 0).unwrap_err();
-        assert!(matches!(err, RequestError::UnsupportedMirrorVersion { .. }));
+        assert!(matches!(err, RequestError::UnsupportedOwnApiVersion { .. }));
         let short = Bytes::from_static(&[0, 98, 0, 0, 0, 0, 0, 1, 0xff]);
         assert!(decode_mirror_request(short, MirrorApiKey::ListMirrors, |_, _| true).is_err());
     }
