@@ -46,7 +46,10 @@ pub struct Answered {
     pub seen: PartitionSeen,
     /// Where the client fetches next, when records were returned.
     pub next_fetch_offset: Option<i64>,
-    pub has_data_or_error: bool,
+    /// Records, an error, a divergence or a replica to read from instead:
+    /// an incremental answer includes the partition even if `seen` is as
+    /// before.
+    pub must_include: bool,
 }
 
 #[derive(Debug)]
@@ -214,7 +217,7 @@ impl FetchSessionCache {
                 if let Some(o) = answer.next_fetch_offset {
                     fetch.fetch_offset = o;
                 }
-                answer.has_data_or_error || changed
+                answer.must_include || changed
             })
             .collect()
     }
@@ -283,10 +286,10 @@ mod tests {
             last_stable_offset: 5,
             log_start_offset: 0,
         };
-        let answered = |next_fetch_offset, has_data_or_error| Answered {
+        let answered = |next_fetch_offset, must_include| Answered {
             seen,
             next_fetch_offset,
-            has_data_or_error,
+            must_include,
         };
         assert_eq!(
             cache.record_all(

@@ -228,7 +228,7 @@ pub async fn handle(
                 log_start_offset: o.log_start_offset,
             },
             next_fetch_offset: o.records.as_ref().map(|r| r.next_offset),
-            has_data_or_error: reads::record_bytes(o) > 0 || o.must_answer(),
+            must_include: reads::record_bytes(o) > 0 || o.must_answer(),
         })
         .collect();
     let included =
