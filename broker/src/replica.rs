@@ -17,7 +17,7 @@ use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
 use ottla_protocol::mirror::errors::READ_ONLY_TOPIC;
 use ottla_storage::config::LogConfig;
-use ottla_storage::log::{AppendInfo, FetchIsolation, ReadInfo};
+use ottla_storage::log::{AppendInfo, FetchIsolation, PartitionLog, ReadInfo};
 use ottla_storage::manager::{LogManager, SharedLog, TopicPartition};
 use ottla_storage::producer_state::AppendOrigin;
 use ottla_storage::segment::FileSlice;
@@ -152,6 +152,20 @@ impl FetchOutcome {
             high_watermark: -1,
             last_stable_offset: -1,
             log_start_offset: -1,
+            aborted: None,
+            diverging_epoch: None,
+            preferred_read_replica: None,
+        }
+    }
+
+    /// An answer with `log`'s offsets and no records, to be told why.
+    pub fn offsets_only(log: &PartitionLog) -> Self {
+        Self {
+            error: None,
+            records: None,
+            high_watermark: log.high_watermark(),
+            last_stable_offset: log.last_stable_offset(),
+            log_start_offset: log.log_start_offset(),
             aborted: None,
             diverging_epoch: None,
             preferred_read_replica: None,
@@ -536,16 +550,9 @@ impl ReplicaManager {
 
     /// The answer to a follower whose log diverged at `epoch_end`.
     fn diverged(p: &Partition, epoch_end: (i32, i64)) -> FetchOutcome {
-        let log = p.log.read();
         FetchOutcome {
-            error: None,
-            records: None,
-            high_watermark: log.high_watermark(),
-            last_stable_offset: log.last_stable_offset(),
-            log_start_offset: log.log_start_offset(),
-            aborted: None,
             diverging_epoch: Some(epoch_end),
-            preferred_read_replica: None,
+            ..FetchOutcome::offsets_only(&p.log.read())
         }
     }
 
@@ -845,13 +852,7 @@ impl ReplicaManager {
             },
             Err(StorageError::OffsetOutOfRange { .. }) => FetchOutcome {
                 error: Some(ResponseError::OffsetOutOfRange),
-                records: None,
-                high_watermark: log.high_watermark(),
-                last_stable_offset: log.last_stable_offset(),
-                log_start_offset: log.log_start_offset(),
-                aborted: None,
-                diverging_epoch: None,
-                preferred_read_replica: None,
+                ..FetchOutcome::offsets_only(&log)
             },
             Err(e) => {
                 warn!(partition = %partition.tp, error = %e, "read failed");
@@ -983,7 +984,7 @@ pub struct LogOffsets {
 /// `fetch_offset`, but this log's history of that epoch ends earlier (or the
 /// epoch is unknown here).
 fn divergence(
-    log: &ottla_storage::log::PartitionLog,
+    log: &PartitionLog,
     fetch_offset: i64,
     last_fetched_epoch: i32,
 ) -> Option<(i32, i64)> {

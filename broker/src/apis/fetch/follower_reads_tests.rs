@@ -143,6 +143,16 @@ fn leader_of_three(dir: &std::path::Path, rack_aware: bool) -> Arc<Broker> {
     broker
 }
 
+/// A broker (node 1) leading [`TOPIC`]-0 over replicas 1 and 2, both in
+/// sync, with nothing written yet.
+fn leading_with_follower_2(dir: &std::path::Path) -> Arc<Broker> {
+    let broker = open_broker(test_settings(dir)).expect("opening the broker");
+    register_racks(&broker);
+    create_topic(&broker, TOPIC, 1);
+    change_partition(&broker, &tp(), None, Some(&[1, 2]), Some(&[1, 2]));
+    broker
+}
+
 #[tokio::test]
 async fn a_rack_aware_leader_sends_a_consumer_to_an_in_sync_replica_of_its_rack() {
     let dir = tempfile::tempdir().unwrap();
@@ -199,10 +209,7 @@ async fn without_a_replica_selector_the_leader_serves_every_rack() {
 #[tokio::test]
 async fn a_follower_serves_a_consumer_up_to_its_high_watermark() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = open_broker(test_settings(dir.path())).unwrap();
-    register_racks(&broker);
-    create_topic(&broker, TOPIC, 1);
-    change_partition(&broker, &tp(), None, Some(&[1, 2]), Some(&[1, 2]));
+    let broker = leading_with_follower_2(dir.path());
     append(&broker, &tp(), &BatchBuilder::default(), &[1, 2]);
     append(&broker, &tp(), &BatchBuilder::default(), &[3]);
     assert_eq!(broker.replicas.follower_fetched(&tp(), 2, 2, -1), None);
@@ -248,10 +255,7 @@ async fn a_follower_serves_a_consumer_up_to_its_high_watermark() {
 #[tokio::test]
 async fn a_followers_fetch_is_answered_when_the_high_watermark_moves() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = open_broker(test_settings(dir.path())).unwrap();
-    register_racks(&broker);
-    create_topic(&broker, TOPIC, 1);
-    change_partition(&broker, &tp(), None, Some(&[1, 2]), Some(&[1, 2]));
+    let broker = leading_with_follower_2(dir.path());
     append(&broker, &tp(), &BatchBuilder::default(), &[1, 2, 3]);
 
     // Follower 2 opens a session and takes the records; the high
@@ -305,10 +309,7 @@ async fn a_followers_fetch_is_answered_when_the_high_watermark_moves() {
 #[tokio::test]
 async fn a_replica_that_says_its_high_watermark_learns_a_newer_one_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = open_broker(test_settings(dir.path())).unwrap();
-    register_racks(&broker);
-    create_topic(&broker, TOPIC, 1);
-    change_partition(&broker, &tp(), None, Some(&[1, 2]), Some(&[1, 2]));
+    let broker = leading_with_follower_2(dir.path());
     append(&broker, &tp(), &BatchBuilder::default(), &[1, 2, 3]);
     assert_eq!(broker.replicas.follower_fetched(&tp(), 2, 3, -1), None);
 

@@ -228,16 +228,9 @@ impl<'a> SessionReads<'a> {
         let (rack, listener) = self.reader.rack_aware?;
         let node_id = self.broker.node_id();
         let replica = preferred_read_replica(p, node_id, self.image, listener, rack, spec.offset)?;
-        let log = p.log.read();
         Some(FetchOutcome {
-            error: None,
-            records: None,
-            high_watermark: log.high_watermark(),
-            last_stable_offset: log.last_stable_offset(),
-            log_start_offset: log.log_start_offset(),
-            aborted: None,
-            diverging_epoch: None,
             preferred_read_replica: Some(replica),
+            ..FetchOutcome::offsets_only(&p.log.read())
         })
     }
 
