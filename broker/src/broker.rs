@@ -104,6 +104,8 @@ pub struct Broker {
     pub settings: BrokerSettings,
     /// This process's registration with the controller.
     pub incarnation: Uuid,
+    /// The incarnation whose clean shutdown the log dirs recorded at start.
+    previous_incarnation: Option<Uuid>,
     /// Set once a controlled shutdown began: heartbeats then ask to stay fenced.
     shutting_down: AtomicBool,
     pub fetchers: Arc<ReplicaFetchers>,
@@ -163,7 +165,16 @@ impl Broker {
         );
         let replicas = Arc::new(replicas);
         let incarnation = Uuid::new_v4();
-        controller.block_on(register(&controller, &settings, incarnation));
+        let previous_incarnation = replicas.logs().clean_shutdown_marker().and_then(|m| {
+            std::str::from_utf8(m)
+                .ok()
+                .and_then(|m| Uuid::parse_str(m).ok())
+        });
+        let registration = Registration {
+            incarnation,
+            previous_incarnation,
+        };
+        controller.block_on(register(&controller, &settings, registration));
         replicas.apply_image(&controller.image());
         features::publish(&settings.finalized_features, &controller.image());
         let groups = Arc::new(GroupCoordinator::open(
@@ -226,6 +237,7 @@ impl Broker {
                 replication_throttle.clone(),
             ),
             incarnation,
+            previous_incarnation,
             brokers,
             shutting_down: AtomicBool::new(false),
             isr_changes: Mutex::new(Some(isr_changes)),
@@ -451,7 +463,11 @@ impl Broker {
             match self.controller.heartbeat(self.heartbeat()).await {
                 Ok(reply) if reply.unknown => {
                     warn!("the controller no longer knows this broker; registering again");
-                    register(&self.controller, &self.settings, self.incarnation).await;
+                    let registration = Registration {
+                        incarnation: self.incarnation,
+                        previous_incarnation: self.previous_incarnation,
+                    };
+                    register(&self.controller, &self.settings, registration).await;
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -600,10 +616,10 @@ impl Broker {
         self.fetchers.stop();
         self.replicas
             .logs()
-            .shutdown(recovery_threads_per_dir(
-                &self.controller.image(),
-                &self.settings,
-            ))
+            .shutdown(
+                recovery_threads_per_dir(&self.controller.image(), &self.settings),
+                self.incarnation.to_string().as_bytes(),
+            )
             .context("closing the logs")?;
         info!("broker shut down cleanly");
         Ok(())
@@ -621,9 +637,21 @@ fn recovery_threads_per_dir(image: &MetadataImage, settings: &BrokerSettings) ->
     )
 }
 
+/// Who registers: this process, and the one whose clean shutdown its log
+/// dirs record, if any (the clean-shutdown marker holds its incarnation).
+#[derive(Clone, Copy)]
+struct Registration {
+    incarnation: Uuid,
+    previous_incarnation: Option<Uuid>,
+}
+
 /// Registers this incarnation and waits until the controller unfences it,
 /// retrying for as long as it takes (the quorum may still be electing).
-async fn register(controller: &Controller, settings: &BrokerSettings, incarnation: Uuid) {
+async fn register(controller: &Controller, settings: &BrokerSettings, who: Registration) {
+    let Registration {
+        incarnation,
+        previous_incarnation,
+    } = who;
     let registration = MetadataRecord::RegisterBroker {
         broker_id: settings.node_id,
         incarnation_id: incarnation,
@@ -631,7 +659,10 @@ async fn register(controller: &Controller, settings: &BrokerSettings, incarnatio
         rack: settings.rack.clone(),
     };
     let mut waited = 0;
-    while let Err(e) = controller.register_broker(registration.clone()).await {
+    while let Err(e) = controller
+        .register_broker(registration.clone(), previous_incarnation)
+        .await
+    {
         waited += 1;
         ottla_coordinator_common::log_limited!(
             tracing::Level::WARN,

@@ -407,6 +407,7 @@ fn controller_settings(
             num_partitions: config.get(keys::NUM_PARTITIONS),
             replication_factor: i16::try_from(config.get(keys::DEFAULT_REPLICATION_FACTOR))
                 .unwrap_or(1),
+            min_insync_replicas: config.get(keys::MIN_INSYNC_REPLICAS),
         },
         session_timeout: ms(i64::from(config.get(keys::BROKER_SESSION_TIMEOUT_MS))),
         leader_rebalance_interval: config.get(keys::AUTO_LEADER_REBALANCE_ENABLE).then(|| {

@@ -409,12 +409,20 @@ impl Controller {
                 // The broker's state stays: only a changed image can have
                 // partitions to align.
                 records = QuietScans::run(&self.quiet_scans.alignment, image.offset, || {
-                    align_partitions(&image, |b| usable_in(&image, b, &[]))
+                    align_partitions(
+                        &image,
+                        self.min_isr(&image),
+                        |b| usable_in(&image, b, &[]),
+                        None,
+                    )
                 });
             } else {
-                records.extend(align_partitions(&image, |b| {
-                    usable_in(&image, b, &[(hb.broker_id, usable)])
-                }));
+                records.extend(align_partitions(
+                    &image,
+                    self.min_isr(&image),
+                    |b| usable_in(&image, b, &[(hb.broker_id, usable)]),
+                    None,
+                ));
             }
             if records.is_empty() {
                 return heartbeat_reply(false, broker.fenced, leaderships(&image, hb.broker_id));
@@ -522,9 +530,12 @@ impl Controller {
                     fenced: true,
                 })
                 .collect();
-            records.extend(align_partitions(&image, |b| {
-                usable_in(&image, b, &overrides)
-            }));
+            records.extend(align_partitions(
+                &image,
+                self.min_isr(&image),
+                |b| usable_in(&image, b, &overrides),
+                None,
+            ));
             match self.commit_in_term(term, image.offset, records).await {
                 Ok(_) => {
                     warn!(brokers = ?fenced, reason = %reason, "brokers fenced");

@@ -24,6 +24,7 @@ use uuid::Uuid;
 use crate::active::{ActiveService, CommitError, Liveness, LivenessLoop, QuietScans};
 use crate::elections::{align_partitions, elect, usable_in, ElectionType, NoElection};
 use crate::image::MetadataImage;
+use crate::partition_change::{MinIsr, PartitionChange};
 use crate::raft::{Node, Observer, Quorum, QuorumConfig, QuorumError, QuorumMember, RpcHandler};
 use crate::reassignment::{self, ReassignmentError};
 use crate::records::{is_mirror_binding_config, MetadataRecord, CONFIG_RESOURCE_TOPIC};
@@ -81,6 +82,9 @@ pub struct NewTopic {
 pub struct TopicDefaults {
     pub num_partitions: i32,
     pub replication_factor: i16,
+    /// This node's static `min.insync.replicas`: what the ELR follows when
+    /// neither the topic nor the cluster-level dynamic config sets one.
+    pub min_insync_replicas: i32,
 }
 
 /// A topic the controller created (or would create, when validating only).
@@ -314,25 +318,55 @@ impl Controller {
 
     /// Registers (or re-registers) a broker and its endpoints. It starts
     /// fenced; a new incarnation of a known broker first loses whatever it
-    /// led, since its log may have lost an unflushed tail.
-    pub async fn register_broker(&self, record: MetadataRecord) -> ControllerResult<()> {
-        let MetadataRecord::RegisterBroker { broker_id, .. } = &record else {
+    /// led. `previous_incarnation` is the incarnation whose clean shutdown
+    /// its log dirs record (Kafka's previous broker epoch): when it is not
+    /// the registered one, the broker stopped uncleanly, may have lost an
+    /// unflushed tail, and leaves every ISR and ELR.
+    pub async fn register_broker(
+        &self,
+        record: MetadataRecord,
+        previous_incarnation: Option<Uuid>,
+    ) -> ControllerResult<()> {
+        let MetadataRecord::RegisterBroker {
+            broker_id,
+            incarnation_id,
+            ..
+        } = &record
+        else {
             return Err(ControllerError::new(
                 ResponseError::InvalidRequest,
                 "not a broker registration",
             ));
         };
-        let broker_id = *broker_id;
+        let (broker_id, incarnation_id) = (*broker_id, *incarnation_id);
         let ((), error) = self
             .run(|image| {
+                let unclean = image.brokers.get(&broker_id).is_some_and(|b| {
+                    b.incarnation_id != incarnation_id
+                        && Some(b.incarnation_id) != previous_incarnation
+                });
+                if unclean {
+                    info!(
+                        broker = broker_id,
+                        "broker registering after an unclean shutdown: it leaves every ISR and ELR"
+                    );
+                }
                 let mut records = vec![record.clone()];
-                records.extend(align_partitions(image, |b| {
-                    usable_in(image, b, &[(broker_id, false)])
-                }));
+                records.extend(align_partitions(
+                    image,
+                    self.min_isr(image),
+                    |b| usable_in(image, b, &[(broker_id, false)]),
+                    unclean.then_some(broker_id),
+                ));
                 (records, ())
             })
             .await;
         error.map_or(Ok(()), Err)
+    }
+
+    /// The min ISR the ELR of `image`'s partitions follows.
+    pub(crate) fn min_isr<'a>(&self, image: &'a MetadataImage) -> MinIsr<'a> {
+        MinIsr::new(image, self.defaults.min_insync_replicas)
     }
 
     /// Validates and creates topics. With `validate_only`, nothing is
@@ -733,15 +767,14 @@ impl Controller {
         isr: &[i32],
     ) -> ControllerResult<()> {
         self.run_fallible(|image| {
-            let p = image
-                .topic_by_id(&topic_id)
-                .and_then(|t| t.partitions.get(&partition))
-                .ok_or_else(|| {
-                    ControllerError::new(
-                        ResponseError::UnknownTopicOrPartition,
-                        format!("partition {partition} of topic {topic_id} does not exist"),
-                    )
-                })?;
+            let unknown = || {
+                ControllerError::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("partition {partition} of topic {topic_id} does not exist"),
+                )
+            };
+            let topic = image.topic_by_id(&topic_id).ok_or_else(unknown)?;
+            let p = topic.partitions.get(&partition).ok_or_else(unknown)?;
             if p.leader != leader || p.leader_epoch != leader_epoch {
                 return Err(ControllerError::new(
                     ResponseError::FencedLeaderEpoch,
@@ -766,13 +799,12 @@ impl Controller {
             if p.isr == isr {
                 return Ok(Vec::new());
             }
-            Ok(vec![MetadataRecord::PartitionChange {
-                topic_id,
-                partition,
-                leader: None,
-                isr: Some(isr.to_vec()),
-                replicas: None,
-            }])
+            // Replicas leaving an ISR below min ISR join the ELR.
+            Ok(PartitionChange::new(topic_id, partition, p, self.min_isr(image).of(topic, p))
+                .isr(isr.to_vec())
+                .build(|b| usable_in(image, b, &[]))
+                .into_iter()
+                .collect())
         }).await
     }
 
@@ -797,10 +829,11 @@ impl Controller {
                     .into_iter()
                     .map(|(topic, p)| {
                         let outcome = match image.topic_by_name(&topic) {
-                            Some(t) if t.partitions.contains_key(&p) => elect(image, t.id, p, kind)
-                                .map(|r| records.push(r))
-                                .map_err(|e| {
-                                    let (code, message) = match e {
+                            Some(t) if t.partitions.contains_key(&p) => {
+                                elect(image, self.min_isr(image), t.id, p, kind)
+                                    .map(|r| records.push(r))
+                                    .map_err(|e| {
+                                        let (code, message) = match e {
                                         NoElection::NotNeeded => (
                                             ResponseError::ElectionNotNeeded,
                                             "Leader election not needed for topic partition.",
@@ -814,8 +847,9 @@ impl Controller {
                                             "Eligible topic partition leaders are not available.",
                                         ),
                                     };
-                                    ControllerError::new(code, message)
-                                }),
+                                        ControllerError::new(code, message)
+                                    })
+                            }
                             _ => Err(ControllerError::new(
                                 ResponseError::UnknownTopicOrPartition,
                                 format!("{topic}-{p} does not exist."),
@@ -984,6 +1018,8 @@ fn partition_record(topic_id: Uuid, partition: i32, replicas: Vec<i32>) -> Metad
         replicas,
         leader_epoch: 0,
         partition_epoch: 0,
+        elr: Vec::new(),
+        last_known_elr: Vec::new(),
     }
 }
 
@@ -1088,6 +1124,7 @@ pub(crate) mod tests {
             defaults: TopicDefaults {
                 num_partitions: 1,
                 replication_factor: 1,
+                min_insync_replicas: 1,
             },
             session_timeout: Duration::from_secs(9),
             leader_rebalance_interval: None,
@@ -1099,17 +1136,20 @@ pub(crate) mod tests {
     pub(crate) fn controller(dir: &Path) -> Arc<Controller> {
         let c = open(dir);
         let incarnation = Uuid::new_v4();
-        c.block_on(c.register_broker(MetadataRecord::RegisterBroker {
-            broker_id: 1,
-            incarnation_id: incarnation,
-            endpoints: vec![Endpoint {
-                listener: "PLAINTEXT".into(),
-                host: "localhost".into(),
-                port: 9092,
-                security_protocol: "PLAINTEXT".into(),
-            }],
-            rack: None,
-        }))
+        c.block_on(c.register_broker(
+            MetadataRecord::RegisterBroker {
+                broker_id: 1,
+                incarnation_id: incarnation,
+                endpoints: vec![Endpoint {
+                    listener: "PLAINTEXT".into(),
+                    host: "localhost".into(),
+                    port: 9092,
+                    security_protocol: "PLAINTEXT".into(),
+                }],
+                rack: None,
+            },
+            None,
+        ))
         .unwrap();
         assert!(c.image().brokers[&1].fenced, "brokers register fenced");
         let heartbeat = Heartbeat {

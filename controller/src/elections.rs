@@ -4,45 +4,36 @@
 use uuid::Uuid;
 
 use crate::image::MetadataImage;
+use crate::partition_change::{Election, MinIsr, PartitionChange};
 use crate::records::MetadataRecord;
 
 /// Brings every partition in line with which brokers are usable (registered,
 /// unfenced, not shutting down): unusable brokers leave leadership and the
 /// ISR, and partitions without a leader get the first usable ISR member in
-/// replica order. As in Kafka, the last ISR member stays in the ISR when it
-/// goes (the partition is then offline, leader -1) so it can lead again
-/// without an unclean election when it returns.
+/// replica order, or an ELR member when the ISR is empty (see
+/// [`crate::partition_change`]). `unclean_shutdown` names a broker back from
+/// an unclean shutdown, which also leaves every ELR. Without the ELR
+/// feature the last ISR member stays in the ISR when it goes (the partition
+/// is then offline, leader -1), so it can lead again when it returns.
 pub fn align_partitions(
     image: &MetadataImage,
+    min_isr: MinIsr,
     usable: impl Fn(i32) -> bool,
+    unclean_shutdown: Option<i32>,
 ) -> Vec<MetadataRecord> {
     let mut records = Vec::new();
     let mut topics: Vec<_> = image.topics.values().collect();
     topics.sort_by(|a, b| a.name.cmp(&b.name));
     for topic in topics {
+        let topic_min_isr = min_isr.of_topic(topic);
         for (&partition, p) in &topic.partitions {
-            let mut isr: Vec<i32> = p.isr.iter().copied().filter(|b| usable(*b)).collect();
-            if isr.is_empty() {
-                isr = p.isr.clone();
+            let isr: Vec<i32> = p.isr.iter().copied().filter(|b| usable(*b)).collect();
+            let mut change =
+                PartitionChange::new(topic.id, partition, p, topic_min_isr.of(p)).isr(isr);
+            if let Some(broker) = unclean_shutdown {
+                change = change.unclean_shutdown(broker);
             }
-            let leader = if p.leader >= 0 && usable(p.leader) && isr.contains(&p.leader) {
-                p.leader
-            } else {
-                p.replicas
-                    .iter()
-                    .copied()
-                    .find(|b| usable(*b) && isr.contains(b))
-                    .unwrap_or(-1)
-            };
-            if leader != p.leader || isr != p.isr {
-                records.push(MetadataRecord::PartitionChange {
-                    topic_id: topic.id,
-                    partition,
-                    leader: (leader != p.leader).then_some(leader),
-                    isr: (isr != p.isr).then_some(isr),
-                    replicas: None,
-                });
-            }
+            records.extend(change.build(&usable));
         }
     }
     records
@@ -72,29 +63,34 @@ pub enum NoElection {
 /// The change that elects a leader of `kind` for partition `p`.
 pub fn elect(
     image: &MetadataImage,
+    min_isr: MinIsr,
     topic_id: Uuid,
     partition: i32,
     kind: ElectionType,
 ) -> Result<MetadataRecord, NoElection> {
-    let p = image
+    let topic = image
         .topic_by_id(&topic_id)
-        .and_then(|t| t.partitions.get(&partition))
+        .ok_or(NoElection::NoEligibleLeader)?;
+    let p = topic
+        .partitions
+        .get(&partition)
         .ok_or(NoElection::NoEligibleLeader)?;
     let usable = |b: i32| usable_in(image, b, &[]);
-    let change = |leader: i32, isr: Option<Vec<i32>>| MetadataRecord::PartitionChange {
-        topic_id,
-        partition,
-        leader: Some(leader),
-        isr,
-        replicas: None,
-    };
     match kind {
         ElectionType::Preferred => {
             let preferred = *p.replicas.first().ok_or(NoElection::NoEligibleLeader)?;
             if p.leader == preferred {
                 Err(NoElection::NotNeeded)
             } else if usable(preferred) && p.isr.contains(&preferred) {
-                Ok(change(preferred, None))
+                Ok(MetadataRecord::PartitionChange {
+                    topic_id,
+                    partition,
+                    leader: Some(preferred),
+                    isr: None,
+                    replicas: None,
+                    elr: None,
+                    last_known_elr: None,
+                })
             } else {
                 Err(NoElection::PreferredUnavailable)
             }
@@ -103,13 +99,11 @@ pub fn elect(
             if p.leader >= 0 {
                 return Err(NoElection::NotNeeded);
             }
-            let leader = p
-                .replicas
-                .iter()
-                .copied()
-                .find(|b| usable(*b))
-                .ok_or(NoElection::NoEligibleLeader)?;
-            Ok(change(leader, Some(vec![leader])))
+            PartitionChange::new(topic_id, partition, p, min_isr.of(topic, p))
+                .election(Election::Unclean)
+                .build(usable)
+                .filter(|r| matches!(r, MetadataRecord::PartitionChange { leader: Some(l), .. } if *l >= 0))
+                .ok_or(NoElection::NoEligibleLeader)
         }
     }
 }
@@ -117,11 +111,13 @@ pub fn elect(
 /// Preferred-leader elections for every partition whose preferred replica
 /// is a live ISR member but does not lead (auto.leader.rebalance.enable).
 pub fn preferred_leader_moves(image: &MetadataImage) -> Vec<MetadataRecord> {
+    // A preferred election changes no ISR, so no ELR either.
+    let min_isr = MinIsr::new(image, 1);
     image
         .topics
         .values()
         .flat_map(|t| t.partitions.keys().map(move |p| (t.id, *p)))
-        .filter_map(|(id, p)| elect(image, id, p, ElectionType::Preferred).ok())
+        .filter_map(|(id, p)| elect(image, min_isr, id, p, ElectionType::Preferred).ok())
         .collect()
 }
 
@@ -190,7 +186,15 @@ mod tests {
             partition_epoch: 0,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }
+    }
+
+    /// Kafka's default min ISR of 1: these tests keep their pre-ELR
+    /// outcomes, since an ISR of one is never below it.
+    fn min_isr(image: &MetadataImage) -> MinIsr<'_> {
+        MinIsr::new(image, 1)
     }
 
     fn changes(records: &[MetadataRecord]) -> BTreeMap<i32, (Option<i32>, Option<Vec<i32>>)> {
@@ -214,9 +218,12 @@ mod tests {
             vec![part(1, &[1, 2, 3]), part(2, &[2, 1]), part(3, &[3])],
             &[],
         );
-        let c = changes(&align_partitions(&img, |b| {
-            usable_in(&img, b, &[(1, false)])
-        }));
+        let c = changes(&align_partitions(
+            &img,
+            min_isr(&img),
+            |b| usable_in(&img, b, &[(1, false)]),
+            None,
+        ));
         assert_eq!(c[&0], (Some(2), Some(vec![2, 3])));
         assert_eq!(c[&1], (None, Some(vec![2])));
         assert!(!c.contains_key(&2), "partition 2 never had broker 1");
@@ -230,18 +237,18 @@ mod tests {
         );
         let id = *img.topics.keys().next().unwrap();
         assert!(matches!(
-            elect(&img, id, 0, ElectionType::Preferred),
+            elect(&img, min_isr(&img), id, 0, ElectionType::Preferred),
             Ok(MetadataRecord::PartitionChange {
                 leader: Some(1),
                 ..
             })
         ));
         assert_eq!(
-            elect(&img, id, 1, ElectionType::Preferred).unwrap_err(),
+            elect(&img, min_isr(&img), id, 1, ElectionType::Preferred).unwrap_err(),
             NoElection::NotNeeded
         );
         assert_eq!(
-            elect(&img, id, 2, ElectionType::Preferred).unwrap_err(),
+            elect(&img, min_isr(&img), id, 2, ElectionType::Preferred).unwrap_err(),
             NoElection::PreferredUnavailable,
             "broker 1 is out of the ISR"
         );
@@ -249,28 +256,76 @@ mod tests {
         let offline = image(vec![part(-1, &[1])], &[1]);
         let oid = *offline.topics.keys().next().unwrap();
         assert!(matches!(
-            elect(&offline, oid, 0, ElectionType::Unclean),
+            elect(&offline, min_isr(&offline), oid, 0, ElectionType::Unclean),
             Ok(MetadataRecord::PartitionChange { leader: Some(2), isr: Some(ref isr), .. }) if isr == &vec![2]
         ));
         assert_eq!(
-            elect(&img, id, 0, ElectionType::Unclean).unwrap_err(),
+            elect(&img, min_isr(&img), id, 0, ElectionType::Unclean).unwrap_err(),
             NoElection::NotNeeded
         );
     }
 
+    fn without_elr(mut image: MetadataImage) -> MetadataImage {
+        image
+            .features
+            .insert(crate::features::ELR_VERSION.to_string(), 0);
+        image
+    }
+
     #[test]
-    fn the_last_isr_member_stays_and_leads_again_when_back() {
-        let img = image(vec![part(1, &[1])], &[]);
-        let c = changes(&align_partitions(&img, |b| {
-            usable_in(&img, b, &[(1, false)])
-        }));
-        assert_eq!(c[&0], (Some(-1), None), "offline, ISR kept");
-        let offline = image(vec![part(-1, &[1])], &[1]);
-        let back = changes(&align_partitions(&offline, |b| {
-            usable_in(&offline, b, &[(1, true)])
-        }));
-        assert_eq!(back[&0], (Some(1), None));
-        let still_out = align_partitions(&offline, |b| usable_in(&offline, b, &[]));
-        assert!(still_out.is_empty(), "no unclean election of 2 or 3");
+    fn without_the_elr_the_last_isr_member_stays_and_leads_again_when_back() {
+        let img = without_elr(image(vec![part(1, &[1])], &[]));
+        let align = |img: &MetadataImage, overrides: &[(i32, bool)]| {
+            changes(&align_partitions(
+                img,
+                min_isr(img),
+                |b| usable_in(img, b, overrides),
+                None,
+            ))
+        };
+        assert_eq!(
+            align(&img, &[(1, false)])[&0],
+            (Some(-1), None),
+            "offline, ISR kept"
+        );
+        let offline = without_elr(image(vec![part(-1, &[1])], &[1]));
+        assert_eq!(align(&offline, &[(1, true)])[&0], (Some(1), None));
+        assert!(
+            align(&offline, &[]).is_empty(),
+            "no unclean election of 2 or 3"
+        );
+    }
+
+    #[test]
+    fn with_the_elr_a_cleanly_stopped_replica_leads_again_and_an_unclean_one_does_not() {
+        // min.insync.replicas=2: 3 stopped, then 2, then 1, all cleanly.
+        let mut img = image(vec![part(1, &[1, 2, 3])], &[]);
+        for (offset, gone) in [(1, 3), (2, 2), (3, 1)] {
+            let records = align_partitions(&img, MinIsr::new(&img, 2), |b| b < gone, None);
+            for r in &records {
+                img.apply(offset, r);
+            }
+        }
+        let p = &img.topics.values().next().unwrap().partitions[&0];
+        assert_eq!((p.leader, p.isr.as_slice()), (-1, &[][..]));
+        assert_eq!(
+            (p.elr.as_slice(), p.last_known_elr.as_slice()),
+            (&[1, 2][..], &[1][..])
+        );
+        // 2 comes back cleanly: it leads, from the ELR.
+        let back = changes(&align_partitions(
+            &img,
+            MinIsr::new(&img, 2),
+            |b| b == 2,
+            None,
+        ));
+        assert_eq!(back[&0], (Some(2), Some(vec![2])));
+        // 2 comes back from an unclean shutdown: it leaves the ELR, and the
+        // partition waits for 1.
+        let records = align_partitions(&img, MinIsr::new(&img, 2), |b| b == 2, Some(2));
+        assert!(matches!(
+            records.as_slice(),
+            [MetadataRecord::PartitionChange { leader: None, elr: Some(elr), .. }] if elr == &[1]
+        ));
     }
 }

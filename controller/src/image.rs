@@ -23,6 +23,13 @@ pub struct PartitionImage {
     pub adding_replicas: Vec<i32>,
     /// An ongoing reassignment's replicas to drop once it completes.
     pub removing_replicas: Vec<i32>,
+    /// Eligible leader replicas (KIP-966): replicas out of the ISR that
+    /// still hold every committed record, since they left while the ISR was
+    /// below min.insync.replicas (when the high watermark cannot move).
+    pub elr: Vec<i32>,
+    /// The leader the partition last had, kept once the ISR and the ELR
+    /// are both empty: the replica most likely to hold the most data.
+    pub last_known_elr: Vec<i32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,6 +156,8 @@ impl MetadataImage {
                 leader,
                 leader_epoch,
                 partition_epoch,
+                elr,
+                last_known_elr,
             } => {
                 if let Some(t) = self.topics.get_mut(topic_id) {
                     t.partitions.insert(
@@ -161,6 +170,8 @@ impl MetadataImage {
                             partition_epoch: *partition_epoch,
                             adding_replicas: Vec::new(),
                             removing_replicas: Vec::new(),
+                            elr: elr.clone(),
+                            last_known_elr: last_known_elr.clone(),
                         },
                     );
                 }
@@ -171,6 +182,8 @@ impl MetadataImage {
                 leader,
                 isr,
                 replicas,
+                elr,
+                last_known_elr,
             } => {
                 let Some(p) = self
                     .topics
@@ -190,6 +203,12 @@ impl MetadataImage {
                 }
                 if let Some(r) = replicas {
                     p.replicas = r.clone();
+                }
+                if let Some(e) = elr {
+                    p.elr = e.clone();
+                }
+                if let Some(e) = last_known_elr {
+                    p.last_known_elr = e.clone();
                 }
                 p.partition_epoch += 1;
             }

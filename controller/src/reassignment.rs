@@ -83,6 +83,8 @@ pub fn plan(
             leader: None,
             isr: None,
             replicas: Some(replicas),
+            elr: None,
+            last_known_elr: None,
         },
         MetadataRecord::PartitionReassignment {
             topic_id,
@@ -133,6 +135,15 @@ fn finish(
     if isr.is_empty() {
         isr = p.isr.clone();
     }
+    // Replicas that are dropped are no longer eligible to lead either.
+    let kept = |list: &[i32]| -> Option<Vec<i32>> {
+        let kept: Vec<i32> = list
+            .iter()
+            .copied()
+            .filter(|r| replicas.contains(r))
+            .collect();
+        (kept != list).then_some(kept)
+    };
     let leader = if replicas.contains(&p.leader) {
         p.leader
     } else {
@@ -149,6 +160,8 @@ fn finish(
             leader: (leader != p.leader).then_some(leader),
             isr: (isr != p.isr).then_some(isr),
             replicas: Some(replicas.to_vec()),
+            elr: kept(&p.elr),
+            last_known_elr: kept(&p.last_known_elr),
         },
         MetadataRecord::PartitionReassignment {
             topic_id,
@@ -222,6 +235,8 @@ mod tests {
             partition_epoch: 0,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }
     }
 
@@ -258,6 +273,8 @@ mod tests {
                 leader: None,
                 isr: Some(vec![1, 2, 3]),
                 replicas: None,
+                elr: None,
+                last_known_elr: None,
             }],
         );
         let done = completions(&image);

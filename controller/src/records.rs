@@ -63,7 +63,8 @@ pub struct Endpoint {
 pub enum MetadataRecord {
     /// type 1
     Topic { name: String, topic_id: Uuid },
-    /// type 2
+    /// type 2; version 1 adds the eligible leader replicas (KIP-966),
+    /// written only when there are any.
     Partition {
         topic_id: Uuid,
         partition: i32,
@@ -72,14 +73,19 @@ pub enum MetadataRecord {
         leader: i32,
         leader_epoch: i32,
         partition_epoch: i32,
+        elr: Vec<i32>,
+        last_known_elr: Vec<i32>,
     },
-    /// type 3: leadership or ISR change; `None` leaves a field unchanged.
+    /// type 3: leadership, ISR or ELR change; `None` leaves a field
+    /// unchanged. Version 1 adds the ELR fields, written only when set.
     PartitionChange {
         topic_id: Uuid,
         partition: i32,
         leader: Option<i32>,
         isr: Option<Vec<i32>>,
         replicas: Option<Vec<i32>>,
+        elr: Option<Vec<i32>>,
+        last_known_elr: Option<Vec<i32>>,
     },
     /// type 4
     RemoveTopic { topic_id: Uuid },
@@ -163,10 +169,29 @@ impl MetadataRecord {
         }
     }
 
+    /// The version a record is written in: the oldest that holds it, so
+    /// that a node of an older build reads every record it can.
+    fn version(&self) -> u16 {
+        match self {
+            Self::Partition {
+                elr,
+                last_known_elr,
+                ..
+            } => u16::from(!elr.is_empty() || !last_known_elr.is_empty()),
+            Self::PartitionChange {
+                elr,
+                last_known_elr,
+                ..
+            } => u16::from(elr.is_some() || last_known_elr.is_some()),
+            _ => 0,
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer(Vec::with_capacity(64));
         w.u16(self.type_id());
-        w.u16(0);
+        let version = self.version();
+        w.u16(version);
         match self {
             Self::Topic { name, topic_id } => {
                 w.string(Some(name));
@@ -180,6 +205,8 @@ impl MetadataRecord {
                 leader,
                 leader_epoch,
                 partition_epoch,
+                elr,
+                last_known_elr,
             } => {
                 w.uuid(topic_id);
                 w.i32(*partition);
@@ -188,6 +215,10 @@ impl MetadataRecord {
                 w.i32(*leader);
                 w.i32(*leader_epoch);
                 w.i32(*partition_epoch);
+                if version >= 1 {
+                    w.i32s(elr);
+                    w.i32s(last_known_elr);
+                }
             }
             Self::PartitionChange {
                 topic_id,
@@ -195,12 +226,18 @@ impl MetadataRecord {
                 leader,
                 isr,
                 replicas,
+                elr,
+                last_known_elr,
             } => {
                 w.uuid(topic_id);
                 w.i32(*partition);
                 w.opt(leader.as_ref(), |w, v| w.i32(*v));
                 w.opt(isr.as_ref(), |w, v| w.i32s(v));
                 w.opt(replicas.as_ref(), |w, v| w.i32s(v));
+                if version >= 1 {
+                    w.opt(elr.as_ref(), |w, v| w.i32s(v));
+                    w.opt(last_known_elr.as_ref(), |w, v| w.i32s(v));
+                }
             }
             Self::RemoveTopic { topic_id } => w.uuid(topic_id),
             Self::Config {
@@ -292,7 +329,11 @@ impl MetadataRecord {
         let mut r = Reader(bytes);
         let type_id = r.u16()?;
         let version = r.u16()?;
-        if version != 0 {
+        let newest = match type_id {
+            2 | 3 => 1,
+            _ => 0,
+        };
+        if version > newest {
             return Err(DecodeError::Unknown(type_id, version));
         }
         let record = match type_id {
@@ -308,6 +349,8 @@ impl MetadataRecord {
                 leader: r.i32()?,
                 leader_epoch: r.i32()?,
                 partition_epoch: r.i32()?,
+                elr: if version >= 1 { r.i32s()? } else { Vec::new() },
+                last_known_elr: if version >= 1 { r.i32s()? } else { Vec::new() },
             },
             3 => Self::PartitionChange {
                 topic_id: r.uuid()?,
@@ -315,6 +358,16 @@ impl MetadataRecord {
                 leader: r.opt(|r| r.i32())?,
                 isr: r.opt(|r| r.i32s())?,
                 replicas: r.opt(|r| r.i32s())?,
+                elr: if version >= 1 {
+                    r.opt(|r| r.i32s())?
+                } else {
+                    None
+                },
+                last_known_elr: if version >= 1 {
+                    r.opt(|r| r.i32s())?
+                } else {
+                    None
+                },
             },
             4 => Self::RemoveTopic {
                 topic_id: r.uuid()?,
@@ -586,6 +639,19 @@ mod tests {
                 leader: 1,
                 leader_epoch: 4,
                 partition_epoch: 9,
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
+            },
+            MetadataRecord::Partition {
+                topic_id: id,
+                partition: 4,
+                replicas: vec![1, 2, 3],
+                isr: Vec::new(),
+                leader: -1,
+                leader_epoch: 4,
+                partition_epoch: 9,
+                elr: vec![2, 3],
+                last_known_elr: vec![1],
             },
             MetadataRecord::PartitionChange {
                 topic_id: id,
@@ -593,6 +659,17 @@ mod tests {
                 leader: Some(2),
                 isr: None,
                 replicas: Some(vec![2, 3]),
+                elr: None,
+                last_known_elr: None,
+            },
+            MetadataRecord::PartitionChange {
+                topic_id: id,
+                partition: 3,
+                leader: None,
+                isr: Some(vec![1]),
+                replicas: None,
+                elr: Some(vec![2]),
+                last_known_elr: None,
             },
             MetadataRecord::RemoveTopic { topic_id: id },
             MetadataRecord::Config {
@@ -686,6 +763,25 @@ mod tests {
         for r in samples() {
             assert_eq!(MetadataRecord::decode(&r.encode()).unwrap(), r);
         }
+    }
+
+    #[test]
+    fn partition_records_without_an_elr_keep_version_0() {
+        let versions: Vec<(u16, u16)> = samples()[1..5]
+            .iter()
+            .map(|r| {
+                let b = r.encode();
+                (
+                    u16::from_be_bytes([b[0], b[1]]),
+                    u16::from_be_bytes([b[2], b[3]]),
+                )
+            })
+            .collect();
+        assert_eq!(versions, [(2, 0), (2, 1), (3, 0), (3, 1)]);
+        assert_eq!(
+            MetadataRecord::decode(&[0, 3, 0, 2]),
+            Err(DecodeError::Unknown(3, 2))
+        );
     }
 
     #[test]

@@ -313,6 +313,8 @@ mod tests {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             };
             image.apply(2 + i64::from(partition), &record);
         }
@@ -411,6 +413,8 @@ mod tests {
                 leader: 2,
                 leader_epoch: 1,
                 partition_epoch: 1,
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             },
         );
         follow(&image);

@@ -112,6 +112,9 @@ pub struct LogManager {
     /// visits, so that its tick costs nothing per idle partition (the
     /// default, Long.MAX_VALUE, leaves flushing to the OS, as in Kafka).
     timed_flush: Mutex<HashSet<TopicPartition>>,
+    /// What the last clean shutdown wrote in every log dir's marker; None
+    /// when any dir was not shut down cleanly.
+    clean_shutdown_marker: Option<Vec<u8>>,
 }
 
 impl LogManager {
@@ -146,7 +149,7 @@ impl LogManager {
             ))));
         }
         let threads = threads_per_dir.max(1);
-        let loaded: Vec<Result<Vec<(TopicPartition, LogEntry)>>> = std::thread::scope(|scope| {
+        let loaded: Vec<Result<LoadedDir>> = std::thread::scope(|scope| {
             let loading: Vec<_> = log_dirs
                 .iter()
                 .enumerate()
@@ -158,9 +161,16 @@ impl LogManager {
                 .collect()
         });
         let mut logs = HashMap::new();
+        let mut markers = Vec::with_capacity(loaded.len());
         for dir in loaded {
-            logs.extend(dir?);
+            let dir = dir?;
+            logs.extend(dir.logs);
+            markers.push(dir.clean_shutdown_marker);
         }
+        let clean_shutdown_marker = match markers.split_first() {
+            Some((first, rest)) if rest.iter().all(|m| m == first) => first.clone(),
+            _ => None,
+        };
         let timed_flush = logs
             .iter()
             .filter(|(_, e)| flushes_by_time(e.log.read().config()))
@@ -172,7 +182,15 @@ impl LogManager {
             logs: RwLock::new(logs),
             offline_dirs: Mutex::new(Vec::new()),
             timed_flush: Mutex::new(timed_flush),
+            clean_shutdown_marker,
         })
+    }
+
+    /// What the last clean shutdown wrote in the marker of every log dir
+    /// (see [`LogManager::shutdown`]), or None when any log dir was not shut
+    /// down cleanly, or the dirs disagree.
+    pub fn clean_shutdown_marker(&self) -> Option<&[u8]> {
+        self.clean_shutdown_marker.as_deref()
     }
 
     /// Gives a partition's log a new configuration.
@@ -408,8 +426,9 @@ impl LogManager {
     /// Clean shutdown: flush and snapshot every log, with `threads_per_dir`
     /// threads for each log dir (`num.recovery.threads.per.data.dir`, which
     /// Kafka closes logs with too), write the checkpoints, then leave the
-    /// marker that lets the next start skip recovery.
-    pub fn shutdown(&self, threads_per_dir: usize) -> Result<()> {
+    /// marker that lets the next start skip recovery, holding `marker` (the
+    /// broker writes its incarnation, as Kafka its broker epoch).
+    pub fn shutdown(&self, threads_per_dir: usize, marker: &[u8]) -> Result<()> {
         let started = std::time::Instant::now();
         let logs = self.all_logs();
         let threads = threads_per_dir.max(1) * self.log_dirs.len();
@@ -429,7 +448,7 @@ impl LogManager {
         self.checkpoint()?;
         if failed.into_inner() == 0 {
             for dir in &self.log_dirs {
-                fs::write(dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
+                fs::write(dir.join(CLEAN_SHUTDOWN_FILE), marker)?;
                 crate::log::fsync_dir(dir)?;
             }
         }
@@ -492,16 +511,27 @@ fn set_aside_stray(tp: &TopicPartition, stray: &LogEntry, topic_id: &str) -> Res
     Ok(())
 }
 
+/// One log dir's logs, and its clean-shutdown marker when it had one.
+struct LoadedDir {
+    logs: Vec<(TopicPartition, LogEntry)>,
+    clean_shutdown_marker: Option<Vec<u8>>,
+}
+
 /// Opens the partition logs of log dir number `index`, `threads` at a time.
 fn load_dir(
     index: usize,
     dir: &Path,
     configs: &dyn LogConfigSource,
     threads: usize,
-) -> Result<Vec<(TopicPartition, LogEntry)>> {
+) -> Result<LoadedDir> {
     fs::create_dir_all(dir)?;
     let marker = dir.join(CLEAN_SHUTDOWN_FILE);
-    let clean = marker.exists();
+    let clean_shutdown_marker = match fs::read(&marker) {
+        Ok(content) => Some(content),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    let clean = clean_shutdown_marker.is_some();
     let recovery = read_offsets(dir, RECOVERY_POINT_CHECKPOINT_FILE)?;
     let starts = read_offsets(dir, LOG_START_OFFSET_CHECKPOINT_FILE)?;
     let hws = read_offsets(dir, REPLICATION_OFFSET_CHECKPOINT_FILE)?;
@@ -565,7 +595,10 @@ fn load_dir(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "loaded log dir"
     );
-    Ok(logs)
+    Ok(LoadedDir {
+        logs,
+        clean_shutdown_marker,
+    })
 }
 
 fn read_offsets(dir: &Path, file: &str) -> Result<HashMap<TopicPartition, i64>> {
@@ -810,7 +843,7 @@ mod tests {
             m.get_or_create(&tp, "AAAAAAAAAAAAAAAAAAAAAA", cfg.clone())
                 .unwrap();
         }
-        m.shutdown(3).unwrap();
+        m.shutdown(3, b"").unwrap();
         drop(m);
         let source = ConcurrentOpens {
             wanted: 3,
@@ -821,6 +854,36 @@ mod tests {
         let m = LogManager::open(dirs, &source, 3).unwrap();
         assert_eq!(m.partitions().len(), 8);
         assert_eq!(source.most.into_inner(), 3, "three logs opened at once");
+    }
+
+    #[test]
+    fn the_clean_shutdown_marker_says_what_the_last_shutdown_wrote_in_every_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("a"), root.path().join("b")];
+        let cfg = LogConfig::default();
+        let m = LogManager::open(dirs.clone(), &cfg, 1).unwrap();
+        assert_eq!(
+            m.clean_shutdown_marker(),
+            None,
+            "a new dir was never shut down"
+        );
+        m.shutdown(1, b"incarnation-1").unwrap();
+        drop(m);
+        let m = LogManager::open(dirs.clone(), &cfg, 1).unwrap();
+        assert_eq!(m.clean_shutdown_marker(), Some(&b"incarnation-1"[..]));
+        // The marker is gone while the manager runs: a crash now is unclean.
+        drop(m);
+        let m = LogManager::open(dirs.clone(), &cfg, 1).unwrap();
+        assert_eq!(m.clean_shutdown_marker(), None);
+        m.shutdown(1, b"incarnation-2").unwrap();
+        drop(m);
+        std::fs::remove_file(dirs[1].join(CLEAN_SHUTDOWN_FILE)).unwrap();
+        let m = LogManager::open(dirs, &cfg, 1).unwrap();
+        assert_eq!(
+            m.clean_shutdown_marker(),
+            None,
+            "dir b was not shut down cleanly"
+        );
     }
 
     #[test]
@@ -843,7 +906,7 @@ mod tests {
         assert!(LogManager::open_locked(dirs.clone(), locks, &cfg, 1).is_err());
         drop(first);
         let second = LogManager::open(dirs.clone(), &cfg, 1).expect("the first manager is gone");
-        second.shutdown(1).unwrap();
+        second.shutdown(1, b"").unwrap();
         LogManager::open(dirs, &cfg, 1).expect("a manager lets go of its dirs once shut down");
     }
 
@@ -861,7 +924,7 @@ mod tests {
         log.write()
             .append_as_leader(&mut batch(), 0, AppendOrigin::Client, 1)
             .unwrap();
-        m.shutdown(1).unwrap();
+        m.shutdown(1, b"").unwrap();
         drop((m, log));
 
         let m = LogManager::open(dirs.clone(), &cfg, 1).unwrap();
@@ -887,7 +950,7 @@ mod tests {
             read_partition_metadata(&strays[0]).unwrap().as_deref(),
             Some(old_id)
         );
-        m.shutdown(1).unwrap();
+        m.shutdown(1, b"").unwrap();
         drop((m, fresh));
 
         // A restart loads the new log only and leaves the stray dir alone.
@@ -930,7 +993,7 @@ mod tests {
             m.log_dir_of(&TopicPartition::new("orders", 0))
                 != m.log_dir_of(&TopicPartition::new("orders", 1))
         );
-        m.shutdown(2).unwrap();
+        m.shutdown(2, b"").unwrap();
         assert!(dirs[0].join(CLEAN_SHUTDOWN_FILE).exists());
         drop(m);
         let m = LogManager::open(dirs.clone(), &cfg, 2).unwrap();

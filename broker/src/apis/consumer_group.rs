@@ -22,8 +22,8 @@ use uuid::Uuid;
 
 use super::group::{client_host, ALL_GROUP_OPERATIONS};
 use crate::broker::Broker;
-use crate::features::{self, GROUP_VERSION};
 use crate::replica::{base64_topic_id, now_ms};
+use ottla_controller::features::{self, GROUP_VERSION};
 use ottla_group_coordinator::{
     validate_consumer_heartbeat, Assignment, ConsumerMember, HeartbeatError, HeartbeatRequest,
 };

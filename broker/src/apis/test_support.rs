@@ -119,6 +119,7 @@ fn open_broker_here(settings: BrokerSettings) -> anyhow::Result<Arc<Broker>> {
         defaults: TopicDefaults {
             num_partitions: settings.num_partitions,
             replication_factor: settings.default_replication_factor,
+            min_insync_replicas: 1,
         },
         session_timeout: Duration::from_secs(9),
         leader_rebalance_interval: None,
@@ -202,6 +203,9 @@ pub fn change_partition(
         leader,
         isr: isr.map(<[i32]>::to_vec),
         replicas: replicas.map(<[i32]>::to_vec),
+
+        elr: None,
+        last_known_elr: None,
     };
     wait_for(
         &broker.controller,

@@ -11,7 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_controller::{ControllerError, MetadataImage};
 
 use crate::broker::Broker;
-use crate::features::{self, supported_range, METADATA_VERSION};
+use ottla_controller::features::{self, supported_range, METADATA_VERSION};
 
 pub fn handle(broker: &Broker, version: i16, req: UpdateFeaturesRequest) -> UpdateFeaturesResponse {
     let image = broker.controller.image();
@@ -103,7 +103,7 @@ mod tests {
 
     use super::*;
     use crate::apis::test_support::{off_runtime, test_broker};
-    use crate::features::GROUP_VERSION;
+    use ottla_controller::features::GROUP_VERSION;
 
     fn update(feature: &'static str, level: i16) -> FeatureUpdateKey {
         FeatureUpdateKey::default()

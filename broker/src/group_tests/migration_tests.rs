@@ -19,8 +19,8 @@ use crate::apis::consumer_group::{describe as consumer_describe, heartbeat};
 use crate::apis::group::{join_group, list_groups, offset_commit, sync_group};
 use crate::apis::test_support::assert_encodes;
 use crate::broker::Broker;
-use crate::features::GROUP_VERSION;
 use crate::replica::now_ms;
+use ottla_controller::features::GROUP_VERSION;
 use ottla_group_coordinator::codec::Writer;
 use ottla_group_coordinator::subscription::{encode_assignment, parse_assignment};
 

@@ -22,6 +22,9 @@ fn set_replicas(broker: &Broker, tp: &TopicPartition, replicas: &[i32], isr: &[i
         leader: None,
         isr: Some(isr.to_vec()),
         replicas: Some(replicas.to_vec()),
+
+        elr: None,
+        last_known_elr: None,
     };
     crate::apis::test_support::wait_for(
         &broker.controller,

@@ -143,6 +143,8 @@ pub(crate) fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
                 leader: p.leader,
                 leader_epoch: p.leader_epoch,
                 partition_epoch: p.partition_epoch,
+                elr: p.elr.clone(),
+                last_known_elr: p.last_known_elr.clone(),
             });
             if !p.adding_replicas.is_empty() || !p.removing_replicas.is_empty() {
                 out.push(MetadataRecord::PartitionReassignment {
@@ -300,6 +302,8 @@ mod tests {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             },
             MetadataRecord::PartitionChange {
                 topic_id: a,
@@ -307,6 +311,8 @@ mod tests {
                 leader: Some(2),
                 isr: Some(vec![2]),
                 replicas: None,
+                elr: Some(vec![1]),
+                last_known_elr: None,
             },
             MetadataRecord::Topic {
                 name: "users".into(),

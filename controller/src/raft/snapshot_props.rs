@@ -106,10 +106,20 @@ fn record() -> impl Strategy<Value = MetadataRecord> {
             replicas(),
             -1..4i32,
             0..50i32,
-            0..50i32
+            0..50i32,
+            (replicas(), replicas())
         )
             .prop_map(
-                |(topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch)| {
+                |(
+                    topic_id,
+                    partition,
+                    replicas,
+                    isr,
+                    leader,
+                    leader_epoch,
+                    partition_epoch,
+                    (elr, last_known_elr),
+                )| {
                     MetadataRecord::Partition {
                         topic_id,
                         partition,
@@ -118,6 +128,8 @@ fn record() -> impl Strategy<Value = MetadataRecord> {
                         leader,
                         leader_epoch,
                         partition_epoch,
+                        elr,
+                        last_known_elr,
                     }
                 }
             ),
@@ -126,17 +138,23 @@ fn record() -> impl Strategy<Value = MetadataRecord> {
             0..3i32,
             option::of(-1..4i32),
             option::of(replicas()),
+            option::of(replicas()),
+            option::of(replicas()),
             option::of(replicas())
         )
-            .prop_map(|(topic_id, partition, leader, isr, replicas)| {
-                MetadataRecord::PartitionChange {
-                    topic_id,
-                    partition,
-                    leader,
-                    isr,
-                    replicas,
+            .prop_map(
+                |(topic_id, partition, leader, isr, replicas, elr, last_known_elr)| {
+                    MetadataRecord::PartitionChange {
+                        topic_id,
+                        partition,
+                        leader,
+                        isr,
+                        replicas,
+                        elr,
+                        last_known_elr,
+                    }
                 }
-            }),
+            ),
         topic_id().prop_map(|topic_id| MetadataRecord::RemoveTopic { topic_id }),
         (
             prop_oneof![Just(2i8), Just(4i8), Just(64i8), any::<i8>()],
