@@ -420,11 +420,17 @@ impl ReplicaManager {
     }
 
     /// Moves the high watermark up to what every ISR member has, and wakes
-    /// the partition's watchers if it moved; returns whether it did.
+    /// the partition's watchers if it moved; returns whether it did. As in
+    /// Kafka 4 (KIP-966), it stands still while the ISR is below the
+    /// partition's min ISR: a replica that leaves such an ISR then misses
+    /// no committed record, which is what keeps it eligible to lead.
     fn maybe_advance_high_watermark(&self, p: &Partition) -> bool {
         let state = p.state();
         let advanced = {
             let mut log = p.log.write();
+            if state.isr.len() < effective_min_isr(log.config().min_insync_replicas, &state) {
+                return false;
+            }
             let leader_end = log.log_end_offset();
             let hw = p
                 .followers
@@ -1108,4 +1114,10 @@ impl PartitionWriter for ReplicaManager {
     ) -> Result<(), ResponseError> {
         ReplicaManager::wait_replicated_blocking(self, tp, end_offset, timeout)
     }
+}
+
+/// Kafka's `effectiveMinIsr`: `min.insync.replicas`, capped by the
+/// replication factor (a topic of one replica is never under it).
+fn effective_min_isr(min_insync_replicas: i32, state: &PartitionState) -> usize {
+    (min_insync_replicas.max(1) as usize).min(state.replicas.len().max(1))
 }

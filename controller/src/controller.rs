@@ -23,11 +23,14 @@ use uuid::Uuid;
 
 use crate::active::{ActiveService, CommitError, Liveness, LivenessLoop, QuietScans};
 use crate::elections::{align_partitions, elect, usable_in, ElectionType, NoElection};
+use crate::features;
 use crate::image::MetadataImage;
-use crate::partition_change::{MinIsr, PartitionChange};
+use crate::partition_change::{MinIsr, PartitionChange, MIN_INSYNC_REPLICAS};
 use crate::raft::{Node, Observer, Quorum, QuorumConfig, QuorumError, QuorumMember, RpcHandler};
 use crate::reassignment::{self, ReassignmentError};
-use crate::records::{is_mirror_binding_config, MetadataRecord, CONFIG_RESOURCE_TOPIC};
+use crate::records::{
+    is_mirror_binding_config, MetadataRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
+};
 
 /// Producer ids handed to a broker per ProducerIds record.
 pub const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -728,6 +731,7 @@ impl Controller {
                         .map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
                 }
             }
+            check_elr_min_isr_change(image, resource_type, resource_name, &current, &next)?;
             if validate_only {
                 return Ok(Vec::new());
             }
@@ -750,9 +754,29 @@ impl Controller {
                     value: None,
                 });
             }
+            if current.get(MIN_INSYNC_REPLICAS) != next.get(MIN_INSYNC_REPLICAS) {
+                records.extend(self.elr_after(image, &records));
+            }
             Ok(records)
         })
         .await
+    }
+
+    /// The partition changes that bring every ELR in line with the min ISR
+    /// and ELR feature `image` has once `changes` apply (a min.insync.replicas
+    /// or feature change): a partition whose ISR reaches its new min ISR
+    /// empties its ELR, and turning the feature off empties them all.
+    fn elr_after(&self, image: &MetadataImage, changes: &[MetadataRecord]) -> Vec<MetadataRecord> {
+        let mut next = image.clone();
+        for record in changes {
+            next.apply(image.offset, record);
+        }
+        align_partitions(
+            &next,
+            self.min_isr(&next),
+            |b| usable_in(&next, b, &[]),
+            None,
+        )
     }
 
     /// An ISR change asked by the leader of a partition (Kafka's
@@ -918,7 +942,7 @@ impl Controller {
     pub async fn set_feature_levels(&self, levels: Vec<(String, i16)>) -> ControllerResult<()> {
         let ((), error) = self
             .run(|image| {
-                let records = levels
+                let mut records: Vec<MetadataRecord> = levels
                     .iter()
                     .filter(|(name, level)| image.features.get(name) != Some(level))
                     .map(|(name, level)| MetadataRecord::FeatureLevel {
@@ -926,10 +950,54 @@ impl Controller {
                         level: *level,
                     })
                     .collect();
+                let elr_was = features::elr_enabled(image);
+                let elr_will_be = levels
+                    .iter()
+                    .find(|(name, _)| name == features::ELR_VERSION)
+                    .map_or(elr_was, |(_, level)| *level >= 1);
+                if elr_will_be && !elr_was {
+                    records.splice(0..0, self.elr_safety_records(image));
+                }
+                if elr_will_be != elr_was {
+                    let changes = self.elr_after(image, &records);
+                    records.extend(changes);
+                }
                 (records, ())
             })
             .await;
         error.map_or(Ok(()), Err)
+    }
+
+    /// Kafka's ELR safety records, written as the feature turns on: the
+    /// cluster-level min.insync.replicas (this node's static value when
+    /// none is set), and no per-broker one, which the controller cannot
+    /// see when it decides which replicas are eligible.
+    fn elr_safety_records(&self, image: &MetadataImage) -> Vec<MetadataRecord> {
+        let config = |name: &str, value: Option<String>| MetadataRecord::Config {
+            resource_type: CONFIG_RESOURCE_BROKER,
+            resource_name: name.to_string(),
+            name: MIN_INSYNC_REPLICAS.to_string(),
+            value,
+        };
+        let mut records = Vec::new();
+        let cluster_level = image
+            .configs_of(CONFIG_RESOURCE_BROKER, "")
+            .is_some_and(|c| c.contains_key(MIN_INSYNC_REPLICAS));
+        if !cluster_level {
+            records.push(config(
+                "",
+                Some(self.defaults.min_insync_replicas.to_string()),
+            ));
+        }
+        for broker in image.config_resource_names(CONFIG_RESOURCE_BROKER) {
+            let has_min_isr = image
+                .configs_of(CONFIG_RESOURCE_BROKER, broker)
+                .is_some_and(|c| c.contains_key(MIN_INSYNC_REPLICAS));
+            if !broker.is_empty() && has_min_isr {
+                records.push(config(broker, None));
+            }
+        }
+        records
     }
 
     /// Commits `records` as they are, unvalidated: for tools and tests
@@ -1021,6 +1089,35 @@ fn partition_record(topic_id: Uuid, partition: i32, replicas: Vec<i32>) -> Metad
         elr: Vec::new(),
         last_known_elr: Vec::new(),
     }
+}
+
+/// Kafka's rules for min.insync.replicas while the ELR is on: the
+/// controller decides eligibility from the topic and cluster-level values,
+/// so no broker may have its own, and the cluster-level one stays.
+fn check_elr_min_isr_change(
+    image: &MetadataImage,
+    resource_type: i8,
+    resource_name: &str,
+    current: &BTreeMap<String, String>,
+    next: &BTreeMap<String, String>,
+) -> ControllerResult<()> {
+    let (before, after) = (
+        current.get(MIN_INSYNC_REPLICAS),
+        next.get(MIN_INSYNC_REPLICAS),
+    );
+    if resource_type != CONFIG_RESOURCE_BROKER || before == after || !features::elr_enabled(image) {
+        return Ok(());
+    }
+    let invalid = |m: &str| Err(ControllerError::new(ResponseError::InvalidConfig, m));
+    if !resource_name.is_empty() {
+        return invalid("Broker-level min.insync.replicas cannot be altered while ELR is enabled.");
+    }
+    if after.is_none() {
+        return invalid(
+            "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
+        );
+    }
+    Ok(())
 }
 
 /// Round-robin placement with a per-topic starting offset, so leaders spread
@@ -1274,6 +1371,102 @@ pub(crate) mod tests {
             .image()
             .configs_of(CONFIG_RESOURCE_TOPIC, "orders")
             .is_none());
+    }
+
+    #[test]
+    fn min_isr_and_feature_changes_rewrite_the_elr_as_kafka_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = controller(dir.path());
+        let id = Uuid::from_u128(5);
+        let configs = |c: &Controller, kind, name: &str| -> Option<String> {
+            c.image()
+                .configs_of(kind, name)
+                .and_then(|m| m.get(MIN_INSYNC_REPLICAS).cloned())
+        };
+        let elr = |c: &Controller| {
+            let p = c.image().topics[&id].partitions[&0].clone();
+            (p.elr, p.last_known_elr)
+        };
+        let set = |c: &Controller, kind, name: &str, value: Option<&str>| {
+            let op = if value.is_some() {
+                AlterOp::Set
+            } else {
+                AlterOp::Delete
+            };
+            let change = [(MIN_INSYNC_REPLICAS.to_string(), op, value.map(String::from))];
+            c.block_on(c.alter_configs(kind, name, &change, false, false))
+        };
+        let elr_level = |c: &Controller, level| {
+            c.block_on(c.set_feature_levels(vec![(features::ELR_VERSION.into(), level)]))
+                .unwrap()
+        };
+        c.block_on(c.commit_records(vec![
+            MetadataRecord::Topic {
+                name: "t".into(),
+                topic_id: id,
+            },
+            MetadataRecord::Config {
+                resource_type: CONFIG_RESOURCE_TOPIC,
+                resource_name: "t".into(),
+                name: MIN_INSYNC_REPLICAS.into(),
+                value: Some("3".into()),
+            },
+            MetadataRecord::Partition {
+                topic_id: id,
+                partition: 0,
+                replicas: vec![1, 2, 3],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+                elr: vec![2, 3],
+                last_known_elr: Vec::new(),
+            },
+        ]))
+        .unwrap();
+        // min ISR 3 -> 2: the ISR of one is still below it.
+        set(&c, CONFIG_RESOURCE_TOPIC, "t", Some("2")).unwrap();
+        assert_eq!(elr(&c).0, [2, 3]);
+        // -> 1: the ISR reaches it, the ELR empties.
+        set(&c, CONFIG_RESOURCE_TOPIC, "t", Some("1")).unwrap();
+        assert_eq!(elr(&c).0, Vec::<i32>::new());
+        // No broker of its own while the ELR is on.
+        let refused = set(&c, CONFIG_RESOURCE_BROKER, "1", Some("2")).unwrap_err();
+        assert_eq!(refused.code, ResponseError::InvalidConfig.code());
+        assert!(
+            refused.message.contains("Broker-level"),
+            "{}",
+            refused.message
+        );
+        // The feature off clears every ELR.
+        c.block_on(c.commit_records(vec![MetadataRecord::PartitionChange {
+            topic_id: id,
+            partition: 0,
+            leader: None,
+            isr: None,
+            replicas: None,
+            elr: Some(vec![3]),
+            last_known_elr: Some(vec![2]),
+        }]))
+        .unwrap();
+        elr_level(&c, 0);
+        assert_eq!(elr(&c), (Vec::new(), Vec::new()));
+        set(&c, CONFIG_RESOURCE_BROKER, "1", Some("2")).unwrap();
+        assert_eq!(configs(&c, CONFIG_RESOURCE_BROKER, ""), None);
+        // On again: the safety records, a cluster-level value and no
+        // broker-level one; which the cluster then keeps.
+        elr_level(&c, 1);
+        assert_eq!(configs(&c, CONFIG_RESOURCE_BROKER, "1"), None);
+        assert_eq!(
+            configs(&c, CONFIG_RESOURCE_BROKER, "").as_deref(),
+            Some("1")
+        );
+        let refused = set(&c, CONFIG_RESOURCE_BROKER, "", None).unwrap_err();
+        assert!(
+            refused.message.contains("Cluster-level"),
+            "{}",
+            refused.message
+        );
     }
 
     #[test]

@@ -163,8 +163,8 @@ fn partition(
         .with_leader_epoch(p.leader_epoch)
         .with_replica_nodes(ids(&p.replicas))
         .with_isr_nodes(ids(&p.isr))
-        .with_eligible_leader_replicas(Some(Vec::new()))
-        .with_last_known_elr(Some(Vec::new()))
+        .with_eligible_leader_replicas(Some(ids(&p.elr)))
+        .with_last_known_elr(Some(ids(&p.last_known_elr)))
         .with_offline_replicas(ids(&offline))
 }
 

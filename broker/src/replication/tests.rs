@@ -141,3 +141,47 @@ fn a_diverging_follower_is_told_where_its_epoch_ends() {
     // One that stopped inside epoch 0 just goes on fetching.
     assert_eq!(broker.replicas.follower_fetched(&tp, 2, 2, 0), None);
 }
+
+/// Kafka 4's rule (KIP-966): an acks=1 write below min.insync.replicas is
+/// stored, but not committed until the ISR is back at min ISR.
+#[test]
+fn the_high_watermark_stands_still_while_the_isr_is_below_min_isr() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    let tp = TopicPartition::new("strict", 0);
+    let topic = ottla_controller::NewTopic {
+        name: "strict".into(),
+        num_partitions: 1,
+        replication_factor: -1,
+        configs: [("min.insync.replicas".to_string(), Some("2".to_string()))].into(),
+        ..Default::default()
+    };
+    for (_, r) in crate::apis::test_support::wait_for(
+        &broker.controller,
+        broker.controller.create_topics(vec![topic], false),
+    ) {
+        r.unwrap();
+    }
+    broker.replicas.apply_image(&broker.controller.image());
+    register(&broker, 2, false);
+    set_replicas(&broker, &tp, &[1, 2], &[1]);
+    let records = [ottla_protocol::batch::SimpleRecord {
+        value: Some(b"v".to_vec()),
+        ..Default::default()
+    }];
+    let batch = bytes::Bytes::from(BatchBuilder::default().build(&records));
+    let appended = broker.replicas.append(
+        &tp,
+        &batch,
+        1,
+        ottla_storage::producer_state::AppendOrigin::Client,
+    );
+    assert_eq!(appended.error, None, "{:?}", appended.message);
+    assert_eq!(broker.replicas.offsets(&tp).unwrap().log_end, 1);
+    assert_eq!(high_watermark(&broker, &tp), 0, "ISR [1] is below 2");
+    broker.replicas.follower_fetched(&tp, 2, 1, 0);
+    assert_eq!(high_watermark(&broker, &tp), 0, "2 is still out of the ISR");
+    set_replicas(&broker, &tp, &[1, 2], &[1, 2]);
+    broker.replicas.follower_fetched(&tp, 2, 1, 0);
+    assert_eq!(high_watermark(&broker, &tp), 1, "back at min ISR");
+}
