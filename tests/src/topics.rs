@@ -65,16 +65,21 @@ pub fn produce_keyed(node: &Ottla, topic: &str, lines: &str) {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionView {
+    /// -1 for none.
     pub leader: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// Eligible leader replicas (KIP-966).
+    pub elr: Vec<i32>,
+    pub last_known_elr: Vec<i32>,
 }
 
 fn ids(s: &str) -> Vec<i32> {
     s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
 }
 
-/// `kafka-topics.sh --describe`, parsed: partition -> leader, replicas, ISR.
+/// `kafka-topics.sh --describe`, parsed: partition -> leader, replicas,
+/// ISR, ELR.
 pub fn describe(node: &Ottla, topic: &str) -> BTreeMap<i32, PartitionView> {
     let out = ok(kafka_tool(
         "kafka-topics.sh",
@@ -97,12 +102,19 @@ pub fn describe(node: &Ottla, topic: &str) -> BTreeMap<i32, PartitionView> {
                     .trim()
                     .to_string()
             };
+            let leader = field("Leader:");
             (
                 field("Partition:").parse().unwrap(),
                 PartitionView {
-                    leader: field("Leader:").parse().unwrap(),
+                    leader: if leader == "none" {
+                        -1
+                    } else {
+                        leader.parse().unwrap()
+                    },
                     replicas: ids(&field("Replicas:")),
                     isr: ids(&field("Isr:")),
+                    elr: ids(&field("Elr:")),
+                    last_known_elr: ids(&field("LastKnownElr:")),
                 },
             )
         })

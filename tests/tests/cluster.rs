@@ -569,6 +569,8 @@ fn reassignment_grows_the_replication_factor_and_moves_a_partition() {
             leader: 3,
             replicas: vec![3],
             isr: vec![3],
+            elr: vec![],
+            last_known_elr: vec![],
         }
     );
     assert_eq!(total_offsets(&nodes[2], "moves"), 5_000);
@@ -1522,4 +1524,120 @@ fn a_consumer_whose_rack_replica_dies_reads_on_from_the_leader() {
     read_by(2_000);
     let seen = every_offset_read(&BTreeMap::from([(0, 2_000)]), &consumer.records());
     assert_eq!(seen.len(), 2_000);
+}
+
+/// Eligible leader replicas (KIP-966), on by default as in Kafka 4.4, with
+/// min.insync.replicas=2 on three replicas: replicas that stop cleanly
+/// while the ISR is below 2 stay eligible, so the first of them back leads
+/// with every acknowledged record, where Kafka 3 waited for the last ISR
+/// member; a replica back from kill -9 is no longer eligible. Node 1 is the
+/// controller, node 2 a broker outside the replicas that answers the tools.
+#[test]
+fn a_cleanly_stopped_eligible_replica_leads_again_and_a_killed_one_does_not() {
+    let mut nodes = Ottla::split_cluster(1, 4, CLUSTER_SETTINGS);
+    let created = create_assigned_topic(&nodes[1], "elr", "3:4:5");
+    assert!(created.contains("Created topic elr"), "{created}");
+    ok(kafka_tool(
+        "kafka-configs.sh",
+        &[
+            "--bootstrap-server",
+            &nodes[1].bootstrap(),
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "elr",
+            "--add-config",
+            "min.insync.replicas=2",
+        ],
+        None,
+    ));
+    let full = |v: &BTreeMap<i32, PartitionView>| v[&0].isr.len() == 3;
+    wait_for(&nodes[1], "elr", "a full ISR", full);
+    let out = produce(&nodes[1], "elr", 5_000);
+    assert!(out.contains("5000 records sent"), "{out}");
+    let at = |id: i32| (id - 1) as usize;
+
+    // 5 stops: the ISR [3, 4] is still at min ISR, so 5 is not eligible.
+    assert_eq!(nodes[at(5)].stop(), Some(0));
+    let v = wait_for(&nodes[1], "elr", "5 out of the ISR", |v| {
+        v[&0].isr == [3, 4]
+    });
+    assert_eq!(
+        (v[&0].elr.as_slice(), v[&0].last_known_elr.as_slice()),
+        (&[][..], &[][..])
+    );
+    // 4 stops: the ISR [3] is below 2, so 4 stays eligible.
+    assert_eq!(nodes[at(4)].stop(), Some(0));
+    let v = wait_for(&nodes[1], "elr", "4 in the ELR", |v| v[&0].isr == [3]);
+    assert_eq!(v[&0].elr, [4]);
+    // 3, the leader, stops: no ISR, no leader, both eligible, 3 the last
+    // leader.
+    assert_eq!(nodes[at(3)].stop(), Some(0));
+    let v = wait_for(&nodes[1], "elr", "an empty ISR", |v| v[&0].isr.is_empty());
+    assert_eq!(v[&0].leader, -1);
+    assert_eq!(
+        (v[&0].elr.as_slice(), v[&0].last_known_elr.as_slice()),
+        (&[3, 4][..], &[3][..])
+    );
+
+    // 4 comes back first: it leads, from the ELR, with every record.
+    nodes[at(4)].restart();
+    let v = wait_for(&nodes[1], "elr", "4 leading", |v| v[&0].leader == 4);
+    assert_eq!(
+        (v[&0].isr.as_slice(), v[&0].elr.as_slice()),
+        (&[4][..], &[3][..])
+    );
+    assert_eq!(total_offsets(&nodes[1], "elr"), 5_000);
+    assert_eq!(read_partition_0(&nodes[1], "elr", 5_000), 5_000);
+
+    // 4 is killed: fenced, it leaves the ISR for the ELR; back from kill -9
+    // it may have lost an unflushed tail, so it is no longer eligible, and
+    // the partition waits for 3.
+    nodes[at(4)].kill9();
+    wait_for(&nodes[1], "elr", "4 fenced", |v| v[&0].leader == -1);
+    nodes[at(4)].restart();
+    let v = wait_for(&nodes[1], "elr", "4 no longer eligible", |v| {
+        v[&0].elr == [3]
+    });
+    assert_eq!(v[&0].leader, -1, "{v:?}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(describe(&nodes[1], "elr")[&0].leader, -1, "4 must not lead");
+    assert!(
+        nodes[at(4)]
+            .log()
+            .contains("broker registering after an unclean shutdown"),
+        "the broker logs why"
+    );
+    // 3 comes back: it leads, 4 catches up and both make the ISR again.
+    nodes[at(3)].restart();
+    wait_for(&nodes[1], "elr", "3 leading with 4", |v| {
+        v[&0].leader == 3 && v[&0].isr.len() == 2
+    });
+    assert_eq!(read_partition_0(&nodes[1], "elr", 5_000), 5_000);
+}
+
+/// Reads partition 0 from the start without a consumer group, so without
+/// `__consumer_offsets`, whose replicas may be down.
+fn read_partition_0(node: &Ottla, topic: &str, expected: usize) -> usize {
+    ok(kafka_tool(
+        "kafka-console-consumer.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--topic",
+            topic,
+            "--partition",
+            "0",
+            "--offset",
+            "earliest",
+            "--max-messages",
+            &expected.to_string(),
+            "--timeout-ms",
+            "30000",
+        ],
+        None,
+    ))
+    .lines()
+    .count()
 }

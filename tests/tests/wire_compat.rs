@@ -631,11 +631,13 @@ const SOURCE_DEFAULT: i8 = 5;
 
 /// Allowed difference: Kafka 4.1+ enables eligible leader replicas (KIP-966)
 /// on a new cluster, and its controller then stores its static
-/// min.insync.replicas as a cluster-level dynamic default. Ottla has no ELR
-/// and no such record, so Kafka reports min.insync.replicas from source 3
-/// (DYNAMIC_DEFAULT_BROKER_CONFIG), with a synonym at that level, where
-/// Ottla reports its default. The value is the same (checked). This takes
-/// that level out of Kafka's row.
+/// min.insync.replicas as a cluster-level dynamic default. Ottla writes
+/// that record only when UpdateFeatures turns the ELR on; a new cluster
+/// runs with the feature at its initial level and the controller falls
+/// back on the static value. So Kafka reports min.insync.replicas from
+/// source 3 (DYNAMIC_DEFAULT_BROKER_CONFIG), with a synonym at that level,
+/// where Ottla reports its default. The value is the same (checked). This
+/// takes that level out of Kafka's row.
 fn undo_cluster_min_isr(rows: &mut BTreeMap<String, ConfigRow>) {
     let Some(row) = rows.get_mut("min.insync.replicas") else {
         return;
