@@ -367,6 +367,31 @@ impl Controller {
         error.map_or(Ok(()), Err)
     }
 
+    /// Removes broker `broker_id`'s registration (UnregisterBroker,
+    /// `kafka-cluster.sh unregister`, for a broker taken out of service).
+    /// It leaves every leadership, ISR and ELR first, as after an unclean
+    /// shutdown: a broker that comes back registers anew. A broker still
+    /// running re-registers at its next heartbeat, as in Kafka.
+    pub async fn unregister_broker(&self, broker_id: i32) -> ControllerResult<()> {
+        self.run_fallible(|image| {
+            if !image.brokers.contains_key(&broker_id) {
+                return Err(ControllerError::new(
+                    ResponseError::BrokerIdNotRegistered,
+                    format!("Broker ID {broker_id} is not currently registered"),
+                ));
+            }
+            let mut records = align_partitions(
+                image,
+                self.min_isr(image),
+                |b| usable_in(image, b, &[(broker_id, false)]),
+                Some(broker_id),
+            );
+            records.push(MetadataRecord::UnregisterBroker { broker_id });
+            Ok(records)
+        })
+        .await
+    }
+
     /// The min ISR the ELR of `image`'s partitions follows.
     pub(crate) fn min_isr<'a>(&self, image: &'a MetadataImage) -> MinIsr<'a> {
         MinIsr::new(image, self.defaults.min_insync_replicas)

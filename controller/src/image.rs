@@ -310,6 +310,9 @@ impl MetadataImage {
                     b.fenced = *fenced;
                 }
             }
+            MetadataRecord::UnregisterBroker { broker_id } => {
+                self.brokers.remove(broker_id);
+            }
             MetadataRecord::ScramCredential {
                 user,
                 mechanism,

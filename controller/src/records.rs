@@ -146,6 +146,9 @@ pub enum MetadataRecord {
         key: String,
         value: Option<QuotaValue>,
     },
+    /// type 16: a broker's registration removed (KRaft's
+    /// UnregisterBrokerRecord, `kafka-cluster.sh unregister`).
+    UnregisterBroker { broker_id: i32 },
 }
 
 impl MetadataRecord {
@@ -166,6 +169,7 @@ impl MetadataRecord {
             Self::PartitionReassignment { .. } => 13,
             Self::LeaderEpochBump { .. } => 14,
             Self::ClientQuota { .. } => 15,
+            Self::UnregisterBroker { .. } => 16,
         }
     }
 
@@ -321,6 +325,7 @@ impl MetadataRecord {
                     w.0.extend_from_slice(&v.0.to_bits().to_be_bytes())
                 });
             }
+            Self::UnregisterBroker { broker_id } => w.i32(*broker_id),
         }
         w.0
     }
@@ -442,6 +447,9 @@ impl MetadataRecord {
                     value: r.opt(|r| Ok(QuotaValue(f64::from_bits(r.i64()? as u64))))?,
                 }
             }
+            16 => Self::UnregisterBroker {
+                broker_id: r.i32()?,
+            },
             other => return Err(DecodeError::Unknown(other, version)),
         };
         if !r.0.is_empty() {
@@ -755,6 +763,7 @@ mod tests {
                 key: "connection_creation_rate".into(),
                 value: None,
             },
+            MetadataRecord::UnregisterBroker { broker_id: 3 },
         ]
     }
 

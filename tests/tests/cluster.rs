@@ -1641,3 +1641,46 @@ fn read_partition_0(node: &Ottla, topic: &str, expected: usize) -> usize {
     .lines()
     .count()
 }
+
+/// `kafka-cluster.sh unregister`: a stopped broker taken out of service
+/// leaves the metadata; an unknown id is refused with Kafka's message; the
+/// broker, started again, registers anew.
+#[test]
+fn kafka_cluster_unregister_removes_a_broker_taken_out_of_service() {
+    let mut nodes = Ottla::split_cluster(1, 3, CLUSTER_SETTINGS);
+    let unregister = |node: &Ottla, id: &str| {
+        kafka_tool(
+            "kafka-cluster.sh",
+            &[
+                "unregister",
+                "--bootstrap-server",
+                &node.bootstrap(),
+                "--id",
+                id,
+            ],
+            None,
+        )
+    };
+    let brokers = |node: &Ottla| -> Vec<i32> {
+        let mut client = WireClient::connect(&node.bootstrap());
+        let metadata: kafka_protocol::messages::MetadataResponse =
+            client.send(12, &kafka_protocol::messages::MetadataRequest::default());
+        let mut ids: Vec<i32> = metadata.brokers.iter().map(|b| b.node_id.0).collect();
+        ids.sort_unstable();
+        ids
+    };
+    assert_eq!(nodes[3].stop(), Some(0));
+    let out = ok(unregister(&nodes[1], "4"));
+    assert!(out.contains("Broker 4 is no longer registered"), "{out}");
+    assert_eq!(brokers(&nodes[1]), [2, 3]);
+    let refused = unregister(&nodes[1], "9");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("Broker ID 9 is not currently registered"),
+        "{stderr}"
+    );
+    nodes[3].restart();
+    nodes[1].wait_for_brokers(3, Duration::from_secs(30));
+    assert_eq!(brokers(&nodes[1]), [2, 3, 4]);
+}

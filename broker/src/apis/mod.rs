@@ -30,4 +30,5 @@ pub mod scram_credentials;
 #[cfg(test)]
 pub mod test_support;
 pub mod txn;
+pub mod unregister_broker;
 pub mod update_features;

@@ -28,6 +28,7 @@ use kafka_protocol::messages::elect_leaders_response::{
 use kafka_protocol::messages::list_config_resources_response::ListConfigResourcesResponse;
 use kafka_protocol::messages::list_partition_reassignments_response::ListPartitionReassignmentsResponse;
 use kafka_protocol::messages::update_features_response::UpdateFeaturesResponse;
+use kafka_protocol::messages::UnregisterBrokerResponse;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::{operation, resource};
@@ -57,6 +58,7 @@ pub fn gate(access: &Arc<Access>, version: i16, body: RequestKind) -> Gate {
         | R::DeleteAcls(_)
         | R::AlterUserScramCredentials(_)
         | R::ElectLeaders(_)
+        | R::UnregisterBroker(_)
         | R::UpdateFeatures(_) => operation::ALTER,
         R::ListPartitionReassignments(_) => operation::DESCRIBE,
         R::AlterPartitionReassignments(_) => operation::ALTER,
@@ -161,6 +163,11 @@ fn refusal(version: i16, body: RequestKind) -> ResponseKind {
                 ),
             )
         }
+        RequestKind::UnregisterBroker(_) => ResponseKind::UnregisterBroker(
+            UnregisterBrokerResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
         RequestKind::UpdateFeatures(_) => ResponseKind::UpdateFeatures(
             UpdateFeaturesResponse::default()
                 .with_error_code(code)

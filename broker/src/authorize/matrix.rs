@@ -595,6 +595,13 @@ fn cluster_cases() -> Vec<Case> {
             operation::ALTER,
         ),
         case(
+            "UnregisterBroker",
+            0,
+            UnregisterBrokerRequest::default().into(),
+            ResponseKind::UnregisterBroker(Default::default()),
+            operation::ALTER,
+        ),
+        case(
             "AlterPartitionReassignments",
             0,
             AlterPartitionReassignmentsRequest::default().into(),

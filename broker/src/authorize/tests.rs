@@ -161,6 +161,10 @@ fn every_served_api_has_a_rule() {
             RequestKind::ListPartitionReassignments(Default::default()),
         ),
         (
+            ApiKey::UnregisterBroker,
+            RequestKind::UnregisterBroker(Default::default()),
+        ),
+        (
             ApiKey::ConsumerGroupHeartbeat,
             RequestKind::ConsumerGroupHeartbeat(Default::default()),
         ),

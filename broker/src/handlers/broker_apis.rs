@@ -16,7 +16,8 @@ use crate::apis::{
     acls, client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
     elect_leaders, fetch, group, init_producer_id, list_config_resources, list_offsets, metadata,
-    offset_for_leader_epoch, produce, reassignments, scram_credentials, txn, update_features,
+    offset_for_leader_epoch, produce, reassignments, scram_credentials, txn, unregister_broker,
+    update_features,
 };
 use crate::authorize::{gate_request, Gate};
 use crate::broker::Broker;
@@ -60,6 +61,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::UpdateFeatures, 0, 2),
+    (ApiKey::UnregisterBroker, 0, 0),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::AddPartitionsToTxn, 0, 5),
@@ -227,6 +229,9 @@ impl RequestHandler for BrokerApis {
                 }
                 RequestKind::UpdateFeatures(r) => ResponseKind::UpdateFeatures(
                     blocking(b, move |b| update_features::handle(b, v, r)).await?,
+                ),
+                RequestKind::UnregisterBroker(r) => ResponseKind::UnregisterBroker(
+                    blocking(b, move |b| unregister_broker::handle(b, v, r)).await?,
                 ),
                 RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(
                     blocking(b, move |b| elect_leaders::handle(b, v, r)).await?,

@@ -247,6 +247,7 @@ fn record() -> impl Strategy<Value = MetadataRecord> {
                 key: key.to_string(),
                 value: value.map(QuotaValue),
             }),
+        broker().prop_map(|broker_id| MetadataRecord::UnregisterBroker { broker_id }),
     ]
 }
 
@@ -268,10 +269,11 @@ fn type_of(record: &MetadataRecord) -> u16 {
         MetadataRecord::PartitionReassignment { .. } => 13,
         MetadataRecord::LeaderEpochBump { .. } => 14,
         MetadataRecord::ClientQuota { .. } => 15,
+        MetadataRecord::UnregisterBroker { .. } => 16,
     }
 }
 
-const RECORD_TYPES: u16 = 15;
+const RECORD_TYPES: u16 = 16;
 
 /// Whether the controller could have written `record` on `image`: a topic
 /// name belongs to one live topic at a time (CreateTopics and mirrors refuse
