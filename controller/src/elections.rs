@@ -178,17 +178,7 @@ mod tests {
     }
 
     fn part(leader: i32, isr: &[i32]) -> PartitionImage {
-        PartitionImage {
-            replicas: vec![1, 2, 3],
-            isr: isr.to_vec(),
-            leader,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            adding_replicas: Vec::new(),
-            removing_replicas: Vec::new(),
-            elr: Vec::new(),
-            last_known_elr: Vec::new(),
-        }
+        PartitionImage::with(&[1, 2, 3], isr, leader)
     }
 
     /// Kafka's default min ISR of 1: these tests keep their pre-ELR

@@ -32,6 +32,24 @@ pub struct PartitionImage {
     pub last_known_elr: Vec<i32>,
 }
 
+#[cfg(test)]
+impl PartitionImage {
+    /// A partition at epoch 0, with no reassignment and no ELR (tests).
+    pub(crate) fn with(replicas: &[i32], isr: &[i32], leader: i32) -> Self {
+        Self {
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
+            leader,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicImage {
     pub name: String,

@@ -268,15 +268,9 @@ mod tests {
 
     fn part(leader: i32, isr: &[i32], elr: &[i32], lke: &[i32]) -> PartitionImage {
         PartitionImage {
-            replicas: vec![1, 2, 3],
-            isr: isr.to_vec(),
-            leader,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            adding_replicas: Vec::new(),
-            removing_replicas: Vec::new(),
             elr: elr.to_vec(),
             last_known_elr: lke.to_vec(),
+            ..PartitionImage::with(&[1, 2, 3], isr, leader)
         }
     }
 

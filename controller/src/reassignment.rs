@@ -227,17 +227,7 @@ mod tests {
     }
 
     fn partition(replicas: &[i32], isr: &[i32], leader: i32) -> PartitionImage {
-        PartitionImage {
-            replicas: replicas.to_vec(),
-            isr: isr.to_vec(),
-            leader,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            adding_replicas: Vec::new(),
-            removing_replicas: Vec::new(),
-            elr: Vec::new(),
-            last_known_elr: Vec::new(),
-        }
+        PartitionImage::with(replicas, isr, leader)
     }
 
     fn apply(image: &mut MetadataImage, records: &[MetadataRecord]) {
