@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use ottla_broker::broker::{Broker, BrokerSettings};
-use ottla_broker::config::{keys, BrokerConfig, Listener};
+use ottla_broker::config::{keys, BrokerConfig, Endpoint as ConfigEndpoint, Listener};
 use ottla_broker::dynamic_broker_config::{dynamic_or, DynamicConnectionLimits};
 use ottla_broker::dynamic_listeners::{ApiService, DynamicListeners};
 use ottla_broker::handlers::broker_apis::BrokerSlot;
@@ -34,7 +34,9 @@ use ottla_broker::security::{
 };
 use ottla_controller::acls::operation;
 use ottla_controller::records::Endpoint;
-use ottla_controller::{Controller, ControllerSettings, Node, QuorumConfig, TopicDefaults};
+use ottla_controller::{
+    Controller, ControllerSettings, DynamicQuorum, Node, QuorumConfig, QuorumVoters, TopicDefaults,
+};
 use ottla_protocol::api_versions::FinalizedFeatures;
 use ottla_protocol::client_security::ClientSecurity;
 use ottla_storage::dir_lock::DirLocks;
@@ -44,6 +46,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use tracing_subscriber::EnvFilter;
+use uuid::Uuid;
 
 /// Requests are decoded by kafka-protocol, which reserves whatever array
 /// length a request claims; this allocator makes such reservations lazy so a
@@ -183,9 +186,6 @@ async fn serve(mut config: BrokerConfig, dir_locks: Arc<DirLocks>) -> Result<()>
     // already accept) stops it cleanly instead of killing it.
     let signalled = CancellationToken::new();
     cancel_on_signal(signalled.clone())?;
-    if config.quorum_voters.is_empty() {
-        anyhow::bail!("controller.quorum.bootstrap.servers (a dynamic quorum) is not supported yet: list the voters in controller.quorum.voters");
-    }
     let cluster_id = format_dirs(&config).await?;
     // Checked before anything starts, so a bad login or trust store is
     // reported at once.
@@ -250,7 +250,9 @@ async fn serve(mut config: BrokerConfig, dir_locks: Arc<DirLocks>) -> Result<()>
         advertised = ?config.advertised_listeners.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "ottla started"
     );
-    let controller_settings = controller_settings(&config, to_controllers, cluster_id.clone());
+    let directory_id = metadata_directory_id(&config).await?;
+    let controller_settings =
+        controller_settings(&config, to_controllers, cluster_id.clone(), directory_id);
     let controller =
         tokio::task::spawn_blocking(move || Controller::start(controller_settings)).await??;
     if let Some(endpoint) = quorum_endpoint(&config, &controller) {
@@ -340,8 +342,7 @@ async fn serve(mut config: BrokerConfig, dir_locks: Arc<DirLocks>) -> Result<()>
 /// quorum starts: a node must never talk to its peers under an id they
 /// do not share. Only a lone node makes one up when none is configured.
 async fn format_dirs(config: &BrokerConfig) -> Result<String> {
-    let lone = config.roles.broker && config.roles.controller && config.quorum_voters.len() == 1;
-    let unformatted = if lone {
+    let unformatted = if config.is_lone_node() {
         Unformatted::Generate
     } else {
         Unformatted::Refuse
@@ -362,11 +363,45 @@ async fn format_dirs(config: &BrokerConfig) -> Result<String> {
     .await?
 }
 
+/// The `directory.id` of the metadata log's directory.
+async fn metadata_directory_id(config: &BrokerConfig) -> Result<Uuid> {
+    let dir = config.metadata_log_dir.clone();
+    tokio::task::spawn_blocking(move || meta_properties::directory_id(&dir)).await?
+}
+
+/// The static voters, or how to find a dynamic quorum (KIP-853).
+fn quorum_voters(config: &BrokerConfig, directory_id: Uuid) -> QuorumVoters {
+    let node = |e: &ConfigEndpoint| Node {
+        host: e.host.clone(),
+        port: e.port,
+    };
+    if !config.quorum_voters.is_empty() {
+        return QuorumVoters::Static(
+            config
+                .quorum_voters
+                .iter()
+                .map(|v| (v.id as u64, node(&v.endpoint)))
+                .collect(),
+        );
+    }
+    QuorumVoters::Dynamic(DynamicQuorum {
+        bootstrap: config.quorum_bootstrap_servers.iter().map(node).collect(),
+        // A broker-only node publishes none: it never joins as a controller.
+        own: config
+            .own_controller_endpoint()
+            .map(node)
+            .unwrap_or_default(),
+        directory_id,
+        standalone: config.standalone_controller(),
+    })
+}
+
 /// What the controller needs from the configuration.
 fn controller_settings(
     config: &BrokerConfig,
     peer_security: ClientSecurity,
     cluster_id: String,
+    directory_id: Uuid,
 ) -> ControllerSettings {
     let ms = |v: i64| Duration::from_millis(v.clamp(1, i64::from(u32::MAX)) as u64);
     let election = ms(i64::from(
@@ -377,19 +412,7 @@ fn controller_settings(
         node_id: config.node_id,
         dir: config.metadata_log_dir.join("__cluster_metadata-0"),
         voter: config.roles.controller,
-        voters: config
-            .quorum_voters
-            .iter()
-            .map(|v| {
-                (
-                    v.id as u64,
-                    Node {
-                        host: v.endpoint.host.clone(),
-                        port: v.endpoint.port,
-                    },
-                )
-            })
-            .collect(),
+        voters: quorum_voters(config, directory_id),
         quorum: QuorumConfig {
             // openraft waits out the leader lease (the range's top) and then
             // a random time in the range: 1.5-2 s of silence by default, as

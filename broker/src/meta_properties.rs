@@ -108,6 +108,16 @@ pub fn ensure(
     Ok(cluster_id)
 }
 
+/// The `directory.id` of `dir`'s `meta.properties` (written by [`ensure`]).
+pub fn directory_id(dir: &Path) -> anyhow::Result<Uuid> {
+    let path = dir.join(META_PROPERTIES);
+    let props = read(&path)?.with_context(|| format!("{} is missing", path.display()))?;
+    props
+        .get("directory.id")
+        .and_then(|text| ottla_protocol::names::uuid_from_text(text))
+        .with_context(|| format!("{} has no valid directory.id", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,10 +130,16 @@ mod tests {
         let a = root.path().join("a");
         let id = ensure(std::slice::from_ref(&a), &a, 1, None, Generate).unwrap();
         assert_eq!(id.len(), 22);
+        let directory = directory_id(&a).unwrap();
         // Once written it is kept, even where none would be made up.
         assert_eq!(
             ensure(std::slice::from_ref(&a), &a, 1, None, Refuse).unwrap(),
             id
+        );
+        assert_eq!(
+            directory_id(&a).unwrap(),
+            directory,
+            "a directory keeps its id"
         );
         let e = ensure(std::slice::from_ref(&a), &a, 2, None, Generate)
             .unwrap_err()

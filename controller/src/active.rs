@@ -703,6 +703,9 @@ impl ControllerService for ActiveService {
                 },
                 // Answered by the quorum RPC before it reaches the service.
                 ControllerRequest::FetchMetadata(_) => ControllerResponse::NotLeader,
+                ControllerRequest::JoinQuorum(join) => controller.join_as_leader(join).await,
+                ControllerRequest::AddVoter(key) => controller.add_voter_as_leader(key).await,
+                ControllerRequest::RemoveVoter(key) => controller.remove_voter_as_leader(key).await,
             }
         })
     }

@@ -26,7 +26,9 @@ use crate::elections::{align_partitions, elect, usable_in, ElectionType, NoElect
 use crate::features;
 use crate::image::MetadataImage;
 use crate::partition_change::{MinIsr, PartitionChange, MIN_INSYNC_REPLICAS};
-use crate::raft::{Node, Observer, Quorum, QuorumConfig, QuorumError, QuorumMember, RpcHandler};
+use crate::raft::{
+    Observer, Quorum, QuorumConfig, QuorumError, QuorumMember, QuorumVoters, RpcHandler,
+};
 use crate::reassignment::{self, ReassignmentError};
 use crate::records::{
     is_mirror_binding_config, MetadataRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
@@ -116,8 +118,9 @@ pub struct ControllerSettings {
     pub node_id: i32,
     /// The metadata log's directory (`__cluster_metadata-0`).
     pub dir: PathBuf,
-    /// `controller.quorum.voters`: id -> controller listener address.
-    pub voters: BTreeMap<u64, Node>,
+    /// `controller.quorum.voters`, or the bootstrap servers of a dynamic
+    /// quorum.
+    pub voters: QuorumVoters,
     /// Whether this node is one of the voters (has the controller role) or
     /// only observes the quorum (a broker-only node).
     pub voter: bool,
@@ -179,7 +182,7 @@ impl Controller {
                     .await
                     .map(|q| QuorumMember::Voter(Box::new(q)))
             } else {
-                Observer::start(id, voters, &quorum).map(QuorumMember::Observer)
+                Observer::start(id, &voters, &quorum).map(QuorumMember::Observer)
             }
         })?;
         let image = quorum.image();
@@ -1235,13 +1238,13 @@ pub(crate) mod tests {
             node_id: 1,
             dir: dir.to_path_buf(),
             voter: true,
-            voters: BTreeMap::from([(
+            voters: QuorumVoters::Static(BTreeMap::from([(
                 1,
-                Node {
+                crate::raft::Node {
                     host: "127.0.0.1".into(),
                     port: 1,
                 },
-            )]),
+            )])),
             quorum: QuorumConfig::default(),
             defaults: TopicDefaults {
                 num_partitions: 1,

@@ -83,6 +83,9 @@ pub struct MetadataImage {
     pub acls: Acls,
     /// Client quotas by entity.
     pub client_quotas: ClientQuotas,
+    /// The metadata log directory of each controller of a dynamic quorum
+    /// (KIP-853), by controller id.
+    pub controller_directories: BTreeMap<i32, Uuid>,
 }
 
 impl MetadataImage {
@@ -330,6 +333,13 @@ impl MetadataImage {
             }
             MetadataRecord::UnregisterBroker { broker_id } => {
                 self.brokers.remove(broker_id);
+            }
+            MetadataRecord::ControllerDirectory {
+                controller_id,
+                directory_id,
+            } => {
+                self.controller_directories
+                    .insert(*controller_id, *directory_id);
             }
             MetadataRecord::ScramCredential {
                 user,

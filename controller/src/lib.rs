@@ -16,11 +16,14 @@ pub mod reassignment;
 pub mod records;
 pub mod scram;
 pub mod service;
+pub mod voters;
 
 pub use controller::{
     AlterOp, Controller, ControllerError, ControllerResult, ControllerSettings, CreatedTopic,
     NewTopic, TopicDefaults,
 };
 pub use image::{MetadataImage, PartitionImage, TopicImage};
-pub use raft::{Node, QuorumConfig, QuorumError, QuorumSummary, VoterSummary};
+pub use raft::{
+    DynamicQuorum, Node, QuorumConfig, QuorumError, QuorumSummary, QuorumVoters, VoterSummary,
+};
 pub use records::MetadataRecord;

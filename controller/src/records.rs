@@ -149,6 +149,15 @@ pub enum MetadataRecord {
     /// type 16: a broker's registration removed (KRaft's
     /// UnregisterBrokerRecord, `kafka-cluster.sh unregister`).
     UnregisterBroker { broker_id: i32 },
+    /// type 17: the directory a controller keeps its metadata log in, as
+    /// that controller reported it when it joined a dynamic quorum
+    /// (KIP-853): a voter is the pair (id, directory id), so a controller
+    /// whose disk was replaced is a new replica, and RemoveRaftVoter names
+    /// the pair.
+    ControllerDirectory {
+        controller_id: i32,
+        directory_id: Uuid,
+    },
 }
 
 impl MetadataRecord {
@@ -170,6 +179,7 @@ impl MetadataRecord {
             Self::LeaderEpochBump { .. } => 14,
             Self::ClientQuota { .. } => 15,
             Self::UnregisterBroker { .. } => 16,
+            Self::ControllerDirectory { .. } => 17,
         }
     }
 
@@ -326,6 +336,13 @@ impl MetadataRecord {
                 });
             }
             Self::UnregisterBroker { broker_id } => w.i32(*broker_id),
+            Self::ControllerDirectory {
+                controller_id,
+                directory_id,
+            } => {
+                w.i32(*controller_id);
+                w.uuid(directory_id);
+            }
         }
         w.0
     }
@@ -449,6 +466,10 @@ impl MetadataRecord {
             }
             16 => Self::UnregisterBroker {
                 broker_id: r.i32()?,
+            },
+            17 => Self::ControllerDirectory {
+                controller_id: r.i32()?,
+                directory_id: r.uuid()?,
             },
             other => return Err(DecodeError::Unknown(other, version)),
         };
@@ -764,6 +785,10 @@ mod tests {
                 value: None,
             },
             MetadataRecord::UnregisterBroker { broker_id: 3 },
+            MetadataRecord::ControllerDirectory {
+                controller_id: 2,
+                directory_id: Uuid::from_u128(7),
+            },
         ]
     }
 

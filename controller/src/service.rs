@@ -9,13 +9,14 @@
 //! shipping each admin operation to the active controller. Heartbeats go
 //! there because broker liveness is its in-memory state, as in KRaft.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::raft::QuorumSummary;
+use crate::raft::{Node, QuorumSummary};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ControllerRequest {
@@ -30,6 +31,30 @@ pub enum ControllerRequest {
     /// A broker-only node (an observer) asks for what was committed after
     /// its image.
     FetchMetadata(MetadataFetch),
+    /// A controller of a dynamic quorum makes itself known (`raft::join`).
+    JoinQuorum(ControllerJoin),
+    /// AddRaftVoter: a controller that follows the log becomes a voter.
+    AddVoter(VoterKey),
+    /// RemoveRaftVoter: a voter goes back to following the log.
+    RemoveVoter(VoterKey),
+}
+
+/// A controller joining a dynamic quorum: where its controller listener is
+/// and which metadata log directory it runs on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerJoin {
+    pub id: u64,
+    pub node: Node,
+    /// A UUID as u128.
+    pub directory_id: u128,
+}
+
+/// A voter as KIP-853 names it: the controller and its log directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VoterKey {
+    pub id: u64,
+    /// A UUID as u128.
+    pub directory_id: u128,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,9 +102,12 @@ pub enum ControllerResponse {
     },
     Heartbeat(HeartbeatReply),
     Quorum(QuorumSummary),
-    /// The answer to a metadata fetch, with the leader's term.
+    /// The answer to a metadata fetch, with the leader's term, its id and
+    /// the voters (an observer of a dynamic quorum learns them here).
     Metadata {
         term: u64,
+        leader: u64,
+        voters: BTreeMap<u64, Node>,
         update: MetadataUpdate,
     },
 }

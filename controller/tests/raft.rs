@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ottla_controller::raft::{Node, Observer, Quorum, QuorumConfig, QuorumError};
+use ottla_controller::raft::{Node, Observer, Quorum, QuorumConfig, QuorumError, QuorumVoters};
 use ottla_controller::{MetadataImage, MetadataRecord};
 use tempfile::TempDir;
 use tokio::net::TcpListener;
@@ -72,7 +72,7 @@ impl Cluster {
         let quorum = Quorum::start(
             id,
             &self.dirs[&id],
-            self.voters.clone(),
+            QuorumVoters::Static(self.voters.clone()),
             Some(listener),
             config,
         )
@@ -223,10 +223,19 @@ async fn an_observer_follows_the_leader_through_a_failover() {
     cluster.converged(old, first).await;
     // Refused under a voter's id, which would make it both.
     assert!(matches!(
-        Observer::start(2, cluster.voters.clone(), &cluster.config),
+        Observer::start(
+            2,
+            &QuorumVoters::Static(cluster.voters.clone()),
+            &cluster.config
+        ),
         Err(QuorumError::Config(_))
     ));
-    let observer = Observer::start(10, cluster.voters.clone(), &cluster.config).unwrap();
+    let observer = Observer::start(
+        10,
+        &QuorumVoters::Static(cluster.voters.clone()),
+        &cluster.config,
+    )
+    .unwrap();
     let image = caught_up(&observer, &cluster, first).await;
     assert!(image.topic_by_name("before").is_some());
     assert_eq!(observer.leader(), Some(old));
@@ -431,7 +440,7 @@ async fn nodes_of_another_cluster_are_kept_out_of_the_quorum() {
 }
 
 fn observer_with(cluster: &Cluster, id: u64, config: &QuorumConfig) -> Observer {
-    Observer::start(id, cluster.voters.clone(), config).unwrap()
+    Observer::start(id, &QuorumVoters::Static(cluster.voters.clone()), config).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -499,7 +508,7 @@ async fn misconfigured_voter_sets_are_refused() {
         Quorum::start(
             1,
             dir.path(),
-            voters,
+            QuorumVoters::Static(voters),
             Some(listener),
             QuorumConfig::default(),
         )

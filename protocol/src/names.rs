@@ -39,6 +39,14 @@ pub fn uuid_text(id: &Uuid) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
 }
 
+/// The UUID of Kafka's text form, if `text` is one.
+pub fn uuid_from_text(text: &str) -> Option<Uuid> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text)
+        .ok()?;
+    Uuid::from_slice(&bytes).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,6 +66,9 @@ mod tests {
     #[test]
     fn uuids_are_base64url() {
         assert_eq!(uuid_text(&Uuid::nil()), "AAAAAAAAAAAAAAAAAAAAAA");
+        let id = Uuid::new_v4();
+        assert_eq!(uuid_from_text(&uuid_text(&id)), Some(id));
+        assert_eq!(uuid_from_text("not a uuid"), None);
         let id = Uuid::from_u128(0xf724_14c1_0f21_4f84_acdc_fb79_9269_2b13);
         assert_eq!(uuid_text(&id), "9yQUwQ8hT4Ss3Pt5kmkrEw");
     }

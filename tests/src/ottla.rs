@@ -93,6 +93,14 @@ fn node_dir() -> tempfile::TempDir {
     dir
 }
 
+/// One listener, on a free port, per security protocol name in `protocols`.
+fn extra_listeners(protocols: &[&str]) -> Vec<(String, u16)> {
+    protocols
+        .iter()
+        .map(|p| (p.to_string(), free_port()))
+        .collect()
+}
+
 /// What a node runs (Kafka's `process.roles`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -128,27 +136,12 @@ impl Ottla {
     /// Like [`start`](Self::start), with one more listener per name in
     /// `protocols` (SSL, SASL_PLAINTEXT, SASL_SSL), each on a free port.
     pub fn start_with_listeners(protocols: &[&str], overrides: &[(&str, &str)]) -> Self {
-        let tmp = node_dir();
-        let data_dir = tmp.path().to_path_buf();
-        let mut node = Self {
-            child: None,
-            role: Role::Combined,
-            host: LOCALHOST.into(),
-            netns: None,
-            port: free_port(),
-            controller_port: free_port(),
-            log_file: data_dir.join("ottla.log"),
-            data_dir,
-            extra_listeners: protocols
-                .iter()
-                .map(|p| (p.to_string(), free_port()))
-                .collect(),
-            overrides: overrides
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            tmp: Some(tmp),
-        };
+        let mut node = Self::unstarted();
+        node.extra_listeners = extra_listeners(protocols);
+        node.overrides = overrides
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         node.spawn();
         node
     }
@@ -167,12 +160,11 @@ impl Ottla {
         format!("{}:{port}", self.host)
     }
 
-    fn spawn(&mut self) {
-        let mut args: Vec<String> = vec!["server".into()];
-        let mut push = |k: &str, v: String| {
-            args.push("--override".into());
-            args.push(format!("{k}={v}"));
-        };
+    /// The node's settings, in the order given to `ottla server`: the
+    /// harness's, then the test's overrides (the later wins).
+    fn settings(&self) -> Vec<(String, String)> {
+        let mut settings = Vec::new();
+        let mut push = |k: &str, v: String| settings.push((k.to_string(), v));
         let extra: String = self
             .extra_listeners
             .iter()
@@ -194,13 +186,44 @@ impl Ottla {
             Role::Broker => "broker",
         };
         push("process.roles", roles.into());
-        push(
-            "controller.quorum.voters",
-            format!("1@{}:{}", self.host, self.controller_port),
-        );
+        push("controller.listener.names", "CONTROLLER".into());
+        // A lone voter, unless the test names the quorum.
+        if !self
+            .overrides
+            .iter()
+            .any(|(k, _)| k == "controller.quorum.bootstrap.servers")
+        {
+            push(
+                "controller.quorum.voters",
+                format!("1@{}:{}", self.host, self.controller_port),
+            );
+        }
         push("log.dirs", self.data_dir.join("logs").display().to_string());
         for (k, v) in &self.overrides {
             push(k, v.clone());
+        }
+        settings
+    }
+
+    /// The node's settings as a server.properties file (for tools that
+    /// read a node's configuration, such as `kafka-metadata-quorum.sh
+    /// add-controller --command-config`).
+    pub fn properties_file(&self) -> PathBuf {
+        let path = self.data_dir.join("server.properties");
+        let text: String = self
+            .settings()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn spawn(&mut self) {
+        let mut args: Vec<String> = vec!["server".into()];
+        for (k, v) in self.settings() {
+            args.push("--override".into());
+            args.push(format!("{k}={v}"));
         }
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -416,8 +439,6 @@ impl Ottla {
             .zip(roles)
             .enumerate()
             .map(|(i, ((port, controller_port), role))| {
-                let tmp = node_dir();
-                let data_dir = tmp.path().to_path_buf();
                 let mut all: Vec<(String, String)> = overrides
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -426,26 +447,75 @@ impl Ottla {
                 all.push(("node.id".into(), (i + 1).to_string()));
                 all.push(("controller.quorum.voters".into(), voters.clone()));
                 all.push(("cluster.id".into(), cluster_id_of(i)));
-                Ottla {
-                    child: None,
-                    role: *role,
-                    host: host_of(i),
-                    netns: network.map(|n| n.namespace(i)),
-                    port: *port,
-                    controller_port: *controller_port,
-                    log_file: data_dir.join("ottla.log"),
-                    data_dir,
-                    extra_listeners: protocols
-                        .iter()
-                        .map(|p| (p.to_string(), free_port()))
-                        .collect(),
-                    overrides: all,
-                    tmp: Some(tmp),
-                }
+                let mut node = Ottla::unstarted();
+                node.role = *role;
+                node.host = host_of(i);
+                node.netns = network.map(|n| n.namespace(i));
+                node.port = *port;
+                node.controller_port = *controller_port;
+                node.extra_listeners = extra_listeners(protocols);
+                node.overrides = all;
+                node
             })
             .collect();
         for node in &mut nodes {
             node.spawn();
+        }
+        nodes
+    }
+
+    /// A combined node on 127.0.0.1 with a data dir of its own and free
+    /// ports, not started.
+    fn unstarted() -> Ottla {
+        let tmp = node_dir();
+        let data_dir = tmp.path().to_path_buf();
+        Ottla {
+            child: None,
+            role: Role::Combined,
+            host: LOCALHOST.into(),
+            netns: None,
+            port: free_port(),
+            controller_port: free_port(),
+            log_file: data_dir.join("ottla.log"),
+            data_dir,
+            extra_listeners: Vec::new(),
+            overrides: Vec::new(),
+            tmp: Some(tmp),
+        }
+    }
+
+    /// Combined nodes (ids 1..=n) of a dynamic quorum (KIP-853): node 1
+    /// starts it alone (its only bootstrap server is itself); the others
+    /// join through node 1 and follow the log until `kafka-metadata-quorum.sh
+    /// add-controller` makes them voters. Returns once every node's
+    /// metadata lists every broker.
+    pub fn dynamic_quorum(n: usize, overrides: &[(&str, &str)]) -> Vec<Ottla> {
+        let cluster_id = cluster_id();
+        let first = Ottla::unstarted();
+        let bootstrap = format!("{}:{}", first.host, first.controller_port);
+        let mut nodes: Vec<Ottla> = std::iter::once(first)
+            .chain((1..n).map(|_| Ottla::unstarted()))
+            .enumerate()
+            .map(|(i, mut node)| {
+                let mut all: Vec<(String, String)> = overrides
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                all.push(("node.id".into(), (i + 1).to_string()));
+                all.push((
+                    "controller.quorum.bootstrap.servers".into(),
+                    bootstrap.clone(),
+                ));
+                all.push(("cluster.id".into(), cluster_id.clone()));
+                node.overrides = all;
+                node
+            })
+            .collect();
+        for node in &mut nodes {
+            node.spawn();
+        }
+        for node in &nodes {
+            node.wait_for_brokers(n, Duration::from_secs(60));
         }
         nodes
     }

@@ -1684,3 +1684,142 @@ fn kafka_cluster_unregister_removes_a_broker_taken_out_of_service() {
     nodes[1].wait_for_brokers(3, Duration::from_secs(30));
     assert_eq!(brokers(&nodes[1]), [2, 3, 4]);
 }
+
+/// The members a `describe --status` line lists (`CurrentVoters:` or
+/// `CurrentObservers:`): each one's id and directory id.
+fn quorum_members(status: &str, line: &str) -> Vec<(i32, String)> {
+    let listed = status
+        .lines()
+        .find_map(|l| l.strip_prefix(line))
+        .unwrap_or_else(|| panic!("no {line} in {status}"));
+    listed
+        .split("{\"id\": ")
+        .skip(1)
+        .map(|member| {
+            let (id, rest) = member.split_once(',').unwrap();
+            let directory = rest
+                .split("\"directoryId\": \"")
+                .nth(1)
+                .and_then(|d| d.split('"').next())
+                .unwrap_or_else(|| panic!("no directory id in {member}"));
+            (id.trim().parse().unwrap(), directory.to_string())
+        })
+        .collect()
+}
+
+/// Runs a `kafka-metadata-quorum.sh` command through `node` until it
+/// succeeds (a controller that is still catching up, or an election after
+/// the leader removed itself, answers with an error to retry); returns its
+/// output.
+fn quorum_command(node: &Ottla, args: &[&str]) -> String {
+    let start = Instant::now();
+    let bootstrap = node.bootstrap();
+    let mut all = vec!["--bootstrap-server", &bootstrap[..]];
+    all.extend_from_slice(args);
+    loop {
+        let out = kafka_tool("kafka-metadata-quorum.sh", &all, None);
+        if out.status.success() {
+            return String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "kafka-metadata-quorum.sh {args:?} kept failing: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A dynamic quorum (KIP-853) grows from one controller to three and back
+/// with the stock `kafka-metadata-quorum.sh`, and no node restarts for it:
+/// the controllers that join follow the log as observers, become voters
+/// with `add-controller`, carry the quorum when the first controller is
+/// killed, and go back to observing with `remove-controller`.
+#[test]
+fn a_dynamic_quorum_grows_to_three_controllers_and_shrinks_back() {
+    let mut nodes = Ottla::dynamic_quorum(3, CLUSTER_SETTINGS);
+    let (leader, status) = quorum_status(&nodes[0]);
+    assert_eq!(leader, 1, "{status}");
+    let voters = |status: &str| -> Vec<i32> {
+        quorum_members(status, "CurrentVoters:")
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
+    };
+    assert_eq!(voters(&status), [1], "{status}");
+    let observers = quorum_members(&status, "CurrentObservers:");
+    assert!(
+        [2, 3]
+            .iter()
+            .all(|id| observers.iter().any(|(o, dir)| o == id && dir.len() == 22)),
+        "the joined controllers observe with their directory ids: {status}"
+    );
+
+    for node in &nodes[1..] {
+        let config = node.properties_file();
+        let config = config.to_str().unwrap();
+        let added = quorum_command(&nodes[0], &["--command-config", config, "add-controller"]);
+        assert!(added.contains("Added controller"), "{added}");
+    }
+    let again = kafka_tool(
+        "kafka-metadata-quorum.sh",
+        &[
+            "--bootstrap-server",
+            &nodes[0].bootstrap(),
+            "--command-config",
+            nodes[2].properties_file().to_str().unwrap(),
+            "add-controller",
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        !again.status.success() && stderr.contains("DuplicateVoterException"),
+        "{stderr}"
+    );
+    let (_, status) = quorum_status(&nodes[2]);
+    assert_eq!(voters(&status), [1, 2, 3], "{status}");
+    let directories: BTreeMap<i32, String> = quorum_members(&status, "CurrentVoters:")
+        .into_iter()
+        .collect();
+
+    let created = create_replicated_by(&nodes[1], "dynamic", 3, 3);
+    assert!(created.contains("Created topic dynamic"), "{created}");
+    produce(&nodes[1], "dynamic", 1_000);
+
+    // The controller that started the quorum dies: the two it added are a
+    // majority of three, elect a leader and take metadata changes.
+    nodes[0].kill9();
+    let created = create_replicated_by(&nodes[1], "after-loss", 2, 2);
+    assert!(created.contains("Created topic after-loss"), "{created}");
+    let (leader, status) = quorum_status(&nodes[2]);
+    assert!([2, 3].contains(&leader), "{status}");
+    nodes[0].restart();
+
+    // Back to one voter: the removed controllers (the leader among them,
+    // which steps down) go on as observers and brokers.
+    for id in [2, 3] {
+        let id_text = id.to_string();
+        let removed = quorum_command(
+            &nodes[0],
+            &[
+                "remove-controller",
+                "--controller-id",
+                &id_text,
+                "--controller-directory-id",
+                &directories[&id],
+            ],
+        );
+        assert!(removed.contains("Removed KRaft controller"), "{removed}");
+    }
+    let status = quorum_command(&nodes[0], &["describe", "--status"]);
+    assert_eq!(voters(&status), [1], "{status}");
+    let observers = quorum_members(&status, "CurrentObservers:");
+    assert!(
+        observers.iter().any(|(id, _)| *id == 2) && observers.iter().any(|(id, _)| *id == 3),
+        "{status}"
+    );
+    let created = create_replicated_by(&nodes[2], "after-shrink", 2, 3);
+    assert!(created.contains("Created topic after-shrink"), "{created}");
+    assert_eq!(total_offsets(&nodes[0], "dynamic"), 1_000);
+}

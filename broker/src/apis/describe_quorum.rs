@@ -3,6 +3,8 @@
 //! controller sees it
 //! (`kafka-metadata-quorum.sh describe --status / --replication`).
 
+use std::collections::BTreeMap;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_quorum_request::DescribeQuorumRequest;
 use kafka_protocol::messages::describe_quorum_response::{
@@ -21,6 +23,7 @@ pub fn handle(broker: &Broker, version: i16, req: DescribeQuorumRequest) -> Desc
     let summary = broker
         .controller
         .block_on(broker.controller.describe_quorum());
+    let directories = broker.controller.image().controller_directories.clone();
     let topics = req
         .topics
         .into_iter()
@@ -39,7 +42,7 @@ pub fn handle(broker: &Broker, version: i16, req: DescribeQuorumRequest) -> Desc
                         (Err(e), true) => {
                             failed(0, ResponseError::NotLeaderOrFollower, Some(e.clone()))
                         }
-                        (Ok(s), true) => partition(s, version),
+                        (Ok(s), true) => partition(s, &directories, version),
                     },
                 )
                 .collect();
@@ -49,12 +52,12 @@ pub fn handle(broker: &Broker, version: i16, req: DescribeQuorumRequest) -> Desc
         })
         .collect();
     let mut response = DescribeQuorumResponse::default().with_topics(topics);
-    if version >= 2 {
+    if let (true, Ok(summary)) = (version >= 2, &summary) {
         let listener = broker.settings.controller_listener.clone();
         response = response.with_nodes(
-            broker
-                .controller
-                .voters()
+            summary
+                .controllers
+                .clone()
                 .into_iter()
                 .map(|(id, node)| {
                     Node::default()
@@ -70,9 +73,15 @@ pub fn handle(broker: &Broker, version: i16, req: DescribeQuorumRequest) -> Desc
     response
 }
 
-fn partition(s: &QuorumSummary, version: i16) -> PartitionData {
+/// Controllers' metadata log directories (dynamic quorums only; a static
+/// quorum's voters have none, as in KRaft).
+type Directories = BTreeMap<i32, Uuid>;
+
+fn partition(s: &QuorumSummary, directories: &Directories, version: i16) -> PartitionData {
     let replicas = |list: &[VoterSummary]| -> Vec<ReplicaState> {
-        list.iter().map(|r| replica(s, r, version)).collect()
+        list.iter()
+            .map(|r| replica(s, r, directories, version))
+            .collect()
     };
     PartitionData::default()
         .with_partition_index(0)
@@ -84,7 +93,12 @@ fn partition(s: &QuorumSummary, version: i16) -> PartitionData {
 }
 
 /// A voter's or an observer's progress.
-fn replica(s: &QuorumSummary, v: &VoterSummary, version: i16) -> ReplicaState {
+fn replica(
+    s: &QuorumSummary,
+    v: &VoterSummary,
+    directories: &Directories,
+    version: i16,
+) -> ReplicaState {
     let mut r = ReplicaState::default()
         .with_replica_id(BrokerId(v.id as i32))
         .with_log_end_offset(v.log_end_offset);
@@ -102,7 +116,10 @@ fn replica(s: &QuorumSummary, v: &VoterSummary, version: i16) -> ReplicaState {
             .with_last_caught_up_timestamp(caught_up);
     }
     if version >= 2 {
-        r = r.with_replica_directory_id(Uuid::nil());
+        let directory = i32::try_from(v.id)
+            .ok()
+            .and_then(|id| directories.get(&id).copied());
+        r = r.with_replica_directory_id(directory.unwrap_or_default());
     }
     r
 }

@@ -24,6 +24,7 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod partition_access;
 pub mod produce;
+pub mod raft_voters;
 pub mod reassignments;
 pub mod sasl;
 pub mod scram_credentials;

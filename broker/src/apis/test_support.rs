@@ -10,7 +10,8 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::Encodable;
 use ottla_controller::records::Endpoint;
 use ottla_controller::{
-    Controller, ControllerSettings, MetadataRecord, NewTopic, Node, QuorumConfig, TopicDefaults,
+    Controller, ControllerSettings, MetadataRecord, NewTopic, Node, QuorumConfig, QuorumVoters,
+    TopicDefaults,
 };
 use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
 use ottla_storage::manager::{CleanerConfig, TopicPartition};
@@ -108,13 +109,13 @@ fn open_broker_here(settings: BrokerSettings) -> anyhow::Result<Arc<Broker>> {
         node_id: settings.node_id,
         dir: settings.metadata_dir.join("__cluster_metadata-0"),
         voter: true,
-        voters: BTreeMap::from([(
+        voters: QuorumVoters::Static(BTreeMap::from([(
             settings.node_id as u64,
             Node {
                 host: "127.0.0.1".to_string(),
                 port: 1,
             },
-        )]),
+        )])),
         quorum: QuorumConfig::default(),
         defaults: TopicDefaults {
             num_partitions: settings.num_partitions,

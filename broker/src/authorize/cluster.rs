@@ -28,7 +28,9 @@ use kafka_protocol::messages::elect_leaders_response::{
 use kafka_protocol::messages::list_config_resources_response::ListConfigResourcesResponse;
 use kafka_protocol::messages::list_partition_reassignments_response::ListPartitionReassignmentsResponse;
 use kafka_protocol::messages::update_features_response::UpdateFeaturesResponse;
-use kafka_protocol::messages::UnregisterBrokerResponse;
+use kafka_protocol::messages::{
+    AddRaftVoterResponse, RemoveRaftVoterResponse, UnregisterBrokerResponse,
+};
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::{operation, resource};
@@ -59,6 +61,8 @@ pub fn gate(access: &Arc<Access>, version: i16, body: RequestKind) -> Gate {
         | R::AlterUserScramCredentials(_)
         | R::ElectLeaders(_)
         | R::UnregisterBroker(_)
+        | R::AddRaftVoter(_)
+        | R::RemoveRaftVoter(_)
         | R::UpdateFeatures(_) => operation::ALTER,
         R::ListPartitionReassignments(_) => operation::DESCRIBE,
         R::AlterPartitionReassignments(_) => operation::ALTER,
@@ -165,6 +169,16 @@ fn refusal(version: i16, body: RequestKind) -> ResponseKind {
         }
         RequestKind::UnregisterBroker(_) => ResponseKind::UnregisterBroker(
             UnregisterBrokerResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+        RequestKind::AddRaftVoter(_) => ResponseKind::AddRaftVoter(
+            AddRaftVoterResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+        RequestKind::RemoveRaftVoter(_) => ResponseKind::RemoveRaftVoter(
+            RemoveRaftVoterResponse::default()
                 .with_error_code(code)
                 .with_error_message(message()),
         ),

@@ -602,6 +602,20 @@ fn cluster_cases() -> Vec<Case> {
             operation::ALTER,
         ),
         case(
+            "AddRaftVoter",
+            0,
+            AddRaftVoterRequest::default().into(),
+            ResponseKind::AddRaftVoter(Default::default()),
+            operation::ALTER,
+        ),
+        case(
+            "RemoveRaftVoter",
+            0,
+            RemoveRaftVoterRequest::default().into(),
+            ResponseKind::RemoveRaftVoter(Default::default()),
+            operation::ALTER,
+        ),
+        case(
             "AlterPartitionReassignments",
             0,
             AlterPartitionReassignmentsRequest::default().into(),

@@ -165,6 +165,14 @@ fn every_served_api_has_a_rule() {
             RequestKind::UnregisterBroker(Default::default()),
         ),
         (
+            ApiKey::AddRaftVoter,
+            RequestKind::AddRaftVoter(Default::default()),
+        ),
+        (
+            ApiKey::RemoveRaftVoter,
+            RequestKind::RemoveRaftVoter(Default::default()),
+        ),
+        (
             ApiKey::ConsumerGroupHeartbeat,
             RequestKind::ConsumerGroupHeartbeat(Default::default()),
         ),

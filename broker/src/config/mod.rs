@@ -527,6 +527,18 @@ impl BrokerConfig {
                 _ => {}
             }
         }
+        // As Kafka, a controller listener advertised.listeners does not name
+        // is published at its listeners address.
+        for l in &self.listeners {
+            let is_controller = self.controller_listener_names.contains(&l.name);
+            if is_controller && !advertised.iter().any(|a| a.name == l.name) {
+                let mut l = l.clone();
+                if l.endpoint.host.is_empty() {
+                    l.endpoint.host = local_host_name();
+                }
+                advertised.push(l);
+            }
+        }
         let (controller, broker) = advertised
             .into_iter()
             .partition(|l| self.controller_listener_names.contains(&l.name));
@@ -581,6 +593,17 @@ impl BrokerConfig {
                 "set it or controller.quorum.bootstrap.servers",
             ));
         }
+        let dynamic_controller = self.roles.controller && self.quorum_voters.is_empty();
+        if dynamic_controller
+            && !self
+                .own_controller_endpoint()
+                .is_some_and(|e| !matches!(e.host.as_str(), "0.0.0.0" | "::"))
+        {
+            return Err(invalid(
+                "advertised.listeners",
+                "a controller of a dynamic quorum (controller.quorum.bootstrap.servers) publishes its first controller listener to its peers: advertise that listener with a routable host",
+            ));
+        }
         if self.roles.controller
             && !self.quorum_voters.is_empty()
             && !self.quorum_voters.iter().any(|v| v.id == self.node_id)
@@ -602,16 +625,42 @@ impl BrokerConfig {
         Ok(())
     }
 
+    /// This controller's endpoint on its first controller listener: what it
+    /// publishes to a dynamic quorum (KIP-853's default listener).
+    pub fn own_controller_endpoint(&self) -> Option<&Endpoint> {
+        let name = self.controller_listener_names.first()?;
+        self.advertised_controller_listeners
+            .iter()
+            .find(|l| &l.name == name)
+            .map(|l| &l.endpoint)
+    }
+
+    /// Whether this controller starts a new dynamic quorum alone when its
+    /// log is empty: its bootstrap servers name only itself, as Kafka's
+    /// `kafka-storage.sh format --standalone` (any other controller of a
+    /// dynamic quorum joins, as `--no-initial-controllers`).
+    pub fn standalone_controller(&self) -> bool {
+        self.roles.controller
+            && self.quorum_voters.is_empty()
+            && matches!(self.quorum_bootstrap_servers.as_slice(),
+                [only] if Some(only) == self.own_controller_endpoint())
+    }
+
+    /// A node alone in its cluster: both roles, and the only voter.
+    pub fn is_lone_node(&self) -> bool {
+        self.roles.broker
+            && self.roles.controller
+            && (matches!(self.quorum_voters.as_slice(), [v] if v.id == self.node_id)
+                || self.standalone_controller())
+    }
+
     /// A lone node (both roles, the only voter) cannot place more than one
     /// replica, so the internal topics' replication settings it was not
     /// given become 1, as Kafka's sample single-node server.properties sets
     /// them; as if set there, they are static values. Any other node keeps
     /// Kafka's defaults (3 replicas, 2 in sync).
     fn resolve_single_node(&mut self) {
-        let lone = self.roles.broker
-            && self.roles.controller
-            && matches!(self.quorum_voters.as_slice(), [v] if v.id == self.node_id);
-        if !lone {
+        if !self.is_lone_node() {
             return;
         }
         for name in SINGLE_NODE_KEYS {

@@ -94,6 +94,9 @@ log.retention.check.interval.ms=300000
         "dynamic quorum via bootstrap servers"
     );
     assert_eq!(c.quorum_bootstrap_servers[0].to_string(), "localhost:9093");
+    // Its only bootstrap server is its own controller listener: it starts a
+    // quorum alone (`kafka-storage.sh format --standalone`).
+    assert!(c.standalone_controller() && c.is_lone_node());
     assert_eq!(c.listeners[0].endpoint.host, "");
     assert_eq!(c.advertised_listeners[0].endpoint.host, "localhost");
     assert_eq!(
@@ -463,4 +466,33 @@ fn a_node_of_a_larger_quorum_keeps_kafkas_internal_topic_defaults() {
     ])
     .unwrap();
     assert_eq!(internal_replication(&c), (1, 1, 1, 3, 2));
+}
+
+#[test]
+fn a_dynamic_quorums_controllers_start_it_alone_or_join_it() {
+    let node = |bootstrap: &str, listeners: &str| {
+        with(&[
+            ("controller.quorum.bootstrap.servers", bootstrap),
+            (
+                "listeners",
+                &format!("PLAINTEXT://127.0.0.1:9092,CONTROLLER://{listeners}"),
+            ),
+        ])
+    };
+    // Not named in advertised.listeners: published at its listener.
+    let alone = node("127.0.0.1:9093", "127.0.0.1:9093").unwrap();
+    assert_eq!(
+        alone.own_controller_endpoint().map(ToString::to_string),
+        Some("127.0.0.1:9093".into())
+    );
+    assert!(alone.standalone_controller() && alone.is_lone_node());
+    let joining = node("127.0.0.1:9193", "127.0.0.1:9093").unwrap();
+    assert!(!joining.standalone_controller() && !joining.is_lone_node());
+    let unroutable = node("127.0.0.1:9193", "0.0.0.0:9093")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        unroutable.contains("advertised.listeners") && unroutable.contains("routable"),
+        "{unroutable}"
+    );
 }

@@ -16,8 +16,8 @@ use crate::apis::{
     acls, client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
     elect_leaders, fetch, group, init_producer_id, list_config_resources, list_offsets, metadata,
-    offset_for_leader_epoch, produce, reassignments, scram_credentials, txn, unregister_broker,
-    update_features,
+    offset_for_leader_epoch, produce, raft_voters, reassignments, scram_credentials, txn,
+    unregister_broker, update_features,
 };
 use crate::authorize::{gate_request, Gate};
 use crate::broker::Broker;
@@ -62,6 +62,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::UnregisterBroker, 0, 0),
+    (ApiKey::AddRaftVoter, 0, 0),
+    (ApiKey::RemoveRaftVoter, 0, 0),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::AddPartitionsToTxn, 0, 5),
@@ -232,6 +234,12 @@ impl RequestHandler for BrokerApis {
                 ),
                 RequestKind::UnregisterBroker(r) => ResponseKind::UnregisterBroker(
                     blocking(b, move |b| unregister_broker::handle(b, v, r)).await?,
+                ),
+                RequestKind::AddRaftVoter(r) => ResponseKind::AddRaftVoter(
+                    blocking(b, move |b| raft_voters::add(b, v, r)).await?,
+                ),
+                RequestKind::RemoveRaftVoter(r) => ResponseKind::RemoveRaftVoter(
+                    blocking(b, move |b| raft_voters::remove(b, v, r)).await?,
                 ),
                 RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(
                     blocking(b, move |b| elect_leaders::handle(b, v, r)).await?,

@@ -12,7 +12,7 @@ use super::quorum::{VoterSummary, MAX_WRITE_BYTES};
 use super::recent::RecentEntries;
 use super::snapshot::encoded_image;
 use super::state_machine::ImageSender;
-use crate::service::{ControllerResponse, MetadataFetch, MetadataUpdate};
+use crate::service::{MetadataFetch, MetadataUpdate};
 
 /// The longest an observer's fetch is held while nothing is newer.
 const MAX_FETCH_WAIT: Duration = Duration::from_secs(1);
@@ -38,14 +38,14 @@ impl ObserverFeed {
 
     /// Answers a fetch with what was applied after the observer's image,
     /// holding it a while when nothing is newer yet.
-    pub async fn serve(&self, fetch: MetadataFetch, term: u64) -> ControllerResponse {
+    pub async fn serve(&self, fetch: MetadataFetch) -> MetadataUpdate {
         self.observers
             .lock()
             .insert(fetch.observer, (fetch.after, now_ms()));
         let wait = Duration::from_millis(fetch.max_wait_ms.into()).min(MAX_FETCH_WAIT);
         let mut images = self.image.subscribe();
         let _ = tokio::time::timeout(wait, images.wait_for(|i| i.offset > fetch.after)).await;
-        let update = match self.recent.after(fetch.after, MAX_WRITE_BYTES) {
+        match self.recent.after(fetch.after, MAX_WRITE_BYTES) {
             Some(entries) => MetadataUpdate::Entries(
                 entries
                     .into_iter()
@@ -59,8 +59,7 @@ impl ObserverFeed {
                     records: encoded_image(&image),
                 }
             }
-        };
-        ControllerResponse::Metadata { term, update }
+        }
     }
 
     /// The observers heard from lately, as DescribeQuorum lists them.
@@ -118,18 +117,14 @@ mod tests {
             after,
             max_wait_ms: 0,
         };
-        match feed.serve(fetch(3), 4).await {
-            ControllerResponse::Metadata {
-                term: 4,
-                update: MetadataUpdate::Image { offset, records },
-            } => assert_eq!(image_from(offset, &records).unwrap(), image),
+        match feed.serve(fetch(3)).await {
+            MetadataUpdate::Image { offset, records } => {
+                assert_eq!(image_from(offset, &records).unwrap(), image)
+            }
             other => panic!("{other:?}"),
         }
-        match feed.serve(fetch(17), 4).await {
-            ControllerResponse::Metadata {
-                update: MetadataUpdate::Entries(entries),
-                ..
-            } => assert_eq!(
+        match feed.serve(fetch(17)).await {
+            MetadataUpdate::Entries(entries) => assert_eq!(
                 entries.iter().map(|e| e.0).collect::<Vec<_>>(),
                 [18, 19, 20]
             ),

@@ -34,10 +34,11 @@ impl ToLeader {
         }
     }
 
-    /// Sends `request` to controller `target` at `node`.
+    /// Sends `request` to controller `target` at `node` (None: a bootstrap
+    /// server, whose id is not known yet).
     pub async fn call(
         &self,
-        target: u64,
+        target: Option<u64>,
         node: &Node,
         request: ControllerRequest,
     ) -> Result<ControllerResponse, String> {
@@ -47,8 +48,13 @@ impl ToLeader {
                 &self.fetches,
                 self.timeout + Duration::from_millis(f.max_wait_ms.into()),
             ),
-            ControllerRequest::Write { .. } | ControllerRequest::DescribeQuorum => {
-                (&self.writes, self.timeout)
+            ControllerRequest::Write { .. }
+            | ControllerRequest::DescribeQuorum
+            | ControllerRequest::JoinQuorum(_) => (&self.writes, self.timeout),
+            // Two membership entries commit, and the new voter may first
+            // have to catch up.
+            ControllerRequest::AddVoter(_) | ControllerRequest::RemoveVoter(_) => {
+                (&self.writes, self.timeout * 2)
             }
         };
         forwarder.call(target, node, request, ttl).await
@@ -56,7 +62,7 @@ impl ToLeader {
 }
 
 struct Forwarder {
-    channel: Mutex<Option<(u64, Channel)>>,
+    channel: Mutex<Option<Channel>>,
     security: ClientSecurity,
     cluster_id: Arc<str>,
 }
@@ -74,29 +80,33 @@ impl Forwarder {
     /// forwarder are serialized.
     async fn call(
         &self,
-        target: u64,
+        target: Option<u64>,
         node: &Node,
         request: ControllerRequest,
         ttl: Duration,
     ) -> Result<ControllerResponse, String> {
+        let target = target.map_or_else(
+            || "bootstrap server".into(),
+            |id| format!("controller {id}"),
+        );
         let mut slot = self.channel.lock().await;
-        if !matches!(&*slot, Some((id, ch)) if *id == target && ch.node() == node) {
+        if !matches!(&*slot, Some(ch) if ch.node() == node) {
             let channel =
                 Channel::new(node.clone(), self.security.clone(), self.cluster_id.clone());
-            *slot = Some((target, channel));
+            *slot = Some(channel);
         }
-        let (_, channel) = slot.as_mut().expect("just set");
+        let channel = slot.as_mut().expect("just set");
         let body = channel.encode(&Request::Controller(request));
         let result = channel.call(body, ttl).await;
         match result {
             Ok(Response::Controller(r)) => Ok(r),
             Ok(_) => {
                 *slot = None;
-                Err(format!("controller {target} answered with another RPC"))
+                Err(format!("{target} answered with another RPC"))
             }
             Err(e) => {
                 *slot = None;
-                Err(format!("controller {target} at {node}: {e}"))
+                Err(format!("{target} at {node}: {e}"))
             }
         }
     }

@@ -41,6 +41,7 @@ mod cluster_id;
 mod departures;
 mod feed;
 mod forward;
+mod join;
 mod log_store;
 mod member;
 mod network;
@@ -54,6 +55,7 @@ mod snapshot_props;
 mod state_file;
 mod state_machine;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Cursor;
 
@@ -62,7 +64,10 @@ use serde::{Deserialize, Serialize};
 pub(crate) use departures::refuses_connections;
 pub use member::QuorumMember;
 pub use observer::Observer;
-pub use quorum::{Quorum, QuorumConfig, QuorumError, QuorumSummary, VoterSummary, MAX_WRITE_BYTES};
+pub use quorum::{
+    Quorum, QuorumConfig, QuorumError, QuorumSummary, VoterChangeError, VoterSummary,
+    MAX_WRITE_BYTES,
+};
 pub use rpc::{RpcHandler, RPC_KEY};
 
 /// Where a voter's controller listener is.
@@ -75,6 +80,43 @@ pub struct Node {
 impl fmt::Display for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// How a node finds the voters of the metadata quorum.
+#[derive(Debug, Clone)]
+pub enum QuorumVoters {
+    /// `controller.quorum.voters`: a fixed voter set (KRaft's
+    /// `kraft.version` 0).
+    Static(BTreeMap<u64, Node>),
+    /// `controller.quorum.bootstrap.servers` (KIP-853, `kraft.version` 1):
+    /// the voters live in the log and change with AddRaftVoter and
+    /// RemoveRaftVoter.
+    Dynamic(DynamicQuorum),
+}
+
+#[derive(Debug, Clone)]
+pub struct DynamicQuorum {
+    /// Where to find the quorum before this node knows its voters.
+    pub bootstrap: Vec<Node>,
+    /// This controller's own controller listener (unused on an observer).
+    pub own: Node,
+    /// The `directory.id` of this node's metadata log directory.
+    pub directory_id: uuid::Uuid,
+    /// Whether this controller starts a new quorum alone when its log is
+    /// empty (Kafka's `kafka-storage.sh format --standalone`); any other
+    /// controller joins the quorum the bootstrap servers lead, following
+    /// the log until it is added as a voter (`--no-initial-controllers`).
+    pub standalone: bool,
+}
+
+impl QuorumVoters {
+    /// KRaft's `kraft.version` feature level: 1 when the voter set can change.
+    pub fn kraft_version(&self) -> i16 {
+        match self {
+            Self::Static(_) => 0,
+            Self::Dynamic(_) => 1,
+        }
     }
 }
 
@@ -95,6 +137,15 @@ openraft::declare_raft_types!(
 type LogId = openraft::LogId<u64>;
 type StorageError = openraft::StorageError<u64>;
 type Entry = openraft::Entry<TypeConfig>;
+
+/// The voters of the membership `metrics` shows, with their addresses.
+fn voters_of(metrics: &openraft::RaftMetrics<u64, Node>) -> BTreeMap<u64, Node> {
+    let membership = metrics.membership_config.membership();
+    membership
+        .voter_ids()
+        .filter_map(|id| Some((id, membership.get_node(&id)?.clone())))
+        .collect()
+}
 
 /// The Kafka offset of a log index.
 fn offset_of(index: u64) -> i64 {

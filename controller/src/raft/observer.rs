@@ -19,7 +19,7 @@ use super::forward::ToLeader;
 use super::quorum::{QuorumConfig, QuorumError};
 use super::snapshot::image_from;
 use super::state_machine::apply_records;
-use super::Node;
+use super::{Node, QuorumVoters};
 use crate::image::MetadataImage;
 use crate::service::{ControllerRequest, ControllerResponse, MetadataFetch, MetadataUpdate};
 
@@ -39,7 +39,7 @@ struct LeaderView {
 
 /// A running observer; dropping it stops the fetching.
 pub struct Observer {
-    voters: BTreeMap<u64, Node>,
+    voters: Arc<Mutex<BTreeMap<u64, Node>>>,
     image: Arc<watch::Sender<Arc<MetadataImage>>>,
     view: Arc<Mutex<LeaderView>>,
     to_leader: Arc<ToLeader>,
@@ -47,17 +47,22 @@ pub struct Observer {
 }
 
 impl Observer {
-    /// Starts following the quorum of `voters` (on the current runtime).
-    /// The image stays empty (offset -1) until the first fetch is answered.
+    /// Starts following the quorum (on the current runtime): the fixed
+    /// voters, or the voters the bootstrap servers' leader names. The
+    /// image stays empty (offset -1) until the first fetch is answered.
     pub fn start(
         node_id: u64,
-        voters: BTreeMap<u64, Node>,
+        voters: &QuorumVoters,
         config: &QuorumConfig,
     ) -> Result<Self, QuorumError> {
-        if voters.is_empty() {
+        let (known, bootstrap) = match voters {
+            QuorumVoters::Static(voters) => (voters.clone(), Vec::new()),
+            QuorumVoters::Dynamic(d) => (BTreeMap::new(), d.bootstrap.clone()),
+        };
+        if known.is_empty() && bootstrap.is_empty() {
             return Err(QuorumError::Config("no voters to follow".into()));
         }
-        if voters.contains_key(&node_id) {
+        if known.contains_key(&node_id) {
             return Err(QuorumError::Config(format!(
                 "node {node_id} is a voter, not an observer"
             )));
@@ -65,6 +70,7 @@ impl Observer {
         let (image, _) = watch::channel(Arc::new(MetadataImage::empty()));
         let image = Arc::new(image);
         let view = Arc::new(Mutex::new(LeaderView::default()));
+        let voters = Arc::new(Mutex::new(known));
         let cluster_id = config.checked_cluster_id()?;
         let to_leader = Arc::new(ToLeader::new(
             &config.peer_security,
@@ -75,6 +81,7 @@ impl Observer {
             Follower {
                 id: node_id,
                 voters: voters.clone(),
+                bootstrap,
                 image: image.clone(),
                 view: view.clone(),
                 to_leader: to_leader.clone(),
@@ -99,7 +106,7 @@ impl Observer {
     }
 
     pub fn voters(&self) -> BTreeMap<u64, Node> {
-        self.voters.clone()
+        self.voters.lock().clone()
     }
 
     /// The active controller that answered the last fetch.
@@ -118,10 +125,10 @@ impl Observer {
     ) -> Result<ControllerResponse, QuorumError> {
         let leader = self.leader();
         let (target, node) = leader
-            .and_then(|id| Some((id, self.voters.get(&id)?)))
+            .and_then(|id| Some((id, self.voters.lock().get(&id)?.clone())))
             .ok_or(QuorumError::NotLeader { leader })?;
         self.to_leader
-            .call(target, node, request)
+            .call(Some(target), &node, request)
             .await
             .map_err(QuorumError::Unreachable)
     }
@@ -137,23 +144,44 @@ impl Drop for Observer {
     }
 }
 
-/// The fetch loop: asks the leader it knows, or each voter in turn until
-/// one answers as leader.
+/// The fetch loop: asks the leader it knows, or each voter (and bootstrap
+/// server) in turn until one answers as leader.
 struct Follower {
     id: u64,
-    voters: BTreeMap<u64, Node>,
+    voters: Arc<Mutex<BTreeMap<u64, Node>>>,
+    bootstrap: Vec<Node>,
     image: Arc<watch::Sender<Arc<MetadataImage>>>,
     view: Arc<Mutex<LeaderView>>,
     to_leader: Arc<ToLeader>,
 }
 
 impl Follower {
+    /// The controller to fetch from: the leader, else the `attempt`th of
+    /// the voters and bootstrap servers.
+    fn target(&self, attempt: usize) -> (Option<u64>, Node) {
+        let voters = self.voters.lock();
+        if let Some((id, node)) = self
+            .view
+            .lock()
+            .leader
+            .and_then(|id| Some((id, voters.get(&id)?)))
+        {
+            return (Some(id), node.clone());
+        }
+        let candidates: Vec<(Option<u64>, &Node)> = voters
+            .iter()
+            .map(|(id, node)| (Some(*id), node))
+            .chain(self.bootstrap.iter().map(|node| (None, node)))
+            .collect();
+        let (id, node) = candidates[attempt % candidates.len()];
+        (id, node.clone())
+    }
+
     async fn run(self) {
-        let ids: Vec<u64> = self.voters.keys().copied().collect();
-        let mut next = 0;
+        let mut attempt = 0;
         let mut failing_since: Option<(Instant, Instant)> = None;
         loop {
-            let target = self.view.lock().leader.unwrap_or(ids[next % ids.len()]);
+            let (target, node) = self.target(attempt);
             let fetch = MetadataFetch {
                 observer: self.id,
                 after: self.image.borrow().offset,
@@ -161,19 +189,23 @@ impl Follower {
             };
             let answer = self
                 .to_leader
-                .call(
-                    target,
-                    &self.voters[&target],
-                    ControllerRequest::FetchMetadata(fetch),
-                )
+                .call(target, &node, ControllerRequest::FetchMetadata(fetch))
                 .await;
             let why = match answer {
-                Ok(ControllerResponse::Metadata { term, update }) => {
-                    if failing_since.take().is_some() || self.view.lock().leader != Some(target) {
-                        info!(controller = target, term, "following the active controller");
+                Ok(ControllerResponse::Metadata {
+                    term,
+                    leader,
+                    voters,
+                    update,
+                }) => {
+                    if failing_since.take().is_some() || self.view.lock().leader != Some(leader) {
+                        info!(controller = leader, term, "following the active controller");
+                    }
+                    if !voters.is_empty() {
+                        *self.voters.lock() = voters;
                     }
                     *self.view.lock() = LeaderView {
-                        leader: Some(target),
+                        leader: Some(leader),
                         term,
                     };
                     if let Err(e) = self.apply(update) {
@@ -184,18 +216,18 @@ impl Follower {
                     }
                     continue;
                 }
-                Ok(ControllerResponse::NotLeader) => format!("controller {target} is not active"),
-                Ok(other) => format!("controller {target} answered {other:?}"),
+                Ok(ControllerResponse::NotLeader) => format!("{node} is not the active controller"),
+                Ok(other) => format!("{node} answered {other:?}"),
                 Err(e) => e,
             };
             self.view.lock().leader = None;
-            next += 1;
+            attempt += 1;
             let now = Instant::now();
             match &mut failing_since {
                 None => failing_since = Some((now, now)),
                 Some((since, warned)) if now.duration_since(*warned) >= WARN_EVERY => {
                     warn!(
-                        "no active controller answered metadata fetches for {:?} (last: {why}); check that a majority of controller.quorum.voters is running and reachable",
+                        "no active controller answered metadata fetches for {:?} (last: {why}); check that a majority of the controller quorum's voters is running and reachable",
                         now.duration_since(*since)
                     );
                     *warned = now;

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
-use openraft::{Config, Raft, SnapshotPolicy};
+use openraft::error::{ChangeMembershipError, CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::{ChangeMembers, Config, Raft, SnapshotPolicy};
 use ottla_protocol::client_security::ClientSecurity;
 use thiserror::Error;
 use tokio::net::TcpListener;
@@ -19,11 +19,12 @@ use super::cluster_id::{LogLimiter, MAX_LEN};
 use super::departures::{self, Departure};
 use super::feed::ObserverFeed;
 use super::forward::ToLeader;
+use super::join::Joining;
 use super::log_store::LogStore;
 use super::network::{Contacts, Network};
 use super::rpc::{serve, RpcHandler};
 use super::state_machine::{ImageSender, StateMachine};
-use super::{offset_of, Node, TypeConfig};
+use super::{offset_of, voters_of, Node, QuorumVoters, TypeConfig};
 use crate::image::MetadataImage;
 use crate::records::MetadataRecord;
 use crate::service::{ControllerRequest, ControllerResponse, ControllerService, ServiceSlot};
@@ -143,13 +144,46 @@ pub struct QuorumSummary {
     /// The offset after the last committed entry.
     pub high_watermark: i64,
     pub voters: Vec<VoterSummary>,
-    /// Broker-only nodes following the log, as of their last fetch.
+    /// Controllers that do not vote and broker-only nodes following the
+    /// log, as of their last fetch.
     pub observers: Vec<VoterSummary>,
+    /// Every voter's and learner's controller listener.
+    pub controllers: BTreeMap<u64, Node>,
+}
+
+/// Why a change of the voters did not happen.
+#[derive(Debug, Error)]
+pub enum VoterChangeError {
+    #[error("not the metadata quorum leader")]
+    NotLeader,
+    /// Another change is being committed (Kafka allows one at a time).
+    #[error("another change of the voters is in progress")]
+    InProgress,
+    #[error("controller {0} does not follow the metadata log: start it with controller.quorum.bootstrap.servers first")]
+    NotFollowing(u64),
+    #[error("{0}")]
+    Stopped(String),
+}
+
+impl From<RaftError<u64, ClientWriteError<u64, Node>>> for VoterChangeError {
+    fn from(e: RaftError<u64, ClientWriteError<u64, Node>>) -> Self {
+        match e {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => Self::NotLeader,
+            RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                ChangeMembershipError::InProgress(_),
+            )) => Self::InProgress,
+            RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                ChangeMembershipError::LearnerNotFound(l),
+            )) => Self::NotFollowing(l.node_id),
+            other => Self::Stopped(other.to_string()),
+        }
+    }
 }
 
 /// A running member of the metadata quorum.
 pub struct Quorum {
     id: u64,
+    kraft_version: i16,
     raft: Raft<TypeConfig>,
     image: ImageSender,
     contacts: Contacts,
@@ -171,35 +205,31 @@ impl Quorum {
     /// serves quorum RPCs on `listener` (or nowhere: the broker serves them
     /// on its controller listener through [`Quorum::rpc_handler`]).
     ///
-    /// A new quorum is bootstrapped by the lowest-id voter alone, with the
-    /// full voter set, and only while its log and vote are empty. That is
-    /// safe: exactly one node can ever propose the initial membership, it
-    /// does so once (afterwards its log holds it), and every node starts
-    /// from the same configuration anyway. The other voters stay empty
-    /// until that node, elected, replicates the membership to them. A
-    /// voter whose directory is wiped must not rejoin under its old id.
+    /// A new static quorum is bootstrapped by the lowest-id voter alone,
+    /// with the full voter set, and only while its log and vote are empty.
+    /// That is safe: exactly one node can ever propose the initial
+    /// membership, it does so once (afterwards its log holds it), and every
+    /// node starts from the same configuration anyway. The other voters
+    /// stay empty until that node, elected, replicates the membership to
+    /// them. A voter whose directory is wiped must not rejoin under its old
+    /// id. A new dynamic quorum is bootstrapped by a standalone controller
+    /// ([`DynamicQuorum::standalone`](super::DynamicQuorum)); other
+    /// controllers join it (see `join`).
     pub async fn start(
         node_id: u64,
         dir: &Path,
-        voters: BTreeMap<u64, Node>,
+        voters: QuorumVoters,
         listener: Option<TcpListener>,
         config: QuorumConfig,
     ) -> Result<Self, QuorumError> {
-        if !voters.contains_key(&node_id) {
-            return Err(QuorumError::Config(format!(
-                "node {node_id} is not a voter"
-            )));
-        }
-        let mut addresses = BTreeSet::new();
-        if let Some(node) = voters
-            .values()
-            .find(|n| !addresses.insert((&n.host, n.port)))
-        {
-            // Two ids on one address would have a node send RPCs to itself.
-            return Err(QuorumError::Config(format!(
-                "two voters share the address {node}"
-            )));
-        }
+        let initial = match &voters {
+            QuorumVoters::Static(voters) => {
+                check_static_voters(node_id, voters)?;
+                voters.clone()
+            }
+            QuorumVoters::Dynamic(d) if d.standalone => BTreeMap::from([(node_id, d.own.clone())]),
+            QuorumVoters::Dynamic(_) => BTreeMap::new(),
+        };
         let raft_config = Arc::new(config.raft_config()?);
         let cluster_id = config.checked_cluster_id()?;
         let refusals = Arc::new(LogLimiter::default());
@@ -242,6 +272,7 @@ impl Quorum {
         });
         let quorum = Self {
             id: node_id,
+            kraft_version: voters.kraft_version(),
             raft,
             image,
             contacts,
@@ -255,19 +286,41 @@ impl Quorum {
             departures,
             departed_brokers: parking_lot::Mutex::new(Some(departed_brokers)),
         };
-        let lowest = voters.keys().next() == Some(&node_id);
+        let lowest = initial.keys().next() == Some(&node_id);
         if lowest && !quorum.raft.is_initialized().await.map_err(stopped)? {
-            info!(node = node_id, voters = ?voters.keys(), "bootstrapping the metadata quorum");
+            info!(node = node_id, voters = ?initial.keys(), "bootstrapping the metadata quorum");
             quorum
                 .raft
-                .initialize(voters.clone())
+                .initialize(initial.clone())
                 .await
                 .map_err(stopped)?;
-        } else if voters.len() == 1 {
+        } else if quorum.voters().keys().eq([&node_id]) {
             // A lone voter need not wait out an election timeout to lead.
             let _ = quorum.raft.trigger().elect().await;
         }
+        if let QuorumVoters::Dynamic(dynamic) = voters {
+            tokio::spawn(
+                Joining {
+                    id: node_id,
+                    quorum: dynamic,
+                    raft: quorum.raft.clone(),
+                    image: quorum.subscribe(),
+                    service: quorum.service.clone(),
+                    to_leader: ToLeader::new(
+                        &config.peer_security,
+                        &quorum.cluster_id,
+                        config.write_timeout,
+                    ),
+                }
+                .run(),
+            );
+        }
         Ok(quorum)
+    }
+
+    /// KRaft's `kraft.version` feature level: 1 when the voters can change.
+    pub fn kraft_version(&self) -> i16 {
+        self.kraft_version
     }
 
     pub fn node_id(&self) -> u64 {
@@ -312,14 +365,50 @@ impl Quorum {
 
     /// The voters and their controller listener addresses.
     pub fn voters(&self) -> BTreeMap<u64, Node> {
-        self.raft
-            .metrics()
-            .borrow()
-            .membership_config
-            .membership()
-            .nodes()
-            .map(|(id, node)| (*id, node.clone()))
+        voters_of(&self.raft.metrics().borrow())
+    }
+
+    /// Controllers that follow the log without voting (openraft learners:
+    /// joined, or removed from the voters), with their addresses.
+    pub fn learners(&self) -> BTreeMap<u64, Node> {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        let membership = metrics.membership_config.membership();
+        membership
+            .learner_ids()
+            .filter_map(|id| Some((id, membership.get_node(&id)?.clone())))
             .collect()
+    }
+
+    /// Starts replicating the log to controller `id` at `node`, a learner
+    /// until it is made a voter (the leader only).
+    pub(crate) async fn add_learner(&self, id: u64, node: Node) -> Result<(), VoterChangeError> {
+        self.raft
+            .add_learner(id, node, false)
+            .await
+            .map(drop)
+            .map_err(VoterChangeError::from)
+    }
+
+    /// Whether learner `id` has every entry this leader applied.
+    pub(crate) fn caught_up(&self, id: u64) -> bool {
+        let metrics = self.raft.metrics().borrow().clone();
+        let matched = metrics
+            .replication
+            .as_ref()
+            .and_then(|r| r.get(&id).copied().flatten());
+        matched.map(|m| m.index) >= metrics.last_applied.map(|a| a.index)
+    }
+
+    /// Changes the voters (the leader only) and waits until the change is
+    /// committed. A removed voter stays a learner, so it keeps following
+    /// the log, as KRaft's removed voter goes on as an observer.
+    pub(crate) async fn change_voters(
+        &self,
+        change: ChangeMembers<u64, Node>,
+    ) -> Result<i64, VoterChangeError> {
+        let written = self.raft.change_membership(change, true).await?;
+        Ok(offset_of(written.log_id.index))
     }
 
     /// Raft's state as it changes (leader, term, log progress).
@@ -361,9 +450,21 @@ impl Quorum {
             .map_err(stopped)?;
         let contacts = self.contacts.lock().clone();
         let end_of = |index: Option<u64>| index.map_or(0, |i| offset_of(i) + 1);
-        let voters = metrics
-            .membership_config
-            .membership()
+        let membership = metrics.membership_config.membership();
+        if !membership.voter_ids().any(|v| v == self.id) {
+            // A leader that removed itself leads until the removal is
+            // committed, then steps down: it speaks for no voter set.
+            return Err(QuorumError::NotLeader { leader: None });
+        }
+        let progress = |id: u64| {
+            let matched = metrics.replication.as_ref().and_then(|r| r.get(&id));
+            VoterSummary {
+                id,
+                log_end_offset: matched.map_or(-1, |m| end_of(m.map(|l| l.index))),
+                last_fetch_ms: matched.and(contacts.get(&id).copied()),
+            }
+        };
+        let voters = membership
             .voter_ids()
             .map(|id| {
                 if id == self.id {
@@ -373,20 +474,22 @@ impl Quorum {
                         last_fetch_ms: Some(now_ms()),
                     };
                 }
-                let matched = metrics.replication.as_ref().and_then(|r| r.get(&id));
-                VoterSummary {
-                    id,
-                    log_end_offset: matched.map_or(-1, |m| end_of(m.map(|l| l.index))),
-                    last_fetch_ms: matched.and(contacts.get(&id).copied()),
-                }
+                progress(id)
             })
             .collect();
+        // Controllers that follow without voting are observers, as in KRaft.
+        let mut observers: Vec<VoterSummary> = membership.learner_ids().map(progress).collect();
+        observers.extend(self.feed.observers());
         Ok(QuorumSummary {
             leader: metrics.current_leader,
             epoch: metrics.current_term,
             high_watermark: end_of(committed.map(|c| c.index)),
             voters,
-            observers: self.feed.observers(),
+            observers,
+            controllers: membership
+                .nodes()
+                .map(|(id, node)| (*id, node.clone()))
+                .collect(),
         })
     }
 
@@ -452,7 +555,7 @@ impl Quorum {
             .cloned()
             .ok_or(QuorumError::NotLeader { leader })?;
         self.to_leader
-            .call(target, &node, request)
+            .call(Some(target), &node, request)
             .await
             .map_err(QuorumError::Unreachable)
     }
@@ -481,6 +584,26 @@ impl Drop for Quorum {
             server.abort();
         }
     }
+}
+
+/// A static voter set must name this node, each address once.
+fn check_static_voters(node_id: u64, voters: &BTreeMap<u64, Node>) -> Result<(), QuorumError> {
+    if !voters.contains_key(&node_id) {
+        return Err(QuorumError::Config(format!(
+            "node {node_id} is not a voter"
+        )));
+    }
+    let mut addresses = BTreeSet::new();
+    if let Some(node) = voters
+        .values()
+        .find(|n| !addresses.insert((&n.host, n.port)))
+    {
+        // Two ids on one address would have a node send RPCs to itself.
+        return Err(QuorumError::Config(format!(
+            "two voters share the address {node}"
+        )));
+    }
+    Ok(())
 }
 
 fn stopped(e: impl std::fmt::Display) -> QuorumError {

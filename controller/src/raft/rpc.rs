@@ -35,7 +35,7 @@ use tracing::{debug, error, warn};
 use super::cluster_id::{LogLimiter, ADVICE, MAX_LEN};
 use super::departures::{ConnectionPeer, Departure};
 use super::feed::ObserverFeed;
-use super::TypeConfig;
+use super::{voters_of, TypeConfig};
 use crate::service::{ControllerRequest, ControllerResponse, MetadataFetch, ServiceSlot};
 
 /// The API key that marks a quorum RPC frame.
@@ -87,6 +87,7 @@ impl Request {
                 format!("broker {}", f.observer)
             }
             Self::Controller(ControllerRequest::Heartbeat(h)) => format!("broker {}", h.broker_id),
+            Self::Controller(ControllerRequest::JoinQuorum(j)) => format!("controller {}", j.id),
             Self::Controller(_) => "a node".to_string(),
             _ => self
                 .sender()
@@ -362,7 +363,14 @@ impl RpcHandler {
         if leader != Some(self.id) {
             return ControllerResponse::NotLeader;
         }
-        self.feed.serve(fetch, term).await
+        let update = self.feed.serve(fetch).await;
+        let voters = voters_of(&self.raft.metrics().borrow());
+        ControllerResponse::Metadata {
+            term,
+            leader: self.id,
+            voters,
+            update,
+        }
     }
 }
 

@@ -112,6 +112,12 @@ pub(crate) fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
             level: *level,
         });
     }
+    for (controller_id, directory_id) in &image.controller_directories {
+        out.push(MetadataRecord::ControllerDirectory {
+            controller_id: *controller_id,
+            directory_id: *directory_id,
+        });
+    }
     for b in image.brokers.values() {
         out.push(MetadataRecord::RegisterBroker {
             broker_id: b.id,

@@ -248,6 +248,12 @@ fn record() -> impl Strategy<Value = MetadataRecord> {
                 value: value.map(QuotaValue),
             }),
         broker().prop_map(|broker_id| MetadataRecord::UnregisterBroker { broker_id }),
+        (broker(), 0..4u128).prop_map(|(controller_id, dir)| {
+            MetadataRecord::ControllerDirectory {
+                controller_id,
+                directory_id: Uuid::from_u128(dir),
+            }
+        }),
     ]
 }
 
@@ -270,10 +276,11 @@ fn type_of(record: &MetadataRecord) -> u16 {
         MetadataRecord::LeaderEpochBump { .. } => 14,
         MetadataRecord::ClientQuota { .. } => 15,
         MetadataRecord::UnregisterBroker { .. } => 16,
+        MetadataRecord::ControllerDirectory { .. } => 17,
     }
 }
 
-const RECORD_TYPES: u16 = 16;
+const RECORD_TYPES: u16 = 17;
 
 /// Whether the controller could have written `record` on `image`: a topic
 /// name belongs to one live topic at a time (CreateTopics and mirrors refuse

@@ -1,0 +1,110 @@
+//! A controller of a dynamic quorum (KIP-853) makes itself known to the
+//! active controller: its metadata log directory goes into the metadata (a
+//! voter is the pair of id and directory), and a controller in no
+//! membership yet becomes an openraft learner, to which the leader
+//! replicates the log. That is KRaft's new controller fetching as an
+//! observer until `kafka-metadata-quorum.sh add-controller` makes it a
+//! voter.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::Raft;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::forward::ToLeader;
+use super::{DynamicQuorum, Node, TypeConfig};
+use crate::image::MetadataImage;
+use crate::service::{ControllerJoin, ControllerRequest, ControllerResponse, ServiceSlot};
+
+/// Pause between attempts, and while the leader's answer replicates here.
+const RETRY: Duration = Duration::from_millis(300);
+/// How often a run of failed attempts is logged.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+pub(crate) struct Joining {
+    pub id: u64,
+    pub quorum: DynamicQuorum,
+    pub raft: Raft<TypeConfig>,
+    pub image: watch::Receiver<Arc<MetadataImage>>,
+    pub service: ServiceSlot,
+    pub to_leader: ToLeader,
+}
+
+impl Joining {
+    /// Whether this node's log shows it in the membership with its
+    /// directory.
+    fn known(&self) -> bool {
+        let listed = self
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&self.id)
+            .is_some();
+        let directory = i32::try_from(self.id)
+            .ok()
+            .and_then(|id| self.image.borrow().controller_directories.get(&id).copied());
+        listed && directory == Some(self.quorum.directory_id)
+    }
+
+    /// Where to send the join: the leader this node knows (None: itself),
+    /// else the `attempt`th bootstrap server.
+    fn target(&self, attempt: usize) -> Option<(Option<u64>, Node)> {
+        let metrics = self.raft.metrics().borrow().clone();
+        match metrics.current_leader {
+            Some(leader) if leader == self.id => None,
+            Some(leader) => {
+                let node = metrics.membership_config.membership().get_node(&leader)?;
+                Some((Some(leader), node.clone()))
+            }
+            None => {
+                let servers = &self.quorum.bootstrap;
+                Some((None, servers[attempt % servers.len()].clone()))
+            }
+        }
+    }
+
+    pub async fn run(self) {
+        let request = ControllerRequest::JoinQuorum(ControllerJoin {
+            id: self.id,
+            node: self.quorum.own.clone(),
+            directory_id: self.quorum.directory_id.as_u128(),
+        });
+        let started = Instant::now();
+        let mut warned = started;
+        let mut attempt = 0;
+        while !self.known() {
+            let answer = match self.target(attempt) {
+                None => match self.service.get() {
+                    Some(service) => Ok(service.call(request.clone()).await),
+                    None => Err("this controller is not serving yet".to_string()),
+                },
+                Some((id, node)) => self.to_leader.call(id, &node, request.clone()).await,
+            };
+            match answer {
+                Ok(ControllerResponse::Written { .. }) => {}
+                Ok(other) if warned.elapsed() >= WARN_EVERY => {
+                    warn!("joining the metadata quorum: the controller answered {other:?}");
+                    warned = Instant::now();
+                }
+                Err(e) if warned.elapsed() >= WARN_EVERY => {
+                    warn!(
+                        "cannot join the metadata quorum for {:?} (last: {e}); check controller.quorum.bootstrap.servers",
+                        started.elapsed()
+                    );
+                    warned = Instant::now();
+                }
+                Ok(_) | Err(_) => {}
+            }
+            attempt += 1;
+            tokio::time::sleep(RETRY).await;
+        }
+        info!(
+            directory_id = %self.quorum.directory_id,
+            "this controller is known to the metadata quorum"
+        );
+    }
+}
