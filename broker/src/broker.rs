@@ -176,7 +176,11 @@ impl Broker {
         };
         controller.block_on(register(&controller, &settings, registration));
         replicas.apply_image(&controller.image());
-        features::publish(&settings.finalized_features, &controller.image());
+        features::publish(
+            &settings.finalized_features,
+            &controller.image(),
+            controller.kraft_version(),
+        );
         let groups = Arc::new(GroupCoordinator::open(
             settings.node_id,
             &settings.static_configs,
@@ -312,7 +316,11 @@ impl Broker {
                     // Creating and deleting logs is file I/O.
                     let _ = tokio::task::spawn_blocking(move || replicas.apply_image(&applied)).await;
                     applied_tx.send_replace(image.clone());
-                    features::publish(&self.settings.finalized_features, &image);
+                    features::publish(
+                        &self.settings.finalized_features,
+                        &image,
+                        self.controller.kraft_version(),
+                    );
                     self.mirrors.sync(&image);
                     self.fetchers.sync(image);
                 }

@@ -16,6 +16,7 @@ use ottla_broker::config::{keys, BrokerConfig, Endpoint as ConfigEndpoint, Liste
 use ottla_broker::dynamic_broker_config::{dynamic_or, DynamicConnectionLimits};
 use ottla_broker::dynamic_listeners::{ApiService, DynamicListeners};
 use ottla_broker::handlers::broker_apis::BrokerSlot;
+use ottla_broker::handlers::controller_apis::{ControllerNode, ControllerSlot};
 use ottla_broker::handlers::{broker_registry, controller_registry};
 use ottla_broker::meta_properties::{self, Unformatted};
 use ottla_broker::metrics::{self, MetricsServer};
@@ -192,13 +193,20 @@ async fn serve(mut config: BrokerConfig, dir_locks: Arc<DirLocks>) -> Result<()>
     let inter_broker = inter_broker_client(&config).map_err(anyhow::Error::msg)?;
     let to_controllers = controller_client(&config).map_err(anyhow::Error::msg)?;
     let slot: BrokerSlot = Arc::default();
-    let finalized = ottla_broker::features::initial_finalized();
+    let kraft_version = if config.quorum_voters.is_empty() {
+        1
+    } else {
+        0
+    };
+    let finalized = ottla_broker::features::initial_finalized(kraft_version);
     let credentials: Arc<dyn ScramCredentialStore> = Arc::new(MetadataCredentials(slot.clone()));
     let quorum_slot = QuorumSlot::default();
     let server_settings = ServerSettings::from_config(&config);
     let handler_pool = server_settings.handler_pool.clone();
+    let controller_slot = ControllerSlot::default();
     let controller_service = ApiService::new(
-        controller_registry(finalized.clone()).context("building the controller API table")?,
+        controller_registry(controller_slot.clone(), finalized.clone())
+            .context("building the controller API table")?,
     );
     let controller_specs = listener_specs(
         &config,
@@ -258,6 +266,11 @@ async fn serve(mut config: BrokerConfig, dir_locks: Arc<DirLocks>) -> Result<()>
     if let Some(endpoint) = quorum_endpoint(&config, &controller) {
         let _ = quorum_slot.set(endpoint);
     }
+    let _ = controller_slot.set(Arc::new(controller_node(
+        &config,
+        &controller,
+        cluster_id.clone(),
+    )));
     let tls_reloader = Arc::new(TlsReloader::new(
         config.node_id,
         config.static_values(),
@@ -456,6 +469,27 @@ fn quorum_endpoint(config: &BrokerConfig, controller: &Arc<Controller>) -> Optio
                 .cluster(operation::CLUSTER_ACTION)
         }),
     })
+}
+
+/// This node as its controller listeners' APIs see it.
+fn controller_node(
+    config: &BrokerConfig,
+    controller: &Arc<Controller>,
+    cluster_id: String,
+) -> ControllerNode {
+    ControllerNode {
+        node_id: config.node_id,
+        cluster_id,
+        controller: controller.clone(),
+        controller_listener: config.controller_listener_names[0].clone(),
+        endpoints: config
+            .advertised_controller_listeners
+            .iter()
+            .map(|l| (l.name.clone(), l.endpoint.host.clone(), l.endpoint.port))
+            .collect(),
+        rack: config.get(keys::BROKER_RACK),
+        authorizer: Authorizer::from_config(config).map(Arc::new),
+    }
 }
 
 /// What the broker core needs from the configuration.

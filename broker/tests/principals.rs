@@ -183,7 +183,7 @@ fn sasl() -> Arc<SaslSettings> {
 /// Serves one listener with `security`; returns its address.
 async fn serve(security: ListenerSecurity) -> (SocketAddr, CancellationToken) {
     let mut registry =
-        HandlerRegistry::new(node_features(ottla_broker::features::initial_finalized()));
+        HandlerRegistry::new(node_features(ottla_broker::features::initial_finalized(0)));
     register_sasl(&mut registry).unwrap();
     let handler: Arc<dyn RequestHandler> = Arc::new(WhoAmI);
     registry

@@ -103,7 +103,7 @@ async fn start() -> Running {
 
 async fn start_with(settings: ServerSettings) -> Running {
     let mut registry =
-        HandlerRegistry::new(node_features(ottla_broker::features::initial_finalized()));
+        HandlerRegistry::new(node_features(ottla_broker::features::initial_finalized(0)));
     let handler: Arc<dyn RequestHandler> = Arc::new(TestHandler);
     registry
         .register(

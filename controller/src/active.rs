@@ -385,6 +385,11 @@ impl Controller {
         self.quorum.voters()
     }
 
+    /// KRaft's `kraft.version`: 1 when the voters can change (KIP-853).
+    pub fn kraft_version(&self) -> i16 {
+        self.quorum.kraft_version()
+    }
+
     /// Notes the heartbeat and fences or unfences the broker as asked.
     async fn heartbeat_as_leader(&self, hb: Heartbeat) -> ControllerResponse {
         let term = self.quorum.term();

@@ -155,8 +155,9 @@ impl Controller {
         if !quorum.learners().contains_key(&key.id)
             || self.directory_of(key.id) != Some(directory_id)
         {
+            // Kafka's code for a replica it has not seen fetching.
             return failed(ControllerError::new(
-                ResponseError::InvalidRequest,
+                ResponseError::RequestTimedOut,
                 format!(
                     "controller {} with directory {directory_id} does not follow the metadata log: \
                      start it with controller.quorum.bootstrap.servers naming this cluster's controllers",
@@ -203,8 +204,11 @@ impl Controller {
         }
         if voters.len() == 1 {
             return failed(ControllerError::new(
-                ResponseError::InvalidRequest,
-                format!("controller {} is the only voter", key.id),
+                ResponseError::VoterNotFound,
+                format!(
+                    "controller {} is the only voter: the set of voters cannot be empty",
+                    key.id
+                ),
             ));
         }
         match quorum
@@ -256,7 +260,7 @@ fn change_failed(e: VoterChangeError) -> ControllerResponse {
     let code = match e {
         VoterChangeError::NotLeader => return ControllerResponse::NotLeader,
         VoterChangeError::InProgress => ResponseError::RequestTimedOut,
-        VoterChangeError::NotFollowing(_) => ResponseError::InvalidRequest,
+        VoterChangeError::NotFollowing(_) => ResponseError::RequestTimedOut,
         VoterChangeError::Stopped(_) => ResponseError::UnknownServerError,
     };
     failed(ControllerError::new(code, e.to_string()))

@@ -780,6 +780,13 @@ fn broker_only_nodes_follow_a_controller_only_quorum() {
 
     let (leader, status) = quorum_status(&nodes[b4]);
     assert!((1..=3).contains(&leader), "{status}");
+    // A controller-only node answers admin clients on its controller
+    // listener (`--bootstrap-controller`), as Kafka's controllers do.
+    let direct = quorum_command(&nodes[0], true, &["describe", "--status"]);
+    assert!(
+        direct.contains(&format!("LeaderId:               {leader}")),
+        "{direct}"
+    );
     let observers = status
         .lines()
         .find(|l| l.starts_with("CurrentObservers:"))
@@ -1707,14 +1714,22 @@ fn quorum_members(status: &str, line: &str) -> Vec<(i32, String)> {
         .collect()
 }
 
-/// Runs a `kafka-metadata-quorum.sh` command through `node` until it
+/// Runs a `kafka-metadata-quorum.sh` command through `node`'s client
+/// listener, or its controller listener if `to_controller`, until it
 /// succeeds (a controller that is still catching up, or an election after
 /// the leader removed itself, answers with an error to retry); returns its
 /// output.
-fn quorum_command(node: &Ottla, args: &[&str]) -> String {
+fn quorum_command(node: &Ottla, to_controller: bool, args: &[&str]) -> String {
     let start = Instant::now();
-    let bootstrap = node.bootstrap();
-    let mut all = vec!["--bootstrap-server", &bootstrap[..]];
+    let bootstrap = if to_controller {
+        [
+            "--bootstrap-controller".to_string(),
+            format!("{}:{}", node.host, node.controller_port),
+        ]
+    } else {
+        ["--bootstrap-server".to_string(), node.bootstrap()]
+    };
+    let mut all = vec![&bootstrap[0][..], &bootstrap[1][..]];
     all.extend_from_slice(args);
     loop {
         let out = kafka_tool("kafka-metadata-quorum.sh", &all, None);
@@ -1747,6 +1762,17 @@ fn a_dynamic_quorum_grows_to_three_controllers_and_shrinks_back() {
             .collect()
     };
     assert_eq!(voters(&status), [1], "{status}");
+    let features = ok(kafka_tool(
+        "kafka-features.sh",
+        &["--bootstrap-server", &nodes[1].bootstrap(), "describe"],
+        None,
+    ));
+    assert!(
+        features
+            .lines()
+            .any(|l| l.contains("kraft.version") && l.contains("FinalizedVersionLevel: 1")),
+        "{features}"
+    );
     let observers = quorum_members(&status, "CurrentObservers:");
     assert!(
         [2, 3]
@@ -1758,7 +1784,12 @@ fn a_dynamic_quorum_grows_to_three_controllers_and_shrinks_back() {
     for node in &nodes[1..] {
         let config = node.properties_file();
         let config = config.to_str().unwrap();
-        let added = quorum_command(&nodes[0], &["--command-config", config, "add-controller"]);
+        // As Kafka's documentation runs it: through a controller listener.
+        let added = quorum_command(
+            &nodes[0],
+            true,
+            &["--command-config", config, "add-controller"],
+        );
         assert!(added.contains("Added controller"), "{added}");
     }
     let again = kafka_tool(
@@ -1802,6 +1833,7 @@ fn a_dynamic_quorum_grows_to_three_controllers_and_shrinks_back() {
         let id_text = id.to_string();
         let removed = quorum_command(
             &nodes[0],
+            false,
             &[
                 "remove-controller",
                 "--controller-id",
@@ -1812,7 +1844,7 @@ fn a_dynamic_quorum_grows_to_three_controllers_and_shrinks_back() {
         );
         assert!(removed.contains("Removed KRaft controller"), "{removed}");
     }
-    let status = quorum_command(&nodes[0], &["describe", "--status"]);
+    let status = quorum_command(&nodes[0], true, &["describe", "--status"]);
     assert_eq!(voters(&status), [1], "{status}");
     let observers = quorum_members(&status, "CurrentObservers:");
     assert!(

@@ -1,9 +1,10 @@
 //! DescribeCluster (v0-2): the cluster id, a controller id and the nodes of
 //! the endpoint type asked for (KIP-919). Like Kafka, a broker listener
-//! answers with brokers and a controller listener with controllers; asking
-//! one for the other is MISMATCHED_ENDPOINT_TYPE. Clients cannot reach the
-//! controller through a broker listener, so there the controller id is a
-//! broker's, as Kafka does: this node's.
+//! answers with brokers and a controller listener with controllers
+//! (`handlers/controller_apis.rs`); asking one for the other is
+//! MISMATCHED_ENDPOINT_TYPE. Clients cannot reach the controller through a
+//! broker listener, so there the controller id is a broker's, as Kafka
+//! does: this node's.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
@@ -13,13 +14,12 @@ use kafka_protocol::messages::describe_cluster_response::{
 use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::StrBytes;
 
-use crate::apis::configs::static_config;
 use crate::apis::metadata::{ALL_CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED};
 use crate::broker::Broker;
 
 /// KIP-919 endpoint types.
-const BROKERS: i8 = 1;
-const CONTROLLERS: i8 = 2;
+pub const BROKERS: i8 = 1;
+pub const CONTROLLERS: i8 = 2;
 
 fn type_name(endpoint_type: i8) -> &'static str {
     if endpoint_type == BROKERS {
@@ -29,26 +29,38 @@ fn type_name(endpoint_type: i8) -> &'static str {
     }
 }
 
+/// A broker listener's answer: the registered brokers on `listener`.
 pub fn handle(
     broker: &Broker,
     version: i16,
     listener: &str,
     req: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
+    let include_fenced = version >= 2 && req.include_fenced_brokers;
+    answer(
+        version,
+        req,
+        BROKERS,
+        &broker.cluster_id,
+        broker.node_id(),
+        || brokers(broker, version, listener, include_fenced),
+    )
+}
+
+/// The answer of a listener of type `served` (BROKERS or CONTROLLERS),
+/// listing `nodes()` if the request asks for that type.
+pub fn answer(
+    version: i16,
+    req: DescribeClusterRequest,
+    served: i8,
+    cluster_id: &str,
+    node_id: i32,
+    nodes: impl FnOnce() -> Vec<DescribeClusterBroker>,
+) -> DescribeClusterResponse {
     let wanted = if version >= 1 {
         req.endpoint_type
     } else {
         BROKERS
-    };
-    let served = if broker
-        .settings
-        .advertised
-        .iter()
-        .any(|e| e.listener == listener)
-    {
-        BROKERS
-    } else {
-        CONTROLLERS
     };
     // Version 0 clients know neither endpoint-type error.
     let refuse = |error: ResponseError, message: String| {
@@ -77,17 +89,11 @@ pub fn handle(
             ),
         );
     }
-    let include_fenced = version >= 2 && req.include_fenced_brokers;
-    let nodes = if served == BROKERS {
-        brokers(broker, version, listener, include_fenced)
-    } else {
-        controllers(broker, listener)
-    };
     let mut r = DescribeClusterResponse::default()
         .with_error_message(None)
-        .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
-        .with_controller_id(BrokerId(broker.node_id()))
-        .with_brokers(nodes)
+        .with_cluster_id(StrBytes::from_string(cluster_id.to_string()))
+        .with_controller_id(BrokerId(node_id))
+        .with_brokers(nodes())
         .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
             ALL_CLUSTER_OPERATIONS
         } else {
@@ -123,38 +129,6 @@ fn brokers(
             }
             Some(r)
         })
-        .collect()
-}
-
-/// This node, the single controller, at its advertised endpoint on the
-/// client's controller listener (else its entry in the static voter set).
-fn controllers(broker: &Broker, listener: &str) -> Vec<DescribeClusterBroker> {
-    let Ok(config) = static_config(broker) else {
-        return Vec::new();
-    };
-    let node_id = broker.node_id();
-    let advertised = config
-        .advertised_controller_listeners
-        .iter()
-        .find(|l| l.name == listener)
-        .map(|l| (l.endpoint.host.clone(), l.endpoint.port));
-    let voter = || {
-        config
-            .quorum_voters
-            .iter()
-            .find(|v| v.id == node_id)
-            .map(|v| (v.endpoint.host.clone(), v.endpoint.port))
-    };
-    advertised
-        .or_else(voter)
-        .map(|(host, port)| {
-            DescribeClusterBroker::default()
-                .with_broker_id(BrokerId(node_id))
-                .with_host(StrBytes::from_string(host))
-                .with_port(i32::from(port))
-                .with_rack(broker.settings.rack.clone().map(StrBytes::from_string))
-        })
-        .into_iter()
         .collect()
 }
 
@@ -210,16 +184,14 @@ mod tests {
         let r = handle(&broker, 2, "PLAINTEXT", request(9));
         assert_encodes(&r, 2);
         assert_eq!(r.error_code, ResponseError::UnsupportedEndpointType.code());
-        // The default configuration's controller listener is CONTROLLER on 9093.
-        let r = handle(&broker, 2, "CONTROLLER", request(CONTROLLERS));
+        // A controller listener's answer lists controllers, and refuses
+        // a request for brokers.
+        let me = || vec![DescribeClusterBroker::default().with_broker_id(BrokerId(1))];
+        let r = answer(2, request(CONTROLLERS), CONTROLLERS, "c", 1, me);
         assert_encodes(&r, 2);
         assert_eq!((r.error_code, r.endpoint_type), (0, CONTROLLERS));
         assert_eq!(r.brokers.len(), 1);
-        assert_eq!(
-            (r.brokers[0].broker_id, r.brokers[0].port),
-            (BrokerId(1), 9093)
-        );
-        let r = handle(&broker, 1, "CONTROLLER", request(BROKERS));
+        let r = answer(1, request(BROKERS), CONTROLLERS, "c", 1, me);
         assert_eq!(r.error_code, ResponseError::MismatchedEndpointType.code());
     }
 }

@@ -15,15 +15,28 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_controller::{QuorumSummary, VoterSummary};
 use uuid::Uuid;
 
-use crate::broker::Broker;
+use ottla_controller::Controller;
 
 const METADATA_TOPIC: &str = "__cluster_metadata";
 
-pub fn handle(broker: &Broker, version: i16, req: DescribeQuorumRequest) -> DescribeQuorumResponse {
-    let summary = broker
-        .controller
-        .block_on(broker.controller.describe_quorum());
-    let directories = broker.controller.image().controller_directories.clone();
+/// What the quorum APIs (DescribeQuorum, AddRaftVoter, RemoveRaftVoter)
+/// need, whether a broker listener or a controller listener took the
+/// request.
+pub struct QuorumContext<'a> {
+    pub controller: &'a Controller,
+    pub cluster_id: &'a str,
+    /// The first controller listener's name, the one voters are reached on.
+    pub controller_listener: &'a str,
+}
+
+pub fn handle(
+    quorum: &QuorumContext<'_>,
+    version: i16,
+    req: DescribeQuorumRequest,
+) -> DescribeQuorumResponse {
+    let controller = quorum.controller;
+    let summary = controller.block_on(controller.describe_quorum());
+    let directories = controller.image().controller_directories.clone();
     let topics = req
         .topics
         .into_iter()
@@ -53,10 +66,10 @@ pub fn handle(broker: &Broker, version: i16, req: DescribeQuorumRequest) -> Desc
         .collect();
     let mut response = DescribeQuorumResponse::default().with_topics(topics);
     if let (true, Ok(summary)) = (version >= 2, &summary) {
-        let listener = broker.settings.controller_listener.clone();
+        let listener = quorum.controller_listener.to_string();
         response = response.with_nodes(
             summary
-                .controllers
+                .voter_nodes
                 .clone()
                 .into_iter()
                 .map(|(id, node)| {

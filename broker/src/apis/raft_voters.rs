@@ -11,17 +11,18 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::controller::{ControllerError, ControllerResult};
 
-use crate::broker::Broker;
+use crate::apis::describe_quorum::QuorumContext;
 
-pub fn add(broker: &Broker, _version: i16, req: AddRaftVoterRequest) -> AddRaftVoterResponse {
-    let result = same_cluster(broker, req.cluster_id.as_deref())
-        .and_then(|()| names_the_controller_listener(broker, &req.listeners))
+pub fn add(
+    quorum: &QuorumContext<'_>,
+    _version: i16,
+    req: AddRaftVoterRequest,
+) -> AddRaftVoterResponse {
+    let controller = quorum.controller;
+    let result = same_cluster(quorum, req.cluster_id.as_deref())
+        .and_then(|()| names_the_controller_listener(quorum, &req.listeners))
         .and_then(|()| {
-            broker.controller.block_on(
-                broker
-                    .controller
-                    .add_voter(req.voter_id, req.voter_directory_id),
-            )
+            controller.block_on(controller.add_voter(req.voter_id, req.voter_directory_id))
         });
     let (code, message) = outcome(result);
     AddRaftVoterResponse::default()
@@ -30,16 +31,13 @@ pub fn add(broker: &Broker, _version: i16, req: AddRaftVoterRequest) -> AddRaftV
 }
 
 pub fn remove(
-    broker: &Broker,
+    quorum: &QuorumContext<'_>,
     _version: i16,
     req: RemoveRaftVoterRequest,
 ) -> RemoveRaftVoterResponse {
-    let result = same_cluster(broker, req.cluster_id.as_deref()).and_then(|()| {
-        broker.controller.block_on(
-            broker
-                .controller
-                .remove_voter(req.voter_id, req.voter_directory_id),
-        )
+    let controller = quorum.controller;
+    let result = same_cluster(quorum, req.cluster_id.as_deref()).and_then(|()| {
+        controller.block_on(controller.remove_voter(req.voter_id, req.voter_directory_id))
     });
     let (code, message) = outcome(result);
     RemoveRaftVoterResponse::default()
@@ -47,13 +45,13 @@ pub fn remove(
         .with_error_message(message)
 }
 
-fn same_cluster(broker: &Broker, cluster_id: Option<&str>) -> ControllerResult<()> {
+fn same_cluster(quorum: &QuorumContext<'_>, cluster_id: Option<&str>) -> ControllerResult<()> {
     match cluster_id {
-        Some(id) if id != broker.cluster_id => Err(ControllerError::new(
+        Some(id) if id != quorum.cluster_id => Err(ControllerError::new(
             ResponseError::InconsistentClusterId,
             format!(
                 "the request is for cluster {id}, this is cluster {}",
-                broker.cluster_id
+                quorum.cluster_id
             ),
         )),
         _ => Ok(()),
@@ -63,8 +61,11 @@ fn same_cluster(broker: &Broker, cluster_id: Option<&str>) -> ControllerResult<(
 /// Peers reach a voter on the first controller listener, so the new voter
 /// must have one by that name. The address used is the one the controller
 /// announced when it joined.
-fn names_the_controller_listener(broker: &Broker, listeners: &[Listener]) -> ControllerResult<()> {
-    let name = &broker.settings.controller_listener;
+fn names_the_controller_listener(
+    quorum: &QuorumContext<'_>,
+    listeners: &[Listener],
+) -> ControllerResult<()> {
+    let name = quorum.controller_listener;
     if listeners.iter().any(|l| l.name.as_str() == name) {
         return Ok(());
     }
@@ -92,6 +93,11 @@ mod tests {
     fn a_static_quorum_refuses_voter_changes_with_the_reason() {
         let dir = tempfile::tempdir().unwrap();
         let broker = test_broker(dir.path());
+        let quorum = QuorumContext {
+            controller: &broker.controller,
+            cluster_id: &broker.cluster_id,
+            controller_listener: &broker.settings.controller_listener,
+        };
         let listener = Listener::default()
             .with_name(StrBytes::from_string(
                 broker.settings.controller_listener.clone(),
@@ -104,7 +110,7 @@ mod tests {
             .with_voter_id(2)
             .with_voter_directory_id(Uuid::new_v4())
             .with_listeners(vec![listener]);
-        let added = off_runtime(|| super::add(&broker, 0, add.clone()));
+        let added = off_runtime(|| super::add(&quorum, 0, add.clone()));
         assert_eq!(added.error_code, ResponseError::UnsupportedVersion.code());
         assert!(
             added
@@ -115,7 +121,7 @@ mod tests {
         );
         let other_cluster = off_runtime(|| {
             super::add(
-                &broker,
+                &quorum,
                 0,
                 add.clone()
                     .with_cluster_id(Some(StrBytes::from_static_str("other"))),
@@ -125,11 +131,11 @@ mod tests {
             other_cluster.error_code,
             ResponseError::InconsistentClusterId.code()
         );
-        let no_listener = off_runtime(|| super::add(&broker, 0, add.with_listeners(Vec::new())));
+        let no_listener = off_runtime(|| super::add(&quorum, 0, add.with_listeners(Vec::new())));
         assert_eq!(no_listener.error_code, ResponseError::InvalidRequest.code());
         let removed = off_runtime(|| {
             super::remove(
-                &broker,
+                &quorum,
                 0,
                 RemoveRaftVoterRequest::default()
                     .with_cluster_id(None)

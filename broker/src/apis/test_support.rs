@@ -36,7 +36,7 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
             security_protocol: "PLAINTEXT".to_string(),
         }],
         controller_listener: "CONTROLLER".to_string(),
-        finalized_features: crate::features::initial_finalized(),
+        finalized_features: crate::features::initial_finalized(0),
         rack: None,
         auto_create_topics: true,
         delete_topic_enable: true,

@@ -27,7 +27,9 @@ use kafka_protocol::messages::{RequestKind, ResponseKind};
 
 use crate::broker::Broker;
 use crate::network::RequestContext;
-use crate::security::authorizer::Access;
+use ottla_controller::MetadataImage;
+
+use crate::security::authorizer::{Access, Authorizer};
 
 /// Adds the refused resources' errors to the handler's response.
 pub type Patch = Box<dyn FnOnce(&mut ResponseKind) + Send>;
@@ -73,6 +75,26 @@ pub fn gate_request(broker: &Broker, ctx: &RequestContext, body: RequestKind) ->
         ctx.api_version,
         body,
     )
+}
+
+/// The gate of one request taken by a controller listener, on a node that
+/// may run no broker: checked against `image`'s ACLs.
+pub fn gate_on_controller(
+    authorizer: Option<Arc<Authorizer>>,
+    image: Arc<MetadataImage>,
+    ctx: &RequestContext,
+    body: RequestKind,
+) -> Gate {
+    if authorizer.is_none() {
+        return Gate::Pass(body, None);
+    }
+    let access = Arc::new(Access::new(
+        authorizer,
+        image,
+        &ctx.principal,
+        ctx.peer.ip(),
+    ));
+    gate(&access, false, ctx.api_version, body)
 }
 
 fn gate(access: &Arc<Access>, auto_create_topics: bool, version: i16, body: RequestKind) -> Gate {

@@ -12,6 +12,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind}
 use ottla_protocol::api_versions::{ApiTableError, VersionRange};
 use ottla_protocol::file_records::FileRecords;
 
+use crate::apis::describe_quorum::QuorumContext;
 use crate::apis::{
     acls, client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
@@ -100,6 +101,15 @@ pub fn register(registry: &mut HandlerRegistry, slot: BrokerSlot) -> Result<(), 
 
 struct BrokerApis {
     broker: BrokerSlot,
+}
+
+/// The quorum APIs' view of this broker.
+fn quorum_context(b: &Broker) -> QuorumContext<'_> {
+    QuorumContext {
+        controller: &b.controller,
+        cluster_id: &b.cluster_id,
+        controller_listener: &b.settings.controller_listener,
+    }
 }
 
 /// Runs a synchronous handler on the blocking pool.
@@ -236,16 +246,19 @@ impl RequestHandler for BrokerApis {
                     blocking(b, move |b| unregister_broker::handle(b, v, r)).await?,
                 ),
                 RequestKind::AddRaftVoter(r) => ResponseKind::AddRaftVoter(
-                    blocking(b, move |b| raft_voters::add(b, v, r)).await?,
+                    blocking(b, move |b| raft_voters::add(&quorum_context(b), v, r)).await?,
                 ),
                 RequestKind::RemoveRaftVoter(r) => ResponseKind::RemoveRaftVoter(
-                    blocking(b, move |b| raft_voters::remove(b, v, r)).await?,
+                    blocking(b, move |b| raft_voters::remove(&quorum_context(b), v, r)).await?,
                 ),
                 RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(
                     blocking(b, move |b| elect_leaders::handle(b, v, r)).await?,
                 ),
                 RequestKind::DescribeQuorum(r) => ResponseKind::DescribeQuorum(
-                    blocking(b, move |b| describe_quorum::handle(b, v, r)).await?,
+                    blocking(b, move |b| {
+                        describe_quorum::handle(&quorum_context(b), v, r)
+                    })
+                    .await?,
                 ),
                 RequestKind::DescribeLogDirs(r) => ResponseKind::DescribeLogDirs(
                     blocking(b, move |b| describe_log_dirs::handle(b, v, r)).await?,

@@ -7,6 +7,7 @@
 //! answered.
 
 pub mod broker_apis;
+pub mod controller_apis;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -114,13 +115,16 @@ pub fn broker_registry(
     Ok(registry)
 }
 
-/// The handlers of the controller listeners (quorum and registration APIs,
-/// from the controller crate).
+/// The handlers of the controller listeners: SASL and the admin APIs of
+/// `--bootstrap-controller` clients, served by the controller `slot` will
+/// hold (the quorum's own RPCs are handed over before these).
 pub fn controller_registry(
+    slot: controller_apis::ControllerSlot,
     finalized: Arc<FinalizedFeatures>,
 ) -> Result<HandlerRegistry, ApiTableError> {
     let mut registry = HandlerRegistry::new(node_features(finalized));
     register_sasl(&mut registry)?;
+    controller_apis::register(&mut registry, slot)?;
     Ok(registry)
 }
 

@@ -56,6 +56,14 @@ impl QuorumMember {
         }
     }
 
+    /// KRaft's `kraft.version`: 1 when the voters can change (KIP-853).
+    pub fn kraft_version(&self) -> i16 {
+        match self {
+            Self::Voter(q) => q.kraft_version(),
+            Self::Observer(o) => o.kraft_version(),
+        }
+    }
+
     pub fn term(&self) -> u64 {
         match self {
             Self::Voter(q) => q.term(),

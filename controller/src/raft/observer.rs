@@ -39,6 +39,7 @@ struct LeaderView {
 
 /// A running observer; dropping it stops the fetching.
 pub struct Observer {
+    kraft_version: i16,
     voters: Arc<Mutex<BTreeMap<u64, Node>>>,
     image: Arc<watch::Sender<Arc<MetadataImage>>>,
     view: Arc<Mutex<LeaderView>>,
@@ -70,6 +71,7 @@ impl Observer {
         let (image, _) = watch::channel(Arc::new(MetadataImage::empty()));
         let image = Arc::new(image);
         let view = Arc::new(Mutex::new(LeaderView::default()));
+        let voters_config = voters;
         let voters = Arc::new(Mutex::new(known));
         let cluster_id = config.checked_cluster_id()?;
         let to_leader = Arc::new(ToLeader::new(
@@ -89,6 +91,7 @@ impl Observer {
             .run(),
         );
         Ok(Self {
+            kraft_version: voters_config.kraft_version(),
             voters,
             image,
             view,
@@ -107,6 +110,10 @@ impl Observer {
 
     pub fn voters(&self) -> BTreeMap<u64, Node> {
         self.voters.lock().clone()
+    }
+
+    pub fn kraft_version(&self) -> i16 {
+        self.kraft_version
     }
 
     /// The active controller that answered the last fetch.

@@ -147,8 +147,8 @@ pub struct QuorumSummary {
     /// Controllers that do not vote and broker-only nodes following the
     /// log, as of their last fetch.
     pub observers: Vec<VoterSummary>,
-    /// Every voter's and learner's controller listener.
-    pub controllers: BTreeMap<u64, Node>,
+    /// Every voter's controller listener.
+    pub voter_nodes: BTreeMap<u64, Node>,
 }
 
 /// Why a change of the voters did not happen.
@@ -294,7 +294,7 @@ impl Quorum {
                 .initialize(initial.clone())
                 .await
                 .map_err(stopped)?;
-        } else if quorum.voters().keys().eq([&node_id]) {
+        } else if quorum.sole_voter().await? {
             // A lone voter need not wait out an election timeout to lead.
             let _ = quorum.raft.trigger().elect().await;
         }
@@ -316,6 +316,21 @@ impl Quorum {
             );
         }
         Ok(quorum)
+    }
+
+    /// Whether this node is the only voter of the membership its log holds
+    /// (read from Raft's state: the metrics may not show it yet at start).
+    async fn sole_voter(&self) -> Result<bool, QuorumError> {
+        let id = self.id;
+        self.raft
+            .with_raft_state(move |st| {
+                st.membership_state
+                    .effective()
+                    .voter_ids()
+                    .eq(std::iter::once(id))
+            })
+            .await
+            .map_err(stopped)
     }
 
     /// KRaft's `kraft.version` feature level: 1 when the voters can change.
@@ -486,10 +501,7 @@ impl Quorum {
             high_watermark: end_of(committed.map(|c| c.index)),
             voters,
             observers,
-            controllers: membership
-                .nodes()
-                .map(|(id, node)| (*id, node.clone()))
-                .collect(),
+            voter_nodes: voters_of(&metrics),
         })
     }
 

@@ -1,0 +1,144 @@
+//! The Kafka APIs a controller listener serves besides SASL, as Kafka's
+//! ControllerApis serves admin clients given `--bootstrap-controller`
+//! (`kafka-metadata-quorum.sh`): DescribeCluster (this controller),
+//! DescribeQuorum, AddRaftVoter and RemoveRaftVoter, authorized on the
+//! cluster as on a broker listener. They run on controller-only nodes too,
+//! which have no broker; the voter changes go to the active controller.
+
+use std::sync::{Arc, OnceLock};
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{ApiKey, BrokerId, RequestHeader, RequestKind, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+use ottla_controller::Controller;
+use ottla_protocol::api_versions::{ApiTableError, VersionRange};
+
+use crate::apis::describe_cluster::{self, CONTROLLERS};
+use crate::apis::describe_quorum::{self, QuorumContext};
+use crate::apis::raft_voters;
+use crate::authorize::{gate_on_controller, Gate};
+use crate::handlers::HandlerRegistry;
+use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
+use crate::security::authorizer::Authorizer;
+
+const SERVED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::AddRaftVoter, 0, 0),
+    (ApiKey::RemoveRaftVoter, 0, 0),
+];
+
+/// This node as its controller listeners' APIs see it.
+pub struct ControllerNode {
+    pub node_id: i32,
+    pub cluster_id: String,
+    pub controller: Arc<Controller>,
+    /// The first controller listener's name, the one voters are reached on.
+    pub controller_listener: String,
+    /// Where each controller listener is advertised: (name, host, port).
+    pub endpoints: Vec<(String, String, u16)>,
+    pub rack: Option<String>,
+    pub authorizer: Option<Arc<Authorizer>>,
+}
+
+impl ControllerNode {
+    fn quorum(&self) -> QuorumContext<'_> {
+        QuorumContext {
+            controller: &self.controller,
+            cluster_id: &self.cluster_id,
+            controller_listener: &self.controller_listener,
+        }
+    }
+
+    /// This controller at its endpoint on `listener`: an admin client sends
+    /// it everything, and it forwards what the active controller must do.
+    fn described(&self, listener: &str) -> Vec<DescribeClusterBroker> {
+        self.endpoints
+            .iter()
+            .filter(|(name, _, _)| name == listener)
+            .map(|(_, host, port)| {
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(self.node_id))
+                    .with_host(StrBytes::from_string(host.clone()))
+                    .with_port(i32::from(*port))
+                    .with_rack(self.rack.clone().map(StrBytes::from_string))
+            })
+            .collect()
+    }
+}
+
+/// Filled in once the controller has started.
+pub type ControllerSlot = Arc<OnceLock<Arc<ControllerNode>>>;
+
+pub fn register(registry: &mut HandlerRegistry, slot: ControllerSlot) -> Result<(), ApiTableError> {
+    let apis = Arc::new(ControllerApis { node: slot });
+    for &(key, min, max) in SERVED {
+        registry.register(key, VersionRange { min, max }, apis.clone())?;
+    }
+    Ok(())
+}
+
+struct ControllerApis {
+    node: ControllerSlot,
+}
+
+/// Runs a synchronous handler (one that waits on the controller) on the
+/// blocking pool.
+async fn blocking<T: Send + 'static>(
+    node: &Arc<ControllerNode>,
+    f: impl FnOnce(&ControllerNode) -> T + Send + 'static,
+) -> anyhow::Result<T> {
+    let node = node.clone();
+    Ok(tokio::task::spawn_blocking(move || f(&node)).await?)
+}
+
+impl RequestHandler for ControllerApis {
+    fn handle<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        _header: RequestHeader,
+        body: RequestKind,
+    ) -> HandlerFuture<'a> {
+        Box::pin(async move {
+            let node = self
+                .node
+                .get()
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("request before the controller was started"))?;
+            let v = ctx.api_version;
+            let gated =
+                gate_on_controller(node.authorizer.clone(), node.controller.image(), ctx, body);
+            let (body, patch) = match gated {
+                Gate::Pass(body, patch) => (body, patch),
+                Gate::Answer(response) => return Ok(Response::Message(response)),
+                Gate::NoRule => anyhow::bail!("{:?} has no authorization rule", ctx.api),
+            };
+            let mut response = match body {
+                RequestKind::DescribeCluster(r) => {
+                    ResponseKind::DescribeCluster(describe_cluster::answer(
+                        v,
+                        r,
+                        CONTROLLERS,
+                        &node.cluster_id,
+                        node.node_id,
+                        || node.described(&ctx.listener),
+                    ))
+                }
+                RequestKind::DescribeQuorum(r) => ResponseKind::DescribeQuorum(
+                    blocking(&node, move |n| describe_quorum::handle(&n.quorum(), v, r)).await?,
+                ),
+                RequestKind::AddRaftVoter(r) => ResponseKind::AddRaftVoter(
+                    blocking(&node, move |n| raft_voters::add(&n.quorum(), v, r)).await?,
+                ),
+                RequestKind::RemoveRaftVoter(r) => ResponseKind::RemoveRaftVoter(
+                    blocking(&node, move |n| raft_voters::remove(&n.quorum(), v, r)).await?,
+                ),
+                other => anyhow::bail!("a controller listener does not serve {other:?}"),
+            };
+            if let Some(patch) = patch {
+                patch(&mut response);
+            }
+            Ok(Response::Message(response))
+        })
+    }
+}
