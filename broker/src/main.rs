@@ -193,11 +193,7 @@ async fn serve(mut config: BrokerConfig, dir_locks: Arc<DirLocks>) -> Result<()>
     let inter_broker = inter_broker_client(&config).map_err(anyhow::Error::msg)?;
     let to_controllers = controller_client(&config).map_err(anyhow::Error::msg)?;
     let slot: BrokerSlot = Arc::default();
-    let kraft_version = if config.quorum_voters.is_empty() {
-        1
-    } else {
-        0
-    };
+    let kraft_version = if config.dynamic_quorum() { 1 } else { 0 };
     let finalized = ottla_broker::features::initial_finalized(kraft_version);
     let credentials: Arc<dyn ScramCredentialStore> = Arc::new(MetadataCredentials(slot.clone()));
     let quorum_slot = QuorumSlot::default();
@@ -388,14 +384,13 @@ fn quorum_voters(config: &BrokerConfig, directory_id: Uuid) -> QuorumVoters {
         host: e.host.clone(),
         port: e.port,
     };
-    if !config.quorum_voters.is_empty() {
-        return QuorumVoters::Static(
-            config
-                .quorum_voters
-                .iter()
-                .map(|v| (v.id as u64, node(&v.endpoint)))
-                .collect(),
-        );
+    let voters = |list: &[(i32, ConfigEndpoint)]| {
+        list.iter()
+            .map(|(id, endpoint)| (*id as u64, node(endpoint)))
+            .collect()
+    };
+    if !config.dynamic_quorum() {
+        return QuorumVoters::Static(voters(&config.initial_voters()));
     }
     QuorumVoters::Dynamic(DynamicQuorum {
         bootstrap: config.quorum_bootstrap_servers.iter().map(node).collect(),
@@ -405,7 +400,8 @@ fn quorum_voters(config: &BrokerConfig, directory_id: Uuid) -> QuorumVoters {
             .map(node)
             .unwrap_or_default(),
         directory_id,
-        standalone: config.standalone_controller(),
+        initial_voters: voters(&config.initial_voters()),
+        auto_join: config.get(keys::CONTROLLER_QUORUM_AUTO_JOIN_ENABLE),
     })
 }
 

@@ -3,7 +3,7 @@
 //! recorded, the log replicated to it), AddRaftVoter and RemoveRaftVoter
 //! (`kafka-metadata-quorum.sh add-controller / remove-controller`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::error::ResponseError;
 use openraft::ChangeMembers;
@@ -123,9 +123,26 @@ impl Controller {
                 return failed(e);
             }
         }
-        let member =
-            quorum.voters().contains_key(&join.id) || quorum.learners().contains_key(&join.id);
-        if !member {
+        let known_at = quorum
+            .voters()
+            .get(&join.id)
+            .or(quorum.learners().get(&join.id))
+            .cloned();
+        if known_at.as_ref().is_some_and(|at| *at != join.node) {
+            // Kafka's UpdateRaftVoter: the controller restarted with another
+            // controller listener address.
+            if let Err(e) = quorum
+                .change_voters(ChangeMembers::SetNodes(BTreeMap::from([(
+                    join.id,
+                    join.node.clone(),
+                )])))
+                .await
+            {
+                return change_failed(e);
+            }
+            info!(controller = join.id, node = %join.node, "a controller's address changed");
+        }
+        if known_at.is_none() {
             if let Err(e) = quorum.add_learner(join.id, join.node.clone()).await {
                 return change_failed(e);
             }

@@ -191,7 +191,7 @@ impl Ottla {
         if !self
             .overrides
             .iter()
-            .any(|(k, _)| k == "controller.quorum.bootstrap.servers")
+            .any(|(k, _)| k.starts_with("controller.quorum."))
         {
             push(
                 "controller.quorum.voters",
@@ -484,33 +484,40 @@ impl Ottla {
         }
     }
 
-    /// Combined nodes (ids 1..=n) of a dynamic quorum (KIP-853): node 1
-    /// starts it alone (its only bootstrap server is itself); the others
-    /// join through node 1 and follow the log until `kafka-metadata-quorum.sh
-    /// add-controller` makes them voters. Returns once every node's
-    /// metadata lists every broker.
-    pub fn dynamic_quorum(n: usize, overrides: &[(&str, &str)]) -> Vec<Ottla> {
+    /// Combined nodes (ids 1..=n) of a dynamic quorum (KIP-853) whose first
+    /// `initial` nodes start it: node 1 alone (its only bootstrap server is
+    /// itself, as `format --standalone`), or the first `initial` listed in
+    /// `controller.quorum.voters` (`--initial-controllers`). The others
+    /// join through them and follow the log until they are made voters.
+    /// Returns once every node's metadata lists every broker.
+    pub fn dynamic_quorum(n: usize, initial: usize, overrides: &[(&str, &str)]) -> Vec<Ottla> {
         let cluster_id = cluster_id();
-        let first = Ottla::unstarted();
-        let bootstrap = format!("{}:{}", first.host, first.controller_port);
-        let mut nodes: Vec<Ottla> = std::iter::once(first)
-            .chain((1..n).map(|_| Ottla::unstarted()))
+        let mut nodes: Vec<Ottla> = (0..n).map(|_| Ottla::unstarted()).collect();
+        let first = &nodes[..initial];
+        let bootstrap = first
+            .iter()
+            .map(|node| format!("{}:{}", node.host, node.controller_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        let voters = first
+            .iter()
             .enumerate()
-            .map(|(i, mut node)| {
-                let mut all: Vec<(String, String)> = overrides
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect();
-                all.push(("node.id".into(), (i + 1).to_string()));
-                all.push((
-                    "controller.quorum.bootstrap.servers".into(),
-                    bootstrap.clone(),
-                ));
-                all.push(("cluster.id".into(), cluster_id.clone()));
-                node.overrides = all;
-                node
-            })
-            .collect();
+            .map(|(i, node)| format!("{}@{}:{}", i + 1, node.host, node.controller_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        for (i, node) in nodes.iter_mut().enumerate() {
+            node.overrides = overrides
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let mut push = |k: &str, v: String| node.overrides.push((k.into(), v));
+            push("node.id", (i + 1).to_string());
+            push("controller.quorum.bootstrap.servers", bootstrap.clone());
+            if initial > 1 {
+                push("controller.quorum.voters", voters.clone());
+            }
+            push("cluster.id", cluster_id.clone());
+        }
         for node in &mut nodes {
             node.spawn();
         }

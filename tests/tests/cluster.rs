@@ -1752,7 +1752,7 @@ fn quorum_command(node: &Ottla, to_controller: bool, args: &[&str]) -> String {
 /// killed, and go back to observing with `remove-controller`.
 #[test]
 fn a_dynamic_quorum_grows_to_three_controllers_and_shrinks_back() {
-    let mut nodes = Ottla::dynamic_quorum(3, CLUSTER_SETTINGS);
+    let mut nodes = Ottla::dynamic_quorum(3, 1, CLUSTER_SETTINGS);
     let (leader, status) = quorum_status(&nodes[0]);
     assert_eq!(leader, 1, "{status}");
     let voters = |status: &str| -> Vec<i32> {
@@ -1854,4 +1854,59 @@ fn a_dynamic_quorum_grows_to_three_controllers_and_shrinks_back() {
     let created = create_replicated_by(&nodes[2], "after-shrink", 2, 3);
     assert!(created.contains("Created topic after-shrink"), "{created}");
     assert_eq!(total_offsets(&nodes[0], "dynamic"), 1_000);
+}
+
+/// A dynamic quorum started from initial voters (Kafka's `format
+/// --initial-controllers`): nodes 1 and 2 vote from the start; node 3, with
+/// `controller.quorum.auto.join.enable`, makes itself a voter once it has
+/// caught up; when it comes back on another controller port, the voters
+/// follow it there (Kafka's UpdateRaftVoter).
+#[test]
+fn initial_voters_and_a_controller_that_joins_by_itself() {
+    let mut settings = CLUSTER_SETTINGS.to_vec();
+    settings.push(("controller.quorum.auto.join.enable", "true"));
+    let mut nodes = Ottla::dynamic_quorum(3, 2, &settings);
+    let voters_with_endpoints = |node: &Ottla| -> (Vec<i32>, String) {
+        let status = quorum_command(node, false, &["describe", "--status"]);
+        let ids = quorum_members(&status, "CurrentVoters:")
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        (ids, status)
+    };
+    let start = Instant::now();
+    loop {
+        let (voters, status) = voters_with_endpoints(&nodes[0]);
+        if voters == [1, 2, 3] {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "node 3 never joined the voters by itself: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let created = create_replicated_by(&nodes[2], "initial", 3, 3);
+    assert!(created.contains("Created topic initial"), "{created}");
+
+    assert_eq!(nodes[2].stop(), Some(0));
+    nodes[2].controller_port = free_port();
+    let moved_to = format!("CONTROLLER://127.0.0.1:{}", nodes[2].controller_port);
+    nodes[2].restart();
+    let start = Instant::now();
+    loop {
+        let (voters, status) = voters_with_endpoints(&nodes[1]);
+        if voters == [1, 2, 3] && status.contains(&moved_to) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the voters never followed node 3 to {moved_to}: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // It votes from there: with node 1 gone, nodes 2 and 3 are a majority.
+    nodes[0].kill9();
+    let created = create_replicated_by(&nodes[1], "moved", 2, 2);
+    assert!(created.contains("Created topic moved"), "{created}");
 }

@@ -80,6 +80,8 @@ configs! {
     CONTROLLER_QUORUM_VOTERS: Vec<String> = "controller.quorum.voters", List, Some("1@localhost:9093"), Valid::Any;
     /// host:port endpoints used to discover the quorum when the voter set is dynamic (KIP-853).
     CONTROLLER_QUORUM_BOOTSTRAP_SERVERS: Vec<String> = "controller.quorum.bootstrap.servers", List, Some(""), Valid::Any;
+    /// A controller of a dynamic quorum adds itself as a voter once it has caught up with the log (KIP-853).
+    CONTROLLER_QUORUM_AUTO_JOIN_ENABLE: bool = "controller.quorum.auto.join.enable", Boolean, Some("false"), Valid::Any;
     /// Names of the listeners used by the controller.
     CONTROLLER_LISTENER_NAMES: Vec<String> = "controller.listener.names", List, Some("CONTROLLER"), Valid::Any;
     /// Maximum time in milliseconds without a leader fetch before starting an election.

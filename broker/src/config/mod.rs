@@ -593,8 +593,8 @@ impl BrokerConfig {
                 "set it or controller.quorum.bootstrap.servers",
             ));
         }
-        let dynamic_controller = self.roles.controller && self.quorum_voters.is_empty();
-        if dynamic_controller
+        if self.roles.controller
+            && self.dynamic_quorum()
             && !self
                 .own_controller_endpoint()
                 .is_some_and(|e| !matches!(e.host.as_str(), "0.0.0.0" | "::"))
@@ -604,8 +604,10 @@ impl BrokerConfig {
                 "a controller of a dynamic quorum (controller.quorum.bootstrap.servers) publishes its first controller listener to its peers: advertise that listener with a routable host",
             ));
         }
+        // A dynamic quorum's initial voters need not name a controller that
+        // joins later.
         if self.roles.controller
-            && !self.quorum_voters.is_empty()
+            && !self.dynamic_quorum()
             && !self.quorum_voters.iter().any(|v| v.id == self.node_id)
         {
             return Err(invalid(
@@ -635,23 +637,42 @@ impl BrokerConfig {
             .map(|l| &l.endpoint)
     }
 
-    /// Whether this controller starts a new dynamic quorum alone when its
-    /// log is empty: its bootstrap servers name only itself, as Kafka's
-    /// `kafka-storage.sh format --standalone` (any other controller of a
-    /// dynamic quorum joins, as `--no-initial-controllers`).
-    pub fn standalone_controller(&self) -> bool {
-        self.roles.controller
-            && self.quorum_voters.is_empty()
-            && matches!(self.quorum_bootstrap_servers.as_slice(),
-                [only] if Some(only) == self.own_controller_endpoint())
+    /// Whether the voters can change (KIP-853's `kraft.version` 1): the
+    /// quorum is found through `controller.quorum.bootstrap.servers`, and
+    /// `controller.quorum.voters`, if set too, names only its first voters.
+    pub fn dynamic_quorum(&self) -> bool {
+        !self.quorum_bootstrap_servers.is_empty()
+    }
+
+    /// The voters a new dynamic quorum starts with, by id. Those of
+    /// `controller.quorum.voters` (Kafka's `kafka-storage.sh format
+    /// --initial-controllers`); else this controller alone if its only
+    /// bootstrap server is itself (`--standalone`); else none: this
+    /// controller joins a running quorum (`--no-initial-controllers`).
+    pub fn initial_voters(&self) -> Vec<(i32, Endpoint)> {
+        if !self.quorum_voters.is_empty() {
+            return self
+                .quorum_voters
+                .iter()
+                .map(|v| (v.id, v.endpoint.clone()))
+                .collect();
+        }
+        match (
+            self.roles.controller,
+            self.quorum_bootstrap_servers.as_slice(),
+        ) {
+            (true, [only]) if Some(only) == self.own_controller_endpoint() => {
+                vec![(self.node_id, only.clone())]
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// A node alone in its cluster: both roles, and the only voter.
     pub fn is_lone_node(&self) -> bool {
         self.roles.broker
             && self.roles.controller
-            && (matches!(self.quorum_voters.as_slice(), [v] if v.id == self.node_id)
-                || self.standalone_controller())
+            && matches!(self.initial_voters().as_slice(), [(id, _)] if *id == self.node_id)
     }
 
     /// A lone node (both roles, the only voter) cannot place more than one

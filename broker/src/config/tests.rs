@@ -96,7 +96,8 @@ log.retention.check.interval.ms=300000
     assert_eq!(c.quorum_bootstrap_servers[0].to_string(), "localhost:9093");
     // Its only bootstrap server is its own controller listener: it starts a
     // quorum alone (`kafka-storage.sh format --standalone`).
-    assert!(c.standalone_controller() && c.is_lone_node());
+    assert!(c.dynamic_quorum() && c.is_lone_node());
+    assert_eq!(c.initial_voters().len(), 1);
     assert_eq!(c.listeners[0].endpoint.host, "");
     assert_eq!(c.advertised_listeners[0].endpoint.host, "localhost");
     assert_eq!(
@@ -485,9 +486,34 @@ fn a_dynamic_quorums_controllers_start_it_alone_or_join_it() {
         alone.own_controller_endpoint().map(ToString::to_string),
         Some("127.0.0.1:9093".into())
     );
-    assert!(alone.standalone_controller() && alone.is_lone_node());
+    assert_eq!(alone.initial_voters().len(), 1);
+    assert!(alone.is_lone_node());
     let joining = node("127.0.0.1:9193", "127.0.0.1:9093").unwrap();
-    assert!(!joining.standalone_controller() && !joining.is_lone_node());
+    assert!(joining.initial_voters().is_empty() && !joining.is_lone_node());
+    // With controller.quorum.voters too, those are the first voters (and
+    // this one need not be among them).
+    let initial = with(&[
+        ("node.id", "3"),
+        ("controller.quorum.bootstrap.servers", "127.0.0.1:9193"),
+        (
+            "controller.quorum.voters",
+            "1@127.0.0.1:9193,2@127.0.0.1:9293",
+        ),
+        (
+            "listeners",
+            "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        ),
+    ])
+    .unwrap();
+    assert!(initial.dynamic_quorum());
+    assert_eq!(
+        initial
+            .initial_voters()
+            .iter()
+            .map(|(id, _)| *id)
+            .collect::<Vec<_>>(),
+        [1, 2]
+    );
     let unroutable = node("127.0.0.1:9193", "0.0.0.0:9093")
         .unwrap_err()
         .to_string();

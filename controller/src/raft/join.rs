@@ -4,7 +4,8 @@
 //! membership yet becomes an openraft learner, to which the leader
 //! replicates the log. That is KRaft's new controller fetching as an
 //! observer until `kafka-metadata-quorum.sh add-controller` makes it a
-//! voter.
+//! voter, or, with `controller.quorum.auto.join.enable`, until it asks for
+//! that itself.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +17,9 @@ use tracing::{info, warn};
 use super::forward::ToLeader;
 use super::{DynamicQuorum, Node, TypeConfig};
 use crate::image::MetadataImage;
-use crate::service::{ControllerJoin, ControllerRequest, ControllerResponse, ServiceSlot};
+use crate::service::{
+    ControllerJoin, ControllerRequest, ControllerResponse, ServiceSlot, VoterKey,
+};
 
 /// Pause between attempts, and while the leader's answer replicates here.
 const RETRY: Duration = Duration::from_millis(300);
@@ -33,8 +36,8 @@ pub(crate) struct Joining {
 }
 
 impl Joining {
-    /// Whether this node's log shows it in the membership with its
-    /// directory.
+    /// Whether this node's log shows it in the membership, at its address
+    /// and with its directory.
     fn known(&self) -> bool {
         let listed = self
             .raft
@@ -43,7 +46,7 @@ impl Joining {
             .membership_config
             .membership()
             .get_node(&self.id)
-            .is_some();
+            .is_some_and(|at| *at == self.quorum.own);
         let directory = i32::try_from(self.id)
             .ok()
             .and_then(|id| self.image.borrow().controller_directories.get(&id).copied());
@@ -67,16 +70,51 @@ impl Joining {
         }
     }
 
+    /// Whether this node's log shows it among the voters.
+    fn voter(&self) -> bool {
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .any(|id| id == self.id)
+    }
+
     pub async fn run(self) {
-        let request = ControllerRequest::JoinQuorum(ControllerJoin {
+        let join = ControllerRequest::JoinQuorum(ControllerJoin {
             id: self.id,
             node: self.quorum.own.clone(),
             directory_id: self.quorum.directory_id.as_u128(),
         });
+        self.send_until(Self::known, join, "join the metadata quorum")
+            .await;
+        info!(
+            directory_id = %self.quorum.directory_id,
+            "this controller is known to the metadata quorum"
+        );
+        if self.quorum.auto_join && !self.voter() {
+            let add = ControllerRequest::AddVoter(VoterKey {
+                id: self.id,
+                directory_id: self.quorum.directory_id.as_u128(),
+            });
+            // Refused until this node has caught up with the log.
+            self.send_until(
+                Self::voter,
+                add,
+                "become a voter (controller.quorum.auto.join.enable)",
+            )
+            .await;
+            info!("this controller is a voter of the metadata quorum");
+        }
+    }
+
+    /// Sends `request` to the active controller until `done`.
+    async fn send_until(&self, done: fn(&Self) -> bool, request: ControllerRequest, what: &str) {
         let started = Instant::now();
         let mut warned = started;
         let mut attempt = 0;
-        while !self.known() {
+        while !done(self) {
             let answer = match self.target(attempt) {
                 None => match self.service.get() {
                     Some(service) => Ok(service.call(request.clone()).await),
@@ -87,12 +125,12 @@ impl Joining {
             match answer {
                 Ok(ControllerResponse::Written { .. }) => {}
                 Ok(other) if warned.elapsed() >= WARN_EVERY => {
-                    warn!("joining the metadata quorum: the controller answered {other:?}");
+                    warn!("trying to {what}: the active controller answered {other:?}");
                     warned = Instant::now();
                 }
                 Err(e) if warned.elapsed() >= WARN_EVERY => {
                     warn!(
-                        "cannot join the metadata quorum for {:?} (last: {e}); check controller.quorum.bootstrap.servers",
+                        "cannot {what} for {:?} (last: {e}); check controller.quorum.bootstrap.servers",
                         started.elapsed()
                     );
                     warned = Instant::now();
@@ -102,9 +140,5 @@ impl Joining {
             attempt += 1;
             tokio::time::sleep(RETRY).await;
         }
-        info!(
-            directory_id = %self.quorum.directory_id,
-            "this controller is known to the metadata quorum"
-        );
     }
 }

@@ -103,11 +103,15 @@ pub struct DynamicQuorum {
     pub own: Node,
     /// The `directory.id` of this node's metadata log directory.
     pub directory_id: uuid::Uuid,
-    /// Whether this controller starts a new quorum alone when its log is
-    /// empty (Kafka's `kafka-storage.sh format --standalone`); any other
-    /// controller joins the quorum the bootstrap servers lead, following
+    /// The voters a new quorum starts with, when this controller's log is
+    /// empty: this controller alone (Kafka's `kafka-storage.sh format
+    /// --standalone`), the initial controllers (`--initial-controllers`),
+    /// or none: it joins the quorum the bootstrap servers lead, following
     /// the log until it is added as a voter (`--no-initial-controllers`).
-    pub standalone: bool,
+    pub initial_voters: BTreeMap<u64, Node>,
+    /// `controller.quorum.auto.join.enable`: once it follows the log, this
+    /// controller makes itself a voter (AddRaftVoter for itself).
+    pub auto_join: bool,
 }
 
 impl QuorumVoters {

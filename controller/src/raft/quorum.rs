@@ -212,8 +212,8 @@ impl Quorum {
     /// node starts from the same configuration anyway. The other voters
     /// stay empty until that node, elected, replicates the membership to
     /// them. A voter whose directory is wiped must not rejoin under its old
-    /// id. A new dynamic quorum is bootstrapped by a standalone controller
-    /// ([`DynamicQuorum::standalone`](super::DynamicQuorum)); other
+    /// id. A new dynamic quorum is bootstrapped the same way from its
+    /// initial voters ([`DynamicQuorum`](super::DynamicQuorum)); other
     /// controllers join it (see `join`).
     pub async fn start(
         node_id: u64,
@@ -227,8 +227,10 @@ impl Quorum {
                 check_static_voters(node_id, voters)?;
                 voters.clone()
             }
-            QuorumVoters::Dynamic(d) if d.standalone => BTreeMap::from([(node_id, d.own.clone())]),
-            QuorumVoters::Dynamic(_) => BTreeMap::new(),
+            QuorumVoters::Dynamic(d) => {
+                check_addresses(&d.initial_voters)?;
+                d.initial_voters.clone()
+            }
         };
         let raft_config = Arc::new(config.raft_config()?);
         let cluster_id = config.checked_cluster_id()?;
@@ -605,12 +607,16 @@ fn check_static_voters(node_id: u64, voters: &BTreeMap<u64, Node>) -> Result<(),
             "node {node_id} is not a voter"
         )));
     }
+    check_addresses(voters)
+}
+
+/// Two ids on one address would have a node send RPCs to itself.
+fn check_addresses(voters: &BTreeMap<u64, Node>) -> Result<(), QuorumError> {
     let mut addresses = BTreeSet::new();
     if let Some(node) = voters
         .values()
         .find(|n| !addresses.insert((&n.host, n.port)))
     {
-        // Two ids on one address would have a node send RPCs to itself.
         return Err(QuorumError::Config(format!(
             "two voters share the address {node}"
         )));
