@@ -11,7 +11,7 @@ use tracing::{error, info};
 use uuid::Uuid;
 
 use crate::controller::{Controller, ControllerError, ControllerResult};
-use crate::raft::{Quorum, VoterChangeError};
+use crate::raft::{Node, Quorum, VoterChangeError};
 use crate::records::MetadataRecord;
 use crate::service::{ControllerJoin, ControllerRequest, ControllerResponse, VoterKey};
 
@@ -191,16 +191,8 @@ impl Controller {
                 ),
             ));
         }
-        match quorum
-            .change_voters(ChangeMembers::AddVoterIds(BTreeSet::from([key.id])))
-            .await
-        {
-            Ok(offset) => {
-                info!(controller = key.id, %directory_id, "added a voter to the metadata quorum");
-                ControllerResponse::Written { offset }
-            }
-            Err(e) => change_failed(e),
-        }
+        let added = ChangeMembers::AddVoterIds(BTreeSet::from([key.id]));
+        commit_change(quorum, added, key, "added a voter to the metadata quorum").await
     }
 
     pub(crate) async fn remove_voter_as_leader(&self, key: VoterKey) -> ControllerResponse {
@@ -228,21 +220,37 @@ impl Controller {
                 ),
             ));
         }
-        match quorum
-            .change_voters(ChangeMembers::RemoveVoters(BTreeSet::from([key.id])))
-            .await
-        {
-            Ok(offset) => {
-                info!(controller = key.id, %directory_id, "removed a voter from the metadata quorum");
-                ControllerResponse::Written { offset }
-            }
-            Err(e) => change_failed(e),
-        }
+        let removed = ChangeMembers::RemoveVoters(BTreeSet::from([key.id]));
+        commit_change(
+            quorum,
+            removed,
+            key,
+            "removed a voter from the metadata quorum",
+        )
+        .await
     }
 
     fn directory_of(&self, id: u64) -> Option<Uuid> {
         let id = i32::try_from(id).ok()?;
         self.image().controller_directories.get(&id).copied()
+    }
+}
+
+/// Commits a change of the voters about `key` and answers; logs `what`
+/// once it is committed.
+async fn commit_change(
+    quorum: &Quorum,
+    change: ChangeMembers<u64, Node>,
+    key: VoterKey,
+    what: &str,
+) -> ControllerResponse {
+    match quorum.change_voters(change).await {
+        Ok(offset) => {
+            let directory_id = Uuid::from_u128(key.directory_id);
+            info!(controller = key.id, %directory_id, "{what}");
+            ControllerResponse::Written { offset }
+        }
+        Err(e) => change_failed(e),
     }
 }
 

@@ -22,7 +22,7 @@ use crate::apis::{
 };
 use crate::authorize::{gate_request, Gate};
 use crate::broker::Broker;
-use crate::handlers::HandlerRegistry;
+use crate::handlers::{blocking, HandlerRegistry};
 use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
 use crate::quotas::{thread_percent, throttle_time_field, QuotaClient, QuotaType};
 
@@ -110,15 +110,6 @@ fn quorum_context(b: &Broker) -> QuorumContext<'_> {
         cluster_id: &b.cluster_id,
         controller_listener: &b.settings.controller_listener,
     }
-}
-
-/// Runs a synchronous handler on the blocking pool.
-async fn blocking<T: Send + 'static>(
-    broker: &Arc<Broker>,
-    f: impl FnOnce(&Broker) -> T + Send + 'static,
-) -> anyhow::Result<T> {
-    let broker = broker.clone();
-    Ok(tokio::task::spawn_blocking(move || f(&broker)).await?)
 }
 
 impl RequestHandler for BrokerApis {

@@ -17,7 +17,7 @@ use crate::apis::describe_cluster::{self, CONTROLLERS};
 use crate::apis::describe_quorum::{self, QuorumContext};
 use crate::apis::raft_voters;
 use crate::authorize::{gate_on_controller, Gate};
-use crate::handlers::HandlerRegistry;
+use crate::handlers::{blocking, HandlerRegistry};
 use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
 use crate::security::authorizer::Authorizer;
 
@@ -80,16 +80,6 @@ pub fn register(registry: &mut HandlerRegistry, slot: ControllerSlot) -> Result<
 
 struct ControllerApis {
     node: ControllerSlot,
-}
-
-/// Runs a synchronous handler (one that waits on the controller) on the
-/// blocking pool.
-async fn blocking<T: Send + 'static>(
-    node: &Arc<ControllerNode>,
-    f: impl FnOnce(&ControllerNode) -> T + Send + 'static,
-) -> anyhow::Result<T> {
-    let node = node.clone();
-    Ok(tokio::task::spawn_blocking(move || f(&node)).await?)
 }
 
 impl RequestHandler for ControllerApis {

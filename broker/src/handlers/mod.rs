@@ -100,6 +100,16 @@ impl RequestHandler for HandlerRegistry {
     }
 }
 
+/// Runs a synchronous handler (one that may wait on the controller or the
+/// disk) on the blocking pool, with its own handle on `state`.
+pub(crate) async fn blocking<S: Send + Sync + 'static, T: Send + 'static>(
+    state: &Arc<S>,
+    f: impl FnOnce(&S) -> T + Send + 'static,
+) -> anyhow::Result<T> {
+    let state = state.clone();
+    Ok(tokio::task::spawn_blocking(move || f(&state)).await?)
+}
+
 /// The handlers of the client-facing (broker) listeners. ApiVersions is
 /// answered by the network layer from this registry's table.
 pub fn broker_registry(
