@@ -484,15 +484,27 @@ impl Ottla {
         }
     }
 
-    /// Combined nodes (ids 1..=n) of a dynamic quorum (KIP-853) whose first
-    /// `initial` nodes start it: node 1 alone (its only bootstrap server is
+    /// Nodes of `roles` (ids 1..) forming a dynamic quorum (KIP-853), whose
+    /// first `initial` nodes, controllers, start it: node 1 alone (its only bootstrap server is
     /// itself, as `format --standalone`), or the first `initial` listed in
-    /// `controller.quorum.voters` (`--initial-controllers`). The others
-    /// join through them and follow the log until they are made voters.
-    /// Returns once every node's metadata lists every broker.
-    pub fn dynamic_quorum(n: usize, initial: usize, overrides: &[(&str, &str)]) -> Vec<Ottla> {
+    /// `controller.quorum.voters` (`--initial-controllers`). The other
+    /// controllers join through them and follow the log until they are made
+    /// voters; broker-only nodes follow it. Returns once every broker's
+    /// metadata lists every broker.
+    pub fn dynamic_quorum(
+        roles: &[Role],
+        initial: usize,
+        overrides: &[(&str, &str)],
+    ) -> Vec<Ottla> {
         let cluster_id = cluster_id();
-        let mut nodes: Vec<Ottla> = (0..n).map(|_| Ottla::unstarted()).collect();
+        let mut nodes: Vec<Ottla> = roles
+            .iter()
+            .map(|role| {
+                let mut node = Ottla::unstarted();
+                node.role = *role;
+                node
+            })
+            .collect();
         let first = &nodes[..initial];
         let bootstrap = first
             .iter()
@@ -521,8 +533,9 @@ impl Ottla {
         for node in &mut nodes {
             node.spawn();
         }
-        for node in &nodes {
-            node.wait_for_brokers(n, Duration::from_secs(60));
+        let brokers = roles.iter().filter(|r| **r != Role::Controller).count();
+        for node in nodes.iter().filter(|n| n.role != Role::Controller) {
+            node.wait_for_brokers(brokers, Duration::from_secs(60));
         }
         nodes
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ottla_tests::broker_configs::try_alter_broker_configs;
 use ottla_tests::console_consumer::{every_offset_read, ConsoleConsumer};
-use ottla_tests::ottla::{free_port, ottla_binary, Ottla};
+use ottla_tests::ottla::{free_port, ottla_binary, Ottla, Role};
 use ottla_tests::tools::{kafka_tool, ok};
 use ottla_tests::topics::{create_assigned_topic, create_topic, describe, PartitionView};
 use ottla_tests::wire::WireClient;
@@ -1693,8 +1693,9 @@ fn kafka_cluster_unregister_removes_a_broker_taken_out_of_service() {
 }
 
 /// The members a `describe --status` line lists (`CurrentVoters:` or
-/// `CurrentObservers:`): each one's id and directory id.
-fn quorum_members(status: &str, line: &str) -> Vec<(i32, String)> {
+/// `CurrentObservers:`): each one's id and directory id (a broker-only
+/// observer, or a static quorum's voter, has none).
+fn quorum_members(status: &str, line: &str) -> Vec<(i32, Option<String>)> {
     let listed = status
         .lines()
         .find_map(|l| l.strip_prefix(line))
@@ -1703,13 +1704,13 @@ fn quorum_members(status: &str, line: &str) -> Vec<(i32, String)> {
         .split("{\"id\": ")
         .skip(1)
         .map(|member| {
-            let (id, rest) = member.split_once(',').unwrap();
-            let directory = rest
+            let end = member.find([',', '}']).unwrap();
+            let directory = member
                 .split("\"directoryId\": \"")
                 .nth(1)
                 .and_then(|d| d.split('"').next())
-                .unwrap_or_else(|| panic!("no directory id in {member}"));
-            (id.trim().parse().unwrap(), directory.to_string())
+                .map(str::to_string);
+            (member[..end].trim().parse().unwrap(), directory)
         })
         .collect()
 }
@@ -1752,7 +1753,7 @@ fn quorum_command(node: &Ottla, to_controller: bool, args: &[&str]) -> String {
 /// killed, and go back to observing with `remove-controller`.
 #[test]
 fn a_dynamic_quorum_grows_to_three_controllers_and_shrinks_back() {
-    let mut nodes = Ottla::dynamic_quorum(3, 1, CLUSTER_SETTINGS);
+    let mut nodes = Ottla::dynamic_quorum(&[Role::Combined; 3], 1, CLUSTER_SETTINGS);
     let (leader, status) = quorum_status(&nodes[0]);
     assert_eq!(leader, 1, "{status}");
     let voters = |status: &str| -> Vec<i32> {
@@ -1775,9 +1776,9 @@ fn a_dynamic_quorum_grows_to_three_controllers_and_shrinks_back() {
     );
     let observers = quorum_members(&status, "CurrentObservers:");
     assert!(
-        [2, 3]
+        [2, 3].iter().all(|id| observers
             .iter()
-            .all(|id| observers.iter().any(|(o, dir)| o == id && dir.len() == 22)),
+            .any(|(o, dir)| o == id && dir.as_ref().is_some_and(|d| d.len() == 22))),
         "the joined controllers observe with their directory ids: {status}"
     );
 
@@ -1812,6 +1813,7 @@ fn a_dynamic_quorum_grows_to_three_controllers_and_shrinks_back() {
     assert_eq!(voters(&status), [1, 2, 3], "{status}");
     let directories: BTreeMap<i32, String> = quorum_members(&status, "CurrentVoters:")
         .into_iter()
+        .map(|(id, dir)| (id, dir.expect("a dynamic quorum's voters have directories")))
         .collect();
 
     let created = create_replicated_by(&nodes[1], "dynamic", 3, 3);
@@ -1857,15 +1859,26 @@ fn a_dynamic_quorum_grows_to_three_controllers_and_shrinks_back() {
 }
 
 /// A dynamic quorum started from initial voters (Kafka's `format
-/// --initial-controllers`): nodes 1 and 2 vote from the start; node 3, with
-/// `controller.quorum.auto.join.enable`, makes itself a voter once it has
-/// caught up; when it comes back on another controller port, the voters
-/// follow it there (Kafka's UpdateRaftVoter).
+/// --initial-controllers`): controller-only nodes 1 and 2 vote from the
+/// start; node 3, with `controller.quorum.auto.join.enable`, makes itself
+/// a voter once it has caught up; when it comes back on another controller
+/// port, the voters follow it there (Kafka's UpdateRaftVoter), and so does
+/// broker-only node 4, which knows the quorum only by its bootstrap
+/// servers.
 #[test]
 fn initial_voters_and_a_controller_that_joins_by_itself() {
     let mut settings = CLUSTER_SETTINGS.to_vec();
+    settings.retain(|(k, _)| *k != "offsets.topic.replication.factor");
+    settings.push(("offsets.topic.replication.factor", "2"));
     settings.push(("controller.quorum.auto.join.enable", "true"));
-    let mut nodes = Ottla::dynamic_quorum(3, 2, &settings);
+    let roles = [
+        Role::Controller,
+        Role::Controller,
+        Role::Combined,
+        Role::Broker,
+    ];
+    let mut nodes = Ottla::dynamic_quorum(&roles, 2, &settings);
+    let (combined, broker) = (2, 3);
     let voters_with_endpoints = |node: &Ottla| -> (Vec<i32>, String) {
         let status = quorum_command(node, false, &["describe", "--status"]);
         let ids = quorum_members(&status, "CurrentVoters:")
@@ -1876,8 +1889,14 @@ fn initial_voters_and_a_controller_that_joins_by_itself() {
     };
     let start = Instant::now();
     loop {
-        let (voters, status) = voters_with_endpoints(&nodes[0]);
+        let (voters, status) = voters_with_endpoints(&nodes[broker]);
         if voters == [1, 2, 3] {
+            assert!(
+                quorum_members(&status, "CurrentObservers:")
+                    .iter()
+                    .any(|(id, _)| *id == 4),
+                "{status}"
+            );
             break;
         }
         assert!(
@@ -1886,16 +1905,16 @@ fn initial_voters_and_a_controller_that_joins_by_itself() {
         );
         std::thread::sleep(Duration::from_millis(300));
     }
-    let created = create_replicated_by(&nodes[2], "initial", 3, 3);
+    let created = create_replicated_by(&nodes[broker], "initial", 3, 2);
     assert!(created.contains("Created topic initial"), "{created}");
 
-    assert_eq!(nodes[2].stop(), Some(0));
-    nodes[2].controller_port = free_port();
-    let moved_to = format!("CONTROLLER://127.0.0.1:{}", nodes[2].controller_port);
-    nodes[2].restart();
+    assert_eq!(nodes[combined].stop(), Some(0));
+    nodes[combined].controller_port = free_port();
+    let moved_to = format!("CONTROLLER://127.0.0.1:{}", nodes[combined].controller_port);
+    nodes[combined].restart();
     let start = Instant::now();
     loop {
-        let (voters, status) = voters_with_endpoints(&nodes[1]);
+        let (voters, status) = voters_with_endpoints(&nodes[broker]);
         if voters == [1, 2, 3] && status.contains(&moved_to) {
             break;
         }
@@ -1905,8 +1924,15 @@ fn initial_voters_and_a_controller_that_joins_by_itself() {
         );
         std::thread::sleep(Duration::from_millis(300));
     }
-    // It votes from there: with node 1 gone, nodes 2 and 3 are a majority.
+    // It votes from there: with both first voters gone but one, node 2 and
+    // node 3 are a majority, and the broker finds their leader.
     nodes[0].kill9();
-    let created = create_replicated_by(&nodes[1], "moved", 2, 2);
+    let created = create_replicated_by(&nodes[broker], "moved", 2, 2);
     assert!(created.contains("Created topic moved"), "{created}");
+    wait_for(
+        &nodes[combined],
+        "moved",
+        "the new topic at the other broker",
+        |v| v.len() == 2 && v.values().all(|p| p.isr.len() == 2),
+    );
 }
