@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
-use ottla_protocol::api_versions::{ApiTableError, VersionRange};
+use ottla_protocol::api_versions::ApiTableError;
 use ottla_protocol::file_records::FileRecords;
 
 use crate::apis::describe_quorum::QuorumContext;
@@ -92,11 +92,7 @@ pub type BrokerSlot = Arc<OnceLock<Arc<Broker>>>;
 /// Registers every client-facing API in `registry`, served by the broker
 /// that `slot` will hold.
 pub fn register(registry: &mut HandlerRegistry, slot: BrokerSlot) -> Result<(), ApiTableError> {
-    let apis = Arc::new(BrokerApis { broker: slot });
-    for &(key, min, max) in SERVED {
-        registry.register(key, VersionRange { min, max }, apis.clone())?;
-    }
-    Ok(())
+    registry.register_all(SERVED, Arc::new(BrokerApis { broker: slot }))
 }
 
 struct BrokerApis {

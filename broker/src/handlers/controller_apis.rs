@@ -11,7 +11,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{ApiKey, BrokerId, RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::Controller;
-use ottla_protocol::api_versions::{ApiTableError, VersionRange};
+use ottla_protocol::api_versions::ApiTableError;
 
 use crate::apis::describe_cluster::{self, CONTROLLERS};
 use crate::apis::describe_quorum::{self, QuorumContext};
@@ -71,11 +71,7 @@ impl ControllerNode {
 pub type ControllerSlot = Arc<OnceLock<Arc<ControllerNode>>>;
 
 pub fn register(registry: &mut HandlerRegistry, slot: ControllerSlot) -> Result<(), ApiTableError> {
-    let apis = Arc::new(ControllerApis { node: slot });
-    for &(key, min, max) in SERVED {
-        registry.register(key, VersionRange { min, max }, apis.clone())?;
-    }
-    Ok(())
+    registry.register_all(SERVED, Arc::new(ControllerApis { node: slot }))
 }
 
 struct ControllerApis {

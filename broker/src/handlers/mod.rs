@@ -54,6 +54,18 @@ impl HandlerRegistry {
         Ok(())
     }
 
+    /// Serves each API of `served` (key, min and max version) with `handler`.
+    pub fn register_all(
+        &mut self,
+        served: &[(ApiKey, i16, i16)],
+        handler: Arc<dyn RequestHandler>,
+    ) -> Result<(), ApiTableError> {
+        for &(key, min, max) in served {
+            self.register(key, VersionRange { min, max }, handler.clone())?;
+        }
+        Ok(())
+    }
+
     /// Serves every mirror API (all versions) with `handler`'s
     /// [`RequestHandler::handle_mirror`].
     pub fn register_mirror(&mut self, handler: Arc<dyn RequestHandler>) {
