@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::error::ResponseError;
 use openraft::ChangeMembers;
-use tracing::{error, info};
+use tracing::info;
 use uuid::Uuid;
 
 use crate::controller::{Controller, ControllerError, ControllerResult};
@@ -99,20 +99,20 @@ impl Controller {
             .get(&controller_id)
             .copied();
         if recorded != Some(directory_id) {
-            if quorum.voters().contains_key(&join.id) && recorded.is_some() {
+            if let Some(old) = recorded.filter(|_| quorum.voters().contains_key(&join.id)) {
                 // A voter is the pair (id, directory): a voter whose disk
                 // was replaced lost its votes and its log, and must not
-                // pass for the old one.
-                error!(
-                    controller = join.id,
-                    %directory_id,
-                    "voter {} came back with another metadata log directory (was {}); remove the old voter with kafka-metadata-quorum.sh remove-controller, then add this one",
-                    join.id,
-                    recorded.unwrap_or_default()
-                );
+                // pass for the old one. The joining node logs this answer.
                 return failed(ControllerError::new(
                     ResponseError::InvalidVoterKey,
-                    "this voter's metadata log directory changed",
+                    format!(
+                        "voter {} runs on metadata log directory {old}, not {directory_id}: \
+                         remove the old voter with kafka-metadata-quorum.sh remove-controller \
+                         --controller-id {} --controller-directory-id {}, then add this one",
+                        join.id,
+                        join.id,
+                        ottla_protocol::names::uuid_text(&old)
+                    ),
                 ));
             }
             let record = MetadataRecord::ControllerDirectory {

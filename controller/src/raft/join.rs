@@ -7,6 +7,7 @@
 //! voter, or, with `controller.quorum.auto.join.enable`, until it asks for
 //! that itself.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,9 @@ use crate::service::{
 
 /// Pause between attempts, and while the leader's answer replicates here.
 const RETRY: Duration = Duration::from_millis(300);
+/// Pause after a refusal (not caught up yet, or a replaced directory that
+/// waits for the operator).
+const REFUSED_RETRY: Duration = Duration::from_secs(1);
 /// How often a run of failed attempts is logged.
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
@@ -32,6 +36,8 @@ pub(crate) struct Joining {
     pub raft: Raft<TypeConfig>,
     pub image: watch::Receiver<Arc<MetadataImage>>,
     pub service: ServiceSlot,
+    /// Set once this node is known: it may vote from then on.
+    pub voting: Arc<AtomicBool>,
     pub to_leader: ToLeader,
 }
 
@@ -89,6 +95,7 @@ impl Joining {
         });
         self.send_until(Self::known, join, "join the metadata quorum")
             .await;
+        self.voting.store(true, Ordering::Release);
         info!(
             directory_id = %self.quorum.directory_id,
             "this controller is known to the metadata quorum"
@@ -113,6 +120,7 @@ impl Joining {
     async fn send_until(&self, done: fn(&Self) -> bool, request: ControllerRequest, what: &str) {
         let started = Instant::now();
         let mut warned = started;
+        let mut refusal_logged: Option<Instant> = None;
         let mut attempt = 0;
         while !done(self) {
             let answer = match self.target(attempt) {
@@ -122,8 +130,21 @@ impl Joining {
                 },
                 Some((id, node)) => self.to_leader.call(id, &node, request.clone()).await,
             };
+            let pause = match &answer {
+                Ok(ControllerResponse::Failed { .. }) => REFUSED_RETRY,
+                _ => RETRY,
+            };
             match answer {
                 Ok(ControllerResponse::Written { .. }) => {}
+                // A refusal is news at once (a replaced directory waits
+                // for the operator); being unreachable a while at start
+                // is not.
+                Ok(ControllerResponse::Failed { code, message })
+                    if refusal_logged.is_none_or(|at| at.elapsed() >= WARN_EVERY) =>
+                {
+                    warn!("cannot {what}: the active controller refused (error {code}): {message}");
+                    refusal_logged = Some(Instant::now());
+                }
                 Ok(other) if warned.elapsed() >= WARN_EVERY => {
                     warn!("trying to {what}: the active controller answered {other:?}");
                     warned = Instant::now();
@@ -138,7 +159,7 @@ impl Joining {
                 Ok(_) | Err(_) => {}
             }
             attempt += 1;
-            tokio::time::sleep(RETRY).await;
+            tokio::time::sleep(pause).await;
         }
     }
 }

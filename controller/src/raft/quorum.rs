@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use tracing::info;
 
 use super::batches::now_ms;
 use super::cluster_id::{LogLimiter, MAX_LEN};
-use super::departures::{self, Departure};
+use super::departures;
 use super::feed::ObserverFeed;
 use super::forward::ToLeader;
 use super::join::Joining;
@@ -193,8 +194,10 @@ pub struct Quorum {
     to_leader: ToLeader,
     feed: Arc<ObserverFeed>,
     cluster_id: Arc<str>,
-    refusals: Arc<LogLimiter>,
-    departures: mpsc::UnboundedSender<Departure>,
+    /// Whether this node grants votes (see `RpcHandler`).
+    voting: Arc<AtomicBool>,
+    /// What serves this node's quorum connections.
+    rpc: RpcHandler,
     /// Brokers whose connection to this node closed, for the liveness
     /// checks; taken once by the controller.
     departed_brokers: parking_lot::Mutex<Option<mpsc::UnboundedReceiver<i32>>>,
@@ -258,20 +261,22 @@ impl Quorum {
             departed,
             brokers_tx,
         ));
-        let server = listener.map(|listener| {
-            tokio::spawn(serve(
-                listener,
-                RpcHandler::new(
-                    node_id,
-                    cluster_id.clone(),
-                    raft.clone(),
-                    service.clone(),
-                    feed.clone(),
-                    refusals.clone(),
-                    departures.clone(),
-                ),
-            ))
-        });
+        // A controller joining a dynamic quorum with an empty log votes only
+        // once it is known there (see `join`).
+        let joining = matches!(&voters, QuorumVoters::Dynamic(d) if !d.initial_voters.contains_key(&node_id))
+            && !raft.is_initialized().await.map_err(stopped)?;
+        let voting = Arc::new(AtomicBool::new(!joining));
+        let rpc = RpcHandler {
+            id: node_id,
+            cluster_id: cluster_id.clone(),
+            raft: raft.clone(),
+            service: service.clone(),
+            feed: feed.clone(),
+            refusals,
+            departures,
+            voting: voting.clone(),
+        };
+        let server = listener.map(|listener| tokio::spawn(serve(listener, rpc.clone())));
         let quorum = Self {
             id: node_id,
             kraft_version: voters.kraft_version(),
@@ -284,8 +289,8 @@ impl Quorum {
             to_leader: ToLeader::new(&config.peer_security, &cluster_id, config.write_timeout),
             feed,
             cluster_id,
-            refusals,
-            departures,
+            voting,
+            rpc,
             departed_brokers: parking_lot::Mutex::new(Some(departed_brokers)),
         };
         let lowest = initial.keys().next() == Some(&node_id);
@@ -308,6 +313,7 @@ impl Quorum {
                     raft: quorum.raft.clone(),
                     image: quorum.subscribe(),
                     service: quorum.service.clone(),
+                    voting: quorum.voting.clone(),
                     to_leader: ToLeader::new(
                         &config.peer_security,
                         &quorum.cluster_id,
@@ -510,15 +516,7 @@ impl Quorum {
     /// The RPC handler, for serving quorum connections accepted elsewhere
     /// (the broker's controller listener).
     pub fn rpc_handler(&self) -> RpcHandler {
-        RpcHandler::new(
-            self.id,
-            self.cluster_id.clone(),
-            self.raft.clone(),
-            self.service.clone(),
-            self.feed.clone(),
-            self.refusals.clone(),
-            self.departures.clone(),
-        )
+        self.rpc.clone()
     }
 
     /// Brokers whose heartbeat or metadata-fetch connection to this node

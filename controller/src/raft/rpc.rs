@@ -17,6 +17,7 @@
 
 use std::future::Future;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use openraft::error::{InstallSnapshotError, RaftError};
@@ -192,14 +193,19 @@ pub(crate) async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> io::Result<O
 /// controller, for one node.
 #[derive(Clone)]
 pub struct RpcHandler {
-    id: u64,
-    cluster_id: Arc<str>,
-    raft: Raft<TypeConfig>,
-    service: ServiceSlot,
-    feed: Arc<ObserverFeed>,
-    refusals: Arc<LogLimiter>,
+    pub(super) id: u64,
+    pub(super) cluster_id: Arc<str>,
+    pub(super) raft: Raft<TypeConfig>,
+    pub(super) service: ServiceSlot,
+    pub(super) feed: Arc<ObserverFeed>,
+    pub(super) refusals: Arc<LogLimiter>,
     /// Where a peer's closed connection is reported (see `departures`).
-    departures: mpsc::UnboundedSender<Departure>,
+    pub(super) departures: mpsc::UnboundedSender<Departure>,
+    /// Whether this node grants votes: a controller that joins a dynamic
+    /// quorum with an empty log votes only once its log shows it with its
+    /// own directory (see `join`). A voter whose disk was replaced lost the
+    /// votes it gave, and must not give them again in the same terms.
+    pub(super) voting: Arc<AtomicBool>,
 }
 
 /// How serving a connection ended.
@@ -212,26 +218,6 @@ enum Ended {
 }
 
 impl RpcHandler {
-    pub(crate) fn new(
-        id: u64,
-        cluster_id: Arc<str>,
-        raft: Raft<TypeConfig>,
-        service: ServiceSlot,
-        feed: Arc<ObserverFeed>,
-        refusals: Arc<LogLimiter>,
-        departures: mpsc::UnboundedSender<Departure>,
-    ) -> Self {
-        Self {
-            id,
-            cluster_id,
-            raft,
-            service,
-            feed,
-            refusals,
-            departures,
-        }
-    }
-
     /// Serves requests on one connection until the peer closes it, sends
     /// something that is not a quorum request, or `stop` completes (the
     /// listener is shutting down): a request being answered then is
@@ -312,6 +298,16 @@ impl RpcHandler {
             peer.carried(&request);
             let response = match request {
                 Request::Append(r) => Response::Append(self.raft.append_entries(r).await),
+                Request::Vote(r) if !self.voting.load(Ordering::Acquire) => {
+                    if self.refusals.allows("vote") {
+                        warn!("not voting until this controller is known to the metadata quorum with its own metadata log directory");
+                    }
+                    Response::Vote(Ok(VoteResponse {
+                        vote: r.vote,
+                        vote_granted: false,
+                        last_log_id: None,
+                    }))
+                }
                 Request::Vote(r) => Response::Vote(self.raft.vote(r).await),
                 Request::Snapshot(r) => Response::Snapshot(self.raft.install_snapshot(r).await),
                 Request::Controller(ControllerRequest::FetchMetadata(fetch)) => {
