@@ -214,10 +214,13 @@ impl Quorum {
     /// membership, it does so once (afterwards its log holds it), and every
     /// node starts from the same configuration anyway. The other voters
     /// stay empty until that node, elected, replicates the membership to
-    /// them. A voter whose directory is wiped must not rejoin under its old
-    /// id. A new dynamic quorum is bootstrapped the same way from its
-    /// initial voters ([`DynamicQuorum`](super::DynamicQuorum)); other
-    /// controllers join it (see `join`).
+    /// them. A static voter whose directory is wiped should not rejoin
+    /// under its old id: it forgot the votes it gave (the leader catches
+    /// its log up again). A new dynamic quorum is bootstrapped the same
+    /// way from its initial voters ([`DynamicQuorum`](super::DynamicQuorum));
+    /// other controllers join it (see `join`), and one with an empty log
+    /// votes only once the quorum knows it with its own directory, so a
+    /// wiped voter cannot vote twice.
     pub async fn start(
         node_id: u64,
         dir: &Path,
