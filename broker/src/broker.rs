@@ -31,6 +31,7 @@ use ottla_mirror::runtime::epoch_bumps::EpochBumps;
 use ottla_mirror::runtime::fetcher::MirrorFetchers;
 use ottla_mirror::runtime::state_store::MirrorStateStore;
 use ottla_mirror::runtime::{sync as mirror_sync, MirrorManager, MirrorServices};
+use ottla_share::{SharePartitions, ShareSessions};
 
 use crate::mirroring::GroupsOnListener;
 use crate::quotas::ClientQuotaManager;
@@ -117,6 +118,10 @@ pub struct Broker {
     pub replicas: Arc<ReplicaManager>,
     pub configs: Arc<TopicConfigResolver>,
     pub fetch_sessions: FetchSessionCache,
+    /// Share groups' delivery state on the partitions led here, and their
+    /// members' share sessions (KIP-932).
+    pub share_partitions: SharePartitions,
+    pub share_sessions: ShareSessions,
     pub producer_ids: ProducerIdManager,
     pub groups: Arc<GroupCoordinator>,
     pub txns: TxnCoordinator,
@@ -235,6 +240,8 @@ impl Broker {
                 settings.fetch_session_slots,
                 Duration::from_secs(120),
             ),
+            share_partitions: SharePartitions::default(),
+            share_sessions: ShareSessions::default(),
             fetchers: ReplicaFetchers::new(
                 settings.replica_fetch.clone(),
                 replicas.clone(),
@@ -353,6 +360,7 @@ impl Broker {
             let image = applied.borrow_and_update().clone();
             self.blocking(move |b| {
                 b.groups.follow_leadership(&image);
+                crate::apis::share_fetch::follow_leadership(b, &image);
                 b.txns.follow_leadership(&image);
                 b.mirrors.services().states.follow_leadership(&image);
             })
@@ -412,6 +420,10 @@ impl Broker {
         every(
             GroupCoordinator::TICK_INTERVAL,
             Box::new(|b| b.groups.tick(now_ms())),
+        );
+        every(
+            GroupCoordinator::TICK_INTERVAL,
+            Box::new(|b| crate::apis::share_fetch::tick(b, now_ms())),
         );
         every(
             s.checkpoint_interval,

@@ -16,6 +16,9 @@ pub const TRANSACTION_VERSION: &str = "transaction.version";
 /// eligible.leader.replicas.version 1 turns on KIP-966: replicas that left
 /// the ISR while it was below min.insync.replicas stay eligible to lead.
 pub const ELR_VERSION: &str = "eligible.leader.replicas.version";
+/// share.version 1 serves share groups (KIP-932, Kafka 4.1's level; 2
+/// adds the renew acknowledgement of KIP-1222, not served yet).
+pub const SHARE_VERSION: &str = "share.version";
 
 /// A feature this build knows: the levels it can run at, and the level a
 /// cluster runs at until UpdateFeatures sets one (Kafka's bootstrap level).
@@ -26,7 +29,7 @@ pub struct Feature {
     pub initial: i16,
 }
 
-pub const FEATURES: [Feature; 4] = [
+pub const FEATURES: [Feature; 5] = [
     // 3.3-IV3 (7) is Kafka 4.x's KRaft floor, 4.1-IV1 (27) matches the
     // Kafka 4.1 schemas kafka-protocol 0.18 is built from.
     Feature {
@@ -53,6 +56,13 @@ pub const FEATURES: [Feature; 4] = [
     // And, as Kafka 4.1+, with eligible leader replicas.
     Feature {
         name: ELR_VERSION,
+        min: 0,
+        max: 1,
+        initial: 1,
+    },
+    // And, as Kafka 4.1+, with share groups.
+    Feature {
+        name: SHARE_VERSION,
         min: 0,
         max: 1,
         initial: 1,

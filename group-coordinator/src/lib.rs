@@ -21,7 +21,10 @@
 //!   `consumer_group(s)`, `consumer_member` (state), `consumer_records` and
 //!   `consumer_codec` (formats), `consumer_shard` (shard operations),
 //!   `consumer_config`; `consumer_classic` (classic members of a consumer
-//!   group) and `consumer_migration` (a group's move between protocols).
+//!   group) and `consumer_migration` (a group's move between protocols);
+//! - `share_*`: share groups' membership (KIP-932): `share_group` (the
+//!   heartbeat and the simple assignor), `share_shard` (shard operations),
+//!   `share_config` (settings); delivery is `ottla-share`'s.
 //!
 //! It writes through the narrow partition-writer trait of
 //! `ottla-coordinator-common`, not through the broker: the broker crate
@@ -56,6 +59,9 @@ mod records;
 pub mod resource_configs;
 mod retention;
 mod shard;
+mod share_config;
+mod share_group;
+mod share_shard;
 pub mod stats;
 pub mod subscription;
 mod txn_offsets;
@@ -77,5 +83,10 @@ pub use member::{JoinResult, JoinedMember, Protocol, SyncResult};
 pub use membership::{JoinRequest, LeavingMember, Reply, SyncRequest};
 pub use offsets::{CommitRequest, FetchedOffset, PartitionCodes, PartitionCommit};
 pub use shard::Shard;
+pub use share_config::{ShareGroupSettings, ShareStart};
+pub use share_group::{
+    ShareAssignment, ShareGroup, ShareGroupState, ShareHeartbeat, ShareHeartbeatAnswer,
+    ShareMember, ShareTimeouts, SHARE_GROUP_TYPE,
+};
 pub use txn_offsets::TxnCommitRequest;
 pub use writer::coordinator_error;

@@ -20,6 +20,7 @@ use super::member::{JoinResult, SyncResult};
 use super::membership::{self, JoinRequest, LeavingMember, Reply, SyncRequest};
 use super::offsets::{self, CommitRequest, FetchedOffset, OffsetStore, PartitionCodes};
 use super::records::CoordinatorRecord;
+use super::share_group::ShareGroups;
 use super::txn_offsets::{self, PendingTxnOffsets, TxnCommitRequest};
 use super::writer::{Ctx, LogWriter};
 use kafka_protocol::error::ResponseError;
@@ -35,6 +36,8 @@ pub(super) struct ShardState {
     /// Consumer-protocol groups (`consumer_shard`); a group id is in at most
     /// one of `groups` and `consumer`.
     pub(super) consumer: ConsumerGroups,
+    /// Share groups (`share_shard`), held in memory.
+    pub(super) share: ShareGroups,
 }
 
 impl ShardState {
@@ -328,7 +331,23 @@ impl Shard {
                 }
             }
             st.expire_consumer_members(image, ctx);
-            st.delete_groups(ids, ctx)
+            st.share.expire_members(now, image);
+            // Share groups first; the rest are consumer or classic groups.
+            let share_codes: Vec<Option<i16>> = ids
+                .iter()
+                .map(|id| st.share.delete(id).map(|r| r.err().map_or(0, |e| e.code())))
+                .collect();
+            let others: Vec<String> = ids
+                .iter()
+                .zip(&share_codes)
+                .filter(|(_, c)| c.is_none())
+                .map(|(id, _)| id.clone())
+                .collect();
+            let mut other_codes = st.delete_groups(&others, ctx).into_iter();
+            share_codes
+                .into_iter()
+                .map(|c| c.unwrap_or_else(|| other_codes.next().expect("one code per group")))
+                .collect()
         })
     }
 
@@ -345,6 +364,9 @@ impl Shard {
                 g.on_tick(ctx);
             }
             st.expire_consumer_members(image, ctx);
+            for (group, member) in st.share.expire_members(now, image) {
+                info!(group = %group, member = %member, "share group member's session ended");
+            }
         });
     }
 }

@@ -28,6 +28,8 @@ pub mod raft_voters;
 pub mod reassignments;
 pub mod sasl;
 pub mod scram_credentials;
+pub mod share_fetch;
+pub mod share_group;
 #[cfg(test)]
 pub mod test_support;
 pub mod txn;

@@ -16,6 +16,7 @@ mod groups;
 #[cfg(test)]
 mod matrix;
 mod metadata;
+mod share;
 #[cfg(test)]
 mod tests;
 mod topics;
@@ -126,6 +127,10 @@ fn gate(access: &Arc<Access>, auto_create_topics: bool, version: i16, body: Requ
         R::DeleteGroups(r) => groups::delete_groups(access, r),
         R::ConsumerGroupHeartbeat(r) => groups::consumer_group_heartbeat(access, r),
         R::ConsumerGroupDescribe(r) => groups::consumer_group_describe(access, r),
+        R::ShareGroupHeartbeat(r) => share::heartbeat(access, r),
+        R::ShareGroupDescribe(r) => share::describe(access, r),
+        R::ShareFetch(r) => share::fetch(access, r),
+        R::ShareAcknowledge(r) => share::acknowledge(access, r),
         R::InitProducerId(r) => txn::init_producer_id(access, r),
         R::AddPartitionsToTxn(r) => txn::add_partitions_to_txn(access, version, r),
         R::AddOffsetsToTxn(r) => txn::add_offsets_to_txn(access, r),

@@ -17,8 +17,8 @@ use crate::apis::{
     acls, client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
     elect_leaders, fetch, group, init_producer_id, list_config_resources, list_offsets, metadata,
-    offset_for_leader_epoch, produce, raft_voters, reassignments, scram_credentials, txn,
-    unregister_broker, update_features,
+    offset_for_leader_epoch, produce, raft_voters, reassignments, scram_credentials, share_fetch,
+    share_group, txn, unregister_broker, update_features,
 };
 use crate::authorize::{gate_request, Gate};
 use crate::broker::Broker;
@@ -67,6 +67,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::RemoveRaftVoter, 0, 0),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::ShareGroupHeartbeat, 1, 1),
+    (ApiKey::ShareGroupDescribe, 1, 1),
+    (ApiKey::ShareFetch, 1, 1),
+    (ApiKey::ShareAcknowledge, 1, 1),
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 5),
@@ -299,6 +303,27 @@ impl RequestHandler for BrokerApis {
                 RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
                     blocking(b, move |b| consumer_group::describe(b, v, r)).await?,
                 ),
+                RequestKind::ShareGroupHeartbeat(r) => {
+                    let client_id = header.client_id.as_deref().unwrap_or_default().to_string();
+                    let peer = ctx.peer.ip();
+                    ResponseKind::ShareGroupHeartbeat(
+                        blocking(b, move |b| share_group::heartbeat(b, &client_id, peer, r))
+                            .await?,
+                    )
+                }
+                RequestKind::ShareGroupDescribe(r) => ResponseKind::ShareGroupDescribe(
+                    blocking(b, move |b| share_group::describe(b, r)).await?,
+                ),
+                // Long polls, as Fetch does: in place, waiting async.
+                RequestKind::ShareFetch(r) => {
+                    ctx.release_next();
+                    let (r, share_waited) = share_fetch::fetch(b, &listener, r).await;
+                    waited = share_waited;
+                    ResponseKind::ShareFetch(r)
+                }
+                RequestKind::ShareAcknowledge(r) => {
+                    ResponseKind::ShareAcknowledge(share_fetch::acknowledge(b, &listener, r))
+                }
                 // The first lookup creates the internal topic through the
                 // controller, which blocks.
                 RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(

@@ -1,0 +1,245 @@
+//! What ShareFetch and ShareAcknowledge do to one share partition on its
+//! leader: settle a member's acknowledgements, and acquire records for it
+//! from the log (`ottla_share::SharePartition` keeps the state).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use ottla_controller::MetadataImage;
+use ottla_group_coordinator::{ShareGroupSettings, ShareStart};
+use ottla_protocol::batch::BatchIter;
+use ottla_share::registry::Entry;
+use ottla_share::{
+    AckType, Acquired, DeliveryLimits, FetchedBatch, SharePartitionKey, TopicIdPartition,
+};
+use ottla_storage::log::FetchIsolation;
+use ottla_storage::manager::TopicPartition;
+use ottla_storage::txn_index::AbortedTxn;
+
+use crate::broker::Broker;
+use crate::replica::{Partition, ReadSpec};
+
+/// One acknowledgement batch of a request.
+pub(super) struct AckBatch {
+    pub first: i64,
+    pub last: i64,
+    pub types: Vec<AckType>,
+}
+
+impl AckBatch {
+    /// None for an unknown acknowledge type (INVALID_REQUEST).
+    pub(super) fn parse(first: i64, last: i64, codes: &[i8]) -> Option<Self> {
+        let types = codes
+            .iter()
+            .map(|&c| AckType::from_code(c))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self { first, last, types })
+    }
+}
+
+pub(super) fn limits(settings: &ShareGroupSettings) -> DeliveryLimits {
+    DeliveryLimits {
+        record_lock_duration_ms: settings.record_lock_duration_ms,
+        delivery_count_limit: settings.delivery_count_limit,
+        max_in_flight: settings.partition_max_record_locks,
+    }
+}
+
+/// The partition `tp` names, if this broker leads it.
+pub(super) fn led_partition(
+    broker: &Broker,
+    image: &MetadataImage,
+    tp: TopicIdPartition,
+) -> Result<Arc<Partition>, ResponseError> {
+    let topic = image
+        .topic_by_id(&tp.0)
+        .ok_or(ResponseError::UnknownTopicId)?;
+    if !topic.partitions.contains_key(&tp.1) {
+        return Err(ResponseError::UnknownTopicOrPartition);
+    }
+    let partition = broker
+        .replicas
+        .partition(&TopicPartition::new(topic.name.clone(), tp.1))
+        .ok_or(ResponseError::NotLeaderOrFollower)?;
+    if partition.state().leader != broker.node_id() {
+        return Err(ResponseError::NotLeaderOrFollower);
+    }
+    Ok(partition)
+}
+
+/// Settles a member's acknowledgements on one partition; the first error,
+/// if any batch was refused. Records given back wake waiting fetches.
+pub(super) fn acknowledge(
+    broker: &Broker,
+    image: &MetadataImage,
+    group: &str,
+    member: &str,
+    tp: TopicIdPartition,
+    batches: &[AckBatch],
+) -> Result<(), ResponseError> {
+    let partition = led_partition(broker, image, tp)?;
+    let entry = broker
+        .share_partitions
+        .get(&SharePartitionKey::new(group, tp))
+        .ok_or(ResponseError::InvalidRecordState)?;
+    let limits = *entry.limits.lock();
+    let mut first_error = None;
+    let mut released = false;
+    {
+        let mut state = entry.state.lock();
+        for b in batches {
+            match state.acknowledge(member, b.first, b.last, &b.types, &limits) {
+                Ok(()) => released |= b.types.contains(&AckType::Release),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+    }
+    if released {
+        partition.watchers.wake();
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// What one partition of a ShareFetch delivers.
+#[derive(Default)]
+pub(super) struct Delivery {
+    pub error: Option<ResponseError>,
+    pub records: Bytes,
+    pub acquired: Vec<Acquired>,
+}
+
+/// The request-wide limits an acquisition draws on.
+pub(super) struct Budget {
+    pub records: i64,
+    pub bytes: usize,
+}
+
+/// Acquires records of `partition` for `member`, within `budget`.
+pub(super) fn deliver(
+    broker: &Broker,
+    settings: &ShareGroupSettings,
+    (group, member): (&str, &str),
+    tp: TopicIdPartition,
+    partition: &Partition,
+    budget: &mut Budget,
+    now: i64,
+) -> Delivery {
+    let limits = limits(settings);
+    let key = SharePartitionKey::new(group, tp);
+    let entry = broker.share_partitions.get_or_init(&key, limits, || {
+        start_offset(partition, settings.auto_offset_reset, now)
+    });
+    match acquire(broker, settings, &entry, member, partition, budget, now) {
+        Ok(d) => d,
+        Err(e) => Delivery {
+            error: Some(e),
+            ..Delivery::default()
+        },
+    }
+}
+
+fn acquire(
+    broker: &Broker,
+    settings: &ShareGroupSettings,
+    entry: &Entry,
+    member: &str,
+    partition: &Partition,
+    budget: &mut Budget,
+    now: i64,
+) -> Result<Delivery, ResponseError> {
+    let limits = *entry.limits.lock();
+    let mut state = entry.state.lock();
+    let (log_start, readable_end) = {
+        let log = partition.log.read();
+        let end = if settings.read_committed {
+            log.last_stable_offset()
+        } else {
+            log.high_watermark()
+        };
+        (log.log_start_offset(), end)
+    };
+    state.follow_log_start(log_start);
+    if budget.records <= 0 || budget.bytes == 0 || !state.has_deliverable(readable_end, &limits) {
+        return Ok(Delivery::default());
+    }
+    let isolation = if settings.read_committed {
+        FetchIsolation::TxnCommitted
+    } else {
+        FetchIsolation::HighWatermark
+    };
+    let spec = ReadSpec {
+        offset: state.next_fetch_offset(),
+        max_bytes: budget.bytes,
+        isolation,
+        current_leader_epoch: -1,
+        leader_only: true,
+        min_one_batch: true,
+    };
+    let outcome = broker
+        .replicas
+        .fetch(&partition.tp, Some(partition), None, -1, &spec);
+    if let Some(e) = outcome.error {
+        return Err(e);
+    }
+    let Some(slice) = outcome.records else {
+        return Ok(Delivery::default());
+    };
+    let records = slice.read().map_err(|_| ResponseError::KafkaStorageError)?;
+    let batches = fetched_batches(&records, outcome.aborted.as_deref().unwrap_or_default());
+    let acquired = state.acquire(member, &batches, budget.records, &limits, now);
+    if acquired.is_empty() {
+        return Ok(Delivery::default());
+    }
+    budget.records -= acquired.iter().map(|a| a.last - a.first + 1).sum::<i64>();
+    budget.bytes = budget.bytes.saturating_sub(records.len());
+    Ok(Delivery {
+        error: None,
+        records,
+        acquired,
+    })
+}
+
+/// The batches of `records`, those of aborted transactions (listed in
+/// `aborted`, under read_committed) and markers marked never delivered, as
+/// a read_committed consumer skips them.
+fn fetched_batches(records: &[u8], aborted: &[AbortedTxn]) -> Vec<FetchedBatch> {
+    let mut pending: Vec<&AbortedTxn> = aborted.iter().collect();
+    pending.sort_by_key(|a| a.first_offset);
+    let mut pending = pending.into_iter().peekable();
+    // Producers whose aborted transaction has begun and not yet ended.
+    let mut aborting: Vec<i64> = Vec::new();
+    let mut out = Vec::new();
+    for batch in BatchIter::new(records).map_while(Result::ok) {
+        while let Some(a) = pending.next_if(|a| a.first_offset <= batch.last_offset()) {
+            aborting.push(a.producer_id);
+        }
+        let producer = batch.producer_id();
+        let in_aborted = batch.is_transactional() && aborting.contains(&producer);
+        if batch.is_control() {
+            aborting.retain(|&p| p != producer);
+        }
+        out.push(FetchedBatch {
+            base_offset: batch.base_offset(),
+            last_offset: batch.last_offset(),
+            skip: batch.is_control() || in_aborted,
+        });
+    }
+    out
+}
+
+/// Where a group starts on a partition it has not read before.
+fn start_offset(partition: &Partition, start: ShareStart, now: i64) -> i64 {
+    let log = partition.log.read();
+    match start {
+        ShareStart::Earliest => log.log_start_offset(),
+        ShareStart::Latest => log.high_watermark(),
+        ShareStart::ByDuration(ms) => log
+            .offset_for_timestamp(now - ms)
+            .ok()
+            .flatten()
+            .map_or_else(|| log.high_watermark(), |t| t.offset),
+    }
+}

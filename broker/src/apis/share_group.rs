@@ -1,0 +1,183 @@
+//! Share groups' coordinator APIs (KIP-932): ShareGroupHeartbeat v1 and
+//! ShareGroupDescribe v1. The membership is
+//! `ottla_group_coordinator::share_group`; delivery is `apis::share_fetch`.
+
+use std::net::IpAddr;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::share_group_describe_response::{
+    Assignment as DescribedAssignment, DescribedGroup, Member,
+    TopicPartitions as DescribedPartitions,
+};
+use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::{
+    GroupId, ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use ottla_controller::features::{self, SHARE_VERSION};
+use ottla_controller::MetadataImage;
+use ottla_group_coordinator::{ShareAssignment, ShareGroupSettings, ShareHeartbeat};
+
+use super::group::{client_host, ALL_GROUP_OPERATIONS};
+use crate::broker::Broker;
+use crate::replica::now_ms;
+
+/// The only assignor share groups have.
+const SIMPLE_ASSIGNOR: &str = "simple";
+
+fn text(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// Why share groups are off, if they are: Kafka then answers their APIs
+/// UNSUPPORTED_VERSION.
+pub fn disabled(image: &MetadataImage) -> Option<String> {
+    (features::level(image, SHARE_VERSION) < 1).then(|| {
+        format!(
+            "Share groups are disabled: {SHARE_VERSION} is 0 (kafka-features.sh upgrade --feature {SHARE_VERSION}=1 enables them)."
+        )
+    })
+}
+
+pub fn settings(broker: &Broker, image: &MetadataImage, group: &str) -> ShareGroupSettings {
+    ShareGroupSettings::resolve(image, &broker.settings.static_configs, group)
+}
+
+pub fn heartbeat(
+    broker: &Broker,
+    client_id: &str,
+    client_addr: IpAddr,
+    req: ShareGroupHeartbeatRequest,
+) -> ShareGroupHeartbeatResponse {
+    let image = broker.controller.image();
+    let failed = |e: ResponseError, message: Option<String>| {
+        ShareGroupHeartbeatResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(message.map(text))
+    };
+    if let Some(why) = disabled(&image) {
+        return failed(ResponseError::UnsupportedVersion, Some(why));
+    }
+    let request = ShareHeartbeat {
+        group_id: req.group_id.to_string(),
+        member_id: req.member_id.to_string(),
+        member_epoch: req.member_epoch,
+        rack_id: req.rack_id.map(|s| s.to_string()),
+        topic_names: req
+            .subscribed_topic_names
+            .map(|names| names.into_iter().map(|n| n.to_string()).collect()),
+        client_id: client_id.to_string(),
+        client_host: client_host(client_addr),
+    };
+    let timeouts = settings(broker, &image, &request.group_id).timeouts();
+    let answer = broker
+        .groups
+        .shard_blocking(&request.group_id)
+        .and_then(|shard| shard.share_heartbeat(&request, timeouts, &image, now_ms()));
+    match answer {
+        Ok(a) => ShareGroupHeartbeatResponse::default()
+            .with_member_id(Some(text(a.member_id)))
+            .with_member_epoch(a.member_epoch)
+            .with_heartbeat_interval_ms(a.heartbeat_interval_ms)
+            .with_assignment(a.assignment.map(|asg| {
+                Assignment::default().with_topic_partitions(
+                    asg.into_iter()
+                        .map(|(topic, ps)| {
+                            TopicPartitions::default()
+                                .with_topic_id(topic)
+                                .with_partitions(ps.into_iter().collect())
+                        })
+                        .collect(),
+                )
+            })),
+        Err(ResponseError::GroupIdNotFound) => failed(
+            ResponseError::GroupIdNotFound,
+            Some(format!("Group {} is not a share group.", request.group_id)),
+        ),
+        Err(e) => failed(e, None),
+    }
+}
+
+pub fn describe(broker: &Broker, req: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse {
+    let image = broker.controller.image();
+    let groups = req
+        .group_ids
+        .into_iter()
+        .map(|id| {
+            let mut d = describe_one(broker, &image, &id);
+            if req.include_authorized_operations && d.error_code == 0 {
+                d = d.with_authorized_operations(ALL_GROUP_OPERATIONS);
+            }
+            d.with_group_id(id)
+        })
+        .collect();
+    ShareGroupDescribeResponse::default().with_groups(groups)
+}
+
+fn describe_one(broker: &Broker, image: &MetadataImage, id: &GroupId) -> DescribedGroup {
+    let failed = |e: ResponseError, message: String| {
+        DescribedGroup::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(text(message)))
+    };
+    if let Some(why) = disabled(image) {
+        return failed(ResponseError::UnsupportedVersion, why);
+    }
+    let shard = match broker.groups.shard_blocking(id) {
+        Ok(s) => s,
+        Err(e) => return DescribedGroup::default().with_error_code(e.code()),
+    };
+    let group = match shard.describe_share_group(id) {
+        Ok(g) => g,
+        Err(other_type) => {
+            let why = if other_type {
+                format!("Group {} is not a share group.", id.as_str())
+            } else {
+                format!("Group {} not found.", id.as_str())
+            };
+            return failed(ResponseError::GroupIdNotFound, why);
+        }
+    };
+    let members = group
+        .members
+        .values()
+        .map(|m| {
+            Member::default()
+                .with_member_id(text(m.member_id.clone()))
+                .with_rack_id(m.rack_id.clone().map(text))
+                .with_member_epoch(m.epoch)
+                .with_client_id(text(m.client_id.clone()))
+                .with_client_host(text(m.client_host.clone()))
+                .with_subscribed_topic_names(
+                    m.subscribed
+                        .iter()
+                        .map(|t| TopicName(text(t.clone())))
+                        .collect(),
+                )
+                .with_assignment(described_assignment(image, &m.assignment))
+        })
+        .collect();
+    DescribedGroup::default()
+        .with_group_state(text(group.state().name()))
+        .with_group_epoch(group.epoch)
+        .with_assignment_epoch(group.assignment_epoch())
+        .with_assignor_name(text(SIMPLE_ASSIGNOR))
+        .with_members(members)
+}
+
+fn described_assignment(image: &MetadataImage, a: &ShareAssignment) -> DescribedAssignment {
+    DescribedAssignment::default().with_topic_partitions(
+        a.iter()
+            .map(|(id, ps)| {
+                let name = image
+                    .topic_by_id(id)
+                    .map_or(String::new(), |t| t.name.clone());
+                DescribedPartitions::default()
+                    .with_topic_id(*id)
+                    .with_topic_name(TopicName(text(name)))
+                    .with_partitions(ps.iter().copied().collect())
+            })
+            .collect(),
+    )
+}

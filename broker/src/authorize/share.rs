@@ -1,0 +1,162 @@
+//! Share groups' APIs (KIP-932), as Kafka authorizes them: READ on the
+//! group for the heartbeat, fetches and acknowledgements, DESCRIBE on the
+//! subscribed topics for the heartbeat and READ on the fetched ones;
+//! DESCRIBE on each described group.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::share_acknowledge_response::{
+    self as ack_response, ShareAcknowledgeResponse, ShareAcknowledgeTopicResponse,
+};
+use kafka_protocol::messages::share_fetch_response::{
+    PartitionData, ShareFetchResponse, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::share_group_describe_response::{
+    DescribedGroup, ShareGroupDescribeResponse,
+};
+use kafka_protocol::messages::{
+    RequestKind, ResponseKind, ShareAcknowledgeRequest, ShareFetchRequest,
+    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use ottla_controller::acls::{operation, resource};
+use uuid::Uuid;
+
+use super::{patch, split, Gate};
+use crate::apis::group::ALL_GROUP_OPERATIONS;
+use crate::security::authorizer::Access;
+
+const GROUP_DENIED: ResponseError = ResponseError::GroupAuthorizationFailed;
+const TOPIC_DENIED: ResponseError = ResponseError::TopicAuthorizationFailed;
+
+fn text(s: &'static str) -> Option<StrBytes> {
+    Some(StrBytes::from_static_str(s))
+}
+
+/// READ on a topic named by id; an unknown id passes (the handler answers
+/// UNKNOWN_TOPIC_ID).
+fn topic_readable(access: &Access, id: &Uuid) -> bool {
+    match access.image().topic_by_id(id) {
+        Some(t) => access.topic(operation::READ, &t.name),
+        None => true,
+    }
+}
+
+fn group_readable(access: &Access, group: Option<&str>) -> bool {
+    access.group(operation::READ, group.unwrap_or_default())
+}
+
+pub fn heartbeat(access: &Access, req: ShareGroupHeartbeatRequest) -> Gate {
+    let refuse = |error: ResponseError, message: &'static str| {
+        Gate::Answer(ResponseKind::ShareGroupHeartbeat(
+            ShareGroupHeartbeatResponse::default()
+                .with_error_code(error.code())
+                .with_error_message(text(message)),
+        ))
+    };
+    if !access.group(operation::READ, &req.group_id) {
+        return refuse(GROUP_DENIED, "Group authorization failed.");
+    }
+    let mut subscribed = req.subscribed_topic_names.iter().flatten();
+    if subscribed.any(|t| !access.topic(operation::DESCRIBE, t)) {
+        return refuse(
+            TOPIC_DENIED,
+            "Topic authorization failed for a subscribed topic.",
+        );
+    }
+    Gate::Pass(RequestKind::ShareGroupHeartbeat(req), None)
+}
+
+pub fn describe(access: &Arc<Access>, req: ShareGroupDescribeRequest) -> Gate {
+    let access = access.clone();
+    let p = patch!(
+        ShareGroupDescribe,
+        move |r: &mut ShareGroupDescribeResponse| {
+            for g in &mut r.groups {
+                if !access.group(operation::DESCRIBE, &g.group_id) {
+                    *g = DescribedGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_error_code(GROUP_DENIED.code())
+                        .with_error_message(text("Group authorization failed."));
+                } else if g.authorized_operations != i32::MIN {
+                    g.authorized_operations =
+                        access.operations(ALL_GROUP_OPERATIONS, resource::GROUP, &g.group_id);
+                }
+            }
+        }
+    );
+    Gate::Pass(RequestKind::ShareGroupDescribe(req), p)
+}
+
+pub fn fetch(access: &Arc<Access>, mut req: ShareFetchRequest) -> Gate {
+    if !group_readable(access, req.group_id.as_ref().map(|g| g.as_str())) {
+        return Gate::Answer(ResponseKind::ShareFetch(
+            ShareFetchResponse::default().with_error_code(GROUP_DENIED.code()),
+        ));
+    }
+    let (kept, refused) = split(std::mem::take(&mut req.topics), |t| {
+        topic_readable(access, &t.topic_id)
+    });
+    req.topics = kept;
+    let access = access.clone();
+    let p = patch!(ShareFetch, move |r: &mut ShareFetchResponse| {
+        // A session also answers for partitions added earlier: READ may
+        // have been taken away since.
+        for t in &mut r.responses {
+            if !topic_readable(&access, &t.topic_id) {
+                for p in &mut t.partitions {
+                    *p = refused_fetch(p.partition_index);
+                }
+            }
+        }
+        r.responses.extend(refused.into_iter().map(|t| {
+            ShareFetchableTopicResponse::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| refused_fetch(p.partition_index))
+                        .collect(),
+                )
+        }));
+    });
+    Gate::Pass(RequestKind::ShareFetch(req), p)
+}
+
+fn refused_fetch(partition: i32) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(partition)
+        .with_error_code(TOPIC_DENIED.code())
+}
+
+pub fn acknowledge(access: &Access, mut req: ShareAcknowledgeRequest) -> Gate {
+    if !group_readable(access, req.group_id.as_ref().map(|g| g.as_str())) {
+        return Gate::Answer(ResponseKind::ShareAcknowledge(
+            ShareAcknowledgeResponse::default().with_error_code(GROUP_DENIED.code()),
+        ));
+    }
+    let (kept, refused) = split(std::mem::take(&mut req.topics), |t| {
+        topic_readable(access, &t.topic_id)
+    });
+    req.topics = kept;
+    let p = (!refused.is_empty()).then(|| {
+        patch!(ShareAcknowledge, move |r: &mut ShareAcknowledgeResponse| {
+            r.responses.extend(refused.into_iter().map(|t| {
+                ShareAcknowledgeTopicResponse::default()
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                ack_response::PartitionData::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(TOPIC_DENIED.code())
+                            })
+                            .collect(),
+                    )
+            }));
+        })
+    });
+    Gate::Pass(RequestKind::ShareAcknowledge(req), p.flatten())
+}

@@ -1,0 +1,686 @@
+//! One share partition's delivery state (KIP-932's SharePartition): which
+//! records of a topic partition a share group has delivered, to whom, how
+//! often, and which are done with.
+//!
+//! The window `[start, end)` holds every offset in flight: each is
+//! available again, acquired by a member under a time lock, acknowledged, or
+//! archived (rejected, delivered too often, or not a record at all). Offsets
+//! from `end` on have never been handed out. The start moves past finished
+//! offsets only, so an unacknowledged record is never skipped.
+//!
+//! State is kept per range of offsets with one state, split where an
+//! acknowledgement or a partial acquisition cuts one, as Kafka keeps its
+//! in-flight batches with per-offset state inside them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+
+/// How a member settles a record (ShareFetch and ShareAcknowledge's
+/// AcknowledgeTypes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckType {
+    /// Not a record the member could see (a compacted offset, a marker).
+    Gap,
+    Accept,
+    /// Give it back, to be delivered again.
+    Release,
+    /// Never deliver it again.
+    Reject,
+}
+
+impl AckType {
+    pub fn from_code(code: i8) -> Option<Self> {
+        match code {
+            0 => Some(Self::Gap),
+            1 => Some(Self::Accept),
+            2 => Some(Self::Release),
+            3 => Some(Self::Reject),
+            _ => None,
+        }
+    }
+}
+
+/// The group's delivery limits (`group.share.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryLimits {
+    /// How long a member holds acquired records before they are released.
+    pub record_lock_duration_ms: i64,
+    /// Deliveries after which a released record is archived.
+    pub delivery_count_limit: i16,
+    /// Offsets in flight at most (`group.share.partition.max.record.locks`).
+    pub max_in_flight: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Available,
+    Acquired { member: Arc<str>, expires_at: i64 },
+    Acknowledged,
+    Archived,
+}
+
+#[derive(Debug, Clone)]
+struct Span {
+    /// Inclusive.
+    last: i64,
+    state: State,
+    deliveries: i16,
+}
+
+/// A run of acquired offsets handed to a member (ShareFetch's
+/// AcquiredRecords).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acquired {
+    pub first: i64,
+    pub last: i64,
+    pub delivery_count: i16,
+}
+
+/// A record batch as read from the log: its offsets, and whether it is
+/// never delivered (a transaction marker, or under read_committed an
+/// aborted transaction's batch): its offsets are archived at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchedBatch {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub skip: bool,
+}
+
+/// A share partition's offsets for describing it (DescribeShareGroupOffsets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub start: i64,
+    pub end: i64,
+    pub acquired: i64,
+}
+
+#[derive(Debug)]
+pub struct SharePartition {
+    start: i64,
+    end: i64,
+    /// Covers `[start, end)` exactly, keyed by each span's first offset.
+    spans: BTreeMap<i64, Span>,
+    /// Offsets acquired now, and the earliest lock expiry among them (may
+    /// be early, never late: a tick with nothing due rescans once).
+    acquired: i64,
+    next_expiry: i64,
+}
+
+impl SharePartition {
+    /// A share partition whose first record to deliver is at `start`.
+    pub fn new(start: i64) -> Self {
+        Self {
+            start,
+            end: start,
+            spans: BTreeMap::new(),
+            acquired: 0,
+            next_expiry: i64::MAX,
+        }
+    }
+
+    pub fn window(&self) -> Window {
+        Window {
+            start: self.start,
+            end: self.end,
+            acquired: self.acquired,
+        }
+    }
+
+    /// Where the next read from the log begins: the first offset available
+    /// again, else the first never delivered.
+    pub fn next_fetch_offset(&self) -> i64 {
+        self.spans
+            .iter()
+            .find(|(_, s)| s.state == State::Available)
+            .map_or(self.end, |(&first, _)| first)
+    }
+
+    /// Whether a fetch could acquire anything with the log's high
+    /// watermark at `high_watermark`.
+    pub fn has_deliverable(&self, high_watermark: i64, limits: &DeliveryLimits) -> bool {
+        let room = self.end - self.start < limits.max_in_flight;
+        (room && self.end < high_watermark)
+            || self.spans.values().any(|s| s.state == State::Available)
+    }
+
+    /// Acquires, for `member`, up to `max_records` deliverable offsets of
+    /// `batches` (read from the log from [`SharePartition::next_fetch_offset`]).
+    pub fn acquire(
+        &mut self,
+        member: &str,
+        batches: &[FetchedBatch],
+        max_records: i64,
+        limits: &DeliveryLimits,
+        now: i64,
+    ) -> Vec<Acquired> {
+        let member: Arc<str> = Arc::from(member);
+        let expires_at = now.saturating_add(limits.record_lock_duration_ms);
+        let mut budget = max_records.max(1);
+        let mut out: Vec<Acquired> = Vec::new();
+        for batch in batches {
+            if budget == 0 {
+                break;
+            }
+            let first = batch.base_offset.max(self.start);
+            if batch.last_offset < first {
+                continue;
+            }
+            // Offsets already in flight: take back those available again.
+            if first < self.end {
+                let last = batch.last_offset.min(self.end - 1);
+                budget -= self.reacquire(first, last, &member, expires_at, budget, &mut out);
+            }
+            if batch.last_offset < self.end {
+                continue;
+            }
+            // Offsets the log skips (compacted away) are not records.
+            if first > self.end {
+                self.push_span(first - 1, State::Archived, 0);
+            }
+            if batch.skip {
+                self.push_span(batch.last_offset, State::Archived, 0);
+                continue;
+            }
+            let room = limits.max_in_flight - (self.end - self.start);
+            let take = (batch.last_offset - self.end + 1).min(budget).min(room);
+            if take <= 0 {
+                break;
+            }
+            let first_new = self.end;
+            let state = State::Acquired {
+                member: member.clone(),
+                expires_at,
+            };
+            self.push_span(first_new + take - 1, state, 1);
+            self.note_acquired(take, expires_at);
+            push_merged(&mut out, first_new, first_new + take - 1, 1);
+            budget -= take;
+        }
+        self.advance_start();
+        out
+    }
+
+    /// Acquires the available offsets of `[first, last]` (all in flight),
+    /// at most `budget`; how many it took.
+    fn reacquire(
+        &mut self,
+        first: i64,
+        last: i64,
+        member: &Arc<str>,
+        expires_at: i64,
+        budget: i64,
+        out: &mut Vec<Acquired>,
+    ) -> i64 {
+        let available: Vec<(i64, i64)> = self
+            .spans
+            .range(..=last)
+            .filter(|(&f, s)| s.last >= first && f <= last && s.state == State::Available)
+            .map(|(&f, s)| (f.max(first), s.last.min(last)))
+            .collect();
+        let mut taken = 0;
+        for (from, to) in available {
+            let to = to.min(from + (budget - taken) - 1);
+            if to < from {
+                break;
+            }
+            self.split_at(from);
+            self.split_at(to + 1);
+            let span = self.spans.get_mut(&from).expect("split at from");
+            span.deliveries = span.deliveries.saturating_add(1);
+            span.state = State::Acquired {
+                member: member.clone(),
+                expires_at,
+            };
+            let deliveries = span.deliveries;
+            self.note_acquired(to - from + 1, expires_at);
+            push_merged(out, from, to, deliveries);
+            taken += to - from + 1;
+        }
+        taken
+    }
+
+    fn push_span(&mut self, last: i64, state: State, deliveries: i16) {
+        self.spans.insert(
+            self.end,
+            Span {
+                last,
+                state,
+                deliveries,
+            },
+        );
+        self.end = last + 1;
+    }
+
+    fn note_acquired(&mut self, count: i64, expires_at: i64) {
+        self.acquired += count;
+        self.next_expiry = self.next_expiry.min(expires_at);
+    }
+
+    /// Makes `offset` the first offset of a span, if it is inside one.
+    fn split_at(&mut self, offset: i64) {
+        let Some((&first, span)) = self.spans.range_mut(..offset).next_back() else {
+            return;
+        };
+        if span.last < offset {
+            return;
+        }
+        let tail = Span {
+            last: span.last,
+            state: span.state.clone(),
+            deliveries: span.deliveries,
+        };
+        span.last = offset - 1;
+        debug_assert!(first < offset);
+        self.spans.insert(offset, tail);
+    }
+
+    /// Settles `[first, last]` for `member`: one type for the whole range,
+    /// or one per offset. Every offset must be acquired by `member`, else
+    /// nothing changes (INVALID_RECORD_STATE), as Kafka checks a batch.
+    pub fn acknowledge(
+        &mut self,
+        member: &str,
+        first: i64,
+        last: i64,
+        types: &[AckType],
+        limits: &DeliveryLimits,
+    ) -> Result<(), ResponseError> {
+        if first > last || types.is_empty() {
+            return Err(ResponseError::InvalidRequest);
+        }
+        let count = last - first + 1;
+        if types.len() != 1 && types.len() as i64 != count {
+            return Err(ResponseError::InvalidRequest);
+        }
+        if first < self.start || last >= self.end || !self.all_acquired_by(member, first, last) {
+            return Err(ResponseError::InvalidRecordState);
+        }
+        if types.len() == 1 {
+            self.settle(first, last, types[0], limits);
+        } else {
+            // Runs of one type settle together.
+            let mut from = first;
+            for (i, t) in types.iter().enumerate() {
+                let offset = first + i as i64;
+                let ends_run = types.get(i + 1) != Some(t);
+                if ends_run {
+                    self.settle(from, offset, *t, limits);
+                    from = offset + 1;
+                }
+            }
+        }
+        self.advance_start();
+        Ok(())
+    }
+
+    fn all_acquired_by(&self, member: &str, first: i64, last: i64) -> bool {
+        let mut next = first;
+        for (&f, s) in self.spans.range(..=last) {
+            if s.last < first {
+                continue;
+            }
+            let held = matches!(&s.state, State::Acquired { member: m, .. } if &**m == member);
+            if f > next || !held {
+                return false;
+            }
+            next = s.last + 1;
+        }
+        next > last
+    }
+
+    /// Moves acquired `[first, last]` to the state `ack` leads to.
+    fn settle(&mut self, first: i64, last: i64, ack: AckType, limits: &DeliveryLimits) {
+        self.split_at(first);
+        self.split_at(last + 1);
+        let firsts: Vec<i64> = self.spans.range(first..=last).map(|(&f, _)| f).collect();
+        for f in firsts {
+            let span = self.spans.get_mut(&f).expect("listed");
+            let count = span.last - f + 1;
+            span.state = match ack {
+                AckType::Accept => State::Acknowledged,
+                AckType::Gap | AckType::Reject => State::Archived,
+                AckType::Release => released(span.deliveries, limits),
+            };
+            self.acquired -= count;
+        }
+    }
+
+    /// Releases the records whose lock expired by `now`; whether any did.
+    pub fn expire_locks(&mut self, now: i64, limits: &DeliveryLimits) -> bool {
+        if self.acquired == 0 || now < self.next_expiry {
+            return false;
+        }
+        let mut released_any = false;
+        let mut next_expiry = i64::MAX;
+        for (&first, span) in self.spans.iter_mut() {
+            if let State::Acquired { expires_at, .. } = span.state {
+                if expires_at <= now {
+                    span.state = released(span.deliveries, limits);
+                    self.acquired -= span.last - first + 1;
+                    released_any = true;
+                } else {
+                    next_expiry = next_expiry.min(expires_at);
+                }
+            }
+        }
+        self.next_expiry = next_expiry;
+        self.advance_start();
+        released_any
+    }
+
+    /// Releases everything `member` holds (its share session closed, or it
+    /// left the group); whether it held anything.
+    pub fn release_member(&mut self, member: &str, limits: &DeliveryLimits) -> bool {
+        let mut released_any = false;
+        for (&first, span) in self.spans.iter_mut() {
+            if matches!(&span.state, State::Acquired { member: m, .. } if &**m == member) {
+                span.state = released(span.deliveries, limits);
+                self.acquired -= span.last - first + 1;
+                released_any = true;
+            }
+        }
+        self.advance_start();
+        released_any
+    }
+
+    /// The log's start moved to `log_start` (retention, DeleteRecords):
+    /// offsets before it are gone, whatever their state.
+    pub fn follow_log_start(&mut self, log_start: i64) {
+        if log_start <= self.start {
+            return;
+        }
+        self.split_at(log_start);
+        let gone: Vec<i64> = self.spans.range(..log_start).map(|(&f, _)| f).collect();
+        for f in gone {
+            let span = self.spans.remove(&f).expect("listed");
+            if matches!(span.state, State::Acquired { .. }) {
+                self.acquired -= span.last - f + 1;
+            }
+        }
+        self.start = log_start;
+        self.end = self.end.max(log_start);
+    }
+
+    /// Drops finished spans at the front: the start moves past them.
+    fn advance_start(&mut self) {
+        while let Some(entry) = self.spans.first_entry() {
+            let span = entry.get();
+            if !matches!(span.state, State::Acknowledged | State::Archived) {
+                break;
+            }
+            self.start = span.last + 1;
+            entry.remove();
+        }
+        if self.spans.is_empty() {
+            self.start = self.end;
+        }
+    }
+}
+
+/// A released record is delivered again, unless it has been delivered as
+/// often as the group allows.
+fn released(deliveries: i16, limits: &DeliveryLimits) -> State {
+    if deliveries >= limits.delivery_count_limit {
+        State::Archived
+    } else {
+        State::Available
+    }
+}
+
+fn push_merged(out: &mut Vec<Acquired>, first: i64, last: i64, delivery_count: i16) {
+    if let Some(prev) = out.last_mut() {
+        if prev.last + 1 == first && prev.delivery_count == delivery_count {
+            prev.last = last;
+            return;
+        }
+    }
+    out.push(Acquired {
+        first,
+        last,
+        delivery_count,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: DeliveryLimits = DeliveryLimits {
+        record_lock_duration_ms: 1000,
+        delivery_count_limit: 3,
+        max_in_flight: 100,
+    };
+
+    fn batch(base: i64, last: i64) -> FetchedBatch {
+        FetchedBatch {
+            base_offset: base,
+            last_offset: last,
+            skip: false,
+        }
+    }
+
+    fn acq(first: i64, last: i64, delivery_count: i16) -> Acquired {
+        Acquired {
+            first,
+            last,
+            delivery_count,
+        }
+    }
+
+    #[test]
+    fn records_go_to_one_member_at_a_time_and_accepted_ones_move_the_start() {
+        let mut sp = SharePartition::new(0);
+        let got = sp.acquire("a", &[batch(0, 9)], 500, &LIMITS, 0);
+        assert_eq!(got, vec![acq(0, 9, 1)]);
+        // Nothing left for another member.
+        assert_eq!(sp.next_fetch_offset(), 10);
+        assert!(sp.acquire("b", &[batch(0, 9)], 500, &LIMITS, 0).is_empty());
+        assert_eq!(
+            sp.acknowledge("b", 0, 4, &[AckType::Accept], &LIMITS),
+            Err(ResponseError::InvalidRecordState),
+            "b holds none of them"
+        );
+        sp.acknowledge("a", 0, 4, &[AckType::Accept], &LIMITS)
+            .unwrap();
+        assert_eq!(
+            sp.window(),
+            Window {
+                start: 5,
+                end: 10,
+                acquired: 5
+            }
+        );
+        sp.acknowledge("a", 5, 9, &[AckType::Accept], &LIMITS)
+            .unwrap();
+        assert_eq!(
+            sp.window(),
+            Window {
+                start: 10,
+                end: 10,
+                acquired: 0
+            }
+        );
+    }
+
+    #[test]
+    fn released_records_are_delivered_again_with_a_higher_count() {
+        let mut sp = SharePartition::new(0);
+        sp.acquire("a", &[batch(0, 9)], 500, &LIMITS, 0);
+        let types: Vec<AckType> = (0..10)
+            .map(|i| {
+                if i % 2 == 0 {
+                    AckType::Accept
+                } else {
+                    AckType::Release
+                }
+            })
+            .collect();
+        sp.acknowledge("a", 0, 9, &types, &LIMITS).unwrap();
+        assert_eq!(sp.window().start, 1);
+        assert_eq!(sp.next_fetch_offset(), 1);
+        let again = sp.acquire("b", &[batch(0, 9)], 500, &LIMITS, 0);
+        assert_eq!(
+            again,
+            vec![
+                acq(1, 1, 2),
+                acq(3, 3, 2),
+                acq(5, 5, 2),
+                acq(7, 7, 2),
+                acq(9, 9, 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_expired_lock_releases_and_the_delivery_limit_archives() {
+        let mut sp = SharePartition::new(0);
+        for round in 1..=3 {
+            let now = round * 10_000;
+            let got = sp.acquire("a", &[batch(0, 4)], 500, &LIMITS, now);
+            assert_eq!(got, vec![acq(0, 4, round as i16)], "round {round}");
+            assert!(!sp.expire_locks(now + 999, &LIMITS), "lock still held");
+            assert!(sp.expire_locks(now + 1000, &LIMITS));
+        }
+        // Delivered three times: archived, and the start moved past them.
+        assert_eq!(
+            sp.window(),
+            Window {
+                start: 5,
+                end: 5,
+                acquired: 0
+            }
+        );
+        assert!(sp
+            .acquire("a", &[batch(0, 4)], 500, &LIMITS, 50_000)
+            .is_empty());
+    }
+
+    #[test]
+    fn rejected_and_gap_records_are_never_delivered_again() {
+        let mut sp = SharePartition::new(0);
+        sp.acquire("a", &[batch(0, 5)], 500, &LIMITS, 0);
+        let types = [
+            AckType::Reject,
+            AckType::Gap,
+            AckType::Release,
+            AckType::Release,
+            AckType::Accept,
+            AckType::Reject,
+        ];
+        sp.acknowledge("a", 0, 5, &types, &LIMITS).unwrap();
+        assert_eq!(sp.window().start, 2);
+        let again = sp.acquire("a", &[batch(0, 5)], 500, &LIMITS, 0);
+        assert_eq!(again, vec![acq(2, 3, 2)]);
+    }
+
+    #[test]
+    fn max_records_and_the_in_flight_limit_cap_an_acquisition() {
+        let limits = DeliveryLimits {
+            max_in_flight: 8,
+            ..LIMITS
+        };
+        let mut sp = SharePartition::new(0);
+        assert_eq!(
+            sp.acquire("a", &[batch(0, 9)], 3, &limits, 0),
+            vec![acq(0, 2, 1)]
+        );
+        // The rest of the batch comes next, up to the in-flight limit.
+        assert_eq!(sp.next_fetch_offset(), 3);
+        assert_eq!(
+            sp.acquire("b", &[batch(0, 9)], 100, &limits, 0),
+            vec![acq(3, 7, 1)]
+        );
+        assert!(!sp.has_deliverable(10, &limits));
+        sp.acknowledge("a", 0, 2, &[AckType::Accept], &limits)
+            .unwrap();
+        assert!(sp.has_deliverable(10, &limits));
+        assert_eq!(
+            sp.acquire("a", &[batch(0, 9)], 100, &limits, 0),
+            vec![acq(8, 9, 1)]
+        );
+    }
+
+    #[test]
+    fn control_batches_and_compacted_offsets_are_archived_not_delivered() {
+        let mut sp = SharePartition::new(0);
+        let marker = FetchedBatch {
+            base_offset: 5,
+            last_offset: 5,
+            skip: true,
+        };
+        let got = sp.acquire("a", &[batch(0, 2), marker, batch(8, 9)], 500, &LIMITS, 0);
+        assert_eq!(got, vec![acq(0, 2, 1), acq(8, 9, 1)]);
+        sp.acknowledge("a", 0, 2, &[AckType::Accept], &LIMITS)
+            .unwrap();
+        // 3-7 (gone from the log, and the marker) are done already.
+        assert_eq!(sp.window().start, 8);
+    }
+
+    #[test]
+    fn a_leaving_member_gives_back_what_it_holds() {
+        let mut sp = SharePartition::new(10);
+        sp.acquire("a", &[batch(10, 14)], 500, &LIMITS, 0);
+        sp.acquire("b", &[batch(15, 19)], 500, &LIMITS, 0);
+        assert!(sp.release_member("a", &LIMITS));
+        assert!(!sp.release_member("a", &LIMITS));
+        assert_eq!(sp.window().acquired, 5);
+        assert_eq!(
+            sp.acquire("c", &[batch(10, 19)], 500, &LIMITS, 0),
+            vec![acq(10, 14, 2)]
+        );
+    }
+
+    #[test]
+    fn acknowledgements_are_checked_whole() {
+        let mut sp = SharePartition::new(0);
+        sp.acquire("a", &[batch(0, 4)], 500, &LIMITS, 0);
+        assert_eq!(
+            sp.acknowledge("a", 3, 7, &[AckType::Accept], &LIMITS),
+            Err(ResponseError::InvalidRecordState),
+            "past the records in flight"
+        );
+        assert_eq!(
+            sp.acknowledge("a", 0, 4, &[AckType::Accept, AckType::Accept], &LIMITS),
+            Err(ResponseError::InvalidRequest),
+            "one type, or one per offset"
+        );
+        assert_eq!(sp.window().acquired, 5, "nothing changed");
+        sp.acknowledge("a", 0, 4, &[AckType::Accept], &LIMITS)
+            .unwrap();
+        assert_eq!(
+            sp.acknowledge("a", 0, 0, &[AckType::Accept], &LIMITS),
+            Err(ResponseError::InvalidRecordState),
+            "already settled"
+        );
+    }
+
+    #[test]
+    fn retention_past_the_start_drops_what_it_removed() {
+        let mut sp = SharePartition::new(0);
+        sp.acquire("a", &[batch(0, 9)], 500, &LIMITS, 0);
+        sp.follow_log_start(4);
+        assert_eq!(
+            sp.window(),
+            Window {
+                start: 4,
+                end: 10,
+                acquired: 6
+            }
+        );
+        sp.follow_log_start(20);
+        assert_eq!(
+            sp.window(),
+            Window {
+                start: 20,
+                end: 20,
+                acquired: 0
+            }
+        );
+        assert_eq!(
+            sp.acquire("a", &[batch(20, 21)], 500, &LIMITS, 0),
+            vec![acq(20, 21, 1)]
+        );
+    }
+}

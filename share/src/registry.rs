@@ -1,0 +1,138 @@
+//! The share partitions this broker leads: one [`SharePartition`] per
+//! (share group, topic partition) that a member has fetched from here.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use uuid::Uuid;
+
+use crate::partition::{DeliveryLimits, SharePartition, Window};
+use crate::sessions::TopicIdPartition;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SharePartitionKey {
+    pub group: String,
+    pub topic_id: Uuid,
+    pub partition: i32,
+}
+
+impl SharePartitionKey {
+    pub fn new(group: &str, (topic_id, partition): TopicIdPartition) -> Self {
+        Self {
+            group: group.to_string(),
+            topic_id,
+            partition,
+        }
+    }
+}
+
+/// One share partition, with the delivery limits of its group as last
+/// seen (they follow the group's config).
+pub struct Entry {
+    pub state: Mutex<SharePartition>,
+    pub limits: Mutex<DeliveryLimits>,
+}
+
+#[derive(Default)]
+pub struct SharePartitions {
+    map: RwLock<HashMap<SharePartitionKey, Arc<Entry>>>,
+}
+
+impl SharePartitions {
+    pub fn get(&self, key: &SharePartitionKey) -> Option<Arc<Entry>> {
+        self.map.read().get(key).cloned()
+    }
+
+    /// The share partition of `key`, created starting at `start()` if it
+    /// is new; its limits set to `limits`.
+    pub fn get_or_init(
+        &self,
+        key: &SharePartitionKey,
+        limits: DeliveryLimits,
+        start: impl FnOnce() -> i64,
+    ) -> Arc<Entry> {
+        if let Some(e) = self.get(key) {
+            *e.limits.lock() = limits;
+            return e;
+        }
+        let mut map = self.map.write();
+        map.entry(key.clone())
+            .or_insert_with(|| {
+                Arc::new(Entry {
+                    state: Mutex::new(SharePartition::new(start())),
+                    limits: Mutex::new(limits),
+                })
+            })
+            .clone()
+    }
+
+    /// Releases expired locks everywhere; the topic partitions where
+    /// records became deliverable again (their waiting fetches wake).
+    pub fn expire_locks(&self, now: i64) -> Vec<TopicIdPartition> {
+        let entries: Vec<(TopicIdPartition, Arc<Entry>)> = self
+            .map
+            .read()
+            .iter()
+            .map(|(k, e)| ((k.topic_id, k.partition), e.clone()))
+            .collect();
+        entries
+            .into_iter()
+            .filter(|(_, e)| {
+                let limits = *e.limits.lock();
+                e.state.lock().expire_locks(now, &limits)
+            })
+            .map(|(tp, _)| tp)
+            .collect()
+    }
+
+    /// Gives back what `member` of `group` holds on `partitions`; those
+    /// where it held anything.
+    pub fn release_member(
+        &self,
+        group: &str,
+        member: &str,
+        partitions: &[TopicIdPartition],
+    ) -> Vec<TopicIdPartition> {
+        partitions
+            .iter()
+            .filter(|tp| {
+                self.get(&SharePartitionKey::new(group, **tp))
+                    .is_some_and(|e| {
+                        let limits = *e.limits.lock();
+                        e.state.lock().release_member(member, &limits)
+                    })
+            })
+            .copied()
+            .collect()
+    }
+
+    /// Forgets the share partitions of topic partitions `keep` refuses
+    /// (no longer led here, or deleted).
+    pub fn retain(&self, mut keep: impl FnMut(&TopicIdPartition) -> bool) {
+        self.map
+            .write()
+            .retain(|k, _| keep(&(k.topic_id, k.partition)));
+    }
+
+    /// The share partitions of `group`, with their windows.
+    pub fn windows_of(&self, group: &str) -> Vec<(TopicIdPartition, Window)> {
+        let mut out: Vec<(TopicIdPartition, Window)> = self
+            .map
+            .read()
+            .iter()
+            .filter(|(k, _)| k.group == group)
+            .map(|(k, e)| ((k.topic_id, k.partition), e.state.lock().window()))
+            .collect();
+        out.sort_by_key(|(tp, _)| *tp);
+        out
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
