@@ -128,6 +128,7 @@ mod tests {
                 (ELR_VERSION.to_string(), 1),
                 (GROUP_VERSION.to_string(), 1),
                 (METADATA_VERSION.to_string(), 27),
+                (SHARE_VERSION.to_string(), 1),
                 (TRANSACTION_VERSION.to_string(), 2)
             ]
         );
@@ -141,6 +142,7 @@ mod tests {
             levels,
             [
                 (METADATA_VERSION.to_string(), 27),
+                (SHARE_VERSION.to_string(), 1),
                 (TRANSACTION_VERSION.to_string(), 2)
             ]
         );

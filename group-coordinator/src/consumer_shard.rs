@@ -76,6 +76,10 @@ impl ShardState {
         image: &MetadataImage,
         ctx: &Ctx<'_>,
     ) -> Result<HeartbeatAnswer, HeartbeatError> {
+        if self.share.contains(&req.group_id) {
+            // As Kafka: "Group X is not a consumer group."
+            return Err(ResponseError::GroupIdNotFound.into());
+        }
         let decision =
             consumer_heartbeat::heartbeat(&self.consumer, &self.groups, req, image, ctx)?;
         Ok(self.apply(&req.group_id, decision, ctx)?)

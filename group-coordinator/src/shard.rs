@@ -184,6 +184,10 @@ impl Shard {
     /// members between names and ids.
     pub fn join(&self, req: JoinRequest, image: &MetadataImage, now: i64) -> Reply<JoinResult> {
         self.with_state(now, |st, ctx| {
+            if st.share.contains(&req.group_id) {
+                let refused = ResponseError::InconsistentGroupProtocol;
+                return Reply::Ready(JoinResult::error(&req.member_id, refused));
+            }
             if let Some(result) = st.classic_join_consumer_group(&req, image, ctx) {
                 return Reply::Ready(result);
             }

@@ -1,4 +1,5 @@
-//! kafka-console-consumer.sh in a group, in the background, printing the
+//! kafka-console-consumer.sh (or kafka-console-share-consumer.sh) in a
+//! group, in the background, printing the
 //! partition, offset, key and value of each record to a file, and the check
 //! that a set of consumers read every record of a topic.
 
@@ -13,6 +14,9 @@ use crate::tools::kafka_tool_command;
 
 /// One printed record: partition, offset, value.
 pub type Record = (i32, i64, String);
+/// One record a share consumer printed: partition, offset, delivery
+/// count, value.
+pub type ShareRecord = (i32, i64, u32, String);
 
 pub struct ConsoleConsumer {
     child: Option<Child>,
@@ -24,9 +28,39 @@ impl ConsoleConsumer {
     /// `props` as consumer properties; its output goes to `<name>.out` in
     /// the node's data dir.
     pub fn start(node: &Ottla, name: &str, topic: &str, group: &str, props: &[&str]) -> Self {
+        let mut args = vec!["--from-beginning"];
+        args.extend(props.iter().flat_map(|p| ["--consumer-property", p]));
+        Self::spawn(node, name, "kafka-console-consumer.sh", topic, group, &args)
+    }
+
+    /// Starts kafka-console-share-consumer.sh in share group `group` (its
+    /// lines also carry each record's delivery count, see
+    /// [`ConsoleConsumer::share_records`]), with `args` added (`--release`,
+    /// `--reject`, ...).
+    pub fn start_share(node: &Ottla, name: &str, topic: &str, group: &str, args: &[&str]) -> Self {
+        let mut all = vec!["--formatter-property", "print.delivery=true"];
+        all.extend_from_slice(args);
+        Self::spawn(
+            node,
+            name,
+            "kafka-console-share-consumer.sh",
+            topic,
+            group,
+            &all,
+        )
+    }
+
+    fn spawn(
+        node: &Ottla,
+        name: &str,
+        script: &str,
+        topic: &str,
+        group: &str,
+        args: &[&str],
+    ) -> Self {
         let out = node.data_dir.join(format!("{name}.out"));
         let err = node.data_dir.join(format!("{name}.err"));
-        let child = kafka_tool_command("kafka-console-consumer.sh")
+        let child = kafka_tool_command(script)
             .args([
                 "--bootstrap-server",
                 &node.bootstrap(),
@@ -34,7 +68,6 @@ impl ConsoleConsumer {
                 topic,
                 "--group",
                 group,
-                "--from-beginning",
                 "--formatter-property",
                 "print.partition=true",
                 "--formatter-property",
@@ -42,12 +75,12 @@ impl ConsoleConsumer {
                 "--formatter-property",
                 "print.key=true",
             ])
-            .args(props.iter().flat_map(|p| ["--consumer-property", p]))
+            .args(args)
             .stdin(Stdio::null())
             .stdout(File::create(&out).unwrap())
             .stderr(File::create(err).unwrap())
             .spawn()
-            .expect("starting kafka-console-consumer.sh");
+            .unwrap_or_else(|e| panic!("starting {script}: {e}"));
         Self {
             child: Some(child),
             out,
@@ -56,15 +89,32 @@ impl ConsoleConsumer {
 
     /// Every complete line printed so far.
     pub fn records(&self) -> Vec<Record> {
+        self.share_records()
+            .into_iter()
+            .map(|(p, o, _, v)| (p, o, v))
+            .collect()
+    }
+
+    /// Every complete line a share consumer printed so far, with the
+    /// record's delivery count (1 for a plain consumer's lines).
+    pub fn share_records(&self) -> Vec<ShareRecord> {
         let text = std::fs::read_to_string(&self.out).unwrap_or_default();
         text.lines()
             .filter_map(|line| {
-                let mut fields = line.split('\t');
+                let mut fields = line.split('\t').peekable();
                 let partition = fields.next()?.strip_prefix("Partition:")?.parse().ok()?;
                 let offset = fields.next()?.strip_prefix("Offset:")?.parse().ok()?;
+                let delivery = match fields.peek()?.strip_prefix("Delivery:") {
+                    Some(d) => {
+                        let d = d.parse().ok()?;
+                        fields.next();
+                        d
+                    }
+                    None => 1,
+                };
                 let _key = fields.next()?;
                 let value = fields.next()?.to_string();
-                Some((partition, offset, value))
+                Some((partition, offset, delivery, value))
             })
             .collect()
     }

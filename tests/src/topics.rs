@@ -120,3 +120,34 @@ pub fn describe(node: &Ottla, topic: &str) -> BTreeMap<i32, PartitionView> {
         })
         .collect()
 }
+
+/// A topic's id as kafka-topics.sh --describe prints it (base64).
+pub fn topic_id(bootstrap: &str, topic: &str) -> String {
+    let described = ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--describe",
+            "--topic",
+            topic,
+        ],
+        None,
+    ));
+    described
+        .split_whitespace()
+        .skip_while(|w| *w != "TopicId:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no topic id in {described}"))
+        .to_string()
+}
+
+/// A topic's id, as requests carry it.
+pub fn topic_uuid(bootstrap: &str, topic: &str) -> uuid::Uuid {
+    use base64::Engine;
+    let text = topic_id(bootstrap, topic);
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(&text)
+        .unwrap_or_else(|e| panic!("topic id {text}: {e}"));
+    uuid::Uuid::from_slice(&bytes).expect("16 bytes")
+}

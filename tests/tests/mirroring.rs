@@ -14,7 +14,7 @@ use ottla_tests::mirror::{
 };
 use ottla_tests::ottla::{Ottla, STANDARD_AUTHORIZER};
 use ottla_tests::tools::{kafka_tool, ok};
-use ottla_tests::topics::{create_topic_at, describe as describe_topic};
+use ottla_tests::topics::{create_topic_at, describe as describe_topic, topic_id};
 
 const MIRRORING: i8 = 2;
 const PAUSED: i8 = 4;
@@ -302,26 +302,6 @@ fn mirrors_cli(bootstrap: &str, args: &[&str]) -> std::process::Output {
         .env("OTTLA_BIN", ottla_tests::ottla::ottla_binary())
         .output()
         .unwrap()
-}
-
-fn topic_id(bootstrap: &str, topic: &str) -> String {
-    let described = ok(kafka_tool(
-        "kafka-topics.sh",
-        &[
-            "--bootstrap-server",
-            bootstrap,
-            "--describe",
-            "--topic",
-            topic,
-        ],
-        None,
-    ));
-    described
-        .split_whitespace()
-        .skip_while(|w| *w != "TopicId:")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no topic id in {described}"))
-        .to_string()
 }
 
 /// Waits until every partition row of `--describe` shows `state`.

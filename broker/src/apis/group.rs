@@ -43,7 +43,7 @@ use crate::replica::now_ms;
 use ottla_group_coordinator::{
     CommitRequest, FetchedOffset, JoinRequest, JoinResult, LeavingMember, PartitionCodes,
     PartitionCommit, Protocol, Reply, Shard, SyncRequest, SyncResult, CLASSIC_GROUP_TYPE,
-    CONSUMER_GROUP_TYPE, DEAD,
+    CONSUMER_GROUP_TYPE, DEAD, SHARE_GROUP_TYPE,
 };
 
 /// What these handlers serve: Kafka 4.x's ranges, within what kafka-protocol
@@ -723,11 +723,16 @@ pub async fn list_groups(
     } else {
         Vec::new()
     };
-    // Consumer-protocol groups are listed as type "consumer" (KIP-848).
-    let with_consumer_groups = types.is_empty()
-        || types
-            .iter()
-            .any(|t| t.trim().eq_ignore_ascii_case(CONSUMER_GROUP_TYPE));
+    // Consumer-protocol groups are listed as type "consumer" (KIP-848),
+    // share groups as "share" (KIP-932).
+    let listed_type = |group_type: &str| {
+        types.is_empty()
+            || types
+                .iter()
+                .any(|t| t.trim().eq_ignore_ascii_case(group_type))
+    };
+    let with_consumer_groups = listed_type(CONSUMER_GROUP_TYPE);
+    let with_share_groups = listed_type(SHARE_GROUP_TYPE);
     let lower_states: Vec<String> = states.iter().map(|s| s.trim().to_lowercase()).collect();
     let mut listed: Vec<(String, String, &str, &str)> = Vec::new();
     for s in broker.groups.shards() {
@@ -749,6 +754,20 @@ pub async fn list_groups(
                             CONSUMER_GROUP_TYPE.to_string(),
                             state.name(),
                             CONSUMER_GROUP_TYPE,
+                        )
+                    }),
+            );
+        }
+        if with_share_groups {
+            listed.extend(
+                s.list_share_groups(&lower_states)
+                    .into_iter()
+                    .map(|(id, state)| {
+                        (
+                            id,
+                            SHARE_GROUP_TYPE.to_string(),
+                            state.name(),
+                            SHARE_GROUP_TYPE,
                         )
                     }),
             );

@@ -241,6 +241,22 @@ fn every_served_api_has_a_rule() {
             ApiKey::DeleteAcls,
             RequestKind::DeleteAcls(Default::default()),
         ),
+        (
+            ApiKey::ShareGroupHeartbeat,
+            RequestKind::ShareGroupHeartbeat(Default::default()),
+        ),
+        (
+            ApiKey::ShareGroupDescribe,
+            RequestKind::ShareGroupDescribe(Default::default()),
+        ),
+        (
+            ApiKey::ShareFetch,
+            RequestKind::ShareFetch(Default::default()),
+        ),
+        (
+            ApiKey::ShareAcknowledge,
+            RequestKind::ShareAcknowledge(Default::default()),
+        ),
     ];
     let nobody = access(&[]);
     for &(key, min, _) in SERVED {

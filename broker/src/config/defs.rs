@@ -344,6 +344,38 @@ configs! {
     GROUP_CONSUMER_MIGRATION_POLICY: String = "group.consumer.migration.policy", String, Some("bidirectional"),
         Valid::Parses(|v| ottla_group_coordinator::MigrationPolicy::parse(v).map(|_| ()));
 
+    // ---- share groups (KIP-932); a group's own configs stay within the min/max ----
+    /// Session timeout of share-group members.
+    GROUP_SHARE_SESSION_TIMEOUT_MS: i32 = "group.share.session.timeout.ms", Int, Some("45000"), Valid::AtLeast(1);
+    /// Minimum session timeout a share group may configure.
+    GROUP_SHARE_MIN_SESSION_TIMEOUT_MS: i32 = "group.share.min.session.timeout.ms", Int, Some("45000"), Valid::AtLeast(1);
+    /// Maximum session timeout a share group may configure.
+    GROUP_SHARE_MAX_SESSION_TIMEOUT_MS: i32 = "group.share.max.session.timeout.ms", Int, Some("60000"), Valid::AtLeast(1);
+    /// Heartbeat interval of share-group members.
+    GROUP_SHARE_HEARTBEAT_INTERVAL_MS: i32 = "group.share.heartbeat.interval.ms", Int, Some("5000"), Valid::AtLeast(1);
+    /// Minimum heartbeat interval a share group may configure.
+    GROUP_SHARE_MIN_HEARTBEAT_INTERVAL_MS: i32 = "group.share.min.heartbeat.interval.ms", Int, Some("5000"), Valid::AtLeast(1);
+    /// Maximum heartbeat interval a share group may configure.
+    GROUP_SHARE_MAX_HEARTBEAT_INTERVAL_MS: i32 = "group.share.max.heartbeat.interval.ms", Int, Some("15000"), Valid::AtLeast(1);
+    /// How long a member holds the records it acquired.
+    GROUP_SHARE_RECORD_LOCK_DURATION_MS: i32 = "group.share.record.lock.duration.ms", Int, Some("30000"), Valid::AtLeast(1000);
+    /// Minimum record lock duration a share group may configure.
+    GROUP_SHARE_MIN_RECORD_LOCK_DURATION_MS: i32 = "group.share.min.record.lock.duration.ms", Int, Some("15000"), Valid::AtLeast(1000);
+    /// Maximum record lock duration a share group may configure.
+    GROUP_SHARE_MAX_RECORD_LOCK_DURATION_MS: i32 = "group.share.max.record.lock.duration.ms", Int, Some("60000"), Valid::AtLeast(1000);
+    /// Deliveries after which a record is archived.
+    GROUP_SHARE_DELIVERY_COUNT_LIMIT: i32 = "group.share.delivery.count.limit", Int, Some("5"), Valid::AtLeast(2);
+    /// Minimum delivery count limit a share group may configure.
+    GROUP_SHARE_MIN_DELIVERY_COUNT_LIMIT: i32 = "group.share.min.delivery.count.limit", Int, Some("2"), Valid::AtLeast(2);
+    /// Maximum delivery count limit a share group may configure.
+    GROUP_SHARE_MAX_DELIVERY_COUNT_LIMIT: i32 = "group.share.max.delivery.count.limit", Int, Some("10"), Valid::AtLeast(2);
+    /// Records in flight at most per share partition.
+    GROUP_SHARE_PARTITION_MAX_RECORD_LOCKS: i32 = "group.share.partition.max.record.locks", Int, Some("2000"), Valid::AtLeast(100);
+    /// Minimum per-partition record lock limit a share group may configure.
+    GROUP_SHARE_MIN_PARTITION_MAX_RECORD_LOCKS: i32 = "group.share.min.partition.max.record.locks", Int, Some("100"), Valid::AtLeast(100);
+    /// Maximum per-partition record lock limit a share group may configure.
+    GROUP_SHARE_MAX_PARTITION_MAX_RECORD_LOCKS: i32 = "group.share.max.partition.max.record.locks", Int, Some("4000"), Valid::AtLeast(100);
+
     // ---- cluster mirroring ----
     /// Partitions of __mirror_state, the mirror partition states.
     MIRROR_STATE_TOPIC_NUM_PARTITIONS: i32 = "mirror.state.topic.num.partitions", Int, Some("16"), Valid::AtLeast(1);

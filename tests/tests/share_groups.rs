@@ -1,0 +1,337 @@
+//! Share groups (KIP-932, queues) on a live `ottla`, driven by Apache Kafka
+//! 4.4's kafka-console-share-consumer.sh and kafka-share-groups.sh, and at
+//! the wire level:
+//!
+//! - share consumers split a topic and each record is delivered to one of
+//!   them once; the tool lists, describes and deletes the group;
+//! - released records come back, with a higher delivery count, until
+//!   `share.delivery.count.limit` archives them;
+//! - records a member acquired and never acknowledged go to another member
+//!   once their acquisition lock expires;
+//! - share sessions and acknowledgements are checked as Kafka checks them.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::share_acknowledge_request::{
+    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
+};
+use kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::share_fetch_response::ShareFetchResponse;
+use kafka_protocol::messages::{
+    GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
+    ShareGroupHeartbeatRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use ottla_tests::console_consumer::{ConsoleConsumer, ShareRecord};
+use ottla_tests::groups::{coordinator_of, GROUP_KEY};
+use ottla_tests::ottla::Ottla;
+use ottla_tests::tools::{kafka_tool, ok};
+use ottla_tests::topics::{create_topic, produce_keyed, topic_uuid};
+use ottla_tests::wire::WireClient;
+use uuid::Uuid;
+
+/// Locks may be as short as a second (Kafka's floor is 15 s), so that a
+/// lost member's records come back quickly.
+const SHARE_OVERRIDES: &[(&str, &str)] = &[
+    ("group.share.min.record.lock.duration.ms", "1000"),
+    ("offsets.topic.num.partitions", "5"),
+];
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn produce(node: &Ottla, topic: &str, count: usize) {
+    let input: String = (0..count).map(|i| format!("key-{i}:value-{i}\n")).collect();
+    produce_keyed(node, topic, &input);
+}
+
+/// Sets share-group configs of `group` with kafka-configs.sh.
+fn configure_group(node: &Ottla, group: &str, configs: &str) {
+    ok(kafka_tool(
+        "kafka-configs.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--alter",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            group,
+            "--add-config",
+            configs,
+        ],
+        None,
+    ));
+}
+
+fn share_groups_tool(node: &Ottla, args: &[&str]) -> String {
+    let bootstrap = node.bootstrap();
+    let mut all = vec!["--bootstrap-server", bootstrap.as_str()];
+    all.extend_from_slice(args);
+    ok(kafka_tool("kafka-share-groups.sh", &all, None))
+}
+
+/// Waits until `consumers` printed `count` lines in all, and a little
+/// longer for any line too many.
+fn lines_of(consumers: &[&ConsoleConsumer], count: usize) -> Vec<ShareRecord> {
+    let start = Instant::now();
+    let all = || -> Vec<ShareRecord> { consumers.iter().flat_map(|c| c.share_records()).collect() };
+    while all().len() < count {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "the share consumers printed {} of {count} records",
+            all().len()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    all()
+}
+
+#[test]
+fn share_consumers_split_a_topic_and_each_record_is_delivered_once() {
+    let node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "jobs", 4, &[]);
+    configure_group(&node, "workers", "share.auto.offset.reset=earliest");
+    produce(&node, "jobs", 400);
+    let a = ConsoleConsumer::start_share(&node, "a", "jobs", "workers", &[]);
+    let b = ConsoleConsumer::start_share(&node, "b", "jobs", "workers", &[]);
+    let lines = lines_of(&[&a, &b], 400);
+    let mut seen: BTreeMap<(i32, i64), usize> = BTreeMap::new();
+    for (p, o, delivery, _) in &lines {
+        assert_eq!(*delivery, 1, "partition {p} offset {o} was delivered again");
+        *seen.entry((*p, *o)).or_default() += 1;
+    }
+    assert_eq!(lines.len(), 400, "no record twice");
+    assert_eq!(seen.len(), 400, "every record once");
+
+    let listed = share_groups_tool(&node, &["--list"]);
+    assert!(listed.lines().any(|l| l.trim() == "workers"), "{listed}");
+    let members = share_groups_tool(&node, &["--describe", "--group", "workers", "--members"]);
+    let member_lines = members.lines().filter(|l| l.starts_with("workers")).count();
+    assert_eq!(member_lines, 2, "two members: {members}");
+    let state = share_groups_tool(&node, &["--describe", "--group", "workers", "--state"]);
+    assert!(state.contains("Stable"), "{state}");
+
+    let (mut a, mut b) = (a, b);
+    a.stop();
+    b.stop();
+    let state = share_groups_tool(&node, &["--describe", "--group", "workers", "--state"]);
+    assert!(state.contains("Empty"), "the members left: {state}");
+    let deleted = share_groups_tool(&node, &["--delete", "--group", "workers"]);
+    assert!(deleted.contains("was successful"), "{deleted}");
+    let listed = share_groups_tool(&node, &["--list"]);
+    assert!(!listed.lines().any(|l| l.trim() == "workers"), "{listed}");
+}
+
+#[test]
+fn released_records_come_back_until_the_delivery_limit_archives_them() {
+    let node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "retries", 1, &[]);
+    configure_group(
+        &node,
+        "retrying",
+        "share.auto.offset.reset=earliest,share.delivery.count.limit=3",
+    );
+    produce(&node, "retries", 5);
+    let c = ConsoleConsumer::start_share(&node, "releasing", "retries", "retrying", &["--release"]);
+    let lines = lines_of(&[&c], 15);
+    assert_eq!(lines.len(), 15, "three deliveries each, then archived");
+    let mut counts: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+    for (_, o, delivery, _) in lines {
+        counts.entry(o).or_default().push(delivery);
+    }
+    for o in 0..5 {
+        assert_eq!(counts[&o], vec![1, 2, 3], "offset {o}");
+    }
+}
+
+/// A raw share-group member: ShareFetch and ShareAcknowledge at v1.
+struct Member {
+    client: WireClient,
+    group: String,
+    id: String,
+    epoch: i32,
+}
+
+impl Member {
+    fn new(node: &Ottla, group: &str, id: &str) -> Self {
+        Self {
+            client: WireClient::connect(&node.bootstrap()),
+            group: group.to_string(),
+            id: id.to_string(),
+            epoch: 0,
+        }
+    }
+
+    fn fetch(&mut self, topic: Uuid, acks: Vec<AckBatch>, max_wait_ms: i32) -> ShareFetchResponse {
+        let req = ShareFetchRequest::default()
+            .with_group_id(Some(GroupId(s(&self.group))))
+            .with_member_id(Some(s(&self.id)))
+            .with_share_session_epoch(self.epoch)
+            .with_max_wait_ms(max_wait_ms)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_max_records(500)
+            .with_batch_size(500)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(topic)
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(
+                        acks.into_iter()
+                            .map(|a| {
+                                kafka_protocol::messages::share_fetch_request::AcknowledgementBatch::default()
+                                    .with_first_offset(a.first_offset)
+                                    .with_last_offset(a.last_offset)
+                                    .with_acknowledge_types(a.acknowledge_types)
+                            })
+                            .collect(),
+                    )])]);
+        let r = self.client.send(1, &req);
+        if r.error_code == 0 {
+            self.epoch += 1;
+        }
+        r
+    }
+
+    fn acknowledge(&mut self, topic: Uuid, batches: Vec<AckBatch>) -> ShareAcknowledgeResponse {
+        let req = ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(s(&self.group))))
+            .with_member_id(Some(s(&self.id)))
+            .with_share_session_epoch(self.epoch)
+            .with_topics(vec![AcknowledgeTopic::default()
+                .with_topic_id(topic)
+                .with_partitions(vec![AcknowledgePartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(batches)])]);
+        let r = self.client.send(1, &req);
+        if r.error_code == 0 {
+            self.epoch += 1;
+        }
+        r
+    }
+}
+
+fn ack(first: i64, last: i64, kind: i8) -> AckBatch {
+    AckBatch::default()
+        .with_first_offset(first)
+        .with_last_offset(last)
+        .with_acknowledge_types(vec![kind])
+}
+
+const ACCEPT: i8 = 1;
+const RELEASE: i8 = 2;
+
+/// (first, last, delivery count) of each acquired range of partition 0.
+fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
+    assert_eq!(r.error_code, 0, "{r:?}");
+    r.responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter(|p| p.partition_index == 0)
+        .flat_map(|p| {
+            assert_eq!(p.error_code, 0, "{p:?}");
+            p.acquired_records
+                .iter()
+                .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
+        })
+        .collect()
+}
+
+#[test]
+fn records_a_member_never_acknowledged_go_to_another_once_the_lock_expires() {
+    let node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "tasks", 1, &[]);
+    configure_group(
+        &node,
+        "pool",
+        "share.auto.offset.reset=earliest,share.record.lock.duration.ms=2000",
+    );
+    produce(&node, "tasks", 10);
+    let topic = topic_uuid(&node.bootstrap(), "tasks");
+    let mut lost = Member::new(&node, "pool", "lost-member");
+    let r = lost.fetch(topic, Vec::new(), 5_000);
+    assert_eq!(acquired(&r), vec![(0, 9, 1)]);
+    assert_eq!(r.acquisition_lock_timeout_ms, 2000);
+    // The member goes silent, holding all ten.
+    let c = ConsoleConsumer::start_share(&node, "survivor", "tasks", "pool", &[]);
+    let lines = lines_of(&[&c], 10);
+    let offsets: Vec<(i64, u32)> = lines.iter().map(|(_, o, d, _)| (*o, *d)).collect();
+    assert_eq!(offsets, (0..10).map(|o| (o, 2)).collect::<Vec<_>>());
+}
+
+#[test]
+fn share_sessions_and_acknowledgements_are_checked_as_kafka_checks_them() {
+    let node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "checked", 1, &[]);
+    configure_group(
+        &node,
+        "strict",
+        "share.auto.offset.reset=earliest,share.record.lock.duration.ms=1000,share.delivery.count.limit=2",
+    );
+    produce(&node, "checked", 10);
+    let topic = topic_uuid(&node.bootstrap(), "checked");
+    let mut m = Member::new(&node, "strict", "m1");
+    // An opening fetch may not acknowledge.
+    let r = m.fetch(topic, vec![ack(0, 0, ACCEPT)], 0);
+    assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
+    assert_eq!(
+        acquired(&m.fetch(topic, Vec::new(), 5_000)),
+        vec![(0, 9, 1)]
+    );
+    // Another member finds nothing free and waits out its long poll.
+    let mut other = Member::new(&node, "strict", "m2");
+    let started = Instant::now();
+    assert_eq!(acquired(&other.fetch(topic, Vec::new(), 300)), Vec::new());
+    assert!(started.elapsed() >= Duration::from_millis(250));
+
+    let a = m.acknowledge(topic, vec![ack(0, 4, ACCEPT), ack(5, 9, RELEASE)]);
+    assert_eq!(a.error_code, 0);
+    assert_eq!(a.responses[0].partitions[0].error_code, 0);
+    // Offsets no longer held, and a stale session epoch, are refused.
+    let again = m.acknowledge(topic, vec![ack(0, 0, ACCEPT)]);
+    assert_eq!(
+        again.responses[0].partitions[0].error_code,
+        ResponseError::InvalidRecordState.code()
+    );
+    m.epoch -= 1;
+    let stale = m.acknowledge(topic, vec![ack(5, 5, ACCEPT)]);
+    assert_eq!(
+        stale.error_code,
+        ResponseError::InvalidShareSessionEpoch.code()
+    );
+    m.epoch += 1;
+    // The released five go to the next fetch, delivered a second time.
+    assert_eq!(
+        acquired(&other.fetch(topic, Vec::new(), 5_000)),
+        vec![(5, 9, 2)]
+    );
+    // Their lock expires: delivered twice, the limit, they are archived.
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(acquired(&m.fetch(topic, Vec::new(), 300)), Vec::new());
+
+    // A join must name its topics; a member with a stale epoch is fenced.
+    coordinator_of(&node, GROUP_KEY, "strict");
+    let mut client = WireClient::connect(&node.bootstrap());
+    let join = |epoch: i32, topics: Option<Vec<TopicName>>| {
+        ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("strict")))
+            .with_member_id(s("hb-member"))
+            .with_member_epoch(epoch)
+            .with_subscribed_topic_names(topics)
+    };
+    let r = client.send(1, &join(0, None));
+    assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
+    let r = client.send(1, &join(0, Some(vec![TopicName(s("checked"))])));
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(r.member_epoch, 1);
+    let assigned = r.assignment.expect("an assignment on joining");
+    assert_eq!(assigned.topic_partitions[0].topic_id, topic);
+    assert_eq!(assigned.topic_partitions[0].partitions, vec![0]);
+    let r = client.send(1, &join(7, None));
+    assert_eq!(r.error_code, ResponseError::FencedMemberEpoch.code());
+}
