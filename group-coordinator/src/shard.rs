@@ -253,6 +253,11 @@ impl Shard {
 
     pub fn commit_offsets(&self, req: CommitRequest, now: i64) -> PartitionCodes {
         self.with_state(now, |st, ctx| {
+            if st.share.contains(&req.group_id) {
+                // A share group commits no offsets (the mirror's offset
+                // sync, for one, must not turn it into a classic group).
+                return req.codes(ResponseError::GroupIdNotFound.code());
+            }
             if let Some(codes) = st.commit_consumer_offsets(&req, ctx) {
                 return codes;
             }

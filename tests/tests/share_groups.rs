@@ -3,7 +3,8 @@
 //! the wire level:
 //!
 //! - share consumers split a topic and each record is delivered to one of
-//!   them once; the tool lists, describes and deletes the group;
+//!   them once; the tool lists, describes and deletes the group; on three
+//!   nodes each partition's leader delivers its records;
 //! - released records come back, with a higher delivery count, until
 //!   `share.delivery.count.limit` archives them;
 //! - records a member acquired and never acknowledged go to another member
@@ -14,21 +15,24 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::share_acknowledge_request::{
     AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
 };
 use kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::share_fetch_response::ShareFetchResponse;
 use kafka_protocol::messages::{
-    GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
-    ShareGroupHeartbeatRequest, TopicName,
+    ConsumerGroupHeartbeatRequest, GroupId, OffsetCommitRequest, ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse, ShareFetchRequest, ShareGroupHeartbeatRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_tests::console_consumer::{ConsoleConsumer, ShareRecord};
 use ottla_tests::groups::{coordinator_of, GROUP_KEY};
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_tool, ok};
-use ottla_tests::topics::{create_topic, produce_keyed, topic_uuid};
+use ottla_tests::topics::{create_assigned_topic, create_topic, produce_keyed, topic_uuid};
 use ottla_tests::wire::WireClient;
 use uuid::Uuid;
 
@@ -125,6 +129,27 @@ fn share_consumers_split_a_topic_and_each_record_is_delivered_once() {
     assert!(deleted.contains("was successful"), "{deleted}");
     let listed = share_groups_tool(&node, &["--list"]);
     assert!(!listed.lines().any(|l| l.trim() == "workers"), "{listed}");
+}
+
+/// Three nodes: the group's coordinator is one node, and each partition's
+/// records are acquired on its own leader.
+#[test]
+fn on_three_nodes_each_leader_delivers_its_partition() {
+    let nodes = Ottla::cluster(3, SHARE_OVERRIDES);
+    create_assigned_topic(&nodes[0], "spread", "1:2,2:3,3:1");
+    configure_group(&nodes[0], "crew", "share.auto.offset.reset=earliest");
+    produce(&nodes[1], "spread", 300);
+    let a = ConsoleConsumer::start_share(&nodes[0], "a", "spread", "crew", &[]);
+    let b = ConsoleConsumer::start_share(&nodes[2], "b", "spread", "crew", &[]);
+    let lines = lines_of(&[&a, &b], 300);
+    let mut seen: BTreeMap<(i32, i64), u32> = BTreeMap::new();
+    for (p, o, delivery, _) in &lines {
+        assert_eq!(*delivery, 1, "partition {p} offset {o} was delivered again");
+        *seen.entry((*p, *o)).or_default() += 1;
+    }
+    assert_eq!((lines.len(), seen.len()), (300, 300), "each record once");
+    let partitions: std::collections::BTreeSet<i32> = seen.keys().map(|(p, _)| *p).collect();
+    assert_eq!(partitions.len(), 3, "records from every partition's leader");
 }
 
 #[test]
@@ -334,4 +359,29 @@ fn share_sessions_and_acknowledgements_are_checked_as_kafka_checks_them() {
     assert_eq!(assigned.topic_partitions[0].partitions, vec![0]);
     let r = client.send(1, &join(7, None));
     assert_eq!(r.error_code, ResponseError::FencedMemberEpoch.code());
+
+    // The group id is a share group's: no offsets are committed under it
+    // (the mirror's offset sync among others), and no consumer joins it.
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s("strict")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(s("checked")))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(3)])]);
+    let r = client.send(8, &commit);
+    assert_eq!(
+        r.topics[0].partitions[0].error_code,
+        ResponseError::GroupIdNotFound.code()
+    );
+    let consumer = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("strict")))
+        .with_member_id(s("consumer-member"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_topic_partitions(Some(Vec::new()))
+        .with_subscribed_topic_names(Some(vec![TopicName(s("checked"))]));
+    let r = client.send(1, &consumer);
+    assert_eq!(r.error_code, ResponseError::GroupIdNotFound.code());
 }
