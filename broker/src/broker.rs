@@ -32,6 +32,7 @@ use ottla_mirror::runtime::fetcher::MirrorFetchers;
 use ottla_mirror::runtime::state_store::MirrorStateStore;
 use ottla_mirror::runtime::{sync as mirror_sync, MirrorManager, MirrorServices};
 use ottla_share::{SharePartitions, ShareSessions};
+use ottla_share_coordinator::{ShareCoordinator, ShareCoordinatorConfig};
 
 use crate::mirroring::GroupsOnListener;
 use crate::quotas::ClientQuotaManager;
@@ -122,6 +123,8 @@ pub struct Broker {
     /// members' share sessions (KIP-932).
     pub share_partitions: SharePartitions,
     pub share_sessions: ShareSessions,
+    /// The share partitions' persisted state (`__share_group_state`).
+    pub share_coordinator: ShareCoordinator,
     pub producer_ids: ProducerIdManager,
     pub groups: Arc<GroupCoordinator>,
     pub txns: TxnCoordinator,
@@ -235,7 +238,14 @@ impl Broker {
             controller.clone(),
             replicas.clone(),
         );
+        let share_coordinator = ShareCoordinator::open(
+            settings.node_id,
+            ShareCoordinatorConfig::from_static(&settings.static_configs),
+            controller.clone(),
+            replicas.clone(),
+        );
         let broker = Arc::new(Self {
+            share_coordinator,
             fetch_sessions: FetchSessionCache::new(
                 settings.fetch_session_slots,
                 Duration::from_secs(120),
@@ -361,6 +371,7 @@ impl Broker {
             self.blocking(move |b| {
                 b.groups.follow_leadership(&image);
                 crate::apis::share_fetch::follow_leadership(b, &image);
+                b.share_coordinator.follow_leadership(&image);
                 b.txns.follow_leadership(&image);
                 b.mirrors.services().states.follow_leadership(&image);
             })
@@ -549,6 +560,7 @@ impl Broker {
         // Members waiting in a rebalance would otherwise hold the
         // listeners' shutdown up; they move to the new coordinator.
         self.groups.close();
+        self.share_coordinator.close();
     }
 
     async fn hand_over_leadership(&self) {

@@ -34,7 +34,7 @@
 mod admin;
 mod answer;
 mod classic;
-pub mod codec;
+pub use ottla_coordinator_common::codec;
 mod config;
 mod consumer_assignor;
 mod consumer_classic;

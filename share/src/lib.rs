@@ -6,10 +6,12 @@
 //! ShareAcknowledge to this crate.
 //!
 //! - `partition`: one share partition's state machine;
+//! - `persisted`: the state as the share coordinator keeps it;
 //! - `sessions`: share sessions (epochs, partitions per member);
 //! - `registry`: the share partitions led here.
 
 pub mod partition;
+pub mod persisted;
 pub mod registry;
 pub mod sessions;
 

@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 
+use crate::persisted::{StateBatch, ACKNOWLEDGED, ARCHIVED, AVAILABLE};
+
 /// How a member settles a record (ShareFetch and ShareAcknowledge's
 /// AcknowledgeTypes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +120,62 @@ impl SharePartition {
             acquired: 0,
             next_expiry: i64::MAX,
         }
+    }
+
+    /// A share partition as persisted: starting at `start`, with `batches`
+    /// in flight (offsets between them never delivered; batches before
+    /// the start dropped).
+    pub fn restore(start: i64, batches: &[StateBatch]) -> Self {
+        let mut sp = Self::new(start);
+        let mut sorted: Vec<&StateBatch> = batches.iter().collect();
+        sorted.sort_by_key(|b| b.first_offset);
+        for b in sorted {
+            let first = b.first_offset.max(sp.end);
+            if b.last_offset < first {
+                continue;
+            }
+            if first > sp.end {
+                sp.push_span(first - 1, State::Available, 0);
+            }
+            let state = match b.delivery_state {
+                ACKNOWLEDGED => State::Acknowledged,
+                ARCHIVED => State::Archived,
+                _ => State::Available,
+            };
+            sp.push_span(b.last_offset, state, b.delivery_count.max(0));
+        }
+        sp.advance_start();
+        sp
+    }
+
+    /// The state to persist: the start, and the spans in flight, acquired
+    /// ones as available (a new leader delivers them again); adjacent
+    /// spans alike are merged.
+    pub fn persisted(&self) -> (i64, Vec<StateBatch>) {
+        let mut out: Vec<StateBatch> = Vec::new();
+        for (&first, span) in &self.spans {
+            let delivery_state = match span.state {
+                State::Available | State::Acquired { .. } => AVAILABLE,
+                State::Acknowledged => ACKNOWLEDGED,
+                State::Archived => ARCHIVED,
+            };
+            match out.last_mut() {
+                Some(prev)
+                    if prev.last_offset + 1 == first
+                        && prev.delivery_state == delivery_state
+                        && prev.delivery_count == span.deliveries =>
+                {
+                    prev.last_offset = span.last;
+                }
+                _ => out.push(StateBatch {
+                    first_offset: first,
+                    last_offset: span.last,
+                    delivery_state,
+                    delivery_count: span.deliveries,
+                }),
+            }
+        }
+        (self.start, out)
     }
 
     pub fn window(&self) -> Window {
@@ -653,6 +711,58 @@ mod tests {
             sp.acknowledge("a", 0, 0, &[AckType::Accept], &LIMITS),
             Err(ResponseError::InvalidRecordState),
             "already settled"
+        );
+    }
+
+    #[test]
+    fn persisted_state_restores_what_was_settled_and_redelivers_the_rest() {
+        let mut sp = SharePartition::new(0);
+        sp.acquire("a", &[batch(0, 9)], 500, &LIMITS, 0);
+        let types: Vec<AckType> = (0..10)
+            .map(|i| match i {
+                2 | 3 => AckType::Accept,
+                4 => AckType::Reject,
+                5 => AckType::Release,
+                _ => AckType::Accept,
+            })
+            .collect();
+        sp.acknowledge("a", 0, 1, &types[..2], &LIMITS).unwrap();
+        sp.acknowledge("a", 3, 5, &types[3..6], &LIMITS).unwrap();
+        // 2 and 6-9 still acquired by a.
+        let (start, batches) = sp.persisted();
+        assert_eq!(start, 2);
+        let restored = SharePartition::restore(start, &batches);
+        assert_eq!(
+            restored.window(),
+            Window {
+                start: 2,
+                end: 10,
+                acquired: 0
+            }
+        );
+        // A new member gets what was not settled, as a second delivery.
+        let mut restored = restored;
+        let got = restored.acquire("b", &[batch(0, 9)], 500, &LIMITS, 0);
+        assert_eq!(got, vec![acq(2, 2, 2), acq(5, 9, 2)]);
+        assert_eq!(
+            restored.persisted().1.len(),
+            4,
+            "2, 3 acked, 4 archived, 5-9"
+        );
+        // Gaps between persisted batches were never delivered.
+        let gap = SharePartition::restore(
+            0,
+            &[StateBatch {
+                first_offset: 4,
+                last_offset: 4,
+                delivery_state: ARCHIVED,
+                delivery_count: 1,
+            }],
+        );
+        let mut gap = gap;
+        assert_eq!(
+            gap.acquire("c", &[batch(0, 6)], 500, &LIMITS, 0),
+            vec![acq(0, 3, 1), acq(5, 6, 1)]
         );
     }
 

@@ -32,6 +32,10 @@ impl SharePartitionKey {
 pub struct Entry {
     pub state: Mutex<SharePartition>,
     pub limits: Mutex<DeliveryLimits>,
+    /// Held while the state is persisted: one write at a time, each taken
+    /// after the last, so the share coordinator never gets an older state
+    /// after a newer one.
+    pub persisting: tokio::sync::Mutex<()>,
 }
 
 #[derive(Default)]
@@ -44,27 +48,24 @@ impl SharePartitions {
         self.map.read().get(key).cloned()
     }
 
-    /// The share partition of `key`, created starting at `start()` if it
-    /// is new; its limits set to `limits`.
-    pub fn get_or_init(
+    /// The share partition of `key`, `partition` if it is new (a
+    /// concurrent first use may have won); its limits set to `limits`.
+    pub fn get_or_insert(
         &self,
         key: &SharePartitionKey,
         limits: DeliveryLimits,
-        start: impl FnOnce() -> i64,
+        partition: SharePartition,
     ) -> Arc<Entry> {
-        if let Some(e) = self.get(key) {
-            *e.limits.lock() = limits;
-            return e;
-        }
         let mut map = self.map.write();
-        map.entry(key.clone())
-            .or_insert_with(|| {
-                Arc::new(Entry {
-                    state: Mutex::new(SharePartition::new(start())),
-                    limits: Mutex::new(limits),
-                })
+        let entry = map.entry(key.clone()).or_insert_with(|| {
+            Arc::new(Entry {
+                state: Mutex::new(partition),
+                limits: Mutex::new(limits),
+                persisting: tokio::sync::Mutex::new(()),
             })
-            .clone()
+        });
+        *entry.limits.lock() = limits;
+        entry.clone()
     }
 
     /// Releases expired locks everywhere; the topic partitions where

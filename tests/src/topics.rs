@@ -144,10 +144,7 @@ pub fn topic_id(bootstrap: &str, topic: &str) -> String {
 
 /// A topic's id, as requests carry it.
 pub fn topic_uuid(bootstrap: &str, topic: &str) -> uuid::Uuid {
-    use base64::Engine;
     let text = topic_id(bootstrap, topic);
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(&text)
-        .unwrap_or_else(|e| panic!("topic id {text}: {e}"));
-    uuid::Uuid::from_slice(&bytes).expect("16 bytes")
+    ottla_protocol::names::uuid_from_text(&text)
+        .unwrap_or_else(|| panic!("{text} is not a topic id"))
 }

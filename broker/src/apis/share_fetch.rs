@@ -7,6 +7,7 @@
 //! released or their lock expiring) or `max_wait_ms` passes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
@@ -23,9 +24,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::MetadataImage;
 use ottla_group_coordinator::ShareGroupSettings;
-use ottla_share::{SessionChanges, SessionUse, TopicIdPartition};
+use ottla_share::{SessionChanges, SessionUse, SharePartitionKey, TopicIdPartition};
+use ottla_share_coordinator::StateKey;
+use tracing::warn;
 
 mod partitions;
+mod persister;
 
 use crate::apis::leader_hints;
 use crate::apis::share_group::{disabled, settings};
@@ -36,6 +40,8 @@ use partitions::{AckBatch, Budget, Delivery};
 
 /// Kafka's default `max.poll.records`, for a request that sets no limit.
 const DEFAULT_MAX_RECORDS: i64 = 500;
+/// How soon a long poll tries again to read a share partition's state.
+const LOAD_RETRY: Duration = Duration::from_millis(100);
 
 fn text(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -61,22 +67,111 @@ fn identity(group: Option<&str>, member: Option<&str>) -> Result<(String, String
     }
 }
 
-/// Settles every partition's acknowledgements; the outcome of each.
-fn acknowledge_all(
-    broker: &Broker,
+fn state_key(group: &str, (topic_id, partition): TopicIdPartition) -> StateKey {
+    StateKey {
+        group: group.to_string(),
+        topic_id,
+        partition,
+    }
+}
+
+/// Settles every partition's acknowledgements, and persists the share
+/// partitions they changed before they are answered: an acknowledged
+/// record is not delivered again after a restart or a leader change.
+async fn settle_acknowledgements(
+    broker: &Arc<Broker>,
     image: &MetadataImage,
-    group: &str,
-    member: &str,
+    (group, member): (&str, &str),
     acks: Vec<(TopicIdPartition, Option<Vec<AckBatch>>)>,
     answers: &mut BTreeMap<TopicIdPartition, PartitionAnswer>,
 ) {
+    let mut to_persist = Vec::new();
     for (tp, batches) in acks {
         let outcome = match batches {
             Some(batches) => partitions::acknowledge(broker, image, group, member, tp, &batches),
             None => Err(ResponseError::InvalidRequest),
         };
-        answers.entry(tp).or_default().acked = Some(outcome);
+        let acked = outcome.and_then(|settled| {
+            to_persist.push(persister::ToPersist {
+                key: state_key(group, tp),
+                entry: settled.entry,
+                leader_epoch: settled.partition.state().leader_epoch,
+            });
+            settled.first_error.map_or(Ok(()), Err)
+        });
+        answers.entry(tp).or_default().acked = Some(acked);
     }
+    for (key, outcome) in persister::write(broker, to_persist).await {
+        if let Err(e) = outcome {
+            warn!(group, topic_id = %key.topic_id, partition = key.partition, error = ?e, "acknowledgements not persisted");
+            let a = answers.entry((key.topic_id, key.partition)).or_default();
+            if matches!(a.acked, Some(Ok(()))) {
+                a.acked = Some(Err(e));
+            }
+        }
+    }
+}
+
+/// Makes sure each partition of the session led here has its share
+/// partition: as persisted by the share coordinator, else new at the
+/// group's `share.auto.offset.reset`, whose start is persisted at once. A
+/// partition whose state cannot be read yet is left for the next fetch.
+async fn load_partitions(
+    broker: &Arc<Broker>,
+    image: &MetadataImage,
+    settings: &ShareGroupSettings,
+    group: &str,
+    tps: &[TopicIdPartition],
+) -> bool {
+    let mut unloaded = false;
+    for tp in tps {
+        let key = SharePartitionKey::new(group, *tp);
+        if broker.share_partitions.get(&key).is_some() {
+            continue;
+        }
+        let Ok(partition) = partitions::led_partition(broker, image, *tp) else {
+            continue;
+        };
+        let state_key = state_key(group, *tp);
+        let (share_partition, is_new) = match persister::read(broker, &state_key).await {
+            Ok(Some(state)) => (
+                ottla_share::SharePartition::restore(state.start_offset, &state.batches),
+                false,
+            ),
+            Ok(None) => (partitions::fresh(&partition, settings, now_ms()), true),
+            Err(e) => {
+                ottla_coordinator_common::log_limited!(
+                    tracing::Level::WARN,
+                    key: &state_key.coordinator_key(),
+                    group,
+                    topic_id = %tp.0,
+                    partition = tp.1,
+                    error = ?e,
+                    "share partition state not readable yet"
+                );
+                unloaded = true;
+                continue;
+            }
+        };
+        let entry = broker.share_partitions.get_or_insert(
+            &key,
+            partitions::limits(settings),
+            share_partition,
+        );
+        if is_new {
+            let first = persister::ToPersist {
+                key: state_key,
+                entry,
+                leader_epoch: partition.state().leader_epoch,
+            };
+            for (key, outcome) in persister::write(broker, vec![first]).await {
+                if let Err(e) = outcome {
+                    warn!(group, topic_id = %key.topic_id, partition = key.partition, error = ?e, "share partition start not persisted");
+                }
+            }
+        }
+    }
+    unloaded
 }
 
 /// Gives back what `member` holds on `partitions` (its session closed).
@@ -129,7 +224,7 @@ pub fn follow_leadership(broker: &Broker, image: &MetadataImage) {
 }
 
 pub async fn fetch(
-    broker: &Broker,
+    broker: &Arc<Broker>,
     listener: &str,
     req: ShareFetchRequest,
 ) -> (ShareFetchResponse, Duration) {
@@ -189,7 +284,7 @@ pub async fn fetch(
     };
     let settings = settings(broker, &image, &group);
     let mut answers: BTreeMap<TopicIdPartition, PartitionAnswer> = BTreeMap::new();
-    acknowledge_all(broker, &image, &group, &member, acks, &mut answers);
+    settle_acknowledgements(broker, &image, (&group, &member), acks, &mut answers).await;
     let mut waited = Duration::ZERO;
     let order = match session {
         SessionUse::Closed { partitions } => {
@@ -199,7 +294,7 @@ pub async fn fetch(
         SessionUse::Open { partitions, full } => {
             let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64);
             let started = tokio::time::Instant::now();
-            let budget = Budget {
+            let mut budget = Budget {
                 records: if req.max_records > 0 {
                     i64::from(req.max_records)
                 } else {
@@ -207,17 +302,32 @@ pub async fn fetch(
                 },
                 bytes: req.max_bytes.max(0) as usize,
             };
-            deliver_until(
-                broker,
-                &image,
-                &settings,
-                (&group, &member),
-                &partitions,
-                budget,
-                started + max_wait,
-                &mut answers,
-            )
-            .await;
+            let deadline = started + max_wait;
+            loop {
+                // A partition whose state could not be read yet (the state
+                // topic just created) is tried again within the long poll.
+                let unloaded =
+                    load_partitions(broker, &image, &settings, &group, &partitions).await;
+                let pass_deadline = if unloaded {
+                    deadline.min(tokio::time::Instant::now() + LOAD_RETRY)
+                } else {
+                    deadline
+                };
+                let answered = deliver_until(
+                    broker,
+                    &image,
+                    &settings,
+                    (&group, &member),
+                    &partitions,
+                    &mut budget,
+                    pass_deadline,
+                    &mut answers,
+                )
+                .await;
+                if answered || !unloaded || tokio::time::Instant::now() >= deadline {
+                    break;
+                }
+            }
             waited = started.elapsed();
             if full {
                 for tp in &partitions {
@@ -232,7 +342,8 @@ pub async fn fetch(
 }
 
 /// Delivers from the session's partitions; while nothing is delivered and
-/// no error shows, waits for a change until `deadline`.
+/// no error shows, waits for a change until `deadline`. Whether anything
+/// was answered.
 #[allow(clippy::too_many_arguments)]
 async fn deliver_until(
     broker: &Broker,
@@ -240,10 +351,10 @@ async fn deliver_until(
     settings: &ShareGroupSettings,
     (group, member): (&str, &str),
     tps: &[TopicIdPartition],
-    mut budget: Budget,
+    budget: &mut Budget,
     deadline: tokio::time::Instant,
     answers: &mut BTreeMap<TopicIdPartition, PartitionAnswer>,
-) {
+) -> bool {
     loop {
         let waiter = Waiter::new();
         let mut answered = false;
@@ -251,15 +362,16 @@ async fn deliver_until(
             match partitions::led_partition(broker, image, *tp) {
                 Ok(p) => {
                     let version = p.watchers.version();
-                    let d = partitions::deliver(
-                        broker,
-                        settings,
-                        (group, member),
-                        *tp,
-                        &p,
-                        &mut budget,
-                        now_ms(),
-                    );
+                    // Not loaded: its state could not be read yet.
+                    let Some(entry) = broker
+                        .share_partitions
+                        .get(&SharePartitionKey::new(group, *tp))
+                    else {
+                        waiter.watch(&p.watchers, index as u32, version);
+                        continue;
+                    };
+                    let d =
+                        partitions::deliver(broker, settings, member, &p, &entry, budget, now_ms());
                     if d.error.is_some() || !d.acquired.is_empty() {
                         answered = true;
                         let a = answers.entry(*tp).or_default();
@@ -275,10 +387,10 @@ async fn deliver_until(
             }
         }
         if answered || tokio::time::Instant::now() >= deadline || tps.is_empty() {
-            return;
+            return answered;
         }
         if waiter.changed(deadline).await.is_empty() {
-            return;
+            return false;
         }
     }
 }
@@ -368,8 +480,8 @@ fn current_leader(
     (p.leader >= 0).then_some((p.leader, p.leader_epoch))
 }
 
-pub fn acknowledge(
-    broker: &Broker,
+pub async fn acknowledge(
+    broker: &Arc<Broker>,
     listener: &str,
     req: ShareAcknowledgeRequest,
 ) -> ShareAcknowledgeResponse {
@@ -412,7 +524,7 @@ pub fn acknowledge(
         })
         .collect();
     let mut answers = BTreeMap::new();
-    acknowledge_all(broker, &image, &group, &member, acks, &mut answers);
+    settle_acknowledgements(broker, &image, (&group, &member), acks, &mut answers).await;
     if let SessionUse::Closed { partitions } = session {
         release(broker, &image, &group, &member, &partitions);
     }

@@ -131,6 +131,8 @@ fn gate(access: &Arc<Access>, auto_create_topics: bool, version: i16, body: Requ
         R::ShareGroupDescribe(r) => share::describe(access, r),
         R::ShareFetch(r) => share::fetch(access, r),
         R::ShareAcknowledge(r) => share::acknowledge(access, r),
+        R::ReadShareGroupState(r) => share::read_state(access, r),
+        R::WriteShareGroupState(r) => share::write_state(access, r),
         R::InitProducerId(r) => txn::init_producer_id(access, r),
         R::AddPartitionsToTxn(r) => txn::add_partitions_to_txn(access, version, r),
         R::AddOffsetsToTxn(r) => txn::add_offsets_to_txn(access, r),

@@ -1,11 +1,13 @@
 //! Share groups' APIs (KIP-932), as Kafka authorizes them: READ on the
 //! group for the heartbeat, fetches and acknowledgements, DESCRIBE on the
 //! subscribed topics for the heartbeat and READ on the fetched ones;
-//! DESCRIBE on each described group.
+//! DESCRIBE on each described group; CLUSTER_ACTION for the share
+//! coordinator's state requests, which only brokers send.
 
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::read_share_group_state_response::ReadStateResult;
 use kafka_protocol::messages::share_acknowledge_response::{
     self as ack_response, ShareAcknowledgeResponse, ShareAcknowledgeTopicResponse,
 };
@@ -15,9 +17,14 @@ use kafka_protocol::messages::share_fetch_response::{
 use kafka_protocol::messages::share_group_describe_response::{
     DescribedGroup, ShareGroupDescribeResponse,
 };
+use kafka_protocol::messages::write_share_group_state_response::{
+    PartitionResult as WriteResult, WriteStateResult,
+};
 use kafka_protocol::messages::{
-    RequestKind, ResponseKind, ShareAcknowledgeRequest, ShareFetchRequest,
-    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+    ReadShareGroupStateRequest, ReadShareGroupStateResponse, RequestKind, ResponseKind,
+    ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::{operation, resource};
@@ -159,4 +166,58 @@ pub fn acknowledge(access: &Access, mut req: ShareAcknowledgeRequest) -> Gate {
         })
     });
     Gate::Pass(RequestKind::ShareAcknowledge(req), p.flatten())
+}
+
+const CLUSTER_DENIED: ResponseError = ResponseError::ClusterAuthorizationFailed;
+
+pub fn read_state(access: &Access, req: ReadShareGroupStateRequest) -> Gate {
+    if access.cluster(operation::CLUSTER_ACTION) {
+        return Gate::Pass(RequestKind::ReadShareGroupState(req), None);
+    }
+    let results = req
+        .topics
+        .iter()
+        .map(|t| {
+            ReadStateResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            crate::apis::share_state::read_result(p.partition, Err(CLUSTER_DENIED))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    Gate::Answer(ResponseKind::ReadShareGroupState(
+        ReadShareGroupStateResponse::default().with_results(results),
+    ))
+}
+
+pub fn write_state(access: &Access, req: WriteShareGroupStateRequest) -> Gate {
+    if access.cluster(operation::CLUSTER_ACTION) {
+        return Gate::Pass(RequestKind::WriteShareGroupState(req), None);
+    }
+    let results = req
+        .topics
+        .iter()
+        .map(|t| {
+            WriteStateResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            WriteResult::default()
+                                .with_partition(p.partition)
+                                .with_error_code(CLUSTER_DENIED.code())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    Gate::Answer(ResponseKind::WriteShareGroupState(
+        WriteShareGroupStateResponse::default().with_results(results),
+    ))
 }

@@ -257,6 +257,14 @@ fn every_served_api_has_a_rule() {
             ApiKey::ShareAcknowledge,
             RequestKind::ShareAcknowledge(Default::default()),
         ),
+        (
+            ApiKey::ReadShareGroupState,
+            RequestKind::ReadShareGroupState(Default::default()),
+        ),
+        (
+            ApiKey::WriteShareGroupState,
+            RequestKind::WriteShareGroupState(Default::default()),
+        ),
     ];
     let nobody = access(&[]);
     for &(key, min, _) in SERVED {

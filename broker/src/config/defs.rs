@@ -375,6 +375,15 @@ configs! {
     GROUP_SHARE_MIN_PARTITION_MAX_RECORD_LOCKS: i32 = "group.share.min.partition.max.record.locks", Int, Some("100"), Valid::AtLeast(100);
     /// Maximum per-partition record lock limit a share group may configure.
     GROUP_SHARE_MAX_PARTITION_MAX_RECORD_LOCKS: i32 = "group.share.max.partition.max.record.locks", Int, Some("4000"), Valid::AtLeast(100);
+    /// Partitions of __share_group_state, the share partitions' delivery state.
+    SHARE_COORDINATOR_STATE_TOPIC_NUM_PARTITIONS: i32 = "share.coordinator.state.topic.num.partitions", Int, Some("50"), Valid::AtLeast(1);
+    /// Replication factor of __share_group_state; it is not created while
+    /// fewer brokers are live.
+    SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR: i16 = "share.coordinator.state.topic.replication.factor", Short, Some("3"), Valid::AtLeast(1);
+    /// min.insync.replicas of __share_group_state (capped at its replication factor).
+    SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR: i16 = "share.coordinator.state.topic.min.isr", Short, Some("2"), Valid::AtLeast(1);
+    /// Segment size of __share_group_state.
+    SHARE_COORDINATOR_STATE_TOPIC_SEGMENT_BYTES: i32 = "share.coordinator.state.topic.segment.bytes", Int, Some("104857600"), Valid::AtLeast(1);
 
     // ---- cluster mirroring ----
     /// Partitions of __mirror_state, the mirror partition states.

@@ -752,12 +752,14 @@ fn parse_setting(def: &ConfigDef, s: &Setting) -> Result<Value, ConfigError> {
 }
 
 /// The internal topics' replication settings a lone node sets to 1.
-pub const SINGLE_NODE_KEYS: [&str; 5] = [
+pub const SINGLE_NODE_KEYS: [&str; 7] = [
     "offsets.topic.replication.factor",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "mirror.state.topic.replication.factor",
     "mirror.state.topic.min.isr",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
 ];
 
 /// Every key at its default.

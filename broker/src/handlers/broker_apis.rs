@@ -18,7 +18,7 @@ use crate::apis::{
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
     elect_leaders, fetch, group, init_producer_id, list_config_resources, list_offsets, metadata,
     offset_for_leader_epoch, produce, raft_voters, reassignments, scram_credentials, share_fetch,
-    share_group, txn, unregister_broker, update_features,
+    share_group, share_state, txn, unregister_broker, update_features,
 };
 use crate::authorize::{gate_request, Gate};
 use crate::broker::Broker;
@@ -71,6 +71,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ShareGroupDescribe, 1, 1),
     (ApiKey::ShareFetch, 1, 1),
     (ApiKey::ShareAcknowledge, 1, 1),
+    (ApiKey::ReadShareGroupState, 0, 0),
+    (ApiKey::WriteShareGroupState, 0, 0),
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 5),
@@ -322,7 +324,15 @@ impl RequestHandler for BrokerApis {
                     ResponseKind::ShareFetch(r)
                 }
                 RequestKind::ShareAcknowledge(r) => {
-                    ResponseKind::ShareAcknowledge(share_fetch::acknowledge(b, &listener, r))
+                    ResponseKind::ShareAcknowledge(share_fetch::acknowledge(b, &listener, r).await)
+                }
+                // Between brokers: share partition leaders and the share
+                // coordinator (KIP-932).
+                RequestKind::ReadShareGroupState(r) => {
+                    ResponseKind::ReadShareGroupState(share_state::read(b, r).await)
+                }
+                RequestKind::WriteShareGroupState(r) => {
+                    ResponseKind::WriteShareGroupState(share_state::write(b, r).await)
                 }
                 // The first lookup creates the internal topic through the
                 // controller, which blocks.

@@ -11,7 +11,8 @@ use ottla_group_coordinator::{ShareGroupSettings, ShareStart};
 use ottla_protocol::batch::BatchIter;
 use ottla_share::registry::Entry;
 use ottla_share::{
-    AckType, Acquired, DeliveryLimits, FetchedBatch, SharePartitionKey, TopicIdPartition,
+    AckType, Acquired, DeliveryLimits, FetchedBatch, SharePartition, SharePartitionKey,
+    TopicIdPartition,
 };
 use ottla_storage::log::FetchIsolation;
 use ottla_storage::manager::TopicPartition;
@@ -68,8 +69,17 @@ pub(super) fn led_partition(
     Ok(partition)
 }
 
-/// Settles a member's acknowledgements on one partition; the first error,
-/// if any batch was refused. Records given back wake waiting fetches.
+/// What settling one partition's acknowledgements did.
+pub(super) struct Settled {
+    /// The share partition, to persist.
+    pub entry: Arc<Entry>,
+    pub partition: Arc<Partition>,
+    /// The first error, if a batch was refused.
+    pub first_error: Option<ResponseError>,
+}
+
+/// Settles a member's acknowledgements on one partition. Records given
+/// back wake waiting fetches.
 pub(super) fn acknowledge(
     broker: &Broker,
     image: &MetadataImage,
@@ -77,7 +87,7 @@ pub(super) fn acknowledge(
     member: &str,
     tp: TopicIdPartition,
     batches: &[AckBatch],
-) -> Result<(), ResponseError> {
+) -> Result<Settled, ResponseError> {
     let partition = led_partition(broker, image, tp)?;
     let entry = broker
         .share_partitions
@@ -100,7 +110,11 @@ pub(super) fn acknowledge(
     if released {
         partition.watchers.wake();
     }
-    first_error.map_or(Ok(()), Err)
+    Ok(Settled {
+        entry,
+        partition,
+        first_error,
+    })
 }
 
 /// What one partition of a ShareFetch delivers.
@@ -117,22 +131,27 @@ pub(super) struct Budget {
     pub bytes: usize,
 }
 
+/// A share partition with nothing persisted yet starts at the group's
+/// `share.auto.offset.reset`.
+pub(super) fn fresh(
+    partition: &Partition,
+    settings: &ShareGroupSettings,
+    now: i64,
+) -> SharePartition {
+    SharePartition::new(start_offset(partition, settings.auto_offset_reset, now))
+}
+
 /// Acquires records of `partition` for `member`, within `budget`.
 pub(super) fn deliver(
     broker: &Broker,
     settings: &ShareGroupSettings,
-    (group, member): (&str, &str),
-    tp: TopicIdPartition,
+    member: &str,
     partition: &Partition,
+    entry: &Entry,
     budget: &mut Budget,
     now: i64,
 ) -> Delivery {
-    let limits = limits(settings);
-    let key = SharePartitionKey::new(group, tp);
-    let entry = broker.share_partitions.get_or_init(&key, limits, || {
-        start_offset(partition, settings.auto_offset_reset, now)
-    });
-    match acquire(broker, settings, &entry, member, partition, budget, now) {
+    match acquire(broker, settings, entry, member, partition, budget, now) {
         Ok(d) => d,
         Err(e) => Delivery {
             error: Some(e),

@@ -1,6 +1,7 @@
 //! A small big-endian writer and reader for Kafka's coordinator record
-//! schemas. Ottla writes only non-flexible versions (as Kafka does), but reads
-//! flexible ones too (compact lengths, tagged fields) in case a log holds them.
+//! schemas: the group and transaction records' non-flexible versions, and
+//! the flexible ones (compact lengths, tagged fields) the share
+//! coordinator's records use and a log may hold.
 
 use bytes::Bytes;
 
@@ -14,9 +15,11 @@ pub type DecodeResult<T> = Result<T, DecodeError>;
 #[error("a field is too long for the coordinator record schema")]
 pub struct FieldTooLong;
 
-/// Writes non-flexible schema fields: `int16` string lengths, `int32` byte
-/// and array lengths, -1 for null. A value too long for its length prefix
-/// fails the whole record at [`Writer::finish`] (Kafka refuses it too).
+/// Writes schema fields: non-flexible ones with `int16` string lengths,
+/// `int32` byte and array lengths, -1 for null; flexible ones with the
+/// `compact_*` and tagged-field methods. A value too long for its length
+/// prefix fails the whole record at [`Writer::finish`] (Kafka refuses it
+/// too).
 #[derive(Default)]
 pub struct Writer {
     buf: Vec<u8>,
@@ -71,6 +74,47 @@ impl Writer {
                 self.buf.extend_from_slice(b);
             }
             Err(_) => self.too_long = true,
+        }
+        self
+    }
+
+    pub fn i8(&mut self, v: i8) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    pub fn uuid(&mut self, v: &uuid::Uuid) -> &mut Self {
+        self.buf.extend_from_slice(v.as_bytes());
+        self
+    }
+
+    /// Kafka's unsigned varint.
+    fn uvarint(&mut self, mut v: u32) -> &mut Self {
+        while v >= 0x80 {
+            self.buf.push((v as u8 & 0x7f) | 0x80);
+            v >>= 7;
+        }
+        self.buf.push(v as u8);
+        self
+    }
+
+    /// A flexible version's array length (the count plus one).
+    pub fn compact_array_len(&mut self, n: usize) -> &mut Self {
+        match u32::try_from(n).ok().and_then(|n| n.checked_add(1)) {
+            Some(n) => self.uvarint(n),
+            None => {
+                self.too_long = true;
+                self
+            }
+        }
+    }
+
+    /// A flexible struct's tagged fields, `(tag, value)` in tag order.
+    pub fn tagged_fields(&mut self, fields: &[(u32, &[u8])]) -> &mut Self {
+        self.uvarint(fields.len() as u32);
+        for (tag, value) in fields {
+            self.uvarint(*tag).uvarint(value.len() as u32);
+            self.buf.extend_from_slice(value);
         }
         self
     }
@@ -247,6 +291,23 @@ mod tests {
         assert_eq!(r.nullable_string().unwrap(), None);
         assert_eq!(&r.bytes().unwrap()[..], b"xyz");
         assert!(r.i16().is_err());
+    }
+
+    #[test]
+    fn round_trips_flexible_fields() {
+        let id = uuid::Uuid::from_u128(42);
+        let mut w = Writer::default();
+        w.i8(-3)
+            .uuid(&id)
+            .compact_array_len(200)
+            .tagged_fields(&[(0, &[1, 2, 3])]);
+        let buf = w.finish().unwrap();
+        let mut r = Reader::new(&buf);
+        r.set_flexible(true);
+        assert_eq!(r.i8().unwrap(), -3);
+        assert_eq!(r.uuid().unwrap(), id);
+        assert_eq!(r.array_len().unwrap(), 200, "two varint bytes");
+        assert_eq!(r.tagged_fields().unwrap(), vec![(0, &[1u8, 2, 3][..])]);
     }
 
     #[test]

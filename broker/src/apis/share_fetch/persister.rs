@@ -1,0 +1,190 @@
+//! The share partition leader's side of the share coordinator (Kafka's
+//! DefaultStatePersister): a share partition's state is read when this
+//! leader first delivers from it, and written, whole, before
+//! acknowledgements are answered; writes go to each state's coordinator,
+//! one request per coordinator broker (directly when it is this one).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::read_share_group_state_request::{
+    PartitionData as ReadPartition, ReadStateData,
+};
+use kafka_protocol::messages::write_share_group_state_request::{
+    PartitionData as WritePartition, WriteStateData,
+};
+use kafka_protocol::messages::{ReadShareGroupStateRequest, WriteShareGroupStateRequest};
+use kafka_protocol::protocol::StrBytes;
+use ottla_share::registry::Entry;
+use ottla_share_coordinator::{ShareState, StateKey, StateWrite};
+
+use crate::apis::share_state::{from_read_batch, to_write_batch, write_local};
+use crate::broker::Broker;
+use crate::handlers::blocking;
+
+/// The node coordinating `key`'s state (the state topic is created on
+/// first use).
+async fn coordinator_of(broker: &Arc<Broker>, key: &StateKey) -> Result<i32, ResponseError> {
+    let key = key.clone();
+    blocking(broker, move |b| b.share_coordinator.coordinator_of(&key))
+        .await
+        .map_err(|_| ResponseError::UnknownServerError)?
+}
+
+/// `key`'s persisted state; None for a share partition never initialized.
+pub(super) async fn read(
+    broker: &Arc<Broker>,
+    key: &StateKey,
+) -> Result<Option<ShareState>, ResponseError> {
+    let node = coordinator_of(broker, key).await?;
+    if node == broker.node_id() {
+        let key = key.clone();
+        return blocking(broker, move |b| b.share_coordinator.read(&key))
+            .await
+            .map_err(|_| ResponseError::UnknownServerError)?;
+    }
+    let req = ReadShareGroupStateRequest::default()
+        .with_group_id(StrBytes::from_string(key.group.clone()))
+        .with_topics(vec![ReadStateData::default()
+            .with_topic_id(key.topic_id)
+            .with_partitions(vec![
+                ReadPartition::default().with_partition(key.partition)
+            ])]);
+    let r = broker
+        .brokers
+        .send(node, 0, &req)
+        .await
+        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+    let p = r
+        .results
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .next()
+        .ok_or(ResponseError::CoordinatorNotAvailable)?;
+    if p.error_code != 0 {
+        return Err(ResponseError::try_from_code(p.error_code)
+            .unwrap_or(ResponseError::CoordinatorNotAvailable));
+    }
+    Ok((p.start_offset >= 0).then(|| ShareState {
+        state_epoch: p.state_epoch,
+        leader_epoch: -1,
+        start_offset: p.start_offset,
+        batches: p.state_batches.iter().map(from_read_batch).collect(),
+    }))
+}
+
+/// One share partition's state to persist.
+pub(super) struct ToPersist {
+    pub key: StateKey,
+    pub entry: Arc<Entry>,
+    pub leader_epoch: i32,
+}
+
+/// Persists the current state of each share partition; the outcome of
+/// each. Each partition's write is taken under its `persisting` lock, so
+/// that writes reach the coordinator in the order their states were.
+pub(super) async fn write(
+    broker: &Arc<Broker>,
+    partitions: Vec<ToPersist>,
+) -> Vec<(StateKey, Result<(), ResponseError>)> {
+    let mut outcomes = Vec::with_capacity(partitions.len());
+    let mut by_node: BTreeMap<i32, Vec<ToPersist>> = BTreeMap::new();
+    for p in partitions {
+        match coordinator_of(broker, &p.key).await {
+            Ok(node) => by_node.entry(node).or_default().push(p),
+            Err(e) => outcomes.push((p.key, Err(e))),
+        }
+    }
+    for (node, mut group) in by_node {
+        group.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut guards = Vec::with_capacity(group.len());
+        for p in &group {
+            guards.push(p.entry.persisting.lock().await);
+        }
+        let writes: Vec<(StateKey, StateWrite)> = group
+            .iter()
+            .map(|p| {
+                let (start_offset, batches) = p.entry.state.lock().persisted();
+                let write = StateWrite {
+                    state_epoch: 0,
+                    leader_epoch: p.leader_epoch,
+                    start_offset,
+                    batches,
+                };
+                (p.key.clone(), write)
+            })
+            .collect();
+        if node == broker.node_id() {
+            outcomes.extend(write_local(broker, writes).await);
+        } else {
+            outcomes.extend(write_remote(broker, node, writes).await);
+        }
+        drop(guards);
+    }
+    outcomes
+}
+
+async fn write_remote(
+    broker: &Arc<Broker>,
+    node: i32,
+    writes: Vec<(StateKey, StateWrite)>,
+) -> Vec<(StateKey, Result<(), ResponseError>)> {
+    // One request per group (the request names one).
+    let mut by_group: BTreeMap<String, Vec<(StateKey, StateWrite)>> = BTreeMap::new();
+    for (k, w) in writes {
+        by_group.entry(k.group.clone()).or_default().push((k, w));
+    }
+    let mut out = Vec::new();
+    for (group, writes) in by_group {
+        let mut topics: Vec<WriteStateData> = Vec::new();
+        for (k, w) in &writes {
+            let p = WritePartition::default()
+                .with_partition(k.partition)
+                .with_state_epoch(w.state_epoch)
+                .with_leader_epoch(w.leader_epoch)
+                .with_start_offset(w.start_offset)
+                .with_state_batches(w.batches.iter().map(to_write_batch).collect());
+            match topics.last_mut() {
+                Some(t) if t.topic_id == k.topic_id => t.partitions.push(p),
+                _ => topics.push(
+                    WriteStateData::default()
+                        .with_topic_id(k.topic_id)
+                        .with_partitions(vec![p]),
+                ),
+            }
+        }
+        let req = WriteShareGroupStateRequest::default()
+            .with_group_id(StrBytes::from_string(group))
+            .with_topics(topics);
+        match broker.brokers.send(node, 0, &req).await {
+            Ok(r) => {
+                let codes: BTreeMap<(uuid::Uuid, i32), i16> = r
+                    .results
+                    .iter()
+                    .flat_map(|t| {
+                        t.partitions
+                            .iter()
+                            .map(move |p| ((t.topic_id, p.partition), p.error_code))
+                    })
+                    .collect();
+                for (k, _) in writes {
+                    let code = codes.get(&(k.topic_id, k.partition)).copied();
+                    let outcome = match code {
+                        Some(0) => Ok(()),
+                        Some(c) => Err(ResponseError::try_from_code(c)
+                            .unwrap_or(ResponseError::CoordinatorNotAvailable)),
+                        None => Err(ResponseError::CoordinatorNotAvailable),
+                    };
+                    out.push((k, outcome));
+                }
+            }
+            Err(_) => out.extend(
+                writes
+                    .into_iter()
+                    .map(|(k, _)| (k, Err(ResponseError::CoordinatorNotAvailable))),
+            ),
+        }
+    }
+    out
+}

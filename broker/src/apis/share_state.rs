@@ -1,0 +1,203 @@
+//! The share coordinator's inter-broker APIs (KIP-932): ReadShareGroupState
+//! v0 and WriteShareGroupState v0, which share partition leaders send to
+//! the coordinator of each share partition's state
+//! (`ottla_share_coordinator`); and the conversions both sides use.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::read_share_group_state_response::{
+    self as read_response, ReadStateResult,
+};
+use kafka_protocol::messages::write_share_group_state_request as write_request;
+use kafka_protocol::messages::write_share_group_state_response::{
+    PartitionResult as WriteResult, WriteStateResult,
+};
+use kafka_protocol::messages::{
+    ReadShareGroupStateRequest, ReadShareGroupStateResponse, WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+};
+use ottla_share_coordinator::{ShareState, StateBatch, StateKey, StateWrite};
+use uuid::Uuid;
+
+use crate::broker::Broker;
+use crate::handlers::blocking;
+
+/// A batch as the requests carry it.
+pub(crate) fn to_write_batch(b: &StateBatch) -> write_request::StateBatch {
+    write_request::StateBatch::default()
+        .with_first_offset(b.first_offset)
+        .with_last_offset(b.last_offset)
+        .with_delivery_state(b.delivery_state)
+        .with_delivery_count(b.delivery_count)
+}
+
+/// A read answer's batch, as the state holds it.
+pub(crate) fn from_read_batch(b: &read_response::StateBatch) -> StateBatch {
+    StateBatch {
+        first_offset: b.first_offset,
+        last_offset: b.last_offset,
+        delivery_state: b.delivery_state,
+        delivery_count: b.delivery_count,
+    }
+}
+
+/// A read answer for one partition; no state is answered with start
+/// offset -1, as Kafka answers a share partition never initialized.
+pub(crate) fn read_result(
+    partition: i32,
+    state: Result<Option<ShareState>, ResponseError>,
+) -> read_response::PartitionResult {
+    let r = read_response::PartitionResult::default().with_partition(partition);
+    match state {
+        Ok(Some(s)) => r
+            .with_state_epoch(s.state_epoch)
+            .with_start_offset(s.start_offset)
+            .with_state_batches(
+                s.batches
+                    .iter()
+                    .map(|b| {
+                        read_response::StateBatch::default()
+                            .with_first_offset(b.first_offset)
+                            .with_last_offset(b.last_offset)
+                            .with_delivery_state(b.delivery_state)
+                            .with_delivery_count(b.delivery_count)
+                    })
+                    .collect(),
+            ),
+        Ok(None) => r.with_state_epoch(-1).with_start_offset(-1),
+        Err(e) => r.with_error_code(e.code()),
+    }
+}
+
+fn key(group: &str, topic_id: Uuid, partition: i32) -> StateKey {
+    StateKey {
+        group: group.to_string(),
+        topic_id,
+        partition,
+    }
+}
+
+pub async fn read(
+    broker: &Arc<Broker>,
+    req: ReadShareGroupStateRequest,
+) -> ReadShareGroupStateResponse {
+    let group = req.group_id.to_string();
+    let failed: Vec<ReadStateResult> = req
+        .topics
+        .iter()
+        .map(|t| {
+            ReadStateResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| read_result(p.partition, Err(ResponseError::UnknownServerError)))
+                        .collect(),
+                )
+        })
+        .collect();
+    let answered = blocking(broker, move |b| {
+        req.topics
+            .iter()
+            .map(|t| {
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let state = b
+                            .share_coordinator
+                            .read(&key(&group, t.topic_id, p.partition));
+                        read_result(p.partition, state)
+                    })
+                    .collect();
+                ReadStateResult::default()
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(partitions)
+            })
+            .collect()
+    })
+    .await;
+    ReadShareGroupStateResponse::default().with_results(answered.unwrap_or(failed))
+}
+
+pub async fn write(
+    broker: &Arc<Broker>,
+    req: WriteShareGroupStateRequest,
+) -> WriteShareGroupStateResponse {
+    let group = req.group_id.to_string();
+    let writes: Vec<(StateKey, StateWrite)> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let group = &group;
+            t.partitions.iter().map(move |p| {
+                let write = StateWrite {
+                    state_epoch: p.state_epoch,
+                    leader_epoch: p.leader_epoch,
+                    start_offset: p.start_offset,
+                    batches: p
+                        .state_batches
+                        .iter()
+                        .map(|b| StateBatch {
+                            first_offset: b.first_offset,
+                            last_offset: b.last_offset,
+                            delivery_state: b.delivery_state,
+                            delivery_count: b.delivery_count,
+                        })
+                        .collect(),
+                };
+                (key(group, t.topic_id, p.partition), write)
+            })
+        })
+        .collect();
+    let outcomes = write_local(broker, writes).await;
+    let mut results: Vec<WriteStateResult> = Vec::new();
+    for (key, outcome) in outcomes {
+        let r = WriteResult::default()
+            .with_partition(key.partition)
+            .with_error_code(outcome.err().map_or(0, |e| e.code()));
+        match results.last_mut() {
+            Some(t) if t.topic_id == key.topic_id => t.partitions.push(r),
+            _ => results.push(
+                WriteStateResult::default()
+                    .with_topic_id(key.topic_id)
+                    .with_partitions(vec![r]),
+            ),
+        }
+    }
+    WriteShareGroupStateResponse::default().with_results(results)
+}
+
+/// Writes states this broker coordinates, then waits until each state
+/// partition's ISR has them: a write is acknowledged only then.
+pub(crate) async fn write_local(
+    broker: &Arc<Broker>,
+    writes: Vec<(StateKey, StateWrite)>,
+) -> Vec<(StateKey, Result<(), ResponseError>)> {
+    let keys: Vec<StateKey> = writes.iter().map(|(k, _)| k.clone()).collect();
+    let appended = blocking(broker, move |b| {
+        writes
+            .into_iter()
+            .map(|(key, write)| {
+                let appended = b.share_coordinator.write(&key, &write);
+                (key, appended)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_else(|_| {
+        keys.into_iter()
+            .map(|k| (k, Err(ResponseError::UnknownServerError)))
+            .collect()
+    });
+    let mut out = Vec::with_capacity(appended.len());
+    for (key, appended) in appended {
+        let outcome = match appended {
+            Ok((tp, end)) => broker.share_coordinator.replicated(&tp, end).await,
+            Err(e) => Err(e),
+        };
+        out.push((key, outcome));
+    }
+    out
+}

@@ -1,0 +1,165 @@
+//! One `__share_group_state` partition's share states, loaded from its log;
+//! each write appends the share partition's new snapshot before it counts.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use ottla_coordinator_common::partition_writer::{HostedPartition, PartitionWriter};
+use ottla_coordinator_common::shards::{replay_records, Unload};
+use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
+use ottla_storage::manager::TopicPartition;
+use ottla_storage::producer_state::AppendOrigin;
+use parking_lot::Mutex;
+use tracing::info;
+
+use crate::records::{apply_update, decode, encode_snapshot, SnapshotMeta, StateRecord};
+use crate::state::{ShareState, StateBatch, StateKey};
+
+struct Stored {
+    meta: SnapshotMeta,
+    state: ShareState,
+}
+
+pub struct StateShard {
+    partition: Arc<dyn HostedPartition>,
+    replicas: Arc<dyn PartitionWriter>,
+    states: Mutex<HashMap<StateKey, Stored>>,
+}
+
+/// A write to a share partition's state (WriteShareGroupState's).
+#[derive(Debug, Clone)]
+pub struct StateWrite {
+    pub state_epoch: i32,
+    pub leader_epoch: i32,
+    /// -1: unchanged.
+    pub start_offset: i64,
+    pub batches: Vec<StateBatch>,
+}
+
+impl StateShard {
+    /// Replays the partition's log. Blocking I/O.
+    pub fn load(
+        partition: Arc<dyn HostedPartition>,
+        replicas: Arc<dyn PartitionWriter>,
+    ) -> anyhow::Result<Self> {
+        let mut states: HashMap<StateKey, Stored> = HashMap::new();
+        replay_records(&*partition, |key, value| {
+            match decode(key, value)? {
+                Some(StateRecord::Snapshot(k, Some((meta, state)))) => {
+                    states.insert(k, Stored { meta, state });
+                }
+                Some(StateRecord::Snapshot(k, None) | StateRecord::Update(k, None)) => {
+                    states.remove(&k);
+                }
+                Some(StateRecord::Update(k, Some((start, batches)))) => {
+                    if let Some(stored) = states.get_mut(&k) {
+                        apply_update(&mut stored.state, start, &batches);
+                    }
+                }
+                None => {}
+            }
+            Ok(())
+        })?;
+        info!(partition = %partition.tp(), share_partitions = states.len(), "share coordinator loaded");
+        Ok(Self {
+            partition,
+            replicas,
+            states: Mutex::new(states),
+        })
+    }
+
+    pub fn tp(&self) -> &TopicPartition {
+        self.partition.tp()
+    }
+
+    pub fn read(&self, key: &StateKey) -> Option<ShareState> {
+        self.states.lock().get(key).map(|s| s.state.clone())
+    }
+
+    /// Applies `write` to `key`'s state and appends the result as its new
+    /// snapshot; the log end the caller waits to see replicated. A write
+    /// from an older leader epoch than the state's is refused
+    /// (FENCED_LEADER_EPOCH): a deposed leader must not undo its successor's
+    /// acknowledgements. Blocking I/O.
+    pub fn write(
+        &self,
+        key: &StateKey,
+        write: &StateWrite,
+        now: i64,
+    ) -> Result<i64, ResponseError> {
+        let mut states = self.states.lock();
+        let (mut state, meta) = match states.get(key) {
+            Some(s) => {
+                if write.leader_epoch < s.state.leader_epoch {
+                    return Err(ResponseError::FencedLeaderEpoch);
+                }
+                let meta = SnapshotMeta {
+                    snapshot_epoch: s.meta.snapshot_epoch.wrapping_add(1),
+                    create_timestamp: s.meta.create_timestamp,
+                    write_timestamp: now,
+                };
+                (s.state.clone(), meta)
+            }
+            None => {
+                let meta = SnapshotMeta {
+                    snapshot_epoch: 0,
+                    create_timestamp: now,
+                    write_timestamp: now,
+                };
+                (ShareState::default(), meta)
+            }
+        };
+        state.state_epoch = write.state_epoch;
+        state.leader_epoch = write.leader_epoch;
+        apply_update(&mut state, write.start_offset, &write.batches);
+        let (k, v) =
+            encode_snapshot(key, meta, &state).map_err(|_| ResponseError::InvalidRequest)?;
+        let end = self.append(now, k, Some(v))?;
+        states.insert(key.clone(), Stored { meta, state });
+        Ok(end)
+    }
+
+    /// Forgets `key`'s state (a tombstone); the log end to wait for.
+    pub fn delete(&self, key: &StateKey, now: i64) -> Result<i64, ResponseError> {
+        let mut states = self.states.lock();
+        let (k, _) = encode_snapshot(key, SnapshotMeta::default_at(now), &ShareState::default())
+            .map_err(|_| ResponseError::InvalidRequest)?;
+        let end = self.append(now, k, None)?;
+        states.remove(key);
+        Ok(end)
+    }
+
+    fn append(&self, now: i64, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<i64, ResponseError> {
+        let record = SimpleRecord {
+            timestamp: now,
+            key: Some(key),
+            value,
+            headers: Vec::new(),
+        };
+        let batch = Bytes::from(BatchBuilder::default().build(&[record]));
+        let outcome =
+            self.replicas
+                .append_as_leader(self.tp(), &batch, -1, AppendOrigin::Coordinator);
+        match outcome.error {
+            None => Ok(outcome.end_offset),
+            Some(ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError) => {
+                Err(ResponseError::NotCoordinator)
+            }
+            Some(_) => Err(ResponseError::CoordinatorNotAvailable),
+        }
+    }
+}
+
+impl SnapshotMeta {
+    fn default_at(now: i64) -> Self {
+        Self {
+            snapshot_epoch: 0,
+            create_timestamp: now,
+            write_timestamp: now,
+        }
+    }
+}
+
+impl Unload for StateShard {}
