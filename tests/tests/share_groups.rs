@@ -9,7 +9,10 @@
 //!   `share.delivery.count.limit` archives them;
 //! - records a member acquired and never acknowledged go to another member
 //!   once their acquisition lock expires;
-//! - share sessions and acknowledgements are checked as Kafka checks them.
+//! - share sessions and acknowledgements are checked as Kafka checks them;
+//! - what was acknowledged stays so, and what was not is delivered again,
+//!   across a kill -9 and restart, and across a partition leader's death
+//!   (the share coordinator's `__share_group_state`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -32,7 +35,9 @@ use ottla_tests::console_consumer::{ConsoleConsumer, ShareRecord};
 use ottla_tests::groups::{coordinator_of, GROUP_KEY};
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_tool, ok};
-use ottla_tests::topics::{create_assigned_topic, create_topic, produce_keyed, topic_uuid};
+use ottla_tests::topics::{
+    create_assigned_topic, create_topic, describe as describe_topic, produce_keyed, topic_uuid,
+};
 use ottla_tests::wire::WireClient;
 use uuid::Uuid;
 
@@ -384,4 +389,67 @@ fn share_sessions_and_acknowledgements_are_checked_as_kafka_checks_them() {
         .with_subscribed_topic_names(Some(vec![TopicName(s("checked"))]));
     let r = client.send(1, &consumer);
     assert_eq!(r.error_code, ResponseError::GroupIdNotFound.code());
+}
+
+/// The default start (`latest`) is taken once and persisted: a restart
+/// does not move it to the new end, nor lose what was acknowledged.
+#[test]
+fn acknowledgements_and_the_start_survive_a_kill_9_and_restart() {
+    let mut node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "durable", 1, &[]);
+    let topic = topic_uuid(&node.bootstrap(), "durable");
+    let mut m = Member::new(&node, "keepers", "m1");
+    // The first fetch finds the topic empty: the group starts at 0.
+    assert_eq!(acquired(&m.fetch(topic, Vec::new(), 500)), Vec::new());
+    produce(&node, "durable", 10);
+    assert_eq!(
+        acquired(&m.fetch(topic, Vec::new(), 5_000)),
+        vec![(0, 9, 1)]
+    );
+    let a = m.acknowledge(topic, vec![ack(0, 4, ACCEPT)]);
+    assert_eq!(a.responses[0].partitions[0].error_code, 0);
+
+    node.kill9();
+    node.restart();
+    let mut after = Member::new(&node, "keepers", "m2");
+    assert_eq!(
+        acquired(&after.fetch(topic, Vec::new(), 10_000)),
+        vec![(5, 9, 2)],
+        "the acknowledged five are done; the others come again"
+    );
+}
+
+/// Three replicas: the leader that delivered and took acknowledgements dies;
+/// the new leader reads the state from the share coordinator.
+#[test]
+fn a_new_partition_leader_delivers_from_where_the_group_was() {
+    let mut nodes = Ottla::cluster(3, SHARE_OVERRIDES);
+    create_assigned_topic(&nodes[0], "moving", "1:2:3");
+    configure_group(&nodes[0], "movers", "share.auto.offset.reset=earliest");
+    produce(&nodes[0], "moving", 20);
+    let topic = topic_uuid(&nodes[0].bootstrap(), "moving");
+    let mut m = Member::new(&nodes[0], "movers", "m1");
+    assert_eq!(
+        acquired(&m.fetch(topic, Vec::new(), 5_000)),
+        vec![(0, 19, 1)]
+    );
+    let a = m.acknowledge(topic, vec![ack(0, 9, ACCEPT)]);
+    assert_eq!(a.responses[0].partitions[0].error_code, 0);
+
+    nodes[0].kill9();
+    let start = Instant::now();
+    let leader = loop {
+        let leader = describe_topic(&nodes[1], "moving")[&0].leader;
+        if leader == 2 || leader == 3 {
+            break leader;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no new leader");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut after = Member::new(&nodes[leader as usize - 1], "movers", "m2");
+    assert_eq!(
+        acquired(&after.fetch(topic, Vec::new(), 10_000)),
+        vec![(10, 19, 2)],
+        "the acknowledged ten are done; the others come again"
+    );
 }
