@@ -70,6 +70,26 @@ pub(crate) fn read_result(
     }
 }
 
+/// Every partition of a read, answered with `error`.
+pub(crate) fn failed_reads(
+    req: &ReadShareGroupStateRequest,
+    error: ResponseError,
+) -> Vec<ReadStateResult> {
+    req.topics
+        .iter()
+        .map(|t| {
+            ReadStateResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| read_result(p.partition, Err(error)))
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
 fn key(group: &str, topic_id: Uuid, partition: i32) -> StateKey {
     StateKey {
         group: group.to_string(),
@@ -83,20 +103,7 @@ pub async fn read(
     req: ReadShareGroupStateRequest,
 ) -> ReadShareGroupStateResponse {
     let group = req.group_id.to_string();
-    let failed: Vec<ReadStateResult> = req
-        .topics
-        .iter()
-        .map(|t| {
-            ReadStateResult::default()
-                .with_topic_id(t.topic_id)
-                .with_partitions(
-                    t.partitions
-                        .iter()
-                        .map(|p| read_result(p.partition, Err(ResponseError::UnknownServerError)))
-                        .collect(),
-                )
-        })
-        .collect();
+    let failed = failed_reads(&req, ResponseError::UnknownServerError);
     let answered = blocking(broker, move |b| {
         req.topics
             .iter()

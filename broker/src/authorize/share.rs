@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::read_share_group_state_response::ReadStateResult;
 use kafka_protocol::messages::share_acknowledge_response::{
     self as ack_response, ShareAcknowledgeResponse, ShareAcknowledgeTopicResponse,
 };
@@ -174,22 +173,7 @@ pub fn read_state(access: &Access, req: ReadShareGroupStateRequest) -> Gate {
     if access.cluster(operation::CLUSTER_ACTION) {
         return Gate::Pass(RequestKind::ReadShareGroupState(req), None);
     }
-    let results = req
-        .topics
-        .iter()
-        .map(|t| {
-            ReadStateResult::default()
-                .with_topic_id(t.topic_id)
-                .with_partitions(
-                    t.partitions
-                        .iter()
-                        .map(|p| {
-                            crate::apis::share_state::read_result(p.partition, Err(CLUSTER_DENIED))
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
+    let results = crate::apis::share_state::failed_reads(&req, CLUSTER_DENIED);
     Gate::Answer(ResponseKind::ReadShareGroupState(
         ReadShareGroupStateResponse::default().with_results(results),
     ))
