@@ -456,6 +456,16 @@ def figure(value):
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
 
 
+def build_release(with_loadgen=False):
+    """Builds `ottla` (and `ottla-loadgen`) in release; their directory."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release"
+    build = ["cargo", "build", "--release", "-p", "ottla-broker", "--bin", "ottla"]
+    if with_loadgen:
+        build += ["-p", "ottla-tests", "--bin", "ottla-loadgen"]
+    sh(build, cwd=ROOT)
+    return target
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mib", type=int, default=500, help="data per run, MiB")
@@ -473,11 +483,7 @@ def main():
     ap.add_argument("--kafka-dir", help="Apache Kafka's state dir (default: apache-kafka.sh's for the port)")
     args = ap.parse_args()
     bin_dir = Path(last_line("kafka-tools.sh"))
-    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release"
-    build = ["cargo", "build", "--release", "-p", "ottla-broker", "--bin", "ottla"]
-    if args.capacity:
-        build += ["-p", "ottla-tests", "--bin", "ottla-loadgen"]
-    sh(build, cwd=ROOT)
+    target = build_release(with_loadgen=args.capacity)
     binary = target / "ottla"
     partitions = [int(p) for p in args.partitions.split(",")]
     cases = [(s, a, p) for s in (1024, 100) for a in ("1", "all") for p in partitions]

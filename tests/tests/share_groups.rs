@@ -3,7 +3,8 @@
 //! the wire level:
 //!
 //! - share consumers split a topic and each record is delivered to one of
-//!   them once; the tool lists, describes and deletes the group; on three
+//!   them once; the tool lists, describes (members, state, start offsets)
+//!   and deletes the group; on three
 //!   nodes each partition's leader delivers its records;
 //! - released records come back, with a higher delivery count, until
 //!   `share.delivery.count.limit` archives them;
@@ -124,6 +125,24 @@ fn share_consumers_split_a_topic_and_each_record_is_delivered_once() {
     assert_eq!(member_lines, 2, "two members: {members}");
     let state = share_groups_tool(&node, &["--describe", "--group", "workers", "--state"]);
     assert!(state.contains("Stable"), "{state}");
+    // Every record was accepted: each partition's start is at its end.
+    let start = Instant::now();
+    loop {
+        let offsets = share_groups_tool(&node, &["--describe", "--group", "workers"]);
+        let starts: Vec<i64> = offsets
+            .lines()
+            .filter(|l| l.starts_with("workers"))
+            .filter_map(|l| l.split_whitespace().nth(3)?.parse().ok())
+            .collect();
+        if starts.len() == 4 && starts.iter().sum::<i64>() == 400 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "start offsets: {offsets}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 
     let (mut a, mut b) = (a, b);
     a.stop();

@@ -30,6 +30,7 @@ pub mod sasl;
 pub mod scram_credentials;
 pub mod share_fetch;
 pub mod share_group;
+pub mod share_persister;
 pub mod share_state;
 #[cfg(test)]
 pub mod test_support;

@@ -29,10 +29,10 @@ use ottla_share_coordinator::StateKey;
 use tracing::warn;
 
 mod partitions;
-mod persister;
 
 use crate::apis::leader_hints;
 use crate::apis::share_group::{disabled, settings};
+use crate::apis::share_persister as persister;
 use crate::broker::Broker;
 use crate::purgatory::Waiter;
 use crate::replica::now_ms;

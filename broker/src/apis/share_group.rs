@@ -1,26 +1,36 @@
-//! Share groups' coordinator APIs (KIP-932): ShareGroupHeartbeat v1 and
-//! ShareGroupDescribe v1. The membership is
+//! Share groups' coordinator APIs (KIP-932): ShareGroupHeartbeat v1,
+//! ShareGroupDescribe v1 and DescribeShareGroupOffsets v0. The membership is
 //! `ottla_group_coordinator::share_group`; delivery is `apis::share_fetch`.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+use kafka_protocol::messages::describe_share_group_offsets_response::{
+    DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition,
+    DescribeShareGroupOffsetsResponseTopic,
+};
 use kafka_protocol::messages::share_group_describe_response::{
     Assignment as DescribedAssignment, DescribedGroup, Member,
     TopicPartitions as DescribedPartitions,
 };
 use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{
-    GroupId, ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
+    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId,
+    ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::features::{self, SHARE_VERSION};
 use ottla_controller::MetadataImage;
 use ottla_group_coordinator::{ShareAssignment, ShareGroupSettings, ShareHeartbeat};
+use ottla_share_coordinator::StateKey;
 
 use super::group::{client_host, ALL_GROUP_OPERATIONS};
+use super::share_persister;
 use crate::broker::Broker;
+use crate::handlers::blocking;
 use crate::replica::now_ms;
 
 /// The only assignor share groups have.
@@ -180,4 +190,99 @@ fn described_assignment(image: &MetadataImage, a: &ShareAssignment) -> Described
             })
             .collect(),
     )
+}
+
+/// DescribeShareGroupOffsets v0: each share partition's start offset, as
+/// its state's coordinator has it (-1 where the group has none). With no
+/// topics named, those the group's members subscribe to.
+pub async fn describe_offsets(
+    broker: &Arc<Broker>,
+    req: DescribeShareGroupOffsetsRequest,
+) -> DescribeShareGroupOffsetsResponse {
+    let image = broker.controller.image();
+    let mut groups = Vec::with_capacity(req.groups.len());
+    for g in req.groups {
+        groups.push(describe_group_offsets(broker, &image, g).await);
+    }
+    DescribeShareGroupOffsetsResponse::default().with_groups(groups)
+}
+
+async fn describe_group_offsets(
+    broker: &Arc<Broker>,
+    image: &MetadataImage,
+    g: DescribeShareGroupOffsetsRequestGroup,
+) -> DescribeShareGroupOffsetsResponseGroup {
+    let answer =
+        DescribeShareGroupOffsetsResponseGroup::default().with_group_id(g.group_id.clone());
+    if let Some(why) = disabled(image) {
+        return answer
+            .with_error_code(ResponseError::UnsupportedVersion.code())
+            .with_error_message(Some(text(why)));
+    }
+    let group = g.group_id.to_string();
+    let wanted: Vec<(String, Option<Vec<i32>>)> = match g.topics {
+        Some(topics) => topics
+            .into_iter()
+            .map(|t| (t.topic_name.to_string(), Some(t.partitions)))
+            .collect(),
+        None => {
+            let id = group.clone();
+            let described = blocking(broker, move |b| {
+                b.groups
+                    .shard_blocking(&id)
+                    .map(|s| s.describe_share_group(&id))
+            })
+            .await;
+            match described {
+                Ok(Ok(Ok(g))) => g
+                    .members
+                    .values()
+                    .flat_map(|m| m.subscribed.iter().cloned())
+                    .collect::<std::collections::BTreeSet<String>>()
+                    .into_iter()
+                    .map(|t| (t, None))
+                    .collect(),
+                Ok(Ok(Err(_))) => {
+                    return answer
+                        .with_error_code(ResponseError::GroupIdNotFound.code())
+                        .with_error_message(Some(text(format!("Group {group} not found."))))
+                }
+                Ok(Err(e)) => return answer.with_error_code(e.code()),
+                Err(_) => return answer.with_error_code(ResponseError::UnknownServerError.code()),
+            }
+        }
+    };
+    let mut topics = Vec::with_capacity(wanted.len());
+    for (name, partitions) in wanted {
+        let topic = image.topic_by_name(&name);
+        let ids: Vec<i32> = partitions.unwrap_or_else(|| {
+            topic.map_or_else(Vec::new, |t| t.partitions.keys().copied().collect())
+        });
+        let mut described = Vec::with_capacity(ids.len());
+        for partition in ids {
+            let p = DescribeShareGroupOffsetsResponsePartition::default()
+                .with_partition_index(partition)
+                .with_leader_epoch(-1);
+            let Some(t) = topic.filter(|t| t.partitions.contains_key(&partition)) else {
+                described.push(p.with_error_code(ResponseError::UnknownTopicOrPartition.code()));
+                continue;
+            };
+            let key = StateKey {
+                group: group.clone(),
+                topic_id: t.id,
+                partition,
+            };
+            described.push(match share_persister::read(broker, &key).await {
+                Ok(state) => p.with_start_offset(state.map_or(-1, |s| s.start_offset)),
+                Err(e) => p.with_start_offset(-1).with_error_code(e.code()),
+            });
+        }
+        topics.push(
+            DescribeShareGroupOffsetsResponseTopic::default()
+                .with_topic_name(TopicName(text(name)))
+                .with_topic_id(topic.map_or(uuid::Uuid::nil(), |t| t.id))
+                .with_partitions(described),
+        );
+    }
+    answer.with_topics(topics)
 }

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup;
 use kafka_protocol::messages::share_acknowledge_response::{
     self as ack_response, ShareAcknowledgeResponse, ShareAcknowledgeTopicResponse,
 };
@@ -20,6 +21,7 @@ use kafka_protocol::messages::write_share_group_state_response::{
     PartitionResult as WriteResult, WriteStateResult,
 };
 use kafka_protocol::messages::{
+    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
     ReadShareGroupStateRequest, ReadShareGroupStateResponse, RequestKind, ResponseKind,
     ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, WriteShareGroupStateRequest,
@@ -204,4 +206,39 @@ pub fn write_state(access: &Access, req: WriteShareGroupStateRequest) -> Gate {
     Gate::Answer(ResponseKind::WriteShareGroupState(
         WriteShareGroupStateResponse::default().with_results(results),
     ))
+}
+
+/// DESCRIBE on the group, else the group is refused; topics the principal
+/// may not describe are left out, as Kafka filters them.
+pub fn describe_offsets(access: &Arc<Access>, mut req: DescribeShareGroupOffsetsRequest) -> Gate {
+    let mut refused = Vec::new();
+    req.groups.retain(|g| {
+        let allowed = access.group(operation::DESCRIBE, &g.group_id);
+        if !allowed {
+            refused.push(g.group_id.clone());
+        }
+        allowed
+    });
+    for g in &mut req.groups {
+        if let Some(topics) = &mut g.topics {
+            topics.retain(|t| access.topic(operation::DESCRIBE, &t.topic_name));
+        }
+    }
+    let access = access.clone();
+    let p = patch!(
+        DescribeShareGroupOffsets,
+        move |r: &mut DescribeShareGroupOffsetsResponse| {
+            for g in &mut r.groups {
+                g.topics
+                    .retain(|t| access.topic(operation::DESCRIBE, &t.topic_name));
+            }
+            r.groups.extend(refused.into_iter().map(|id| {
+                DescribeShareGroupOffsetsResponseGroup::default()
+                    .with_group_id(id)
+                    .with_error_code(GROUP_DENIED.code())
+                    .with_error_message(text("Group authorization failed."))
+            }));
+        }
+    );
+    Gate::Pass(RequestKind::DescribeShareGroupOffsets(req), p)
 }

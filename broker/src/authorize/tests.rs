@@ -258,6 +258,10 @@ fn every_served_api_has_a_rule() {
             RequestKind::ShareAcknowledge(Default::default()),
         ),
         (
+            ApiKey::DescribeShareGroupOffsets,
+            RequestKind::DescribeShareGroupOffsets(Default::default()),
+        ),
+        (
             ApiKey::ReadShareGroupState,
             RequestKind::ReadShareGroupState(Default::default()),
         ),

@@ -71,6 +71,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ShareGroupDescribe, 1, 1),
     (ApiKey::ShareFetch, 1, 1),
     (ApiKey::ShareAcknowledge, 1, 1),
+    (ApiKey::DescribeShareGroupOffsets, 0, 0),
     (ApiKey::ReadShareGroupState, 0, 0),
     (ApiKey::WriteShareGroupState, 0, 0),
     (ApiKey::AddPartitionsToTxn, 0, 5),
@@ -325,6 +326,11 @@ impl RequestHandler for BrokerApis {
                 }
                 RequestKind::ShareAcknowledge(r) => {
                     ResponseKind::ShareAcknowledge(share_fetch::acknowledge(b, &listener, r).await)
+                }
+                RequestKind::DescribeShareGroupOffsets(r) => {
+                    ResponseKind::DescribeShareGroupOffsets(
+                        share_group::describe_offsets(b, r).await,
+                    )
                 }
                 // Between brokers: share partition leaders and the share
                 // coordinator (KIP-932).

@@ -33,7 +33,7 @@ async fn coordinator_of(broker: &Arc<Broker>, key: &StateKey) -> Result<i32, Res
 }
 
 /// `key`'s persisted state; None for a share partition never initialized.
-pub(super) async fn read(
+pub(crate) async fn read(
     broker: &Arc<Broker>,
     key: &StateKey,
 ) -> Result<Option<ShareState>, ResponseError> {
@@ -75,7 +75,7 @@ pub(super) async fn read(
 }
 
 /// One share partition's state to persist.
-pub(super) struct ToPersist {
+pub(crate) struct ToPersist {
     pub key: StateKey,
     pub entry: Arc<Entry>,
     pub leader_epoch: i32,
@@ -84,7 +84,7 @@ pub(super) struct ToPersist {
 /// Persists the current state of each share partition; the outcome of
 /// each. Each partition's write is taken under its `persisting` lock, so
 /// that writes reach the coordinator in the order their states were.
-pub(super) async fn write(
+pub(crate) async fn write(
     broker: &Arc<Broker>,
     partitions: Vec<ToPersist>,
 ) -> Vec<(StateKey, Result<(), ResponseError>)> {
