@@ -16,6 +16,7 @@ use tracing::info;
 
 use crate::records::{apply_update, decode, encode_snapshot, SnapshotMeta, StateRecord};
 use crate::state::{ShareState, StateBatch, StateKey};
+use ottla_share::persisted::{ACKNOWLEDGED, ARCHIVED, AVAILABLE};
 
 struct Stored {
     meta: SnapshotMeta,
@@ -36,6 +37,21 @@ pub struct StateWrite {
     /// -1: unchanged.
     pub start_offset: i64,
     pub batches: Vec<StateBatch>,
+}
+
+impl StateWrite {
+    /// Offsets in order and within the log's range, and known states: a
+    /// write is refused whole otherwise, before it can reach the log.
+    fn is_well_formed(&self) -> bool {
+        self.start_offset >= -1
+            && self.batches.iter().all(|b| {
+                0 <= b.first_offset
+                    && b.first_offset <= b.last_offset
+                    && b.last_offset < i64::MAX
+                    && b.delivery_count >= 0
+                    && [AVAILABLE, ACKNOWLEDGED, ARCHIVED].contains(&b.delivery_state)
+            })
+    }
 }
 
 impl StateShard {
@@ -89,6 +105,9 @@ impl StateShard {
         write: &StateWrite,
         now: i64,
     ) -> Result<i64, ResponseError> {
+        if !write.is_well_formed() {
+            return Err(ResponseError::InvalidRequest);
+        }
         let mut states = self.states.lock();
         let (mut state, meta) = match states.get(key) {
             Some(s) => {
@@ -163,3 +182,40 @@ impl SnapshotMeta {
 }
 
 impl Unload for StateShard {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_of(first: i64, last: i64, state: i8) -> StateWrite {
+        StateWrite {
+            state_epoch: 0,
+            leader_epoch: 0,
+            start_offset: 0,
+            batches: vec![StateBatch {
+                first_offset: first,
+                last_offset: last,
+                delivery_state: state,
+                delivery_count: 1,
+            }],
+        }
+    }
+
+    #[test]
+    fn malformed_writes_are_refused_before_the_log() {
+        assert!(write_of(0, 9, ACKNOWLEDGED).is_well_formed());
+        assert!(!write_of(9, 0, ACKNOWLEDGED).is_well_formed(), "reversed");
+        assert!(
+            !write_of(-5, 0, ARCHIVED).is_well_formed(),
+            "before any offset"
+        );
+        assert!(
+            !write_of(0, i64::MAX, AVAILABLE).is_well_formed(),
+            "no end after it"
+        );
+        assert!(
+            !write_of(0, 9, 1).is_well_formed(),
+            "acquired is not persisted"
+        );
+    }
+}

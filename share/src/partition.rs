@@ -131,7 +131,9 @@ impl SharePartition {
         sorted.sort_by_key(|b| b.first_offset);
         for b in sorted {
             let first = b.first_offset.max(sp.end);
-            if b.last_offset < first {
+            // A batch ending at the last offset there is could not be
+            // followed; the coordinator refuses such writes.
+            if b.last_offset < first || b.last_offset == i64::MAX {
                 continue;
             }
             if first > sp.end {
