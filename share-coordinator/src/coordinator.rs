@@ -152,6 +152,18 @@ impl ShareCoordinator {
         Ok((shard.tp().clone(), end))
     }
 
+    /// InitializeShareGroupState, appended: `key`'s state starts over at
+    /// `start_offset` in a new state epoch. Blocking I/O.
+    pub fn initialize(
+        &self,
+        key: &StateKey,
+        start_offset: i64,
+    ) -> Result<(TopicPartition, i64), ResponseError> {
+        let shard = self.shard_of(key)?;
+        let end = shard.initialize(key, start_offset, now_ms())?;
+        Ok((shard.tp().clone(), end))
+    }
+
     /// DeleteShareGroupState, appended. Blocking I/O.
     pub fn delete(&self, key: &StateKey) -> Result<(TopicPartition, i64), ResponseError> {
         let shard = self.shard_of(key)?;

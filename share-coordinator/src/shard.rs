@@ -114,6 +114,11 @@ impl StateShard {
                 if write.leader_epoch < s.state.leader_epoch {
                     return Err(ResponseError::FencedLeaderEpoch);
                 }
+                // The state was initialized again (AlterShareGroupOffsets)
+                // since this writer read it.
+                if write.state_epoch < s.state.state_epoch {
+                    return Err(ResponseError::FencedStateEpoch);
+                }
                 let meta = SnapshotMeta {
                     snapshot_epoch: s.meta.snapshot_epoch.wrapping_add(1),
                     create_timestamp: s.meta.create_timestamp,
@@ -133,6 +138,44 @@ impl StateShard {
         state.state_epoch = write.state_epoch;
         state.leader_epoch = write.leader_epoch;
         apply_update(&mut state, write.start_offset, &write.batches);
+        let (k, v) =
+            encode_snapshot(key, meta, &state).map_err(|_| ResponseError::InvalidRequest)?;
+        let end = self.append(now, k, Some(v))?;
+        states.insert(key.clone(), Stored { meta, state });
+        Ok(end)
+    }
+
+    /// Starts `key`'s state over at `start_offset`, nothing in flight, in
+    /// the next state epoch (InitializeShareGroupState, for
+    /// AlterShareGroupOffsets): leaders holding the old state are fenced
+    /// on their next write. The log end to wait for.
+    pub fn initialize(
+        &self,
+        key: &StateKey,
+        start_offset: i64,
+        now: i64,
+    ) -> Result<i64, ResponseError> {
+        if start_offset < 0 {
+            return Err(ResponseError::InvalidRequest);
+        }
+        let mut states = self.states.lock();
+        let (previous, meta) = match states.get(key) {
+            Some(s) => (
+                s.state.clone(),
+                SnapshotMeta {
+                    snapshot_epoch: s.meta.snapshot_epoch.wrapping_add(1),
+                    create_timestamp: s.meta.create_timestamp,
+                    write_timestamp: now,
+                },
+            ),
+            None => (ShareState::default(), SnapshotMeta::default_at(now)),
+        };
+        let state = ShareState {
+            state_epoch: previous.state_epoch.wrapping_add(1),
+            leader_epoch: previous.leader_epoch,
+            start_offset,
+            batches: Vec::new(),
+        };
         let (k, v) =
             encode_snapshot(key, meta, &state).map_err(|_| ResponseError::InvalidRequest)?;
         let end = self.append(now, k, Some(v))?;

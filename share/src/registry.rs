@@ -36,6 +36,9 @@ pub struct Entry {
     /// after the last, so the share coordinator never gets an older state
     /// after a newer one.
     pub persisting: tokio::sync::Mutex<()>,
+    /// The persisted state's epoch when it was read: a write from an older
+    /// epoch is fenced (the state was initialized again since).
+    pub state_epoch: i32,
 }
 
 #[derive(Default)]
@@ -48,13 +51,15 @@ impl SharePartitions {
         self.map.read().get(key).cloned()
     }
 
-    /// The share partition of `key`, `partition` if it is new (a
-    /// concurrent first use may have won); its limits set to `limits`.
+    /// The share partition of `key`, `partition` (read at `state_epoch`)
+    /// if it is new (a concurrent first use may have won); its limits set
+    /// to `limits`.
     pub fn get_or_insert(
         &self,
         key: &SharePartitionKey,
         limits: DeliveryLimits,
         partition: SharePartition,
+        state_epoch: i32,
     ) -> Arc<Entry> {
         let mut map = self.map.write();
         let entry = map.entry(key.clone()).or_insert_with(|| {
@@ -62,6 +67,7 @@ impl SharePartitions {
                 state: Mutex::new(partition),
                 limits: Mutex::new(limits),
                 persisting: tokio::sync::Mutex::new(()),
+                state_epoch,
             })
         });
         *entry.limits.lock() = limits;
@@ -106,6 +112,25 @@ impl SharePartitions {
             })
             .copied()
             .collect()
+    }
+
+    /// Forgets `key`'s share partition (its persisted state changed under
+    /// it): the next fetch reads it again.
+    pub fn remove(&self, key: &SharePartitionKey) {
+        self.map.write().remove(key);
+    }
+
+    /// Forgets `key`'s share partition if no record of it is acquired (no
+    /// member fetches it here any more): the next fetch reads the persisted
+    /// state, which an offset reset may have changed.
+    pub fn remove_if_idle(&self, key: &SharePartitionKey) {
+        let mut map = self.map.write();
+        if map
+            .get(key)
+            .is_some_and(|e| e.state.lock().window().acquired == 0)
+        {
+            map.remove(key);
+        }
     }
 
     /// Forgets the share partitions of topic partitions `keep` refuses

@@ -189,6 +189,14 @@ impl ShareSessions {
             .collect()
     }
 
+    /// Whether any open session of `group` fetches `tp`.
+    pub fn includes(&self, group: &str, tp: &TopicIdPartition) -> bool {
+        self.sessions
+            .lock()
+            .iter()
+            .any(|((g, _), s)| g == group && s.partitions.contains(tp))
+    }
+
     pub fn len(&self) -> usize {
         self.sessions.lock().len()
     }
@@ -297,8 +305,10 @@ mod tests {
             .unwrap();
         s.fetch("g", "new", 0, changes(&[tp(1)], &[], false), 50)
             .unwrap();
+        assert!(s.includes("g", &tp(0)) && s.includes("g", &tp(1)));
         let closed = s.close_idle(|group, last_used| group == "g" && last_used < 40);
         assert_eq!(closed, vec![("g".into(), "old".into(), vec![tp(0)])]);
         assert_eq!(s.len(), 1);
+        assert!(!s.includes("g", &tp(0)) && !s.includes("h", &tp(1)));
     }
 }

@@ -3,8 +3,8 @@
 //! the wire level:
 //!
 //! - share consumers split a topic and each record is delivered to one of
-//!   them once; the tool lists, describes (members, state, start offsets)
-//!   and deletes the group; on three
+//!   them once; the tool lists, describes (members, state, start offsets),
+//!   resets the offsets of and deletes the group; on three
 //!   nodes each partition's leader delivers its records;
 //! - released records come back, with a higher delivery count, until
 //!   `share.delivery.count.limit` archives them;
@@ -35,7 +35,7 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_tests::console_consumer::{ConsoleConsumer, ShareRecord};
 use ottla_tests::groups::{coordinator_of, GROUP_KEY};
 use ottla_tests::ottla::Ottla;
-use ottla_tests::tools::{kafka_tool, ok};
+use ottla_tests::tools::{kafka_tool, ok, refused};
 use ottla_tests::topics::{
     create_assigned_topic, create_topic, describe as describe_topic, produce_keyed, topic_uuid,
 };
@@ -470,5 +470,65 @@ fn a_new_partition_leader_delivers_from_where_the_group_was() {
         acquired(&after.fetch(topic, Vec::new(), 10_000)),
         vec![(10, 19, 2)],
         "the acknowledged ten are done; the others come again"
+    );
+}
+
+/// The start offsets kafka-share-groups.sh describes, by partition.
+fn start_offsets(node: &Ottla, group: &str) -> BTreeMap<i32, i64> {
+    share_groups_tool(node, &["--describe", "--group", group])
+        .lines()
+        .filter(|l| l.starts_with(group))
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            Some((fields.get(2)?.parse().ok()?, fields.get(3)?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `kafka-share-groups.sh --reset-offsets`: refused while the group has
+/// members; on the empty group, delivery starts over where it says.
+#[test]
+fn an_offset_reset_starts_an_empty_group_over() {
+    let node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "again", 1, &[]);
+    configure_group(&node, "rereaders", "share.auto.offset.reset=earliest");
+    produce(&node, "again", 10);
+    let mut first = ConsoleConsumer::start_share(&node, "first", "again", "rereaders", &[]);
+    assert_eq!(lines_of(&[&first], 10).len(), 10);
+    let start = Instant::now();
+    while start_offsets(&node, "rereaders").get(&0) != Some(&10) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the ten were never all acknowledged"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let bootstrap = node.bootstrap();
+    let reset = [
+        "--bootstrap-server",
+        bootstrap.as_str(),
+        "--reset-offsets",
+        "--group",
+        "rereaders",
+        "--topic",
+        "again",
+        "--to-earliest",
+        "--execute",
+    ];
+    refused(kafka_tool("kafka-share-groups.sh", &reset, None));
+    first.stop();
+    ok(kafka_tool("kafka-share-groups.sh", &reset, None));
+    assert_eq!(
+        start_offsets(&node, "rereaders").get(&0),
+        None,
+        "an empty group lists no partition"
+    );
+    let second = ConsoleConsumer::start_share(&node, "second", "again", "rereaders", &[]);
+    let lines = lines_of(&[&second], 10);
+    let offsets: Vec<(i64, u32)> = lines.iter().map(|(_, o, d, _)| (*o, *d)).collect();
+    assert_eq!(
+        offsets,
+        (0..10).map(|o| (o, 1)).collect::<Vec<_>>(),
+        "all ten again, as new"
     );
 }

@@ -133,12 +133,14 @@ async fn load_partitions(
             continue;
         };
         let state_key = state_key(group, *tp);
-        let (share_partition, is_new) = match persister::read(broker, &state_key).await {
+        let (share_partition, state_epoch, is_new) = match persister::read(broker, &state_key).await
+        {
             Ok(Some(state)) => (
                 ottla_share::SharePartition::restore(state.start_offset, &state.batches),
+                state.state_epoch,
                 false,
             ),
-            Ok(None) => (partitions::fresh(&partition, settings, now_ms()), true),
+            Ok(None) => (partitions::fresh(&partition, settings, now_ms()), 0, true),
             Err(e) => {
                 ottla_coordinator_common::log_limited!(
                     tracing::Level::WARN,
@@ -157,6 +159,7 @@ async fn load_partitions(
             &key,
             partitions::limits(settings),
             share_partition,
+            state_epoch,
         );
         if is_new {
             let first = persister::ToPersist {
@@ -184,6 +187,15 @@ fn release(
 ) {
     let released = broker.share_partitions.release_member(group, member, tps);
     wake(broker, image, &released);
+    // No member fetches them here any more: read them again when one does,
+    // so an offset reset made meanwhile is seen.
+    for tp in tps {
+        if !broker.share_sessions.includes(group, tp) {
+            broker
+                .share_partitions
+                .remove_if_idle(&SharePartitionKey::new(group, *tp));
+        }
+    }
 }
 
 /// Wakes the fetches waiting on `tps`: records there can be delivered again.

@@ -1,11 +1,15 @@
 //! Share groups' coordinator APIs (KIP-932): ShareGroupHeartbeat v1,
-//! ShareGroupDescribe v1 and DescribeShareGroupOffsets v0. The membership is
+//! ShareGroupDescribe v1, DescribeShareGroupOffsets v0 and
+//! AlterShareGroupOffsets v0. The membership is
 //! `ottla_group_coordinator::share_group`; delivery is `apis::share_fetch`.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_share_group_offsets_response::{
+    AlterShareGroupOffsetsResponsePartition, AlterShareGroupOffsetsResponseTopic,
+};
 use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::describe_share_group_offsets_response::{
     DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition,
@@ -17,6 +21,7 @@ use kafka_protocol::messages::share_group_describe_response::{
 };
 use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{
+    AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
     DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId,
     ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse, TopicName,
@@ -285,4 +290,82 @@ async fn describe_group_offsets(
         );
     }
     answer.with_topics(topics)
+}
+
+/// AlterShareGroupOffsets v0 (`kafka-share-groups.sh --reset-offsets`):
+/// each named partition's share state starts over at the given offset.
+/// Only an empty (or unknown) group may be altered, as in Kafka; leaders
+/// holding the old state are fenced by its new state epoch.
+pub async fn alter_offsets(
+    broker: &Arc<Broker>,
+    req: AlterShareGroupOffsetsRequest,
+) -> AlterShareGroupOffsetsResponse {
+    let image = broker.controller.image();
+    let failed = |e: ResponseError, message: String| {
+        AlterShareGroupOffsetsResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(text(message)))
+    };
+    if let Some(why) = disabled(&image) {
+        return failed(ResponseError::UnsupportedVersion, why);
+    }
+    let group = req.group_id.to_string();
+    let id = group.clone();
+    let members = blocking(broker, move |b| {
+        b.groups
+            .shard_blocking(&id)
+            .map(|s| s.describe_share_group(&id))
+    })
+    .await;
+    match members {
+        Ok(Ok(Ok(g))) if !g.members.is_empty() => {
+            return failed(
+                ResponseError::NonEmptyGroup,
+                format!("Share group {group} has members: stop them before altering its offsets."),
+            )
+        }
+        Ok(Ok(Err(true))) => {
+            return failed(
+                ResponseError::GroupIdNotFound,
+                format!("Group {group} is not a share group."),
+            )
+        }
+        Ok(Err(e)) => return AlterShareGroupOffsetsResponse::default().with_error_code(e.code()),
+        Err(_) => {
+            return AlterShareGroupOffsetsResponse::default()
+                .with_error_code(ResponseError::UnknownServerError.code())
+        }
+        _ => {}
+    }
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let topic = image.topic_by_name(&t.topic_name);
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in t.partitions {
+            let outcome = match topic.filter(|tp| tp.partitions.contains_key(&p.partition_index)) {
+                None => Err(ResponseError::UnknownTopicOrPartition),
+                Some(_) if p.start_offset < 0 => Err(ResponseError::InvalidRequest),
+                Some(tp) => {
+                    let key = StateKey {
+                        group: group.clone(),
+                        topic_id: tp.id,
+                        partition: p.partition_index,
+                    };
+                    share_persister::initialize(broker, &key, p.start_offset).await
+                }
+            };
+            partitions.push(
+                AlterShareGroupOffsetsResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(outcome.err().map_or(0, |e| e.code())),
+            );
+        }
+        topics.push(
+            AlterShareGroupOffsetsResponseTopic::default()
+                .with_topic_name(t.topic_name)
+                .with_topic_id(topic.map_or(uuid::Uuid::nil(), |tp| tp.id))
+                .with_partitions(partitions),
+        );
+    }
+    AlterShareGroupOffsetsResponse::default().with_responses(topics)
 }

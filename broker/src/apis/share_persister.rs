@@ -8,18 +8,24 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::initialize_share_group_state_request::{
+    InitializeStateData, PartitionData as InitializePartition,
+};
 use kafka_protocol::messages::read_share_group_state_request::{
     PartitionData as ReadPartition, ReadStateData,
 };
 use kafka_protocol::messages::write_share_group_state_request::{
     PartitionData as WritePartition, WriteStateData,
 };
-use kafka_protocol::messages::{ReadShareGroupStateRequest, WriteShareGroupStateRequest};
+use kafka_protocol::messages::{
+    InitializeShareGroupStateRequest, ReadShareGroupStateRequest, WriteShareGroupStateRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 use ottla_share::registry::Entry;
+use ottla_share::SharePartitionKey;
 use ottla_share_coordinator::{ShareState, StateKey, StateWrite};
 
-use crate::apis::share_state::{from_read_batch, to_write_batch, write_local};
+use crate::apis::share_state::{from_read_batch, initialize_local, to_write_batch, write_local};
 use crate::broker::Broker;
 use crate::handlers::blocking;
 
@@ -107,7 +113,7 @@ pub(crate) async fn write(
             .map(|p| {
                 let (start_offset, batches) = p.entry.state.lock().persisted();
                 let write = StateWrite {
-                    state_epoch: 0,
+                    state_epoch: p.entry.state_epoch,
                     leader_epoch: p.leader_epoch,
                     start_offset,
                     batches,
@@ -122,7 +128,54 @@ pub(crate) async fn write(
         }
         drop(guards);
     }
+    // The state was initialized again under these leaders' feet (an offset
+    // reset): read it again on the next fetch.
+    for (key, outcome) in &outcomes {
+        if matches!(outcome, Err(ResponseError::FencedStateEpoch)) {
+            broker.share_partitions.remove(&SharePartitionKey::new(
+                &key.group,
+                (key.topic_id, key.partition),
+            ));
+        }
+    }
     outcomes
+}
+
+/// Starts `key`'s persisted state over at `start_offset`
+/// (InitializeShareGroupState), at its coordinator.
+pub(crate) async fn initialize(
+    broker: &Arc<Broker>,
+    key: &StateKey,
+    start_offset: i64,
+) -> Result<(), ResponseError> {
+    let node = coordinator_of(broker, key).await?;
+    if node == broker.node_id() {
+        return initialize_local(broker, key.clone(), start_offset).await;
+    }
+    let req = InitializeShareGroupStateRequest::default()
+        .with_group_id(StrBytes::from_string(key.group.clone()))
+        .with_topics(vec![InitializeStateData::default()
+            .with_topic_id(key.topic_id)
+            .with_partitions(vec![InitializePartition::default()
+                .with_partition(key.partition)
+                .with_start_offset(start_offset)])]);
+    let r = broker
+        .brokers
+        .send(node, 0, &req)
+        .await
+        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+    let code = r
+        .results
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .next()
+        .map_or(ResponseError::CoordinatorNotAvailable.code(), |p| {
+            p.error_code
+        });
+    match code {
+        0 => Ok(()),
+        c => Err(ResponseError::try_from_code(c).unwrap_or(ResponseError::CoordinatorNotAvailable)),
+    }
 }
 
 async fn write_remote(

@@ -1,11 +1,15 @@
 //! The share coordinator's inter-broker APIs (KIP-932): ReadShareGroupState
-//! v0 and WriteShareGroupState v0, which share partition leaders send to
+//! v0, WriteShareGroupState v0 and InitializeShareGroupState v0 (for offset
+//! resets), which share partition leaders and group coordinators send to
 //! the coordinator of each share partition's state
 //! (`ottla_share_coordinator`); and the conversions both sides use.
 
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::initialize_share_group_state_response::{
+    InitializeStateResult, PartitionResult as InitializeResult,
+};
 use kafka_protocol::messages::read_share_group_state_response::{
     self as read_response, ReadStateResult,
 };
@@ -14,6 +18,7 @@ use kafka_protocol::messages::write_share_group_state_response::{
     PartitionResult as WriteResult, WriteStateResult,
 };
 use kafka_protocol::messages::{
+    InitializeShareGroupStateRequest, InitializeShareGroupStateResponse,
     ReadShareGroupStateRequest, ReadShareGroupStateResponse, WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 };
@@ -207,4 +212,48 @@ pub(crate) async fn write_local(
         out.push((key, outcome));
     }
     out
+}
+
+/// InitializeShareGroupState v0: each named share partition's state starts
+/// over at the given offset, in a new state epoch.
+pub async fn initialize(
+    broker: &Arc<Broker>,
+    req: InitializeShareGroupStateRequest,
+) -> InitializeShareGroupStateResponse {
+    let group = req.group_id.to_string();
+    let mut results: Vec<InitializeStateResult> = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let outcome =
+                initialize_local(broker, key(&group, t.topic_id, p.partition), p.start_offset)
+                    .await;
+            partitions.push(
+                InitializeResult::default()
+                    .with_partition(p.partition)
+                    .with_error_code(outcome.err().map_or(0, |e| e.code())),
+            );
+        }
+        results.push(
+            InitializeStateResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    InitializeShareGroupStateResponse::default().with_results(results)
+}
+
+/// InitializeShareGroupState on this broker, acknowledged once the state
+/// partition's ISR has it.
+pub(crate) async fn initialize_local(
+    broker: &Arc<Broker>,
+    key: StateKey,
+    start_offset: i64,
+) -> Result<(), ResponseError> {
+    let (tp, end) = blocking(broker, move |b| {
+        b.share_coordinator.initialize(&key, start_offset)
+    })
+    .await
+    .map_err(|_| ResponseError::UnknownServerError)??;
+    broker.share_coordinator.replicated(&tp, end).await
 }

@@ -7,7 +7,13 @@
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_share_group_offsets_response::{
+    AlterShareGroupOffsetsResponsePartition, AlterShareGroupOffsetsResponseTopic,
+};
 use kafka_protocol::messages::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup;
+use kafka_protocol::messages::initialize_share_group_state_response::{
+    InitializeStateResult, PartitionResult as InitializeResult,
+};
 use kafka_protocol::messages::share_acknowledge_response::{
     self as ack_response, ShareAcknowledgeResponse, ShareAcknowledgeTopicResponse,
 };
@@ -21,7 +27,9 @@ use kafka_protocol::messages::write_share_group_state_response::{
     PartitionResult as WriteResult, WriteStateResult,
 };
 use kafka_protocol::messages::{
+    AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
     DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
+    InitializeShareGroupStateRequest, InitializeShareGroupStateResponse,
     ReadShareGroupStateRequest, ReadShareGroupStateResponse, RequestKind, ResponseKind,
     ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, WriteShareGroupStateRequest,
@@ -241,4 +249,70 @@ pub fn describe_offsets(access: &Arc<Access>, mut req: DescribeShareGroupOffsets
         }
     );
     Gate::Pass(RequestKind::DescribeShareGroupOffsets(req), p)
+}
+
+/// READ on the group, else the request is refused whole; READ on each
+/// topic, else its partitions are refused (Kafka's rules for
+/// AlterShareGroupOffsets).
+pub fn alter_offsets(access: &Arc<Access>, mut req: AlterShareGroupOffsetsRequest) -> Gate {
+    if !access.group(operation::READ, &req.group_id) {
+        return Gate::Answer(ResponseKind::AlterShareGroupOffsets(
+            AlterShareGroupOffsetsResponse::default()
+                .with_error_code(GROUP_DENIED.code())
+                .with_error_message(text("Group authorization failed.")),
+        ));
+    }
+    let (kept, refused) = split(std::mem::take(&mut req.topics), |t| {
+        access.topic(operation::READ, &t.topic_name)
+    });
+    req.topics = kept;
+    let p = (!refused.is_empty()).then(|| {
+        patch!(
+            AlterShareGroupOffsets,
+            move |r: &mut AlterShareGroupOffsetsResponse| {
+                r.responses.extend(refused.into_iter().map(|t| {
+                    AlterShareGroupOffsetsResponseTopic::default()
+                        .with_topic_name(t.topic_name)
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    AlterShareGroupOffsetsResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(TOPIC_DENIED.code())
+                                })
+                                .collect(),
+                        )
+                }));
+            }
+        )
+    });
+    Gate::Pass(RequestKind::AlterShareGroupOffsets(req), p.flatten())
+}
+
+pub fn initialize_state(access: &Access, req: InitializeShareGroupStateRequest) -> Gate {
+    if access.cluster(operation::CLUSTER_ACTION) {
+        return Gate::Pass(RequestKind::InitializeShareGroupState(req), None);
+    }
+    let results = req
+        .topics
+        .iter()
+        .map(|t| {
+            InitializeStateResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            InitializeResult::default()
+                                .with_partition(p.partition)
+                                .with_error_code(CLUSTER_DENIED.code())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    Gate::Answer(ResponseKind::InitializeShareGroupState(
+        InitializeShareGroupStateResponse::default().with_results(results),
+    ))
 }

@@ -262,6 +262,14 @@ fn every_served_api_has_a_rule() {
             RequestKind::DescribeShareGroupOffsets(Default::default()),
         ),
         (
+            ApiKey::AlterShareGroupOffsets,
+            RequestKind::AlterShareGroupOffsets(Default::default()),
+        ),
+        (
+            ApiKey::InitializeShareGroupState,
+            RequestKind::InitializeShareGroupState(Default::default()),
+        ),
+        (
             ApiKey::ReadShareGroupState,
             RequestKind::ReadShareGroupState(Default::default()),
         ),

@@ -72,6 +72,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ShareFetch, 1, 1),
     (ApiKey::ShareAcknowledge, 1, 1),
     (ApiKey::DescribeShareGroupOffsets, 0, 0),
+    (ApiKey::AlterShareGroupOffsets, 0, 0),
+    (ApiKey::InitializeShareGroupState, 0, 0),
     (ApiKey::ReadShareGroupState, 0, 0),
     (ApiKey::WriteShareGroupState, 0, 0),
     (ApiKey::AddPartitionsToTxn, 0, 5),
@@ -331,6 +333,12 @@ impl RequestHandler for BrokerApis {
                     ResponseKind::DescribeShareGroupOffsets(
                         share_group::describe_offsets(b, r).await,
                     )
+                }
+                RequestKind::AlterShareGroupOffsets(r) => {
+                    ResponseKind::AlterShareGroupOffsets(share_group::alter_offsets(b, r).await)
+                }
+                RequestKind::InitializeShareGroupState(r) => {
+                    ResponseKind::InitializeShareGroupState(share_state::initialize(b, r).await)
                 }
                 // Between brokers: share partition leaders and the share
                 // coordinator (KIP-932).
