@@ -11,6 +11,8 @@
 //! - records a member acquired and never acknowledged go to another member
 //!   once their acquisition lock expires;
 //! - share sessions and acknowledgements are checked as Kafka checks them;
+//! - `share.isolation.level=read_committed` never delivers an aborted
+//!   transaction's records, read_uncommitted does;
 //! - what was acknowledged stays so, and what was not is delivered again,
 //!   across a kill -9 and restart, and across a partition leader's death
 //!   (the share coordinator's `__share_group_state`).
@@ -35,7 +37,7 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_tests::console_consumer::{ConsoleConsumer, ShareRecord};
 use ottla_tests::groups::{coordinator_of, GROUP_KEY};
 use ottla_tests::ottla::Ottla;
-use ottla_tests::tools::{kafka_tool, ok, refused};
+use ottla_tests::tools::{kafka_tool, ok, python_script, refused};
 use ottla_tests::topics::{
     create_assigned_topic, create_topic, describe as describe_topic, produce_keyed, topic_uuid,
 };
@@ -531,4 +533,50 @@ fn an_offset_reset_starts_an_empty_group_over() {
         (0..10).map(|o| (o, 1)).collect::<Vec<_>>(),
         "all ten again, as new"
     );
+}
+
+/// Transactions from confluent-kafka (librdkafka): ten committed, six
+/// aborted, one more committed, on one partition.
+const TRANSACTIONS: &str = r#"
+import sys
+from confluent_kafka import Producer
+
+bootstrap, topic = sys.argv[1:3]
+p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "share-txn", "linger.ms": 5})
+p.init_transactions(30)
+for values in ([f"committed-{i}" for i in range(10)], [f"aborted-{i}" for i in range(6)], ["committed-10"]):
+    p.begin_transaction()
+    for v in values:
+        p.produce(topic, value=v, partition=0)
+    if values[0].startswith("aborted"):
+        p.flush(30)
+        p.abort_transaction(30)
+    else:
+        p.commit_transaction(30)
+"#;
+
+#[test]
+fn read_committed_share_groups_skip_aborted_transactions() {
+    let node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "txns", 1, &[]);
+    ok(python_script(TRANSACTIONS, &[&node.bootstrap(), "txns"]));
+    configure_group(
+        &node,
+        "committed-only",
+        "share.auto.offset.reset=earliest,share.isolation.level=read_committed",
+    );
+    configure_group(&node, "everything", "share.auto.offset.reset=earliest");
+    let committed = ConsoleConsumer::start_share(&node, "committed", "txns", "committed-only", &[]);
+    let everything = ConsoleConsumer::start_share(&node, "everything", "txns", "everything", &[]);
+    let values = |lines: Vec<ShareRecord>| -> Vec<String> {
+        let mut v: Vec<String> = lines.into_iter().map(|(_, _, _, v)| v).collect();
+        v.sort();
+        v
+    };
+    let mut expected: Vec<String> = (0..=10).map(|i| format!("committed-{i}")).collect();
+    expected.sort();
+    assert_eq!(values(lines_of(&[&committed], 11)), expected);
+    let all = values(lines_of(&[&everything], 17));
+    assert_eq!(all.len(), 17);
+    assert_eq!(all.iter().filter(|v| v.starts_with("aborted")).count(), 6);
 }
