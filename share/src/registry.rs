@@ -1,7 +1,7 @@
 //! The share partitions this broker leads: one [`SharePartition`] per
 //! (share group, topic partition) that a member has fetched from here.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -30,6 +30,7 @@ impl SharePartitionKey {
 /// One share partition, with the delivery limits of its group as last
 /// seen (they follow the group's config).
 pub struct Entry {
+    pub key: SharePartitionKey,
     pub state: Mutex<SharePartition>,
     pub limits: Mutex<DeliveryLimits>,
     /// Held while the state is persisted: one write at a time, each taken
@@ -44,6 +45,10 @@ pub struct Entry {
 #[derive(Default)]
 pub struct SharePartitions {
     map: RwLock<HashMap<SharePartitionKey, Arc<Entry>>>,
+    /// The share partitions that may hold acquired records: the only ones
+    /// the lock-expiry tick visits. Added to under the entry's state lock
+    /// when records are acquired, removed under it once none are.
+    holding: Mutex<HashSet<SharePartitionKey>>,
 }
 
 impl SharePartitions {
@@ -64,6 +69,7 @@ impl SharePartitions {
         let mut map = self.map.write();
         let entry = map.entry(key.clone()).or_insert_with(|| {
             Arc::new(Entry {
+                key: key.clone(),
                 state: Mutex::new(partition),
                 limits: Mutex::new(limits),
                 persisting: tokio::sync::Mutex::new(()),
@@ -74,23 +80,33 @@ impl SharePartitions {
         entry.clone()
     }
 
-    /// Releases expired locks everywhere; the topic partitions where
+    /// Records were just acquired in `key`'s share partition: call with
+    /// its state lock held, so the lock-expiry tick cannot miss them.
+    pub fn note_acquired(&self, key: &SharePartitionKey) {
+        self.holding.lock().insert(key.clone());
+    }
+
+    /// Releases expired locks in the share partitions holding acquired
+    /// records (not every share partition); the topic partitions where
     /// records became deliverable again (their waiting fetches wake).
     pub fn expire_locks(&self, now: i64) -> Vec<TopicIdPartition> {
-        let entries: Vec<(TopicIdPartition, Arc<Entry>)> = self
-            .map
-            .read()
-            .iter()
-            .map(|(k, e)| ((k.topic_id, k.partition), e.clone()))
-            .collect();
-        entries
-            .into_iter()
-            .filter(|(_, e)| {
-                let limits = *e.limits.lock();
-                e.state.lock().expire_locks(now, &limits)
-            })
-            .map(|(tp, _)| tp)
-            .collect()
+        let keys: Vec<SharePartitionKey> = self.holding.lock().iter().cloned().collect();
+        let mut released = Vec::new();
+        for key in keys {
+            let Some(e) = self.get(&key) else {
+                self.holding.lock().remove(&key);
+                continue;
+            };
+            let limits = *e.limits.lock();
+            let mut state = e.state.lock();
+            if state.expire_locks(now, &limits) {
+                released.push((key.topic_id, key.partition));
+            }
+            if state.window().acquired == 0 {
+                self.holding.lock().remove(&key);
+            }
+        }
+        released
     }
 
     /// Gives back what `member` of `group` holds on `partitions`; those
@@ -160,5 +176,47 @@ impl SharePartitions {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::partition::FetchedBatch;
+
+    const LIMITS: DeliveryLimits = DeliveryLimits {
+        record_lock_duration_ms: 1000,
+        delivery_count_limit: 5,
+        max_in_flight: 100,
+    };
+
+    #[test]
+    fn the_lock_tick_visits_only_partitions_holding_records() {
+        let registry = SharePartitions::default();
+        let key = |p| SharePartitionKey::new("g", (Uuid::from_u128(1), p));
+        let busy = registry.get_or_insert(&key(0), LIMITS, SharePartition::new(0), 0);
+        registry.get_or_insert(&key(1), LIMITS, SharePartition::new(0), 0);
+        {
+            let mut state = busy.state.lock();
+            let batch = FetchedBatch {
+                base_offset: 0,
+                last_offset: 4,
+                skip: false,
+            };
+            assert!(!state.acquire("m", &[batch], 10, &LIMITS, 0).is_empty());
+            registry.note_acquired(&busy.key);
+        }
+        assert_eq!(
+            registry.holding.lock().len(),
+            1,
+            "the idle partition is not visited"
+        );
+        assert!(registry.expire_locks(999).is_empty());
+        assert_eq!(registry.holding.lock().len(), 1, "still held");
+        assert_eq!(registry.expire_locks(1000), vec![(Uuid::from_u128(1), 0)]);
+        assert!(
+            registry.holding.lock().is_empty(),
+            "nothing acquired any more"
+        );
     }
 }

@@ -212,6 +212,7 @@ fn acquire(
     if acquired.is_empty() {
         return Ok(Delivery::default());
     }
+    broker.share_partitions.note_acquired(&entry.key);
     budget.records -= acquired.iter().map(|a| a.last - a.first + 1).sum::<i64>();
     budget.bytes = budget.bytes.saturating_sub(records.len());
     Ok(Delivery {
