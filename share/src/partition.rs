@@ -347,7 +347,9 @@ impl SharePartition {
         types: &[AckType],
         limits: &DeliveryLimits,
     ) -> Result<(), ResponseError> {
-        if first > last || types.is_empty() {
+        // Offsets are never negative; checked first so the count below
+        // cannot overflow on a hostile range.
+        if first < 0 || first > last || types.is_empty() {
             return Err(ResponseError::InvalidRequest);
         }
         let count = last - first + 1;
@@ -705,6 +707,11 @@ mod tests {
             sp.acknowledge("a", 0, 4, &[AckType::Accept, AckType::Accept], &LIMITS),
             Err(ResponseError::InvalidRequest),
             "one type, or one per offset"
+        );
+        assert_eq!(
+            sp.acknowledge("a", i64::MIN, i64::MAX, &[AckType::Accept], &LIMITS),
+            Err(ResponseError::InvalidRequest),
+            "no offset is negative"
         );
         assert_eq!(sp.window().acquired, 5, "nothing changed");
         sp.acknowledge("a", 0, 4, &[AckType::Accept], &LIMITS)

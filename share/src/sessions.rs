@@ -4,7 +4,7 @@
 //! member had), each later request carries the session's epoch and moves it
 //! on, and -1 closes it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
@@ -14,6 +14,9 @@ use uuid::Uuid;
 pub type TopicIdPartition = (Uuid, i32);
 
 pub const INITIAL_EPOCH: i32 = 0;
+/// Share sessions a broker holds at most (Kafka's default
+/// `group.share.max.share.sessions`).
+const MAX_SESSIONS: usize = 2000;
 pub const FINAL_EPOCH: i32 = -1;
 
 /// A request's view of its member's session.
@@ -93,6 +96,11 @@ impl ShareSessions {
                 if acknowledges {
                     return Err(ResponseError::InvalidRequest);
                 }
+                // Each member id opens its own session: a cap keeps made-up
+                // member ids from filling the broker's memory.
+                if sessions.len() >= MAX_SESSIONS && !sessions.contains_key(&key) {
+                    return Err(ResponseError::ShareSessionLimitReached);
+                }
                 let mut partitions = Vec::with_capacity(added.len());
                 add_new(&mut partitions, added);
                 sessions.insert(
@@ -110,6 +118,7 @@ impl ShareSessions {
             }
             _ => {
                 let session = Self::current(&mut sessions, &key, epoch)?;
+                let forgotten: HashSet<&TopicIdPartition> = forgotten.iter().collect();
                 session.partitions.retain(|tp| !forgotten.contains(tp));
                 add_new(&mut session.partitions, added);
                 session.epoch = next_epoch(epoch);
@@ -206,9 +215,12 @@ impl ShareSessions {
     }
 }
 
+/// Appends the partitions of `added` not listed yet, in order. Hashed: a
+/// request may name a great many.
 fn add_new(partitions: &mut Vec<TopicIdPartition>, added: &[TopicIdPartition]) {
+    let mut listed: HashSet<TopicIdPartition> = partitions.iter().copied().collect();
     for tp in added {
-        if !partitions.contains(tp) {
+        if listed.insert(*tp) {
             partitions.push(*tp);
         }
     }
@@ -296,6 +308,26 @@ mod tests {
         s.fetch("g", "m", 0, changes(&[tp(3)], &[], false), 0)
             .unwrap();
         assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn sessions_are_capped_and_long_lists_stay_deduplicated() {
+        let s = ShareSessions::default();
+        for m in 0..MAX_SESSIONS {
+            s.fetch("g", &m.to_string(), 0, changes(&[tp(0)], &[], false), 0)
+                .unwrap();
+        }
+        assert_eq!(
+            s.fetch("g", "one-more", 0, changes(&[tp(0)], &[], false), 0),
+            Err(ResponseError::ShareSessionLimitReached)
+        );
+        // An existing member may still open its session again.
+        let many: Vec<TopicIdPartition> = (0..50_000).map(|p| tp(p % 25_000)).collect();
+        let opened = s.fetch("g", "7", 0, changes(&many, &[], false), 0).unwrap();
+        let SessionUse::Open { partitions, .. } = opened else {
+            panic!("open")
+        };
+        assert_eq!(partitions.len(), 25_000);
     }
 
     #[test]
