@@ -39,7 +39,7 @@
 use std::num::NonZeroU32;
 
 use ottla_protocol::mirror::admin::FailoverSummary;
-use ottla_protocol::mirror::wire::{
+use ottla_protocol::schema::wire::{
     DecodeError, EncodeError, Reader, UnknownTaggedFields, WireField, Writer,
 };
 use thiserror::Error;
@@ -306,7 +306,7 @@ impl LastMirroredEpochValue {
 
 #[cfg(test)]
 mod tests {
-    use ottla_protocol::mirror::wire::RawTaggedField;
+    use ottla_protocol::schema::wire::RawTaggedField;
     use proptest::prelude::*;
 
     use super::*;

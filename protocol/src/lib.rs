@@ -9,6 +9,8 @@ pub mod client_security;
 pub mod file_records;
 pub mod frame;
 pub mod java_hash;
+#[macro_use]
+pub mod schema;
 pub mod mirror;
 pub mod names;
 pub mod properties;
@@ -16,3 +18,4 @@ pub mod records;
 pub mod request;
 pub mod response;
 pub mod response_frame;
+pub mod streams;

@@ -10,8 +10,8 @@ use ottla_protocol::mirror::admin::{DescribeMirrorsResponse, ListMirrorsResponse
 use ottla_protocol::mirror::epochs::LastMirroredEpochsRequest;
 use ottla_protocol::mirror::states::{WriteMirrorStatesRequest, WriteMirrorStatesTopic};
 use ottla_protocol::mirror::topics::AddTopicsToMirrorRequest;
-use ottla_protocol::mirror::wire::{DecodeError, DecodeErrorKind};
 use ottla_protocol::mirror::MirrorMessage;
+use ottla_protocol::schema::wire::{DecodeError, DecodeErrorKind};
 
 /// Records the largest single allocation made by the current thread.
 struct LargestAllocation;

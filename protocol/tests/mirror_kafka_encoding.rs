@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiVersionsRequest;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use ottla_protocol::mirror::admin::MirrorConfigEntry;
-use ottla_protocol::mirror::wire::{
+use ottla_protocol::schema::wire::{
     RawTaggedField, Reader, UnknownTaggedFields, WireField, Writer,
 };
 use proptest::prelude::*;

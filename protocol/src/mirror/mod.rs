@@ -83,89 +83,7 @@ use std::ops::RangeInclusive;
 
 use bytes::BytesMut;
 
-pub mod wire;
-
-use wire::{DecodeError, DecodeErrorKind, EncodeError, Reader, WireField, Writer};
-
-/// Declares a schema struct: its fields in wire order (each optionally
-/// `= default`, Kafka's `"default"`), then the preserved unknown tagged
-/// fields, with the codec (and, in tests, a proptest strategy) generated from
-/// that order.
-macro_rules! wire_struct {
-    (
-        $(#[$meta:meta])*
-        pub struct $name:ident {
-            $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty $(= $default:expr)?, )*
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq)]
-        pub struct $name {
-            $( $(#[$field_meta])* pub $field: $ty, )*
-            /// Tagged fields this version does not know, written back as read.
-            pub unknown_tagged_fields: $crate::mirror::wire::UnknownTaggedFields,
-        }
-
-        /// Every field at its schema default (`= value` in the declaration,
-        /// else zero, empty or null).
-        impl Default for $name {
-            fn default() -> Self {
-                Self {
-                    $( $field: field_default!($($default)?), )*
-                    unknown_tagged_fields: Default::default(),
-                }
-            }
-        }
-
-        impl $crate::mirror::wire::WireField for $name {
-            fn read(
-                r: &mut $crate::mirror::wire::Reader<'_>,
-            ) -> Result<Self, $crate::mirror::wire::DecodeError> {
-                Ok(Self {
-                    $( $field: <$ty as $crate::mirror::wire::WireField>::read(r)
-                        .map_err(|e| e.at(concat!(stringify!($name), ".", stringify!($field))))?, )*
-                    unknown_tagged_fields: $crate::mirror::wire::UnknownTaggedFields::read(r)
-                        .map_err(|e| e.at(concat!(stringify!($name), ".tagged_fields")))?,
-                })
-            }
-
-            fn write(
-                &self,
-                w: &mut $crate::mirror::wire::Writer,
-            ) -> Result<(), $crate::mirror::wire::EncodeError> {
-                $( $crate::mirror::wire::WireField::write(&self.$field, w)?; )*
-                self.unknown_tagged_fields.write(w)
-            }
-        }
-
-        #[cfg(test)]
-        impl $crate::mirror::testing::Arbitrary for $name {
-            fn strategy() -> proptest::strategy::BoxedStrategy<Self> {
-                use proptest::strategy::Strategy;
-                use $crate::mirror::testing::Arbitrary;
-                (
-                    $( <$ty as Arbitrary>::strategy(), )*
-                    <$crate::mirror::wire::UnknownTaggedFields as Arbitrary>::strategy(),
-                )
-                    .prop_map(|($($field,)* unknown_tagged_fields,)| Self {
-                        $($field,)*
-                        unknown_tagged_fields,
-                    })
-                    .boxed()
-            }
-        }
-    };
-}
-
-/// A field's default: the declared one, else the type's.
-macro_rules! field_default {
-    () => {
-        Default::default()
-    };
-    ($default:expr) => {
-        $default
-    };
-}
+use crate::schema::wire::{DecodeError, EncodeError, WireField};
 
 /// Makes a schema struct a top-level message of `$key`.
 macro_rules! mirror_message {
@@ -193,8 +111,6 @@ pub mod envelope;
 pub mod epochs;
 pub mod errors;
 pub mod states;
-#[cfg(test)]
-mod testing;
 #[cfg(test)]
 mod tests;
 pub mod topics;
@@ -259,33 +175,12 @@ pub trait MirrorMessage: WireField {
 
     /// The body in `version`'s encoding (without the header).
     fn encode(&self, version: i16) -> Result<BytesMut, EncodeError> {
-        if !Self::API_KEY.versions().contains(&version) {
-            return Err(EncodeError::UnsupportedVersion {
-                api: Self::NAME,
-                version,
-            });
-        }
-        let mut w = Writer::new();
-        self.write(&mut w)?;
-        Ok(w.into_bytes())
+        crate::schema::encode_body(self, Self::NAME, Self::API_KEY.versions(), version)
     }
 
     /// Decodes exactly `body` (the bytes after the header).
     fn decode(body: &[u8], version: i16) -> Result<Self, DecodeError> {
-        let versions = Self::API_KEY.versions();
-        if !versions.contains(&version) {
-            return Err(DecodeErrorKind::UnsupportedVersion {
-                api: Self::NAME,
-                version,
-                min: *versions.start(),
-                max: *versions.end(),
-            }
-            .into());
-        }
-        let mut r = Reader::new(body);
-        let message = Self::read(&mut r)?;
-        r.finish()?;
-        Ok(message)
+        crate::schema::decode_body(body, Self::NAME, Self::API_KEY.versions(), version)
     }
 }
 

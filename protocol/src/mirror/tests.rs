@@ -5,45 +5,10 @@ use proptest::prelude::*;
 use super::admin::*;
 use super::epochs::*;
 use super::states::*;
-use super::testing::Arbitrary;
 use super::topics::*;
-use super::wire::{DecodeErrorKind, RawTaggedField, UnknownTaggedFields};
 use super::{MirrorApiKey, MirrorMessage};
-
-/// Encoding then decoding gives the message back; re-encoding gives the
-/// same bytes; every strict prefix fails to decode, as does a trailing byte.
-fn check_round_trip<M: MirrorMessage + Clone + PartialEq + std::fmt::Debug>(
-    message: &M,
-) -> Result<(), TestCaseError> {
-    let bytes = message.encode(0).expect("encodable");
-    let decoded = M::decode(&bytes, 0).expect("decodable");
-    prop_assert_eq!(&decoded, message);
-    prop_assert_eq!(decoded.encode(0).expect("encodable"), bytes.clone());
-    for len in 0..bytes.len() {
-        prop_assert!(M::decode(&bytes[..len], 0).is_err(), "prefix {len} decoded");
-    }
-    let mut longer = bytes.to_vec();
-    longer.push(0);
-    prop_assert_eq!(
-        M::decode(&longer, 0).unwrap_err().kind,
-        DecodeErrorKind::TrailingBytes(1)
-    );
-    Ok(())
-}
-
-macro_rules! round_trips {
-    ($($test:ident: $message:ty,)*) => {
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(64))]
-            $(
-                #[test]
-                fn $test(message in <$message as Arbitrary>::strategy()) {
-                    check_round_trip(&message)?;
-                }
-            )*
-        }
-    };
-}
+use crate::schema::testing::{check_round_trip, Arbitrary};
+use crate::schema::wire::{DecodeErrorKind, RawTaggedField, UnknownTaggedFields};
 
 round_trips! {
     create_mirror_request: CreateMirrorRequest,

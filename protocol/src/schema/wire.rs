@@ -120,6 +120,10 @@ impl<'a> Reader<'a> {
         Ok(i16::from_be_bytes(self.array()?))
     }
 
+    pub fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.array()?))
+    }
+
     pub fn i32(&mut self) -> Result<i32, DecodeError> {
         Ok(i32::from_be_bytes(self.array()?))
     }
@@ -239,6 +243,10 @@ impl Writer {
 
     pub fn i16(&mut self, value: i16) {
         self.buf.put_i16(value);
+    }
+
+    pub fn u16(&mut self, value: u16) {
+        self.buf.put_u16(value);
     }
 
     pub fn i32(&mut self, value: i32) {
@@ -447,7 +455,7 @@ macro_rules! fixed_width_field {
     )*};
 }
 
-fixed_width_field!(i8 => i8, i16 => i16, i32 => i32, i64 => i64, bool => bool);
+fixed_width_field!(i8 => i8, i16 => i16, u16 => u16, i32 => i32, i64 => i64, bool => bool);
 
 impl WireField for Uuid {
     fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {

@@ -5,7 +5,8 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use uuid::Uuid;
 
-use super::wire::{RawTaggedField, UnknownTaggedFields};
+use super::wire::{DecodeErrorKind, RawTaggedField, UnknownTaggedFields, WireField};
+use super::{decode_body, encode_body};
 
 pub trait Arbitrary: Sized {
     fn strategy() -> BoxedStrategy<Self>;
@@ -21,7 +22,7 @@ macro_rules! any_strategy {
     )*};
 }
 
-any_strategy!(i8, i16, i32, i64, bool);
+any_strategy!(i8, i16, u16, i32, i64, bool);
 
 impl Arbitrary for Uuid {
     fn strategy() -> BoxedStrategy<Self> {
@@ -69,4 +70,41 @@ impl Arbitrary for UnknownTaggedFields {
             })
             .boxed()
     }
+}
+
+/// Encoding then decoding gives the message back; re-encoding gives the
+/// same bytes; every strict prefix fails to decode, as does a trailing byte.
+pub fn check_round_trip<M: WireField + PartialEq + std::fmt::Debug>(
+    message: &M,
+) -> Result<(), TestCaseError> {
+    let encode = |m: &M| encode_body(m, "test", 0..=0, 0).expect("encodable");
+    let decode = |b: &[u8]| decode_body::<M>(b, "test", 0..=0, 0);
+    let bytes = encode(message);
+    let decoded = decode(&bytes).expect("decodable");
+    prop_assert_eq!(&decoded, message);
+    prop_assert_eq!(encode(&decoded), bytes.clone());
+    for len in 0..bytes.len() {
+        prop_assert!(decode(&bytes[..len]).is_err(), "prefix {len} decoded");
+    }
+    let mut longer = bytes.to_vec();
+    longer.push(0);
+    prop_assert_eq!(
+        decode(&longer).unwrap_err().kind,
+        DecodeErrorKind::TrailingBytes(1)
+    );
+    Ok(())
+}
+
+macro_rules! round_trips {
+    ($($test:ident: $message:ty,)*) => {
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+            $(
+                #[test]
+                fn $test(message in <$message as Arbitrary>::strategy()) {
+                    check_round_trip(&message)?;
+                }
+            )*
+        }
+    };
 }
