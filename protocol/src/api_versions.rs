@@ -22,7 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 pub use kafka_protocol::protocol::VersionRange;
 use thiserror::Error;
 
-use crate::mirror::MirrorApiKey;
+use crate::own_api::OwnApiKey;
 
 /// Kafka 4.x advertises Produce from v0 although it rejects v0–2: librdkafka
 /// silently disables compression against a broker whose Produce minimum is 3
@@ -108,8 +108,8 @@ impl FinalizedFeatures {
 #[derive(Debug, Clone)]
 pub struct ApiVersionsTable {
     apis: BTreeMap<i16, (ApiKey, VersionRange)>,
-    /// Ottla's mirror APIs (keys kafka-protocol does not know).
-    mirror_apis: BTreeMap<i16, VersionRange>,
+    /// The APIs of Ottla's own codec (keys kafka-protocol does not know).
+    own_apis: BTreeMap<i16, VersionRange>,
     features: Features,
 }
 
@@ -121,15 +121,15 @@ impl ApiVersionsTable {
         )]);
         Self {
             apis,
-            mirror_apis: BTreeMap::new(),
+            own_apis: BTreeMap::new(),
             features,
         }
     }
 
-    /// Declares that the mirror API `key` is answered at all its versions.
-    pub fn add_mirror(&mut self, key: MirrorApiKey) {
+    /// Declares that the own-codec API `key` is answered at all its versions.
+    pub fn add_own(&mut self, key: OwnApiKey) {
         let versions = key.versions();
-        self.mirror_apis.insert(
+        self.own_apis.insert(
             key.as_i16(),
             VersionRange {
                 min: *versions.start(),
@@ -138,9 +138,9 @@ impl ApiVersionsTable {
         );
     }
 
-    /// Whether a mirror request at this key and version may be decoded.
-    pub fn accepts_mirror(&self, key: MirrorApiKey, version: i16) -> bool {
-        self.mirror_apis
+    /// Whether an own-codec request at this key and version may be decoded.
+    pub fn accepts_own(&self, key: OwnApiKey, version: i16) -> bool {
+        self.own_apis
             .get(&key.as_i16())
             .is_some_and(|r| (r.min..=r.max).contains(&version))
     }
@@ -214,8 +214,10 @@ impl ApiVersionsTable {
                 .with_max_version(range.max)])
     }
 
+    /// Kafka's APIs and the own-codec ones, in key order.
     fn advertised(&self) -> Vec<ApiVersion> {
-        self.apis
+        let mut advertised: Vec<ApiVersion> = self
+            .apis
             .values()
             .map(|&(key, range)| {
                 let min = if key == ApiKey::Produce {
@@ -228,13 +230,15 @@ impl ApiVersionsTable {
                     .with_min_version(min)
                     .with_max_version(range.max)
             })
-            .chain(self.mirror_apis.iter().map(|(&key, range)| {
+            .chain(self.own_apis.iter().map(|(&key, range)| {
                 ApiVersion::default()
                     .with_api_key(key)
                     .with_min_version(range.min)
                     .with_max_version(range.max)
             }))
-            .collect()
+            .collect();
+        advertised.sort_by_key(|v| v.api_key);
+        advertised
     }
 
     /// Before v4, features whose minimum level is 0 are left out, as Kafka
@@ -286,6 +290,8 @@ fn finalized_features(levels: Vec<(String, i16)>) -> Vec<FinalizedFeatureKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mirror::MirrorApiKey;
+    use crate::streams::StreamsApiKey;
 
     fn range(min: i16, max: i16) -> VersionRange {
         VersionRange { min, max }
@@ -396,20 +402,24 @@ mod tests {
     }
 
     #[test]
-    fn mirror_apis_are_advertised_after_kafkas() {
+    fn own_apis_are_advertised_in_key_order_with_kafkas() {
         let mut t = table();
-        assert!(!t.accepts_mirror(MirrorApiKey::CreateMirror, 0));
+        let create = OwnApiKey::Mirror(MirrorApiKey::CreateMirror);
+        assert!(!t.accepts_own(create, 0));
         for key in MirrorApiKey::ALL {
-            t.add_mirror(key);
+            t.add_own(OwnApiKey::Mirror(key));
         }
-        assert!(t.accepts_mirror(MirrorApiKey::CreateMirror, 0));
-        assert!(!t.accepts_mirror(MirrorApiKey::CreateMirror, 1));
+        t.add_own(OwnApiKey::Streams(StreamsApiKey::StreamsGroupHeartbeat));
+        t.add(ApiKey::DescribeTopicPartitions, range(0, 0)).unwrap();
+        assert!(t.accepts_own(create, 0));
+        assert!(!t.accepts_own(create, 1));
         let resp = t.response(&ApiVersionsRequest::default(), 2);
         let keys: Vec<i16> = resp.api_keys.iter().map(|k| k.api_key).collect();
         assert_eq!(
             keys.iter().filter(|&&k| (95..=106).contains(&k)).count(),
             12
         );
+        assert!(keys.contains(&88) && keys.contains(&75), "{keys:?}");
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted: {keys:?}");
     }
 }

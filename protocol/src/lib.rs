@@ -13,6 +13,7 @@ pub mod java_hash;
 pub mod schema;
 pub mod mirror;
 pub mod names;
+pub mod own_api;
 pub mod properties;
 pub mod records;
 pub mod request;

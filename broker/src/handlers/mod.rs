@@ -18,18 +18,20 @@ use ottla_protocol::api_versions::{
     ApiTableError, ApiVersionsTable, Features, FinalizedFeatures, VersionRange,
 };
 use ottla_protocol::mirror::MirrorApiKey;
+use ottla_protocol::own_api::OwnApiKey;
 
 use crate::apis::sasl;
 pub use crate::features::node_features;
 use crate::network::{
-    Api, HandlerFuture, MirrorHandlerFuture, RequestContext, RequestHandler, Response,
+    Api, HandlerFuture, OwnHandlerFuture, RequestContext, RequestHandler, Response,
 };
 
 /// API key → handler, plus the ApiVersions table built from the registrations.
 pub struct HandlerRegistry {
     handlers: HashMap<ApiKey, Arc<dyn RequestHandler>>,
-    /// Serves Ottla's mirror APIs, when this listener offers them.
-    mirror: Option<Arc<dyn RequestHandler>>,
+    /// The APIs of Ottla's own codec this listener offers (mirror and
+    /// streams-group APIs).
+    own: HashMap<OwnApiKey, Arc<dyn RequestHandler>>,
     api_versions: ApiVersionsTable,
 }
 
@@ -37,7 +39,7 @@ impl HandlerRegistry {
     pub fn new(features: Features) -> Self {
         Self {
             handlers: HashMap::new(),
-            mirror: None,
+            own: HashMap::new(),
             api_versions: ApiVersionsTable::new(features),
         }
     }
@@ -66,13 +68,17 @@ impl HandlerRegistry {
         Ok(())
     }
 
-    /// Serves every mirror API (all versions) with `handler`'s
-    /// [`RequestHandler::handle_mirror`].
-    pub fn register_mirror(&mut self, handler: Arc<dyn RequestHandler>) {
-        for key in MirrorApiKey::ALL {
-            self.api_versions.add_mirror(key);
+    /// Serves each of `keys` (all versions) with `handler`'s
+    /// [`RequestHandler::handle_own`].
+    pub fn register_own(
+        &mut self,
+        keys: impl IntoIterator<Item = OwnApiKey>,
+        handler: Arc<dyn RequestHandler>,
+    ) {
+        for key in keys {
+            self.api_versions.add_own(key);
+            self.own.insert(key, handler.clone());
         }
-        self.mirror = Some(handler);
     }
 
     /// What this registry's listener advertises and accepts.
@@ -90,7 +96,7 @@ impl RequestHandler for HandlerRegistry {
     ) -> HandlerFuture<'a> {
         let handler = match ctx.api {
             Api::Kafka(key) => self.handlers.get(&key),
-            Api::Mirror(_) => None,
+            Api::Own(_) => None,
         };
         match handler {
             Some(handler) => handler.handle(ctx, header, body),
@@ -99,15 +105,15 @@ impl RequestHandler for HandlerRegistry {
         }
     }
 
-    fn handle_mirror<'a>(
+    fn handle_own<'a>(
         &'a self,
         ctx: &'a RequestContext,
-        key: MirrorApiKey,
+        key: OwnApiKey,
         body: Bytes,
-    ) -> MirrorHandlerFuture<'a> {
-        match &self.mirror {
-            Some(handler) => handler.handle_mirror(ctx, key, body),
-            None => Box::pin(async move { anyhow::bail!("no handler for {key:?}") }),
+    ) -> OwnHandlerFuture<'a> {
+        match self.own.get(&key) {
+            Some(handler) => handler.handle_own(ctx, key, body),
+            None => Box::pin(async move { anyhow::bail!("no handler for {key}") }),
         }
     }
 }
@@ -130,9 +136,12 @@ pub fn broker_registry(
 ) -> Result<HandlerRegistry, ApiTableError> {
     let mut registry = HandlerRegistry::new(node_features(finalized));
     register_sasl(&mut registry)?;
-    registry.register_mirror(Arc::new(crate::mirroring::apis::MirrorApis {
-        broker: slot.clone(),
-    }));
+    registry.register_own(
+        MirrorApiKey::ALL.map(OwnApiKey::Mirror),
+        Arc::new(crate::mirroring::apis::MirrorApis {
+            broker: slot.clone(),
+        }),
+    );
     broker_apis::register(&mut registry, slot)?;
     Ok(registry)
 }

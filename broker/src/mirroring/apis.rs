@@ -41,11 +41,12 @@ use ottla_protocol::mirror::states::{
 };
 use ottla_protocol::mirror::topics::{MirrorTopic, MirrorTopicResult};
 use ottla_protocol::mirror::{topics, MirrorApiKey, MirrorMessage};
+use ottla_protocol::own_api::OwnApiKey;
 use tracing::info;
 
 use crate::broker::Broker;
 use crate::handlers::broker_apis::BrokerSlot;
-use crate::network::{MirrorHandlerFuture, RequestContext, RequestHandler};
+use crate::network::{OwnHandlerFuture, RequestContext, RequestHandler};
 use crate::security::authorizer::Access;
 use ottla_mirror::runtime::source::SourceCluster;
 use ottla_mirror::runtime::state_writes::StateWrite;
@@ -66,13 +67,16 @@ impl RequestHandler for MirrorApis {
         Box::pin(async { anyhow::bail!("the mirror handler serves mirror APIs only") })
     }
 
-    fn handle_mirror<'a>(
+    fn handle_own<'a>(
         &'a self,
         ctx: &'a RequestContext,
-        key: MirrorApiKey,
+        key: OwnApiKey,
         body: Bytes,
-    ) -> MirrorHandlerFuture<'a> {
+    ) -> OwnHandlerFuture<'a> {
         Box::pin(async move {
+            let OwnApiKey::Mirror(key) = key else {
+                anyhow::bail!("the mirror handler does not serve {key}");
+            };
             let b = self
                 .broker
                 .get()

@@ -23,8 +23,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use ottla_protocol::api_versions::ApiVersionsTable;
 use ottla_protocol::file_records::FileRecords;
 use ottla_protocol::frame::{FrameError, FrameReader};
-use ottla_protocol::mirror::envelope::{decode_mirror_request, mirror_response_head};
-use ottla_protocol::mirror::MirrorApiKey;
+use ottla_protocol::own_api::{decode_own_request, own_response_head, OwnApiKey};
 use ottla_protocol::request::{decode_request, Request, RequestError, RequestPrefix};
 use ottla_protocol::response::{
     encode_response, encode_response_frame, encode_response_head, EncodeError,
@@ -276,9 +275,9 @@ impl Connection {
         let table = &self.service.api_versions;
         if let Some(key) = RequestPrefix::peek(&frame)
             .ok()
-            .and_then(|p| MirrorApiKey::from_i16(p.api_key))
+            .and_then(|p| OwnApiKey::from_i16(p.api_key))
         {
-            return self.dispatch_mirror(frame, key, auth, started);
+            return self.dispatch_own(frame, key, auth, started);
         }
         let decoded = decode_request(frame, |key, version| table.accepts(key, version));
         let api = decoded.as_ref().ok().map(|r| r.api_key);
@@ -380,16 +379,16 @@ impl Connection {
     /// Starts answering one of Ottla's mirror APIs: the header is decoded
     /// here, the body by the handler, which returns the encoded response
     /// body.
-    fn dispatch_mirror(
+    fn dispatch_own(
         &self,
         frame: Bytes,
-        key: MirrorApiKey,
+        key: OwnApiKey,
         auth: &mut Auth,
         started: Instant,
     ) -> Result<Dispatched, DispatchError> {
         let principal = match auth {
             Auth::Fixed(principal) => principal.clone(),
-            Auth::Sasl(session) => match session.gate(Api::Mirror(key), started) {
+            Auth::Sasl(session) => match session.gate(Api::Own(key), started) {
                 Gate::Serve(principal) => principal,
                 Gate::Authenticate | Gate::Refuse(_) => {
                     return Ok(Dispatched::Refused(format!(
@@ -399,28 +398,28 @@ impl Connection {
             },
         };
         let table = &self.service.api_versions;
-        let request = decode_mirror_request(frame, key, |k, v| table.accepts_mirror(k, v))?;
+        let request = decode_own_request(frame, key, |k, v| table.accepts_own(k, v))?;
         let (version, correlation_id) = (
             request.header.request_api_version,
             request.header.correlation_id,
         );
         let client_id = client_id_of(&request.header);
         let (ctx, release) =
-            RequestContext::new(&self.info, principal, client_id, Api::Mirror(key), version);
+            RequestContext::new(&self.info, principal, client_id, Api::Own(key), version);
         let handler = Arc::clone(&self.service.handler);
         let task = tokio::spawn(self.settings.handler_pool.run(async move {
             let body = handler
-                .handle_mirror(&ctx, key, request.body)
+                .handle_own(&ctx, key, request.body)
                 .await
                 .map_err(|e| format!("{key:?} handler failed: {e:#}"))?;
             drop(ctx);
-            let head = mirror_response_head(correlation_id, body.len())
+            let head = own_response_head(correlation_id, body.len())
                 .ok_or_else(|| format!("{key:?} response of {} bytes is too large", body.len()))?;
             Ok(Outcome::Send(ResponseFrame::new([head, body])))
         }));
         let queued = Queued {
             pending: Pending::Task(task),
-            api: Api::Mirror(key),
+            api: Api::Own(key),
             started,
         };
         Ok(Dispatched::Queued(queued, Some(release)))

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use ottla_protocol::file_records::FileRecords;
-use ottla_protocol::mirror::MirrorApiKey;
+use ottla_protocol::own_api::OwnApiKey;
 use tokio::sync::oneshot;
 
 use crate::security::KafkaPrincipal;
@@ -53,29 +53,30 @@ pub trait RequestHandler: Send + Sync + 'static {
         body: RequestKind,
     ) -> HandlerFuture<'a>;
 
-    /// Serves one of Ottla's mirror APIs (which kafka-protocol does not
-    /// know): `body` is the request body after the header, and the answer is
+    /// Serves one of the APIs of Ottla's own codec (mirror and streams-group
+    /// APIs, which kafka-protocol does not know): `body` is the request body after the header, and the answer is
     /// the encoded response body. Only called for keys and versions the
     /// listener's ApiVersions table accepts.
-    fn handle_mirror<'a>(
+    fn handle_own<'a>(
         &'a self,
         ctx: &'a RequestContext,
-        key: MirrorApiKey,
+        key: OwnApiKey,
         body: Bytes,
-    ) -> MirrorHandlerFuture<'a> {
+    ) -> OwnHandlerFuture<'a> {
         let _ = body;
-        Box::pin(async move { anyhow::bail!("{key:?} is not served on listener {}", ctx.listener) })
+        Box::pin(async move { anyhow::bail!("{key} is not served on listener {}", ctx.listener) })
     }
 }
 
-pub type MirrorHandlerFuture<'a> =
+pub type OwnHandlerFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Bytes, HandlerError>> + Send + 'a>>;
 
-/// Which API a request is for: one of Kafka's or one of Ottla's mirror APIs.
+/// Which API a request is for: one of Kafka's (kafka-protocol's codec) or
+/// one of Ottla's own codec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
     Kafka(ApiKey),
-    Mirror(MirrorApiKey),
+    Own(OwnApiKey),
 }
 
 /// When a connection may be read from again: a client over its quota is

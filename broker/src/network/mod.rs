@@ -13,7 +13,7 @@ mod server;
 mod transport;
 
 pub use handler::{
-    Api, ConnectionThrottle, HandlerError, HandlerFuture, MirrorHandlerFuture, RequestContext,
+    Api, ConnectionThrottle, HandlerError, HandlerFuture, OwnHandlerFuture, RequestContext,
     RequestHandler, Response,
 };
 pub use handler_pool::RequestHandlerPool;

@@ -107,7 +107,6 @@ macro_rules! mirror_api {
 }
 
 pub mod admin;
-pub mod envelope;
 pub mod epochs;
 pub mod errors;
 pub mod states;
