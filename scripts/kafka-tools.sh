@@ -133,6 +133,8 @@ ARTIFACTS=(
   "org.apache.kafka:kafka-transaction-coordinator:$VERSION"
   "org.apache.kafka:kafka-share-coordinator:$VERSION"
   "org.apache.kafka:kafka-tools-api:$VERSION"
+  # Kafka Streams: kafka-streams-groups.sh's tests run a Streams application.
+  "org.apache.kafka:kafka-streams:$VERSION"
   # slf4j 1.7 -> log4j2 binding; see LOG4J_VERSION.
   "org.apache.logging.log4j:log4j-api:$LOG4J_VERSION"
   "org.apache.logging.log4j:log4j-core:$LOG4J_VERSION"

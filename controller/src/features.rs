@@ -19,6 +19,8 @@ pub const ELR_VERSION: &str = "eligible.leader.replicas.version";
 /// share.version 1 serves share groups (KIP-932, Kafka 4.1's level; 2
 /// adds the renew acknowledgement of KIP-1222, not served yet).
 pub const SHARE_VERSION: &str = "share.version";
+/// streams.version 1 serves streams groups (KIP-1071, Kafka 4.2+'s level).
+pub const STREAMS_VERSION: &str = "streams.version";
 
 /// A feature this build knows: the levels it can run at, and the level a
 /// cluster runs at until UpdateFeatures sets one (Kafka's bootstrap level).
@@ -29,7 +31,7 @@ pub struct Feature {
     pub initial: i16,
 }
 
-pub const FEATURES: [Feature; 5] = [
+pub const FEATURES: [Feature; 6] = [
     // 3.3-IV3 (7) is Kafka 4.x's KRaft floor, 4.1-IV1 (27) matches the
     // Kafka 4.1 schemas kafka-protocol 0.18 is built from.
     Feature {
@@ -63,6 +65,13 @@ pub const FEATURES: [Feature; 5] = [
     // And, as Kafka 4.1+, with share groups.
     Feature {
         name: SHARE_VERSION,
+        min: 0,
+        max: 1,
+        initial: 1,
+    },
+    // And, as Kafka 4.2+, with streams groups.
+    Feature {
+        name: STREAMS_VERSION,
         min: 0,
         max: 1,
         initial: 1,
@@ -129,6 +138,7 @@ mod tests {
                 (GROUP_VERSION.to_string(), 1),
                 (METADATA_VERSION.to_string(), 27),
                 (SHARE_VERSION.to_string(), 1),
+                (STREAMS_VERSION.to_string(), 1),
                 (TRANSACTION_VERSION.to_string(), 2)
             ]
         );
@@ -143,6 +153,7 @@ mod tests {
             [
                 (METADATA_VERSION.to_string(), 27),
                 (SHARE_VERSION.to_string(), 1),
+                (STREAMS_VERSION.to_string(), 1),
                 (TRANSACTION_VERSION.to_string(), 2)
             ]
         );

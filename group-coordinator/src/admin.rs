@@ -140,8 +140,9 @@ pub fn delete(
             CoordinatorRecord::GroupMetadata { group, .. } => {
                 groups.remove(&group);
             }
-            // Consumer groups are deleted by `Shard::delete_groups`.
-            CoordinatorRecord::Consumer(_) => {}
+            // Consumer and streams groups are deleted by
+            // `Shard::delete_groups`.
+            CoordinatorRecord::Consumer(_) | CoordinatorRecord::Streams(_) => {}
         }
     }
     if !deleted.is_empty() {

@@ -9,6 +9,7 @@ use kafka_protocol::error::ResponseError;
 use super::consumer_heartbeat::HeartbeatError;
 use super::member::{JoinResult, SyncResult};
 use super::offsets::PartitionCodes;
+use super::streams_heartbeat::StreamsError;
 
 /// An answer whose successes a failed replication turns into `error`.
 pub trait GatedAnswer {
@@ -43,6 +44,17 @@ impl<T> GatedAnswer for Result<T, HeartbeatError> {
     fn fail(&mut self, error: ResponseError) {
         if self.is_ok() {
             *self = Err(HeartbeatError {
+                error,
+                message: None,
+            });
+        }
+    }
+}
+
+impl<T> GatedAnswer for Result<T, StreamsError> {
+    fn fail(&mut self, error: ResponseError) {
+        if self.is_ok() {
+            *self = Err(StreamsError {
                 error,
                 message: None,
             });

@@ -195,9 +195,13 @@ impl ShardState {
     }
 
     /// Committed transactional offsets may create a "simple" classic group
-    /// for their group id; a consumer group of that id owns its offsets.
+    /// for their group id; a consumer or streams group of that id owns its
+    /// offsets.
     pub(super) fn drop_shadowed_classic_groups(&mut self) {
         for id in self.consumer.ids() {
+            self.groups.remove(id);
+        }
+        for (id, _) in self.streams.list() {
             self.groups.remove(id);
         }
     }

@@ -25,6 +25,13 @@
 //! - `share_*`: share groups' membership (KIP-932): `share_group` (the
 //!   heartbeat and the simple assignor), `share_shard` (shard operations),
 //!   `share_config` (settings); delivery is `ottla-share`'s.
+//! - `streams_*`: streams groups (KIP-1071): `streams_heartbeat` (the
+//!   protocol), `streams_topology` (the topology against the cluster's
+//!   topics: tasks, internal topics), `streams_assignor` (sticky),
+//!   `streams_reconcile` (member reconciliation), `streams_group` and
+//!   `streams_member` (state), `streams_records` (formats; the value
+//!   schemas are `ottla_protocol::streams::records`), `streams_shard`
+//!   (shard operations), `streams_config`.
 //!
 //! It writes through the narrow partition-writer trait of
 //! `ottla-coordinator-common`, not through the broker: the broker crate
@@ -62,6 +69,15 @@ mod shard;
 mod share_config;
 mod share_group;
 mod share_shard;
+mod streams_assignor;
+mod streams_config;
+mod streams_group;
+mod streams_heartbeat;
+mod streams_member;
+mod streams_reconcile;
+mod streams_records;
+mod streams_shard;
+mod streams_topology;
 pub mod stats;
 pub mod subscription;
 mod txn_offsets;
@@ -88,5 +104,11 @@ pub use share_group::{
     ShareAssignment, ShareGroup, ShareGroupState, ShareHeartbeat, ShareHeartbeatAnswer,
     ShareMember, ShareTimeouts, SHARE_GROUP_TYPE,
 };
+pub use streams_config::StreamsGroupSettings;
+pub use streams_group::{StreamsGroup, StreamsGroupState, STREAMS_GROUP_TYPE};
+pub use streams_heartbeat::{validate as validate_streams_heartbeat, StreamsError, StreamsHeartbeat};
+pub use streams_member::{task_ids, StreamsMember, TaskRoles};
+pub use streams_shard::StreamsHeartbeatAnswer;
+pub use streams_topology::{configure as configure_streams_topology, InternalTopic};
 pub use txn_offsets::TxnCommitRequest;
 pub use writer::coordinator_error;

@@ -10,13 +10,17 @@
 //! - key versions 3-8 and 16: the consumer protocol's records (KIP-848), in
 //!   `consumer_records`.
 //!
-//! Other key versions belong to the share/streams group protocols and are
-//! skipped on load.
+//! - key versions 17-23: the streams group records (KIP-1071), in
+//!   `streams_records`.
+//!
+//! Other key versions belong to the share group protocol and are skipped on
+//! load.
 
 use bytes::Bytes;
 
 use super::codec::{DecodeError, DecodeResult, FieldTooLong, Reader, Writer};
 use super::consumer_records::ConsumerRecord;
+use super::streams_records::StreamsRecord;
 
 const OFFSET_COMMIT_KEY_VERSION: i16 = 1;
 const GROUP_METADATA_KEY_VERSION: i16 = 2;
@@ -74,6 +78,7 @@ pub enum CoordinatorRecord {
         value: Option<GroupMetadataValue>,
     },
     Consumer(ConsumerRecord),
+    Streams(StreamsRecord),
 }
 
 impl CoordinatorRecord {
@@ -104,6 +109,7 @@ impl CoordinatorRecord {
                 ))
             }
             Self::Consumer(r) => r.encode(),
+            Self::Streams(r) => r.encode(),
         }
     }
 
@@ -131,6 +137,9 @@ impl CoordinatorRecord {
             }
             t if ConsumerRecord::is_consumer_type(t) => {
                 Ok(ConsumerRecord::decode(t, &mut k, value)?.map(Self::Consumer))
+            }
+            t if StreamsRecord::is_streams_type(t) => {
+                Ok(StreamsRecord::decode(t, &mut k, value)?.map(Self::Streams))
             }
             _ => Ok(None),
         }

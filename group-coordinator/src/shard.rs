@@ -21,6 +21,8 @@ use super::membership::{self, JoinRequest, LeavingMember, Reply, SyncRequest};
 use super::offsets::{self, CommitRequest, FetchedOffset, OffsetStore, PartitionCodes};
 use super::records::CoordinatorRecord;
 use super::share_group::ShareGroups;
+use super::streams_config::StreamsGroupSettings;
+use super::streams_group::StreamsGroups;
 use super::txn_offsets::{self, PendingTxnOffsets, TxnCommitRequest};
 use super::writer::{Ctx, LogWriter};
 use kafka_protocol::error::ResponseError;
@@ -38,6 +40,8 @@ pub(super) struct ShardState {
     pub(super) consumer: ConsumerGroups,
     /// Share groups (`share_shard`), held in memory.
     pub(super) share: ShareGroups,
+    /// Streams groups (`streams_shard`).
+    pub(super) streams: StreamsGroups,
 }
 
 impl ShardState {
@@ -53,7 +57,7 @@ impl ShardState {
                 partition,
                 value,
             } => offsets::apply(
-                if self.consumer.contains(&group) {
+                if self.consumer.contains(&group) || self.streams.contains(&group) {
                     &mut no_classic
                 } else {
                     &mut self.groups
@@ -76,6 +80,7 @@ impl ShardState {
                 self.groups.remove(&group);
             }
             CoordinatorRecord::Consumer(r) => self.consumer.replay(r, &mut self.groups),
+            CoordinatorRecord::Streams(r) => self.streams.replay(r),
         }
     }
 }
@@ -127,7 +132,12 @@ impl Shard {
             })
         })?;
         state.consumer.on_loaded(now, &config.consumer);
-        info!(partition = %partition.tp(), records, groups = state.groups.len(), consumer_groups = state.consumer.len(), "group coordinator loaded");
+        // Members get the default session to heartbeat again in; their
+        // group's own setting applies from their next heartbeat.
+        state
+            .streams
+            .on_loaded(now, StreamsGroupSettings::default().session_timeout_ms);
+        info!(partition = %partition.tp(), records, groups = state.groups.len(), consumer_groups = state.consumer.len(), streams_groups = state.streams.len(), "group coordinator loaded");
         let shard = Self {
             writer: LogWriter::new(partition, replicas),
             config,
@@ -184,7 +194,7 @@ impl Shard {
     /// members between names and ids.
     pub fn join(&self, req: JoinRequest, image: &MetadataImage, now: i64) -> Reply<JoinResult> {
         self.with_state(now, |st, ctx| {
-            if st.share.contains(&req.group_id) {
+            if st.share.contains(&req.group_id) || st.streams.contains(&req.group_id) {
                 let refused = ResponseError::InconsistentGroupProtocol;
                 return Reply::Ready(JoinResult::error(&req.member_id, refused));
             }
@@ -261,6 +271,20 @@ impl Shard {
             if let Some(codes) = st.commit_consumer_offsets(&req, ctx) {
                 return codes;
             }
+            let streams = st.check_streams_commit(
+                &req.group_id,
+                &req.member_id,
+                req.generation_id,
+                false,
+            );
+            match streams {
+                Some(Err(e)) => return req.codes(e.code()),
+                // The offsets of a streams group create no classic group.
+                Some(Ok(())) => {
+                    return offsets::store_commit(&mut HashMap::new(), &mut st.offsets, &req, ctx)
+                }
+                None => {}
+            }
             offsets::commit(&mut st.groups, &mut st.offsets, req, ctx)
         })
     }
@@ -271,7 +295,26 @@ impl Shard {
                 let validated = group.validate_txn_offset_commit(&req.member_id, req.generation_id);
                 txn_offsets::stage(&mut st.txn_offsets, &req, validated, ctx)
             }
-            None => txn_offsets::commit(&st.groups, &mut st.txn_offsets, req, ctx),
+            None => {
+                let streams = st.check_streams_commit(
+                    &req.group_id,
+                    &req.member_id,
+                    req.generation_id,
+                    true,
+                );
+                match streams {
+                    Some(validated) => {
+                        // TxnOffsetCommit knows no STALE_MEMBER_EPOCH (as
+                        // for consumer groups).
+                        let validated = validated.map_err(|e| match e {
+                            ResponseError::StaleMemberEpoch => ResponseError::IllegalGeneration,
+                            other => other,
+                        });
+                        txn_offsets::stage(&mut st.txn_offsets, &req, validated, ctx)
+                    }
+                    None => txn_offsets::commit(&st.groups, &mut st.txn_offsets, req, ctx),
+                }
+            }
         })
     }
 
@@ -341,10 +384,18 @@ impl Shard {
             }
             st.expire_consumer_members(image, ctx);
             st.share.expire_members(now, image);
-            // Share groups first; the rest are consumer or classic groups.
+            st.expire_streams_members(ctx);
+            // Share and streams groups first; the rest are consumer or
+            // classic groups.
             let share_codes: Vec<Option<i16>> = ids
                 .iter()
-                .map(|id| st.share.delete(id).map(|r| r.err().map_or(0, |e| e.code())))
+                .map(|id| {
+                    let deleted = match st.share.delete(id) {
+                        Some(r) => Some(r),
+                        None => st.delete_streams_group(id, ctx),
+                    };
+                    deleted.map(|r| r.err().map_or(0, |e| e.code()))
+                })
                 .collect();
             let others: Vec<String> = ids
                 .iter()
@@ -373,6 +424,7 @@ impl Shard {
                 g.on_tick(ctx);
             }
             st.expire_consumer_members(image, ctx);
+            st.expire_streams_members(ctx);
             for (group, member) in st.share.expire_members(now, image) {
                 info!(group = %group, member = %member, "share group member's session ended");
             }

@@ -43,7 +43,7 @@ use crate::replica::now_ms;
 use ottla_group_coordinator::{
     CommitRequest, FetchedOffset, JoinRequest, JoinResult, LeavingMember, PartitionCodes,
     PartitionCommit, Protocol, Reply, Shard, SyncRequest, SyncResult, CLASSIC_GROUP_TYPE,
-    CONSUMER_GROUP_TYPE, DEAD, SHARE_GROUP_TYPE,
+    CONSUMER_GROUP_TYPE, DEAD, SHARE_GROUP_TYPE, STREAMS_GROUP_TYPE,
 };
 
 /// What these handlers serve: Kafka 4.x's ranges, within what kafka-protocol
@@ -733,6 +733,7 @@ pub async fn list_groups(
     };
     let with_consumer_groups = listed_type(CONSUMER_GROUP_TYPE);
     let with_share_groups = listed_type(SHARE_GROUP_TYPE);
+    let with_streams_groups = listed_type(STREAMS_GROUP_TYPE);
     let lower_states: Vec<String> = states.iter().map(|s| s.trim().to_lowercase()).collect();
     let mut listed: Vec<(String, String, &str, &str)> = Vec::new();
     for s in broker.groups.shards() {
@@ -768,6 +769,20 @@ pub async fn list_groups(
                             SHARE_GROUP_TYPE.to_string(),
                             state.name(),
                             SHARE_GROUP_TYPE,
+                        )
+                    }),
+            );
+        }
+        if with_streams_groups {
+            listed.extend(
+                s.list_streams_groups(&lower_states)
+                    .into_iter()
+                    .map(|(id, state)| {
+                        (
+                            id,
+                            STREAMS_GROUP_TYPE.to_string(),
+                            state.name(),
+                            STREAMS_GROUP_TYPE,
                         )
                     }),
             );

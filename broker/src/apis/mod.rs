@@ -32,6 +32,7 @@ pub mod share_fetch;
 pub mod share_group;
 pub mod share_persister;
 pub mod share_state;
+pub mod streams_group;
 #[cfg(test)]
 pub mod test_support;
 pub mod txn;

@@ -19,6 +19,7 @@ use ottla_protocol::api_versions::{
 };
 use ottla_protocol::mirror::MirrorApiKey;
 use ottla_protocol::own_api::OwnApiKey;
+use ottla_protocol::streams::StreamsApiKey;
 
 use crate::apis::sasl;
 pub use crate::features::node_features;
@@ -139,6 +140,12 @@ pub fn broker_registry(
     registry.register_own(
         MirrorApiKey::ALL.map(OwnApiKey::Mirror),
         Arc::new(crate::mirroring::apis::MirrorApis {
+            broker: slot.clone(),
+        }),
+    );
+    registry.register_own(
+        StreamsApiKey::ALL.map(OwnApiKey::Streams),
+        Arc::new(crate::apis::streams_group::StreamsApis {
             broker: slot.clone(),
         }),
     );

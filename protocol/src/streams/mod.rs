@@ -144,5 +144,6 @@ nullable_struct!(Topology, Endpoint);
 
 pub mod describe;
 pub mod heartbeat;
+pub mod records;
 #[cfg(test)]
 mod tests;

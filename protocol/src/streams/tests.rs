@@ -13,6 +13,22 @@ round_trips! {
     heartbeat_response: StreamsGroupHeartbeatResponse,
     describe_request: StreamsGroupDescribeRequest,
     describe_response: StreamsGroupDescribeResponse,
+    group_metadata_value: records::StreamsGroupMetadataValue,
+    member_metadata_value: records::StreamsGroupMemberMetadataValue,
+    current_assignment_value: records::StreamsGroupCurrentMemberAssignmentValue,
+}
+
+#[test]
+fn validated_topology_epoch_is_tag_0_and_absent_at_its_default() {
+    let mut value = records::StreamsGroupMetadataValue::default();
+    assert_eq!(value.validated_topology_epoch(), -1);
+    value.set_validated_topology_epoch(4);
+    assert_eq!(value.validated_topology_epoch(), 4);
+    // Epoch 0, hash 0, one tagged field: tag 0, 4 bytes, the epoch.
+    let bytes = crate::schema::encode_body(&value, "v", 0..=0, 0).unwrap();
+    assert_eq!(&bytes[12..], &[1, 0, 4, 0, 0, 0, 4]);
+    value.set_validated_topology_epoch(-1);
+    assert!(value.unknown_tagged_fields.is_empty());
 }
 
 #[test]

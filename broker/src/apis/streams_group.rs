@@ -1,0 +1,312 @@
+//! Streams groups' coordinator APIs (KIP-1071): StreamsGroupHeartbeat v0
+//! and StreamsGroupDescribe v0, through Ottla's own codec
+//! (`ottla_protocol::streams`). The group logic is
+//! `ottla_group_coordinator::streams_*`; this module authorizes, runs it on
+//! the blocking pool (a shard may have to load, and appends are file I/O),
+//! and asks the controller for the internal topics a group still needs,
+//! without waiting for them (the members hear MISSING_INTERNAL_TOPICS until
+//! they exist, as Kafka's do).
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use ottla_controller::features::{self, STREAMS_VERSION};
+use ottla_controller::{MetadataImage, NewTopic};
+use ottla_group_coordinator::{
+    configure_streams_topology, task_ids, InternalTopic, StreamsError, StreamsGroup,
+    StreamsGroupSettings, StreamsHeartbeat, TaskRoles,
+};
+use ottla_protocol::own_api::OwnApiKey;
+use ottla_protocol::streams::describe::{
+    Assignment, DescribedGroup, DescribedMember, DescribedSubtopology, DescribedTopology,
+    StreamsGroupDescribeRequest, StreamsGroupDescribeResponse,
+};
+use ottla_protocol::streams::heartbeat::{
+    StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse,
+};
+use ottla_protocol::streams::{StreamsApiKey, StreamsMessage, TopicInfo};
+use tracing::{debug, info, warn};
+
+use super::group::{client_host, ALL_GROUP_OPERATIONS};
+use crate::broker::Broker;
+use crate::handlers::blocking;
+use crate::handlers::broker_apis::BrokerSlot;
+use crate::network::{OwnHandlerFuture, RequestContext, RequestHandler};
+use crate::replica::now_ms;
+use ottla_controller::acls::operation;
+
+pub struct StreamsApis {
+    pub broker: BrokerSlot,
+}
+
+impl RequestHandler for StreamsApis {
+    fn handle<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        _header: kafka_protocol::messages::RequestHeader,
+        _body: kafka_protocol::messages::RequestKind,
+    ) -> crate::network::HandlerFuture<'a> {
+        Box::pin(async { anyhow::bail!("the streams handler serves streams-group APIs only") })
+    }
+
+    fn handle_own<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        key: OwnApiKey,
+        body: Bytes,
+    ) -> OwnHandlerFuture<'a> {
+        Box::pin(async move {
+            let broker = self
+                .broker
+                .get()
+                .ok_or_else(|| anyhow::anyhow!("request before the broker was started"))?
+                .clone();
+            let version = ctx.api_version;
+            let access = broker.access(&ctx.principal, ctx.peer.ip());
+            let encoded = match key {
+                OwnApiKey::Streams(StreamsApiKey::StreamsGroupHeartbeat) => {
+                    let req = StreamsGroupHeartbeatRequest::decode(&body, version)
+                        .with_context(|| format!("decoding {key}"))?;
+                    let response = if access.group(operation::READ, &req.group_id) {
+                        heartbeat(&broker, ctx, req).await?
+                    } else {
+                        failed(
+                            ResponseError::GroupAuthorizationFailed,
+                            Some("Group authorization failed.".into()),
+                        )
+                    };
+                    response.encode(version)?
+                }
+                OwnApiKey::Streams(StreamsApiKey::StreamsGroupDescribe) => {
+                    let req = StreamsGroupDescribeRequest::decode(&body, version)
+                        .with_context(|| format!("decoding {key}"))?;
+                    let allowed: Vec<bool> = req
+                        .group_ids
+                        .iter()
+                        .map(|id| access.group(operation::DESCRIBE, id))
+                        .collect();
+                    // Shard lookups may load a shard: the blocking pool.
+                    blocking(&broker, move |b| describe(b, req, &allowed))
+                        .await?
+                        .encode(version)?
+                }
+                OwnApiKey::Mirror(_) => anyhow::bail!("the streams handler does not serve {key}"),
+            };
+            Ok(encoded.freeze())
+        })
+    }
+}
+
+fn failed(error: ResponseError, message: Option<String>) -> StreamsGroupHeartbeatResponse {
+    StreamsGroupHeartbeatResponse {
+        error_code: error.code(),
+        error_message: message,
+        ..Default::default()
+    }
+}
+
+/// Why streams groups are off, if they are: Kafka then answers their APIs
+/// UNSUPPORTED_VERSION.
+fn disabled(image: &MetadataImage) -> Option<String> {
+    (features::level(image, STREAMS_VERSION) < 1).then(|| {
+        format!(
+            "Streams groups are disabled: {STREAMS_VERSION} is 0 (kafka-features.sh upgrade --feature {STREAMS_VERSION}=1 enables them)."
+        )
+    })
+}
+
+async fn heartbeat(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: StreamsGroupHeartbeatRequest,
+) -> anyhow::Result<StreamsGroupHeartbeatResponse> {
+    let image = broker.controller.image();
+    if let Some(why) = disabled(&image) {
+        return Ok(failed(ResponseError::UnsupportedVersion, Some(why)));
+    }
+    if let Err(e) = ottla_group_coordinator::validate_streams_heartbeat(&req) {
+        return Ok(failed(e.error, e.message));
+    }
+    let settings =
+        StreamsGroupSettings::resolve(&image, &broker.settings.static_configs, &req.group_id);
+    let hb = StreamsHeartbeat {
+        request: req,
+        client_id: ctx.client_id.to_string(),
+        client_host: client_host(ctx.peer.ip()),
+        settings,
+    };
+    let answer = blocking(broker, move |b| {
+        let image = b.controller.image();
+        match b.groups.shard_blocking(&hb.request.group_id) {
+            Ok(shard) => {
+                let answer = shard.streams_heartbeat(&hb, &image, now_ms());
+                shard.once_replicated_blocking(answer)
+            }
+            Err(e) => Err(StreamsError::from(e)),
+        }
+    })
+    .await?;
+    Ok(match answer {
+        Ok((response, to_create)) => {
+            create_internal_topics(broker, to_create);
+            response
+        }
+        Err(e) => failed(e.error, e.message),
+    })
+}
+
+/// Asks the controller for the topics and returns at once; a topic another
+/// heartbeat asked for already is TOPIC_ALREADY_EXISTS, logged at debug.
+fn create_internal_topics(broker: &Arc<Broker>, topics: Vec<InternalTopic>) {
+    if topics.is_empty() {
+        return;
+    }
+    let new_topics: Vec<NewTopic> = topics
+        .into_iter()
+        .map(|t| NewTopic {
+            name: t.name,
+            num_partitions: t.partitions,
+            replication_factor: t.replication_factor,
+            configs: t.configs.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+            ..NewTopic::default()
+        })
+        .collect();
+    let controller = broker.controller.clone();
+    broker.controller.spawn(async move {
+        for (name, result) in controller.create_topics(new_topics, false).await {
+            match result {
+                Ok(t) => info!(
+                    topic = name,
+                    partitions = t.num_partitions,
+                    "created a streams group's internal topic"
+                ),
+                Err(e) if e.code == ResponseError::TopicAlreadyExists.code() => {
+                    debug!(topic = name, "internal topic already asked for")
+                }
+                Err(e) => warn!(topic = name, error = %e, "could not create a streams group's internal topic"),
+            }
+        }
+    });
+}
+
+/// `allowed`: whether each group may be described, in request order.
+fn describe(
+    broker: &Broker,
+    req: StreamsGroupDescribeRequest,
+    allowed: &[bool],
+) -> StreamsGroupDescribeResponse {
+    let image = broker.controller.image();
+    let groups = req
+        .group_ids
+        .iter()
+        .zip(allowed)
+        .map(|(id, &allowed)| {
+            let failed = |e: ResponseError, message: Option<String>| DescribedGroup {
+                error_code: e.code(),
+                error_message: message,
+                group_id: id.clone(),
+                ..Default::default()
+            };
+            if !allowed {
+                return failed(ResponseError::GroupAuthorizationFailed, None);
+            }
+            let shard = match broker.groups.shard_blocking(id) {
+                Ok(shard) => shard,
+                Err(e) => return failed(e, None),
+            };
+            match shard.describe_streams_group(id) {
+                Ok(group) => {
+                    let mut d = described(id, &group, &image);
+                    if req.include_authorized_operations {
+                        d.authorized_operations = ALL_GROUP_OPERATIONS;
+                    }
+                    d
+                }
+                Err(true) => failed(
+                    ResponseError::GroupIdNotFound,
+                    Some(format!("Group {id} is not a streams group.")),
+                ),
+                Err(false) => failed(
+                    ResponseError::GroupIdNotFound,
+                    Some(format!("Group {id} not found.")),
+                ),
+            }
+        })
+        .collect();
+    StreamsGroupDescribeResponse {
+        groups,
+        ..Default::default()
+    }
+}
+
+fn assignment(roles: &TaskRoles) -> Assignment {
+    Assignment {
+        active_tasks: task_ids(&roles.active),
+        standby_tasks: task_ids(&roles.standby),
+        warmup_tasks: task_ids(&roles.warmup),
+        ..Default::default()
+    }
+}
+
+/// The group's topology with the partition counts the cluster gives its
+/// internal topics (0 where they are not known yet).
+fn described_topology(group: &StreamsGroup, image: &MetadataImage) -> Option<DescribedTopology> {
+    let topology = group.topology.as_ref()?;
+    let ready = configure_streams_topology(topology, image).is_ok_and(|c| c.is_ready());
+    let with_count = |t: &TopicInfo| TopicInfo {
+        partitions: image
+            .topic_by_name(&t.name)
+            .map_or(t.partitions, |found| found.partitions.len() as i32),
+        ..t.clone()
+    };
+    let subtopologies = topology
+        .subtopologies
+        .iter()
+        .map(|s| DescribedSubtopology {
+            subtopology_id: s.subtopology_id.clone(),
+            source_topics: s.source_topics.clone(),
+            repartition_sink_topics: s.repartition_sink_topics.clone(),
+            state_changelog_topics: s.state_changelog_topics.iter().map(with_count).collect(),
+            repartition_source_topics: s.repartition_source_topics.iter().map(with_count).collect(),
+            ..Default::default()
+        })
+        .collect();
+    Some(DescribedTopology {
+        epoch: topology.epoch,
+        subtopologies: ready.then_some(subtopologies),
+        ..Default::default()
+    })
+}
+
+fn described(id: &str, group: &StreamsGroup, image: &MetadataImage) -> DescribedGroup {
+    let members = group
+        .members
+        .iter()
+        .map(|(member_id, m)| DescribedMember {
+            member_id: member_id.clone(),
+            member_epoch: m.current.epoch,
+            instance_id: m.metadata.instance_id.clone(),
+            rack_id: m.metadata.rack_id.clone(),
+            client_id: m.metadata.client_id.clone(),
+            client_host: m.metadata.client_host.clone(),
+            topology_epoch: m.metadata.topology_epoch,
+            process_id: m.metadata.process_id.clone(),
+            user_endpoint: m.metadata.user_endpoint.clone(),
+            client_tags: m.metadata.client_tags.clone(),
+            assignment: assignment(&m.current.assigned),
+            target_assignment: assignment(&group.target(member_id)),
+            ..Default::default()
+        })
+        .collect();
+    DescribedGroup {
+        group_id: id.to_string(),
+        group_state: group.state().name().to_string(),
+        group_epoch: group.epoch(),
+        assignment_epoch: group.assignment_epoch.max(0),
+        topology: described_topology(group, image),
+        members,
+        ..Default::default()
+    }
+}

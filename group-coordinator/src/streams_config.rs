@@ -1,0 +1,51 @@
+//! A streams group's settings (KIP-1071): each is the group's own override
+//! (`kafka-configs.sh --entity-type groups`), else the broker's
+//! `group.streams.*` setting, else Kafka's default.
+
+use std::collections::BTreeMap;
+
+use ottla_controller::MetadataImage;
+
+use super::resource_configs::{broker_default, group_config_key, group_overrides};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamsGroupSettings {
+    pub session_timeout_ms: i64,
+    pub heartbeat_interval_ms: i32,
+    pub num_standby_replicas: usize,
+}
+
+impl Default for StreamsGroupSettings {
+    fn default() -> Self {
+        Self {
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 5_000,
+            num_standby_replicas: 0,
+        }
+    }
+}
+
+impl StreamsGroupSettings {
+    pub fn resolve(image: &MetadataImage, broker: &BTreeMap<String, String>, group: &str) -> Self {
+        let overrides = group_overrides(image, group);
+        let int = |name: &str, default: i64| -> i64 {
+            overrides
+                .and_then(|o| o.get(name).cloned())
+                .unwrap_or_else(|| {
+                    broker_default(group_config_key(name).expect("a streams group key"), broker)
+                })
+                .trim()
+                .parse()
+                .unwrap_or(default)
+        };
+        let d = Self::default();
+        Self {
+            session_timeout_ms: int("streams.session.timeout.ms", d.session_timeout_ms),
+            heartbeat_interval_ms: int(
+                "streams.heartbeat.interval.ms",
+                i64::from(d.heartbeat_interval_ms),
+            ) as i32,
+            num_standby_replicas: int("streams.num.standby.replicas", 0).clamp(0, 2) as usize,
+        }
+    }
+}

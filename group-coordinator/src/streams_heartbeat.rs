@@ -1,0 +1,616 @@
+//! StreamsGroupHeartbeat (KIP-1071) as Kafka 4.x's group coordinator serves
+//! it: join with the topology, the group epoch bumped on any change of
+//! members, topology or topics, a new target assignment per group epoch,
+//! and each member reconciled towards its target. Every change is a record,
+//! applied to a copy of the group as it is made, so the copy is what
+//! replaying the records gives; the shard appends them, then keeps the
+//! copy.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::error::ResponseError;
+use ottla_controller::MetadataImage;
+use ottla_protocol::streams::heartbeat::{
+    EndpointToPartitions, Status, StatusCode, StreamsGroupHeartbeatRequest,
+    StreamsGroupHeartbeatResponse, TopicPartition,
+};
+use ottla_protocol::streams::records::{
+    StreamsGroupMemberMetadataValue, StreamsGroupMetadataValue,
+};
+use ottla_protocol::streams::Topology;
+
+use super::consumer_group::metadata_hash;
+use super::streams_assignor::{assign, AssignorMember};
+use super::streams_config::StreamsGroupSettings;
+use super::streams_group::StreamsGroup;
+use super::streams_member::{
+    intersect, task_ids, tasks_of, CurrentAssignment, MemberState, StreamsMember, TaskRoles,
+};
+use super::streams_reconcile::{reconcile, Holdings};
+use super::streams_records::StreamsRecord;
+use super::streams_topology::{configure, ConfiguredTopology, InternalTopic};
+
+pub struct StreamsHeartbeat {
+    pub request: StreamsGroupHeartbeatRequest,
+    pub client_id: String,
+    pub client_host: String,
+    pub settings: StreamsGroupSettings,
+}
+
+/// An error code and the message Kafka gives with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamsError {
+    pub error: ResponseError,
+    pub message: Option<String>,
+}
+
+impl StreamsError {
+    fn new(error: ResponseError, message: impl Into<String>) -> Self {
+        Self {
+            error,
+            message: Some(message.into()),
+        }
+    }
+
+    fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ResponseError::InvalidRequest, message)
+    }
+}
+
+impl From<ResponseError> for StreamsError {
+    fn from(error: ResponseError) -> Self {
+        Self {
+            error,
+            message: None,
+        }
+    }
+}
+
+/// What a heartbeat changes and answers.
+pub struct StreamsDecision {
+    pub group: StreamsGroup,
+    pub records: Vec<StreamsRecord>,
+    pub response: StreamsGroupHeartbeatResponse,
+    /// Internal topics to ask the controller for.
+    pub to_create: Vec<InternalTopic>,
+}
+
+/// The request checks Kafka makes before the coordinator sees it.
+pub fn validate(req: &StreamsGroupHeartbeatRequest) -> Result<(), StreamsError> {
+    let blank = |s: &str| s.trim().is_empty();
+    if req.task_offsets.is_some() || req.task_end_offsets.is_some() {
+        return Err(StreamsError::invalid("TaskOffsets are not supported yet."));
+    }
+    if req.warmup_tasks.as_ref().is_some_and(|w| !w.is_empty()) {
+        return Err(StreamsError::invalid("WarmupTasks are not supported yet."));
+    }
+    if let Some(t) = &req.topology {
+        if t.subtopologies.iter().any(|s| !s.source_topic_regex.is_empty()) {
+            return Err(StreamsError::invalid(
+                "Regular expressions for source topics are not supported yet.",
+            ));
+        }
+    }
+    if blank(&req.member_id) {
+        return Err(StreamsError::invalid("MemberId can't be empty."));
+    }
+    if blank(&req.group_id) {
+        return Err(StreamsError::invalid("GroupId can't be empty."));
+    }
+    if req.instance_id.as_deref().is_some_and(blank) {
+        return Err(StreamsError::invalid("InstanceId can't be empty."));
+    }
+    if req.rack_id.as_deref().is_some_and(blank) {
+        return Err(StreamsError::invalid("RackId can't be empty."));
+    }
+    match req.member_epoch {
+        0 => {
+            if req.rebalance_timeout_ms == -1 {
+                return Err(StreamsError::invalid(
+                    "RebalanceTimeoutMs must be provided in first request.",
+                ));
+            }
+            for (name, tasks) in [
+                ("ActiveTasks", &req.active_tasks),
+                ("StandbyTasks", &req.standby_tasks),
+                ("WarmupTasks", &req.warmup_tasks),
+            ] {
+                if tasks.as_ref().is_none_or(|t| !t.is_empty()) {
+                    return Err(StreamsError::invalid(format!(
+                        "{name} must be empty when (re-)joining."
+                    )));
+                }
+            }
+            let Some(topology) = &req.topology else {
+                return Err(StreamsError::invalid(
+                    "Topology must be non-null when (re-)joining.",
+                ));
+            };
+            for t in topology
+                .subtopologies
+                .iter()
+                .flat_map(|s| &s.state_changelog_topics)
+            {
+                if t.partitions != 0 {
+                    return Err(StreamsError::new(
+                        ResponseError::StreamsInvalidTopology,
+                        format!(
+                            "Changelog topic {} must have an undefined partition count, but it is set to {}.",
+                            t.name, t.partitions
+                        ),
+                    ));
+                }
+            }
+        }
+        -2 if req.instance_id.is_none() => {
+            return Err(StreamsError::invalid("InstanceId can't be null."))
+        }
+        -2 => return Err(StreamsError::invalid("Static membership is not yet supported.")),
+        e if e < -2 => {
+            return Err(StreamsError::invalid(format!(
+                "MemberEpoch is {e}, but must be greater than or equal to -2."
+            )))
+        }
+        _ => {}
+    }
+    if req.instance_id.is_some() && req.member_epoch != -1 {
+        return Err(StreamsError::invalid("Static membership is not yet supported."));
+    }
+    let lists = [&req.active_tasks, &req.standby_tasks, &req.warmup_tasks];
+    if lists.iter().any(|l| l.is_some()) && lists.iter().any(|l| l.is_none()) {
+        return Err(StreamsError::invalid(
+            "If one task-type is non-null, all must be non-null.",
+        ));
+    }
+    if req.member_epoch != 0 && req.topology.is_some() {
+        return Err(StreamsError::invalid(
+            "Topology can only be provided when (re-)joining.",
+        ));
+    }
+    Ok(())
+}
+
+/// Records and the group copy they were applied to.
+struct Changes {
+    group: StreamsGroup,
+    group_id: String,
+    records: Vec<StreamsRecord>,
+}
+
+impl Changes {
+    fn emit(&mut self, record: StreamsRecord) {
+        self.group.apply(&record);
+        self.records.push(record);
+    }
+
+    fn bump(&mut self, hash: i64, validated_epoch: i32) {
+        let mut metadata = StreamsGroupMetadataValue {
+            epoch: self.group.epoch() + 1,
+            metadata_hash: hash,
+            ..self.group.metadata.clone()
+        };
+        metadata.set_validated_topology_epoch(validated_epoch);
+        self.emit(StreamsRecord::GroupMetadata {
+            group: self.group_id.clone(),
+            value: Some(metadata),
+        });
+    }
+
+    /// A member's records removed and the group epoch bumped (a leave, or
+    /// a fence by a timer).
+    fn remove_member(&mut self, member: &str) {
+        for record in [
+            StreamsRecord::CurrentAssignment {
+                group: self.group_id.clone(),
+                member: member.to_string(),
+                value: None,
+            },
+            StreamsRecord::TargetAssignmentMember {
+                group: self.group_id.clone(),
+                member: member.to_string(),
+                value: None,
+            },
+            StreamsRecord::MemberMetadata {
+                group: self.group_id.clone(),
+                member: member.to_string(),
+                value: None,
+            },
+        ] {
+            self.emit(record);
+        }
+        let (hash, validated) = (
+            self.group.metadata.metadata_hash,
+            self.group.metadata.validated_topology_epoch(),
+        );
+        self.bump(hash, validated);
+    }
+}
+
+/// The records that remove `member` from `group` (leave or fence), and the
+/// group after them.
+pub fn remove_member(
+    group: &StreamsGroup,
+    group_id: &str,
+    member: &str,
+) -> (StreamsGroup, Vec<StreamsRecord>) {
+    let mut changes = Changes {
+        group: group.clone(),
+        group_id: group_id.to_string(),
+        records: Vec::new(),
+    };
+    changes.remove_member(member);
+    (changes.group, changes.records)
+}
+
+pub fn heartbeat(
+    existing: Option<&StreamsGroup>,
+    hb: &StreamsHeartbeat,
+    image: &MetadataImage,
+    now: i64,
+) -> Result<StreamsDecision, StreamsError> {
+    let req = &hb.request;
+    let group_id = req.group_id.clone();
+    let joining = req.member_epoch == 0;
+    let group = match existing {
+        Some(g) => g.clone(),
+        None if joining => StreamsGroup::default(),
+        None if req.member_epoch < 0 => return Err(ResponseError::GroupIdNotFound.into()),
+        None => {
+            return Err(StreamsError::new(
+                ResponseError::GroupIdNotFound,
+                format!("Streams group {group_id} not found."),
+            ))
+        }
+    };
+    if req.member_epoch < 0 {
+        if !group.members.contains_key(&req.member_id) {
+            return Err(ResponseError::UnknownMemberId.into());
+        }
+        let (group, records) = remove_member(&group, &group_id, &req.member_id);
+        let response = StreamsGroupHeartbeatResponse {
+            member_id: req.member_id.clone(),
+            member_epoch: req.member_epoch,
+            status: Some(Vec::new()),
+            ..Default::default()
+        };
+        return Ok(StreamsDecision {
+            group,
+            records,
+            response,
+            to_create: Vec::new(),
+        });
+    }
+    let previous = group.members.get(&req.member_id).cloned();
+    let mut member = match (&previous, joining) {
+        (Some(m), _) => m.clone(),
+        (None, true) => StreamsMember {
+            metadata: StreamsGroupMemberMetadataValue {
+                topology_epoch: -1,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        (None, false) => return Err(ResponseError::UnknownMemberId.into()),
+    };
+    let owned = owned_tasks(req);
+    if !joining {
+        check_epoch(&member.current, req.member_epoch, owned.as_ref())?;
+    }
+    let mut changes = Changes {
+        group,
+        group_id: group_id.clone(),
+        records: Vec::new(),
+    };
+    let mut bump = false;
+
+    // The member's metadata.
+    let metadata = updated_metadata(&member.metadata, hb);
+    if previous.is_none() || metadata != member.metadata {
+        changes.emit(StreamsRecord::MemberMetadata {
+            group: group_id.clone(),
+            member: req.member_id.clone(),
+            value: Some(metadata.clone()),
+        });
+        member.metadata = metadata;
+        bump = true;
+    }
+
+    // The topology: set once, by the first member to join.
+    if let Some(topology) = req.topology.as_ref().filter(|_| joining) {
+        match &changes.group.topology {
+            None => {
+                changes.emit(StreamsRecord::Topology {
+                    group: group_id.clone(),
+                    value: Some(topology.clone()),
+                });
+                bump = true;
+            }
+            Some(current) if same_topology(current, topology) => {}
+            Some(current) if topology.epoch < current.epoch => {}
+            Some(_) => {
+                return Err(StreamsError::invalid(
+                    "Topology updates are not supported yet.",
+                ))
+            }
+        }
+    }
+    let Some(topology) = changes.group.topology.clone() else {
+        return Err(StreamsError::invalid("The group has no topology: rejoin with one."));
+    };
+    let configured =
+        configure(&topology, image).map_err(|e| StreamsError::new(ResponseError::StreamsInvalidTopology, e.0))?;
+    let hash = metadata_hash(&configured.required_topics, image);
+    let validated = if configured.is_ready() {
+        topology.epoch
+    } else {
+        -1
+    };
+    if hash != changes.group.metadata.metadata_hash
+        || validated != changes.group.metadata.validated_topology_epoch()
+    {
+        bump = true;
+    }
+    if bump {
+        changes.bump(hash, validated);
+    }
+
+    // A new target assignment for the new group epoch.
+    if changes.group.epoch() > changes.group.assignment_epoch {
+        new_targets(&mut changes, &configured, hb.settings.num_standby_replicas);
+    }
+
+    // The member towards its target.
+    let group = &changes.group;
+    let holdings = Holdings::of(&group.members, &req.member_id, &member.metadata.process_id);
+    let target = group.target(&req.member_id);
+    // A joining member owns nothing.
+    let owned = if joining {
+        Some(TaskRoles::default())
+    } else {
+        owned
+    };
+    let next = reconcile(
+        &member.current,
+        &target,
+        group.assignment_epoch,
+        owned.as_ref(),
+        &holdings,
+    );
+    let tasks_changed = next.assigned != member.current.assigned;
+    if next != member.current || previous.is_none() {
+        changes.emit(StreamsRecord::CurrentAssignment {
+            group: group_id.clone(),
+            member: req.member_id.clone(),
+            value: Some(next.clone()),
+        });
+    }
+    let mut group = changes.group;
+    let m = group.members.get_mut(&req.member_id).expect("the member was written");
+    m.session_deadline = now + hb.settings.session_timeout_ms;
+    m.rebalance_deadline = (next.state == MemberState::UnrevokedTasks).then(|| {
+        m.rebalance_deadline
+            .unwrap_or(now + i64::from(m.metadata.rebalance_timeout_ms.max(0)))
+    });
+    if req.shutdown_application {
+        group.shutdown_requested_by = Some(req.member_id.clone());
+    }
+    let send_tasks = joining || tasks_changed;
+    if send_tasks && m.metadata.user_endpoint.is_some() {
+        group.endpoint_epoch += 1;
+    }
+    let response = response(&group, &configured, &topology, hb, &next, send_tasks, &member);
+    Ok(StreamsDecision {
+        to_create: configured.to_create.clone(),
+        group,
+        records: changes.records,
+        response,
+    })
+}
+
+/// The tasks the request says the member owns (None: unchanged).
+fn owned_tasks(req: &StreamsGroupHeartbeatRequest) -> Option<TaskRoles> {
+    Some(TaskRoles {
+        active: tasks_of(req.active_tasks.as_ref()?),
+        standby: tasks_of(req.standby_tasks.as_ref()?),
+        warmup: tasks_of(req.warmup_tasks.as_ref()?),
+    })
+}
+
+/// A member at another epoch is fenced, unless it missed the answer that
+/// moved it on and owns nothing it was not given.
+fn check_epoch(
+    current: &CurrentAssignment,
+    epoch: i32,
+    owned: Option<&TaskRoles>,
+) -> Result<(), StreamsError> {
+    if epoch == current.epoch {
+        return Ok(());
+    }
+    let lost_answer = epoch < current.epoch
+        && epoch == current.previous_epoch
+        && owned.is_some_and(|o| o.zip(&current.assigned, intersect) == *o);
+    if lost_answer {
+        Ok(())
+    } else {
+        Err(StreamsError::new(
+            ResponseError::FencedMemberEpoch,
+            format!(
+                "The streams group member has a invalid member epoch {epoch}, the expected member epoch is {}.",
+                current.epoch
+            ),
+        ))
+    }
+}
+
+/// Null fields of the request mean "unchanged".
+fn updated_metadata(
+    stored: &StreamsGroupMemberMetadataValue,
+    hb: &StreamsHeartbeat,
+) -> StreamsGroupMemberMetadataValue {
+    let req = &hb.request;
+    let mut m = stored.clone();
+    if req.rack_id.is_some() {
+        m.rack_id = req.rack_id.clone();
+    }
+    if req.rebalance_timeout_ms != -1 {
+        m.rebalance_timeout_ms = req.rebalance_timeout_ms;
+    }
+    if let Some(t) = req.topology.as_ref().filter(|_| req.member_epoch == 0) {
+        m.topology_epoch = t.epoch;
+    }
+    m.client_id = hb.client_id.clone();
+    m.client_host = hb.client_host.clone();
+    if let Some(p) = &req.process_id {
+        m.process_id = p.clone();
+    }
+    if req.user_endpoint.is_some() {
+        m.user_endpoint = req.user_endpoint.clone();
+    }
+    if let Some(tags) = &req.client_tags {
+        let mut tags = tags.clone();
+        tags.sort_by(|a, b| a.key.cmp(&b.key));
+        m.client_tags = tags;
+    }
+    m
+}
+
+/// Topologies compared by content (unknown tagged fields aside).
+fn same_topology(a: &Topology, b: &Topology) -> bool {
+    a.epoch == b.epoch && a.subtopologies == b.subtopologies
+}
+
+fn new_targets(changes: &mut Changes, configured: &ConfiguredTopology, standbys: usize) {
+    let group = &changes.group;
+    let members: BTreeMap<String, AssignorMember> = group
+        .members
+        .iter()
+        .map(|(id, m)| {
+            let member = AssignorMember {
+                process_id: &m.metadata.process_id,
+                previous: group.target(id),
+            };
+            (id.clone(), member)
+        })
+        .collect();
+    let targets = if configured.is_ready() {
+        assign(&members, &configured.tasks, &configured.stateful, standbys)
+    } else {
+        members.keys().map(|id| (id.clone(), TaskRoles::default())).collect()
+    };
+    let changed: Vec<(String, TaskRoles)> = targets
+        .into_iter()
+        .filter(|(id, t)| group.targets.get(id) != Some(t))
+        .collect();
+    let epoch = group.epoch();
+    for (member, target) in changed {
+        changes.emit(StreamsRecord::TargetAssignmentMember {
+            group: changes.group_id.clone(),
+            member,
+            value: Some(target),
+        });
+    }
+    changes.emit(StreamsRecord::TargetAssignmentMetadata {
+        group: changes.group_id.clone(),
+        value: Some(epoch),
+    });
+}
+
+fn response(
+    group: &StreamsGroup,
+    configured: &ConfiguredTopology,
+    topology: &Topology,
+    hb: &StreamsHeartbeat,
+    next: &CurrentAssignment,
+    send_tasks: bool,
+    member: &StreamsMember,
+) -> StreamsGroupHeartbeatResponse {
+    let req = &hb.request;
+    let mut status = Vec::new();
+    if member.metadata.topology_epoch < topology.epoch {
+        status.push(Status::new(
+            StatusCode::StaleTopology,
+            format!(
+                "The member's topology epoch {} is behind the group's topology epoch {}.",
+                member.metadata.topology_epoch, topology.epoch
+            ),
+        ));
+    }
+    status.extend(configured.statuses.iter().cloned());
+    if let Some(asker) = &group.shutdown_requested_by {
+        status.push(Status::new(
+            StatusCode::ShutdownApplication,
+            format!("Streams group member {asker} encountered a fatal error and requested a shutdown for the entire application."),
+        ));
+    }
+    let tasks = |f: fn(&TaskRoles) -> &super::streams_member::Tasks| {
+        send_tasks.then(|| task_ids(f(&next.assigned)))
+    };
+    let endpoints = (req.endpoint_information_epoch != group.endpoint_epoch)
+        .then(|| endpoint_partitions(group, topology, &req.member_id));
+    StreamsGroupHeartbeatResponse {
+        member_id: req.member_id.clone(),
+        member_epoch: next.epoch,
+        heartbeat_interval_ms: hb.settings.heartbeat_interval_ms,
+        status: Some(status),
+        active_tasks: tasks(|r| &r.active),
+        standby_tasks: tasks(|r| &r.standby),
+        warmup_tasks: tasks(|r| &r.warmup),
+        endpoint_information_epoch: group.endpoint_epoch,
+        partitions_by_user_endpoint: endpoints,
+        ..Default::default()
+    }
+}
+
+/// For Interactive Queries: each member with an endpoint and the input
+/// partitions of the tasks it holds (the asking member last, as Kafka).
+fn endpoint_partitions(
+    group: &StreamsGroup,
+    topology: &Topology,
+    asker: &str,
+) -> Vec<EndpointToPartitions> {
+    let partitions = |tasks: &super::streams_member::Tasks| -> Vec<TopicPartition> {
+        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for s in &topology.subtopologies {
+            let Some(ps) = tasks.get(&s.subtopology_id) else {
+                continue;
+            };
+            let topics = s
+                .source_topics
+                .iter()
+                .chain(s.repartition_source_topics.iter().map(|t| &t.name));
+            for t in topics {
+                by_topic.entry(t).or_default().extend(ps.iter().copied());
+            }
+        }
+        by_topic
+            .into_iter()
+            .map(|(topic, mut ps)| {
+                ps.sort_unstable();
+                ps.dedup();
+                TopicPartition {
+                    topic: topic.to_string(),
+                    partitions: ps,
+                    ..Default::default()
+                }
+            })
+            .collect()
+    };
+    let mut members: Vec<(&String, &StreamsMember)> = group.members.iter().collect();
+    members.sort_by_key(|(id, _)| id.as_str() == asker);
+    members
+        .into_iter()
+        .filter_map(|(_, m)| {
+            let endpoint = m.metadata.user_endpoint.clone()?;
+            let assigned = &m.current.assigned;
+            Some(EndpointToPartitions {
+                user_endpoint: endpoint,
+                active_partitions: partitions(&assigned.active),
+                standby_partitions: partitions(&super::streams_member::union(
+                    &assigned.standby,
+                    &assigned.warmup,
+                )),
+                ..Default::default()
+            })
+        })
+        .collect()
+}
