@@ -69,6 +69,7 @@ mod shard;
 mod share_config;
 mod share_group;
 mod share_shard;
+pub mod stats;
 mod streams_assignor;
 mod streams_config;
 mod streams_group;
@@ -78,7 +79,6 @@ mod streams_reconcile;
 mod streams_records;
 mod streams_shard;
 mod streams_topology;
-pub mod stats;
 pub mod subscription;
 mod txn_offsets;
 mod writer;
@@ -106,7 +106,9 @@ pub use share_group::{
 };
 pub use streams_config::StreamsGroupSettings;
 pub use streams_group::{StreamsGroup, StreamsGroupState, STREAMS_GROUP_TYPE};
-pub use streams_heartbeat::{validate as validate_streams_heartbeat, StreamsError, StreamsHeartbeat};
+pub use streams_heartbeat::{
+    validate as validate_streams_heartbeat, StreamsError, StreamsHeartbeat,
+};
 pub use streams_member::{task_ids, StreamsMember, TaskRoles};
 pub use streams_shard::StreamsHeartbeatAnswer;
 pub use streams_topology::{configure as configure_streams_topology, InternalTopic};

@@ -271,12 +271,8 @@ impl Shard {
             if let Some(codes) = st.commit_consumer_offsets(&req, ctx) {
                 return codes;
             }
-            let streams = st.check_streams_commit(
-                &req.group_id,
-                &req.member_id,
-                req.generation_id,
-                false,
-            );
+            let streams =
+                st.check_streams_commit(&req.group_id, &req.member_id, req.generation_id, false);
             match streams {
                 Some(Err(e)) => return req.codes(e.code()),
                 // The offsets of a streams group create no classic group.
@@ -296,12 +292,8 @@ impl Shard {
                 txn_offsets::stage(&mut st.txn_offsets, &req, validated, ctx)
             }
             None => {
-                let streams = st.check_streams_commit(
-                    &req.group_id,
-                    &req.member_id,
-                    req.generation_id,
-                    true,
-                );
+                let streams =
+                    st.check_streams_commit(&req.group_id, &req.member_id, req.generation_id, true);
                 match streams {
                     Some(validated) => {
                         // TxnOffsetCommit knows no STALE_MEMBER_EPOCH (as

@@ -100,7 +100,9 @@ pub fn assign(
     // Active tasks: stickiness first, then balance.
     let mut unassigned = Vec::new();
     for task in &tasks {
-        let previous = members.iter().find(|(_, m)| contains(&m.previous.active, &task.0, task.1));
+        let previous = members
+            .iter()
+            .find(|(_, m)| contains(&m.previous.active, &task.0, task.1));
         match previous {
             Some((id, _)) if loads.load[id.as_str()] < quota => {
                 give(&mut targets, &mut loads, id, task, false)
@@ -184,7 +186,10 @@ mod tests {
         assert!(counts.iter().all(|&c| c == 3), "{counts:?}");
         for (s, n) in &subs {
             for p in 0..*n {
-                let owners = targets.values().filter(|t| contains(&t.active, s, p)).count();
+                let owners = targets
+                    .values()
+                    .filter(|t| contains(&t.active, s, p))
+                    .count();
                 assert_eq!(owners, 1, "task {s}_{p}");
             }
         }

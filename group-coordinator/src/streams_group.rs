@@ -175,16 +175,23 @@ impl StreamsGroups {
         self.groups.insert(id, group);
     }
 
-    /// Replays a stored record. Any record creates its group (Kafka writes
-    /// a new group's member record first); the metadata tombstone deletes
-    /// it.
+    /// Replays a stored record. Any record but a tombstone creates its
+    /// group (Kafka writes a new group's member record first); the metadata
+    /// tombstone deletes it.
     pub fn replay(&mut self, record: StreamsRecord) {
         if let StreamsRecord::GroupMetadata { group, value: None } = &record {
             self.groups.remove(group);
             return;
         }
-        let group = self.groups.entry(record.group().to_string()).or_default();
-        group.apply(&record);
+        match self.groups.get_mut(record.group()) {
+            Some(group) => group.apply(&record),
+            None if record.is_tombstone() => {}
+            None => {
+                let mut group = StreamsGroup::default();
+                group.apply(&record);
+                self.groups.insert(record.group().to_string(), group);
+            }
+        }
     }
 
     /// Starts every loaded member's session timer at `now + session_ms`.

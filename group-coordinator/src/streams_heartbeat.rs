@@ -85,7 +85,10 @@ pub fn validate(req: &StreamsGroupHeartbeatRequest) -> Result<(), StreamsError> 
         return Err(StreamsError::invalid("WarmupTasks are not supported yet."));
     }
     if let Some(t) = &req.topology {
-        if t.subtopologies.iter().any(|s| !s.source_topic_regex.is_empty()) {
+        if t.subtopologies
+            .iter()
+            .any(|s| !s.source_topic_regex.is_empty())
+        {
             return Err(StreamsError::invalid(
                 "Regular expressions for source topics are not supported yet.",
             ));
@@ -145,7 +148,11 @@ pub fn validate(req: &StreamsGroupHeartbeatRequest) -> Result<(), StreamsError> 
         -2 if req.instance_id.is_none() => {
             return Err(StreamsError::invalid("InstanceId can't be null."))
         }
-        -2 => return Err(StreamsError::invalid("Static membership is not yet supported.")),
+        -2 => {
+            return Err(StreamsError::invalid(
+                "Static membership is not yet supported.",
+            ))
+        }
         e if e < -2 => {
             return Err(StreamsError::invalid(format!(
                 "MemberEpoch is {e}, but must be greater than or equal to -2."
@@ -154,7 +161,9 @@ pub fn validate(req: &StreamsGroupHeartbeatRequest) -> Result<(), StreamsError> 
         _ => {}
     }
     if req.instance_id.is_some() && req.member_epoch != -1 {
-        return Err(StreamsError::invalid("Static membership is not yet supported."));
+        return Err(StreamsError::invalid(
+            "Static membership is not yet supported.",
+        ));
     }
     let lists = [&req.active_tasks, &req.standby_tasks, &req.warmup_tasks];
     if lists.iter().any(|l| l.is_some()) && lists.iter().any(|l| l.is_none()) {
@@ -335,10 +344,12 @@ pub fn heartbeat(
         }
     }
     let Some(topology) = changes.group.topology.clone() else {
-        return Err(StreamsError::invalid("The group has no topology: rejoin with one."));
+        return Err(StreamsError::invalid(
+            "The group has no topology: rejoin with one.",
+        ));
     };
-    let configured =
-        configure(&topology, image).map_err(|e| StreamsError::new(ResponseError::StreamsInvalidTopology, e.0))?;
+    let configured = configure(&topology, image)
+        .map_err(|e| StreamsError::new(ResponseError::StreamsInvalidTopology, e.0))?;
     let hash = metadata_hash(&configured.required_topics, image);
     let validated = if configured.is_ready() {
         topology.epoch
@@ -385,7 +396,10 @@ pub fn heartbeat(
         });
     }
     let mut group = changes.group;
-    let m = group.members.get_mut(&req.member_id).expect("the member was written");
+    let m = group
+        .members
+        .get_mut(&req.member_id)
+        .expect("the member was written");
     m.session_deadline = now + hb.settings.session_timeout_ms;
     m.rebalance_deadline = (next.state == MemberState::UnrevokedTasks).then(|| {
         m.rebalance_deadline
@@ -398,7 +412,15 @@ pub fn heartbeat(
     if send_tasks && m.metadata.user_endpoint.is_some() {
         group.endpoint_epoch += 1;
     }
-    let response = response(&group, &configured, &topology, hb, &next, send_tasks, &member);
+    let response = response(
+        &group,
+        &configured,
+        &topology,
+        hb,
+        &next,
+        send_tasks,
+        &member,
+    );
     Ok(StreamsDecision {
         to_create: configured.to_create.clone(),
         group,
@@ -495,7 +517,10 @@ fn new_targets(changes: &mut Changes, configured: &ConfiguredTopology, standbys:
     let targets = if configured.is_ready() {
         assign(&members, &configured.tasks, &configured.stateful, standbys)
     } else {
-        members.keys().map(|id| (id.clone(), TaskRoles::default())).collect()
+        members
+            .keys()
+            .map(|id| (id.clone(), TaskRoles::default()))
+            .collect()
     };
     let changed: Vec<(String, TaskRoles)> = targets
         .into_iter()

@@ -83,7 +83,9 @@ pub fn union(a: &Tasks, b: &Tasks) -> Tasks {
 }
 
 pub fn contains(tasks: &Tasks, subtopology: &str, partition: i32) -> bool {
-    tasks.get(subtopology).is_some_and(|p| p.contains(&partition))
+    tasks
+        .get(subtopology)
+        .is_some_and(|p| p.contains(&partition))
 }
 
 impl TaskRoles {

@@ -65,8 +65,7 @@ pub fn reconcile(
     match current.state {
         MemberState::Stable if current.epoch == target_epoch => current.clone(),
         MemberState::UnrevokedTasks => {
-            let still_owned =
-                owned.is_none_or(|o| !o.zip(&current.revoking, intersect).is_empty());
+            let still_owned = owned.is_none_or(|o| !o.zip(&current.revoking, intersect).is_empty());
             if still_owned {
                 current.clone()
             } else {

@@ -81,6 +81,18 @@ impl StreamsRecord {
         }
     }
 
+    pub fn is_tombstone(&self) -> bool {
+        matches!(
+            self,
+            Self::GroupMetadata { value: None, .. }
+                | Self::MemberMetadata { value: None, .. }
+                | Self::TargetAssignmentMetadata { value: None, .. }
+                | Self::TargetAssignmentMember { value: None, .. }
+                | Self::CurrentAssignment { value: None, .. }
+                | Self::Topology { value: None, .. }
+        )
+    }
+
     pub fn encode(&self) -> Result<Encoded, FieldTooLong> {
         let mut key = Writer::default();
         let value = match self {
@@ -112,7 +124,9 @@ impl StreamsRecord {
                 member,
                 value,
             } => {
-                key.i16(TARGET_ASSIGNMENT_MEMBER).string(group).string(member);
+                key.i16(TARGET_ASSIGNMENT_MEMBER)
+                    .string(group)
+                    .string(member);
                 value
                     .as_ref()
                     .map(|tasks| encode_value(&tasks.to_wire()))

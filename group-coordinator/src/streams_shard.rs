@@ -30,19 +30,44 @@ impl ShardState {
     }
 
     /// Appends a streams group's records, then keeps `group` (which they
-    /// were applied to).
+    /// were applied to). With `replacing_classic`, the empty classic group
+    /// of that id is deleted first (its offsets stay, now the streams
+    /// group's), as Kafka replaces one.
     fn write_streams(
         &mut self,
         group_id: &str,
         group: StreamsGroup,
         records: Vec<StreamsRecord>,
+        replacing_classic: bool,
         ctx: &Ctx<'_>,
     ) -> Result<(), ResponseError> {
-        let records: Vec<CoordinatorRecord> =
-            records.into_iter().map(CoordinatorRecord::Streams).collect();
+        let classic_tombstone = replacing_classic.then(|| CoordinatorRecord::GroupMetadata {
+            group: group_id.to_string(),
+            value: None,
+        });
+        let records: Vec<CoordinatorRecord> = classic_tombstone
+            .into_iter()
+            .chain(records.into_iter().map(CoordinatorRecord::Streams))
+            .collect();
         ctx.writer.append(&records)?;
+        if replacing_classic {
+            self.groups.remove(group_id);
+        }
         self.streams.insert(group_id.to_string(), group);
         Ok(())
+    }
+
+    /// Whether a streams member joining `group_id` takes the place of an
+    /// empty classic group (one holding only committed offsets, as the
+    /// offsets a mirror synced, or a classic-protocol application left).
+    fn replaces_empty_classic(&self, group_id: &str, member_epoch: i32) -> bool {
+        member_epoch == 0
+            && !self.consumer.contains(group_id)
+            && !self.share.contains(group_id)
+            && self
+                .groups
+                .get(group_id)
+                .is_some_and(|g| g.members().next().is_none())
     }
 
     /// Fences the members whose session or rebalance timeout passed.
@@ -62,7 +87,10 @@ impl ShardState {
                 continue;
             };
             let (group, records) = remove_member(group, &group_id, &member);
-            if self.write_streams(&group_id, group, records, ctx).is_ok() {
+            if self
+                .write_streams(&group_id, group, records, false, ctx)
+                .is_ok()
+            {
                 info!(group = %group_id, member = %member, "streams group member fenced: its session or rebalance timeout passed");
             }
         }
@@ -79,11 +107,8 @@ impl ShardState {
             return Some(Err(ResponseError::NonEmptyGroup));
         }
         let g = group_id.to_string();
-        let mut records: Vec<CoordinatorRecord> = self
-            .offsets
-            .tombstones(group_id)
-            .into_iter()
-            .collect();
+        let mut records: Vec<CoordinatorRecord> =
+            self.offsets.tombstones(group_id).into_iter().collect();
         records.extend(
             [
                 StreamsRecord::TargetAssignmentMetadata {
@@ -145,14 +170,15 @@ impl Shard {
     ) -> StreamsHeartbeatAnswer {
         self.with_state(now, |st, ctx| {
             let id = &hb.request.group_id;
-            if st.is_other_than_streams(id) {
+            let replacing_classic = st.replaces_empty_classic(id, hb.request.member_epoch);
+            if st.is_other_than_streams(id) && !replacing_classic {
                 return Err(StreamsError {
                     error: ResponseError::GroupIdNotFound,
                     message: Some(format!("Group {id} is not a streams group.")),
                 });
             }
             let decision = streams_heartbeat::heartbeat(st.streams.get(id), hb, image, now)?;
-            st.write_streams(id, decision.group, decision.records, ctx)?;
+            st.write_streams(id, decision.group, decision.records, replacing_classic, ctx)?;
             Ok((decision.response, decision.to_create))
         })
     }

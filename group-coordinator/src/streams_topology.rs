@@ -60,7 +60,9 @@ pub fn configure(
     let existing = |name: &str| image.topic_by_name(name).map(|t| t.partitions.len() as i32);
     let mut configured = ConfiguredTopology::default();
     for s in &topology.subtopologies {
-        configured.required_topics.extend(s.source_topics.iter().cloned());
+        configured
+            .required_topics
+            .extend(s.source_topics.iter().cloned());
         configured
             .required_topics
             .extend(s.repartition_source_topics.iter().map(|t| t.name.clone()));
@@ -90,17 +92,16 @@ pub fn configure(
     let mut internal: BTreeMap<String, (i32, &ottla_protocol::streams::TopicInfo)> =
         BTreeMap::new();
     for s in &topology.subtopologies {
-        let inputs = s
-            .source_topics
-            .iter()
-            .filter_map(|t| existing(t))
-            .chain(
-                s.repartition_source_topics
-                    .iter()
-                    .filter_map(|t| repartition.get(&t.name).copied()),
-            );
+        let inputs = s.source_topics.iter().filter_map(|t| existing(t)).chain(
+            s.repartition_source_topics
+                .iter()
+                .filter_map(|t| repartition.get(&t.name).copied()),
+        );
         let tasks = inputs.max().ok_or_else(|| {
-            InvalidTopology(format!("No source topics found for subtopology {}", s.subtopology_id))
+            InvalidTopology(format!(
+                "No source topics found for subtopology {}",
+                s.subtopology_id
+            ))
         })?;
         configured.tasks.insert(s.subtopology_id.clone(), tasks);
         if !s.state_changelog_topics.is_empty() {

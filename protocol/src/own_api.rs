@@ -121,8 +121,7 @@ mod tests {
 
     #[test]
     fn header_is_decoded_and_the_body_left_whole() {
-        let req =
-            decode_own_request(frame(0), LIST_MIRRORS, |_, v| v == 0).unwrap();
+        let req = decode_own_request(frame(0), LIST_MIRRORS, |_, v| v == 0).unwrap();
         assert_eq!(req.header.correlation_id, 9);
         assert_eq!(req.header.client_id.as_deref(), Some("cli"));
         assert_eq!(
@@ -133,8 +132,7 @@ mod tests {
 
     #[test]
     fn refused_versions_are_not_decoded() {
-        let err =
-            decode_own_request(frame(3), LIST_MIRRORS, |_, v| v == 0).unwrap_err();
+        let err = decode_own_request(frame(3), LIST_MIRRORS, |_, v| v == 0).unwrap_err();
         assert!(matches!(err, RequestError::UnsupportedOwnApiVersion { .. }));
         let short = Bytes::from_static(&[0, 98, 0, 0, 0, 0, 0, 1, 0xff]);
         assert!(decode_own_request(short, LIST_MIRRORS, |_, _| true).is_err());
@@ -142,9 +140,15 @@ mod tests {
 
     #[test]
     fn keys_are_mirror_then_streams_and_nothing_else() {
-        assert_eq!(OwnApiKey::from_i16(106), Some(OwnApiKey::Mirror(MirrorApiKey::CreateMirror)));
+        assert_eq!(
+            OwnApiKey::from_i16(106),
+            Some(OwnApiKey::Mirror(MirrorApiKey::CreateMirror))
+        );
         let heartbeat = OwnApiKey::from_i16(88).unwrap();
-        assert_eq!(heartbeat, OwnApiKey::Streams(StreamsApiKey::StreamsGroupHeartbeat));
+        assert_eq!(
+            heartbeat,
+            OwnApiKey::Streams(StreamsApiKey::StreamsGroupHeartbeat)
+        );
         assert_eq!(heartbeat.to_string(), "StreamsGroupHeartbeat");
         assert_eq!(heartbeat.versions(), 0..=0);
         assert_eq!(OwnApiKey::from_i16(0), None);

@@ -42,15 +42,6 @@ pub struct StreamsApis {
 }
 
 impl RequestHandler for StreamsApis {
-    fn handle<'a>(
-        &'a self,
-        _ctx: &'a RequestContext,
-        _header: kafka_protocol::messages::RequestHeader,
-        _body: kafka_protocol::messages::RequestKind,
-    ) -> crate::network::HandlerFuture<'a> {
-        Box::pin(async { anyhow::bail!("the streams handler serves streams-group APIs only") })
-    }
-
     fn handle_own<'a>(
         &'a self,
         ctx: &'a RequestContext,

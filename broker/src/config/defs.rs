@@ -344,6 +344,24 @@ configs! {
     GROUP_CONSUMER_MIGRATION_POLICY: String = "group.consumer.migration.policy", String, Some("bidirectional"),
         Valid::Parses(|v| ottla_group_coordinator::MigrationPolicy::parse(v).map(|_| ()));
 
+    // ---- streams groups (KIP-1071); a group's own configs stay within the min/max ----
+    /// Session timeout of streams-group members.
+    GROUP_STREAMS_SESSION_TIMEOUT_MS: i32 = "group.streams.session.timeout.ms", Int, Some("45000"), Valid::AtLeast(1);
+    /// Minimum session timeout a streams group may configure.
+    GROUP_STREAMS_MIN_SESSION_TIMEOUT_MS: i32 = "group.streams.min.session.timeout.ms", Int, Some("45000"), Valid::AtLeast(1);
+    /// Maximum session timeout a streams group may configure.
+    GROUP_STREAMS_MAX_SESSION_TIMEOUT_MS: i32 = "group.streams.max.session.timeout.ms", Int, Some("60000"), Valid::AtLeast(1);
+    /// Heartbeat interval of streams-group members.
+    GROUP_STREAMS_HEARTBEAT_INTERVAL_MS: i32 = "group.streams.heartbeat.interval.ms", Int, Some("5000"), Valid::AtLeast(1);
+    /// Minimum heartbeat interval a streams group may configure.
+    GROUP_STREAMS_MIN_HEARTBEAT_INTERVAL_MS: i32 = "group.streams.min.heartbeat.interval.ms", Int, Some("5000"), Valid::AtLeast(1);
+    /// Maximum heartbeat interval a streams group may configure.
+    GROUP_STREAMS_MAX_HEARTBEAT_INTERVAL_MS: i32 = "group.streams.max.heartbeat.interval.ms", Int, Some("15000"), Valid::AtLeast(1);
+    /// Standby replicas of each stateful task of a streams group.
+    GROUP_STREAMS_NUM_STANDBY_REPLICAS: i32 = "group.streams.num.standby.replicas", Int, Some("0"), Valid::AtLeast(0);
+    /// Most standby replicas a streams group may configure.
+    GROUP_STREAMS_MAX_STANDBY_REPLICAS: i32 = "group.streams.max.standby.replicas", Int, Some("2"), Valid::AtLeast(0);
+
     // ---- share groups (KIP-932); a group's own configs stay within the min/max ----
     /// Session timeout of share-group members.
     GROUP_SHARE_SESSION_TIMEOUT_MS: i32 = "group.share.session.timeout.ms", Int, Some("45000"), Valid::AtLeast(1);

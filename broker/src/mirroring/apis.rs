@@ -58,15 +58,6 @@ pub struct MirrorApis {
 }
 
 impl RequestHandler for MirrorApis {
-    fn handle<'a>(
-        &'a self,
-        _ctx: &'a RequestContext,
-        _header: kafka_protocol::messages::RequestHeader,
-        _body: kafka_protocol::messages::RequestKind,
-    ) -> crate::network::HandlerFuture<'a> {
-        Box::pin(async { anyhow::bail!("the mirror handler serves mirror APIs only") })
-    }
-
     fn handle_own<'a>(
         &'a self,
         ctx: &'a RequestContext,

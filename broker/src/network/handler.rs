@@ -46,12 +46,17 @@ pub type HandlerFuture<'a> =
 /// Serves requests. Implementations answer whatever API keys they were
 /// registered for; the network layer has already checked key and version.
 pub trait RequestHandler: Send + Sync + 'static {
+    /// Serves one of Kafka's APIs (kafka-protocol's codec). Handlers of
+    /// own-codec APIs only keep the default, which refuses.
     fn handle<'a>(
         &'a self,
         ctx: &'a RequestContext,
         header: RequestHeader,
         body: RequestKind,
-    ) -> HandlerFuture<'a>;
+    ) -> HandlerFuture<'a> {
+        let _ = (header, body);
+        Box::pin(async move { anyhow::bail!("{:?} is not served by this handler", ctx.api) })
+    }
 
     /// Serves one of the APIs of Ottla's own codec (mirror and streams-group
     /// APIs, which kafka-protocol does not know): `body` is the request body after the header, and the answer is

@@ -1,0 +1,288 @@
+//! Streams groups (KIP-1071) on a live `ottla`, driven by a Kafka Streams
+//! 4.4 application with `group.protocol=streams` (`tests/java/
+//! StreamsWordCount.java`: a word count through a repartition topic into a
+//! state store, exactly_once_v2) and by kafka-streams-groups.sh:
+//!
+//! - offsets committed for the application's group id before it first runs
+//!   (an empty classic group, as a mirror's offset sync leaves) are where the
+//!   streams group starts;
+//! - the group creates its internal topics, and the counts are exact: every
+//!   word's counts read committed are 1, 2, ..., n, once each;
+//! - a second instance shares the tasks; a killed instance's tasks move to
+//!   the other once its session ends, with no count lost or repeated;
+//! - the group and its assignment survive a broker kill -9 and restart;
+//! - the tool lists, describes (state, members) and deletes the group.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ottla_tests::ottla::Ottla;
+use ottla_tests::tools::{kafka_bin, kafka_tool, ok, repo_root};
+use ottla_tests::topics::{create_topic, produce_keyed};
+
+const APP: &str = "wc-app";
+const INPUT: &str = "wc-in";
+const OUTPUT: &str = "wc-out";
+
+/// Sessions short enough for a killed instance to be noticed in seconds.
+const STREAMS_OVERRIDES: &[(&str, &str)] = &[
+    ("group.streams.min.session.timeout.ms", "1000"),
+    ("group.streams.session.timeout.ms", "6000"),
+    ("group.streams.min.heartbeat.interval.ms", "500"),
+    ("group.streams.heartbeat.interval.ms", "1000"),
+    ("offsets.topic.num.partitions", "3"),
+];
+
+/// One instance of the word count, its output in the node's data dir.
+struct StreamsApp {
+    child: Option<Child>,
+    out: PathBuf,
+}
+
+impl StreamsApp {
+    fn start(node: &Ottla, name: &str) -> Self {
+        let libs = kafka_bin().parent().unwrap().join("libs");
+        let out = node.data_dir.join(format!("{name}.out"));
+        let child = Command::new("java")
+            .arg("-cp")
+            .arg(format!("{}/*", libs.display()))
+            .arg(repo_root().join("tests/java/StreamsWordCount.java"))
+            .args([&node.bootstrap(), APP, INPUT, OUTPUT, "streams"])
+            .arg(node.data_dir.join(format!("{name}-state")))
+            .stdin(Stdio::null())
+            .stdout(File::create(&out).unwrap())
+            .stderr(File::create(node.data_dir.join(format!("{name}.err"))).unwrap())
+            .spawn()
+            .expect("starting java");
+        Self {
+            child: Some(child),
+            out,
+        }
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM: the application closes and leaves the group.
+    fn stop(&mut self) {
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        while c.try_wait().unwrap().is_none() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the app ignored SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for StreamsApp {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Produces 40 lines of two words each and adds them to `expected`.
+fn produce_words(node: &Ottla, batch: usize, expected: &mut BTreeMap<String, u64>) {
+    let mut input = String::new();
+    for i in 0..40 {
+        let words = [
+            format!("w{}", (i * 7 + batch) % 13),
+            format!("w{}", (i + batch * 3) % 5),
+        ];
+        for w in &words {
+            *expected.entry(w.clone()).or_default() += 1;
+        }
+        input.push_str(&format!("k{i}:{}\n", words.join(" ")));
+    }
+    produce_keyed(node, INPUT, &input);
+}
+
+/// Each word's counts as the output topic holds them, read committed.
+fn committed_counts(node: &Ottla) -> BTreeMap<String, Vec<u64>> {
+    let out = ok(kafka_tool(
+        "kafka-console-consumer.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--topic",
+            OUTPUT,
+            "--from-beginning",
+            "--isolation-level",
+            "read_committed",
+            "--timeout-ms",
+            "4000",
+        ],
+        None,
+    ));
+    let mut counts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in out.lines() {
+        if let Some((word, count)) = line.split_once('=') {
+            counts
+                .entry(word.to_string())
+                .or_default()
+                .push(count.parse().expect("a count"));
+        }
+    }
+    counts
+}
+
+/// Waits until every word reached its expected count, then checks that
+/// each count was written once: 1, 2, ..., n (exactly once).
+fn await_exact_counts(node: &Ottla, expected: &BTreeMap<String, u64>) {
+    let start = Instant::now();
+    loop {
+        let counts = committed_counts(node);
+        let reached = expected
+            .iter()
+            .all(|(w, n)| counts.get(w).and_then(|c| c.last()) == Some(n));
+        if reached {
+            for (word, seen) in &counts {
+                let want: Vec<u64> = (1..=expected[word]).collect();
+                assert_eq!(seen, &want, "counts of {word}");
+            }
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(150),
+            "counts never reached {expected:?}; last read {counts:?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn streams_groups(node: &Ottla, args: &[&str]) -> String {
+    let bootstrap = node.bootstrap();
+    let mut all = vec!["--bootstrap-server", bootstrap.as_str()];
+    all.extend_from_slice(args);
+    ok(kafka_tool("kafka-streams-groups.sh", &all, None))
+}
+
+/// The member lines of `--describe --members`: (process, assignment).
+fn members(node: &Ottla) -> Vec<(String, String)> {
+    streams_groups(node, &["--describe", "--group", APP, "--members"])
+        .lines()
+        .filter(|l| l.starts_with(APP))
+        .map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            (fields[2].to_string(), fields[4..].join(" "))
+        })
+        .collect()
+}
+
+fn await_members(node: &Ottla, processes: usize, threads: usize) -> Vec<(String, String)> {
+    let start = Instant::now();
+    loop {
+        let m = members(node);
+        let distinct: std::collections::BTreeSet<&String> = m.iter().map(|(p, _)| p).collect();
+        if m.len() == threads
+            && distinct.len() == processes
+            && m.iter().all(|(_, a)| a.contains("ACTIVE: "))
+        {
+            return m;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "never {threads} members of {processes} processes, each with tasks: {m:?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn a_kafka_streams_word_count_runs_exactly_once_as_a_streams_group() {
+    let mut node = Ottla::start(STREAMS_OVERRIDES);
+    create_topic(&node, INPUT, 4, &[]);
+    create_topic(&node, OUTPUT, 1, &[]);
+    // Words before the committed offsets are never counted.
+    produce_words(&node, 9, &mut BTreeMap::new());
+    ok(kafka_tool(
+        "kafka-consumer-groups.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--reset-offsets",
+            "--group",
+            APP,
+            "--topic",
+            INPUT,
+            "--to-latest",
+            "--execute",
+        ],
+        None,
+    ));
+    let mut expected = BTreeMap::new();
+    produce_words(&node, 0, &mut expected);
+
+    let mut a = StreamsApp::start(&node, "a");
+    await_exact_counts(&node, &expected);
+    assert!(a.output().contains("STATE RUNNING"), "{}", a.output());
+    // The group made its repartition and changelog topics, with as many
+    // partitions as the input.
+    let topics = ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--describe",
+            "--topic",
+            "wc-app-words-repartition",
+        ],
+        None,
+    ));
+    assert!(topics.contains("PartitionCount: 4"), "{topics}");
+    assert!(streams_groups(&node, &["--list"])
+        .lines()
+        .any(|l| l.trim() == APP));
+
+    // A second instance shares the tasks: two processes, two threads each.
+    let mut b = StreamsApp::start(&node, "b");
+    await_members(&node, 2, 4);
+    produce_words(&node, 1, &mut expected);
+    await_exact_counts(&node, &expected);
+
+    // An instance killed: the other takes its tasks once its session ends.
+    a.kill9();
+    produce_words(&node, 2, &mut expected);
+    await_exact_counts(&node, &expected);
+    await_members(&node, 1, 2);
+
+    // The broker killed and restarted: the group goes on from its records.
+    node.kill9();
+    node.restart();
+    produce_words(&node, 3, &mut expected);
+    await_exact_counts(&node, &expected);
+    let state = streams_groups(&node, &["--describe", "--group", APP, "--state"]);
+    assert!(state.contains("Stable"), "{state}");
+
+    // The last instance leaves; the empty group can be deleted.
+    b.stop();
+    let start = Instant::now();
+    while !streams_groups(&node, &["--describe", "--group", APP, "--state"]).contains("Empty") {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the group never emptied"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    streams_groups(&node, &["--delete", "--group", APP]);
+    assert!(!streams_groups(&node, &["--list"])
+        .lines()
+        .any(|l| l.trim() == APP));
+}
