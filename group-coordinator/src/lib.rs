@@ -80,6 +80,8 @@ mod streams_records;
 mod streams_shard;
 mod streams_topology;
 pub mod subscription;
+#[cfg(test)]
+mod test_images;
 mod txn_offsets;
 mod writer;
 

@@ -352,6 +352,9 @@ impl Shard {
             if let Some(result) = st.delete_consumer_offsets(group_id, topics, ctx) {
                 return result;
             }
+            if let Some(result) = st.delete_streams_offsets(group_id, topics, ctx) {
+                return result;
+            }
             offsets::delete(&mut st.groups, &mut st.offsets, group_id, topics, ctx)
         })
     }

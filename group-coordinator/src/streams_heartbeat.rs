@@ -639,3 +639,253 @@ fn endpoint_partitions(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use ottla_protocol::streams::{Subtopology, TopicInfo};
+
+    use super::*;
+    use crate::streams_group::StreamsGroups;
+    use crate::streams_member::{contains, Tasks};
+    use crate::test_images::image_with;
+
+    const GROUP: &str = "app";
+
+    fn topology() -> Topology {
+        let info = |name: &str| TopicInfo {
+            name: name.into(),
+            ..Default::default()
+        };
+        Topology {
+            epoch: 1,
+            subtopologies: vec![
+                Subtopology {
+                    subtopology_id: "0".into(),
+                    source_topics: vec!["in".into()],
+                    repartition_sink_topics: vec!["app-rep".into()],
+                    ..Default::default()
+                },
+                Subtopology {
+                    subtopology_id: "1".into(),
+                    repartition_source_topics: vec![info("app-rep")],
+                    state_changelog_topics: vec![info("app-store-changelog")],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn join(member: &str, process: &str) -> StreamsHeartbeat {
+        StreamsHeartbeat {
+            request: StreamsGroupHeartbeatRequest {
+                group_id: GROUP.into(),
+                member_id: member.into(),
+                member_epoch: 0,
+                rebalance_timeout_ms: 30_000,
+                topology: Some(topology()),
+                active_tasks: Some(Vec::new()),
+                standby_tasks: Some(Vec::new()),
+                warmup_tasks: Some(Vec::new()),
+                process_id: Some(process.into()),
+                ..Default::default()
+            },
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            settings: StreamsGroupSettings::default(),
+        }
+    }
+
+    /// A later heartbeat at `epoch`, owning `active`.
+    fn beat(member: &str, epoch: i32, active: &Tasks) -> StreamsHeartbeat {
+        let mut hb = join(member, "");
+        hb.request.member_epoch = epoch;
+        hb.request.topology = None;
+        hb.request.process_id = None;
+        hb.request.rebalance_timeout_ms = -1;
+        hb.request.active_tasks = Some(task_ids(active));
+        hb
+    }
+
+    struct Group {
+        state: Option<StreamsGroup>,
+        log: Vec<StreamsRecord>,
+    }
+
+    impl Group {
+        fn beat(
+            &mut self,
+            hb: &StreamsHeartbeat,
+            image: &MetadataImage,
+        ) -> (StreamsGroupHeartbeatResponse, Vec<InternalTopic>) {
+            let d = heartbeat(self.state.as_ref(), hb, image, 0).expect("an answer");
+            self.log.extend(d.records);
+            self.state = Some(d.group);
+            self.check_no_task_held_twice();
+            (d.response, d.to_create)
+        }
+
+        fn check_no_task_held_twice(&self) {
+            let g = self.state.as_ref().unwrap();
+            for s in ["0", "1"] {
+                for p in 0..4 {
+                    let holders = g
+                        .members
+                        .values()
+                        .filter(|m| {
+                            contains(&m.current.assigned.active, s, p)
+                                || contains(&m.current.revoking.active, s, p)
+                        })
+                        .count();
+                    assert!(holders <= 1, "task {s}_{p} held {holders} times");
+                }
+            }
+        }
+    }
+
+    fn active(response: &StreamsGroupHeartbeatResponse) -> Tasks {
+        tasks_of(response.active_tasks.as_deref().expect("tasks sent"))
+    }
+
+    fn count(tasks: &Tasks) -> usize {
+        tasks.values().map(|p| p.len()).sum()
+    }
+
+    #[test]
+    fn a_group_forms_asks_for_its_topics_shares_its_tasks_and_replays_the_same() {
+        let mut group = Group {
+            state: None,
+            log: Vec::new(),
+        };
+        let bare = image_with(&[("in", 1, 4)]);
+        let (r, to_create) = group.beat(&join("m1", "p1"), &bare);
+        assert_eq!(r.error_code, 0);
+        let asked: Vec<(&str, i32)> = to_create
+            .iter()
+            .map(|t| (t.name.as_str(), t.partitions))
+            .collect();
+        assert_eq!(asked, [("app-rep", 4), ("app-store-changelog", 4)]);
+        let status = r.status.as_ref().unwrap();
+        assert_eq!(
+            status[0].status_code,
+            StatusCode::MissingInternalTopics as i8
+        );
+        assert_eq!(count(&active(&r)), 0);
+
+        // The topics exist: the one member gets all 8 tasks.
+        let image = image_with(&[
+            ("in", 1, 4),
+            ("app-rep", 2, 4),
+            ("app-store-changelog", 3, 4),
+        ]);
+        let (r, to_create) = group.beat(&beat("m1", r.member_epoch, &Tasks::new()), &image);
+        assert!(to_create.is_empty() && r.status.as_ref().unwrap().is_empty());
+        let m1_tasks = active(&r);
+        assert_eq!(count(&m1_tasks), 8);
+        let m1_epoch = r.member_epoch;
+
+        // A second process joins: it waits until m1 gave up half.
+        let (r2, _) = group.beat(&join("m2", "p2"), &image);
+        assert_eq!(count(&active(&r2)), 0);
+        let (r, _) = group.beat(&beat("m1", m1_epoch, &m1_tasks), &image);
+        assert_eq!(r.member_epoch, m1_epoch, "revoking keeps the epoch");
+        let kept = active(&r);
+        assert_eq!(count(&kept), 4);
+        let (r2b, _) = group.beat(&beat("m2", r2.member_epoch, &Tasks::new()), &image);
+        assert!(
+            r2b.active_tasks.is_none() || count(&active(&r2b)) == 0,
+            "m2 got tasks m1 still holds"
+        );
+        let (r, _) = group.beat(&beat("m1", m1_epoch, &kept), &image);
+        assert!(r.member_epoch > m1_epoch);
+        let (r2c, _) = group.beat(&beat("m2", r2b.member_epoch, &Tasks::new()), &image);
+        assert_eq!(count(&active(&r2c)), 4);
+        let g = group.state.as_ref().unwrap();
+        assert_eq!(g.state().name(), "Stable");
+
+        // What the log holds is the group.
+        let mut replayed = StreamsGroups::default();
+        for record in group.log.clone() {
+            replayed.replay(record);
+        }
+        let mut again = replayed.get(GROUP).unwrap().clone();
+        let mut kept_state = g.clone();
+        for m in again
+            .members
+            .values_mut()
+            .chain(kept_state.members.values_mut())
+        {
+            m.session_deadline = 0;
+            m.rebalance_deadline = None;
+        }
+        again.endpoint_epoch = kept_state.endpoint_epoch;
+        assert_eq!(again, kept_state);
+
+        // m2 leaves: its records go and the epoch moves on.
+        let before = kept_state.epoch();
+        let mut leave = beat("m2", r2c.member_epoch, &Tasks::new());
+        leave.request.member_epoch = -1;
+        let (r, _) = group.beat(&leave, &image);
+        assert_eq!(r.member_epoch, -1);
+        let g = group.state.as_ref().unwrap();
+        assert!(!g.members.contains_key("m2") && !g.targets.contains_key("m2"));
+        assert_eq!(g.epoch(), before + 1);
+    }
+
+    #[test]
+    fn bad_requests_get_kafkas_errors() {
+        let image = image_with(&[("in", 1, 4)]);
+        let error = |hb: &StreamsHeartbeat, existing: Option<&StreamsGroup>| {
+            validate(&hb.request)
+                .and_then(|()| heartbeat(existing, hb, &image, 0).map(|_| ()))
+                .unwrap_err()
+        };
+        let mut no_topology = join("m", "p");
+        no_topology.request.topology = None;
+        assert_eq!(
+            error(&no_topology, None).error,
+            ResponseError::InvalidRequest
+        );
+        let mut sized_changelog = join("m", "p");
+        sized_changelog
+            .request
+            .topology
+            .as_mut()
+            .unwrap()
+            .subtopologies[1]
+            .state_changelog_topics[0]
+            .partitions = 3;
+        assert_eq!(
+            error(&sized_changelog, None).error,
+            ResponseError::StreamsInvalidTopology
+        );
+        assert_eq!(
+            error(&beat("m", 3, &Tasks::new()), None).error,
+            ResponseError::GroupIdNotFound
+        );
+        let group = heartbeat(None, &join("m", "p"), &image, 0).unwrap().group;
+        assert_eq!(
+            error(&beat("other", 1, &Tasks::new()), Some(&group)).error,
+            ResponseError::UnknownMemberId
+        );
+        assert_eq!(
+            error(&beat("m", 7, &Tasks::new()), Some(&group)).error,
+            ResponseError::FencedMemberEpoch
+        );
+        let mut changed = join("m2", "p");
+        changed.request.topology.as_mut().unwrap().subtopologies[0].source_topics =
+            vec!["elsewhere".into()];
+        let e = error(&changed, Some(&group));
+        assert_eq!(e.error, ResponseError::InvalidRequest);
+        assert_eq!(
+            e.message.as_deref(),
+            Some("Topology updates are not supported yet.")
+        );
+        let mut half = beat("m", 1, &Tasks::new());
+        half.request.standby_tasks = None;
+        assert_eq!(
+            error(&half, Some(&group)).error,
+            ResponseError::InvalidRequest
+        );
+    }
+}

@@ -4,11 +4,14 @@
 //! group of one type: streams requests for another type's group are
 //! refused, as Kafka refuses them ("Group X is not a streams group").
 
+use std::collections::{HashMap, HashSet};
+
 use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
 use ottla_protocol::streams::heartbeat::StreamsGroupHeartbeatResponse;
 use tracing::info;
 
+use super::offsets::{self, PartitionCodes};
 use super::records::CoordinatorRecord;
 use super::shard::{Shard, ShardState};
 use super::streams_group::{StreamsGroup, StreamsGroupState};
@@ -134,6 +137,44 @@ impl ShardState {
             self.replay(r, ctx.now);
         }
         Some(Ok(()))
+    }
+
+    /// OffsetDelete on a streams group (None for other ids): refused per
+    /// topic for the topics a group with members reads (its source and
+    /// repartition topics), as Kafka refuses them.
+    pub(super) fn delete_streams_offsets(
+        &mut self,
+        group_id: &str,
+        topics: &[(String, Vec<i32>)],
+        ctx: &Ctx<'_>,
+    ) -> Option<Result<PartitionCodes, ResponseError>> {
+        let group = self.streams.get(group_id)?;
+        let read: HashSet<&str> = match &group.topology {
+            Some(t) if !group.members.is_empty() => t
+                .subtopologies
+                .iter()
+                .flat_map(|s| {
+                    s.source_topics
+                        .iter()
+                        .chain(s.repartition_source_topics.iter().map(|t| &t.name))
+                })
+                .map(String::as_str)
+                .collect(),
+            _ => HashSet::new(),
+        };
+        let subscribed: HashSet<&str> = topics
+            .iter()
+            .map(|(t, _)| t.as_str())
+            .filter(|t| read.contains(t))
+            .collect();
+        Some(offsets::delete_unsubscribed(
+            &mut HashMap::new(),
+            &mut self.offsets,
+            group_id,
+            topics,
+            &subscribed,
+            ctx,
+        ))
     }
 
     /// An offset commit's check against a streams group (None for other

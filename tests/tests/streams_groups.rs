@@ -11,14 +11,18 @@
 //! - a second instance shares the tasks; a killed instance's tasks move to
 //!   the other once its session ends, with no count lost or repeated;
 //! - the group and its assignment survive a broker kill -9 and restart;
-//! - the tool lists, describes (state, members) and deletes the group.
+//! - the tool lists and describes (state, members) the group, resets and
+//!   deletes its offsets, and deletes it with its internal topics;
+//! - on three nodes, standby tasks go to the other instance, and the group
+//!   survives its coordinator's death.
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ottla_tests::groups::{committed, coordinator_of, GROUP_KEY};
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_bin, kafka_tool, ok, repo_root};
 use ottla_tests::topics::{create_topic, produce_keyed};
@@ -43,18 +47,19 @@ struct StreamsApp {
 }
 
 impl StreamsApp {
-    fn start(node: &Ottla, name: &str) -> Self {
+    /// Starts instance `name` against `bootstrap`, its files in `dir`.
+    fn start(bootstrap: &str, dir: &Path, name: &str) -> Self {
         let libs = kafka_bin().parent().unwrap().join("libs");
-        let out = node.data_dir.join(format!("{name}.out"));
+        let out = dir.join(format!("{name}.out"));
         let child = Command::new("java")
             .arg("-cp")
             .arg(format!("{}/*", libs.display()))
             .arg(repo_root().join("tests/java/StreamsWordCount.java"))
-            .args([&node.bootstrap(), APP, INPUT, OUTPUT, "streams"])
-            .arg(node.data_dir.join(format!("{name}-state")))
+            .args([bootstrap, APP, INPUT, OUTPUT, "streams"])
+            .arg(dir.join(format!("{name}-state")))
             .stdin(Stdio::null())
             .stdout(File::create(&out).unwrap())
-            .stderr(File::create(node.data_dir.join(format!("{name}.err"))).unwrap())
+            .stderr(File::create(dir.join(format!("{name}.err"))).unwrap())
             .spawn()
             .expect("starting java");
         Self {
@@ -174,9 +179,20 @@ fn streams_groups(node: &Ottla, args: &[&str]) -> String {
     ok(kafka_tool("kafka-streams-groups.sh", &all, None))
 }
 
-/// The member lines of `--describe --members`: (process, assignment).
+/// The member lines of `--describe --members`: (process, assignment);
+/// none while the group does not exist yet.
 fn members(node: &Ottla) -> Vec<(String, String)> {
-    streams_groups(node, &["--describe", "--group", APP, "--members"])
+    let bootstrap = node.bootstrap();
+    let args = [
+        "--bootstrap-server",
+        &bootstrap,
+        "--describe",
+        "--group",
+        APP,
+        "--members",
+    ];
+    let out = kafka_tool("kafka-streams-groups.sh", &args, None);
+    String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.starts_with(APP))
         .map(|l| {
@@ -230,7 +246,7 @@ fn a_kafka_streams_word_count_runs_exactly_once_as_a_streams_group() {
     let mut expected = BTreeMap::new();
     produce_words(&node, 0, &mut expected);
 
-    let mut a = StreamsApp::start(&node, "a");
+    let mut a = StreamsApp::start(&node.bootstrap(), &node.data_dir, "a");
     await_exact_counts(&node, &expected);
     assert!(a.output().contains("STATE RUNNING"), "{}", a.output());
     // The group made its repartition and changelog topics, with as many
@@ -252,7 +268,7 @@ fn a_kafka_streams_word_count_runs_exactly_once_as_a_streams_group() {
         .any(|l| l.trim() == APP));
 
     // A second instance shares the tasks: two processes, two threads each.
-    let mut b = StreamsApp::start(&node, "b");
+    let mut b = StreamsApp::start(&node.bootstrap(), &node.data_dir, "b");
     await_members(&node, 2, 4);
     produce_words(&node, 1, &mut expected);
     await_exact_counts(&node, &expected);
@@ -281,8 +297,99 @@ fn a_kafka_streams_word_count_runs_exactly_once_as_a_streams_group() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    streams_groups(&node, &["--delete", "--group", APP]);
+    // Offsets of an empty group can be reset and deleted, and the group
+    // deleted with its internal topics.
+    streams_groups(
+        &node,
+        &[
+            "--reset-offsets",
+            "--group",
+            APP,
+            "--input-topic",
+            INPUT,
+            "--to-earliest",
+            "--execute",
+        ],
+    );
+    let reset = committed(&node, APP, INPUT);
+    assert_eq!(reset, (0..4).map(|p| (p, 0)).collect(), "{reset:?}");
+    streams_groups(
+        &node,
+        &["--delete-offsets", "--group", APP, "--input-topic", INPUT],
+    );
+    assert!(committed(&node, APP, INPUT).is_empty());
+    streams_groups(
+        &node,
+        &["--delete", "--group", APP, "--delete-all-internal-topics"],
+    );
     assert!(!streams_groups(&node, &["--list"])
         .lines()
         .any(|l| l.trim() == APP));
+    let start = Instant::now();
+    while ok(kafka_tool(
+        "kafka-topics.sh",
+        &["--bootstrap-server", &node.bootstrap(), "--list"],
+        None,
+    ))
+    .contains("wc-app-")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "internal topics left"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Three nodes, every topic with three replicas: standby tasks sit on the
+/// other instance, and the group's coordinator dies mid-stream; the new
+/// coordinator loads the group from `__consumer_offsets` and the counts
+/// stay exact.
+#[test]
+fn on_three_nodes_standbys_are_placed_and_the_coordinator_can_die() {
+    let mut overrides = STREAMS_OVERRIDES.to_vec();
+    overrides.push(("default.replication.factor", "3"));
+    let mut nodes = Ottla::cluster(3, &overrides);
+    let bootstrap: String = nodes
+        .iter()
+        .map(|n| n.bootstrap())
+        .collect::<Vec<_>>()
+        .join(",");
+    create_topic(&nodes[0], INPUT, 4, &[]);
+    create_topic(&nodes[0], OUTPUT, 1, &[]);
+    ok(kafka_tool(
+        "kafka-configs.sh",
+        &[
+            "--bootstrap-server",
+            &nodes[0].bootstrap(),
+            "--alter",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            APP,
+            "--add-config",
+            "streams.num.standby.replicas=1",
+        ],
+        None,
+    ));
+    let mut expected = BTreeMap::new();
+    produce_words(&nodes[0], 0, &mut expected);
+    let _a = StreamsApp::start(&bootstrap, &nodes[0].data_dir, "a");
+    let _b = StreamsApp::start(&bootstrap, &nodes[1].data_dir, "b");
+    let members = await_members(&nodes[0], 2, 4);
+    assert!(
+        members.iter().any(|(_, a)| a.contains("STANDBY: ")),
+        "no standby task: {members:?}"
+    );
+    await_exact_counts(&nodes[0], &expected);
+
+    // Node ids are 1, 2, 3.
+    let coordinator = coordinator_of(&nodes[0], GROUP_KEY, APP);
+    let dead = coordinator as usize - 1;
+    nodes[dead].kill9();
+    let alive = (dead + 1) % nodes.len();
+    produce_words(&nodes[alive], 1, &mut expected);
+    await_exact_counts(&nodes[alive], &expected);
+    assert_ne!(coordinator_of(&nodes[alive], GROUP_KEY, APP), coordinator);
+    await_members(&nodes[alive], 2, 4);
 }
