@@ -164,13 +164,6 @@ impl ShareCoordinator {
         Ok((shard.tp().clone(), end))
     }
 
-    /// DeleteShareGroupState, appended. Blocking I/O.
-    pub fn delete(&self, key: &StateKey) -> Result<(TopicPartition, i64), ResponseError> {
-        let shard = self.shard_of(key)?;
-        let end = shard.delete(key, now_ms())?;
-        Ok((shard.tp().clone(), end))
-    }
-
     /// Waits until the ISR of the state partition has what was written up
     /// to `end`: only then is a write acknowledged.
     pub async fn replicated(&self, tp: &TopicPartition, end: i64) -> Result<(), ResponseError> {

@@ -16,5 +16,5 @@ mod shard;
 pub mod state;
 
 pub use coordinator::{ShareCoordinator, ShareCoordinatorConfig, SHARE_STATE_TOPIC};
-pub use shard::StateWrite;
+pub use shard::{StateWrite, UNSET_START};
 pub use state::{ShareState, StateBatch, StateKey};

@@ -18,6 +18,9 @@ use crate::records::{apply_update, decode, encode_snapshot, SnapshotMeta, StateR
 use crate::state::{ShareState, StateBatch, StateKey};
 use ottla_share::persisted::{ACKNOWLEDGED, ARCHIVED, AVAILABLE};
 
+/// A start offset not set yet (the state of deleted offsets).
+pub const UNSET_START: i64 = -1;
+
 struct Stored {
     meta: SnapshotMeta,
     state: ShareState,
@@ -147,15 +150,17 @@ impl StateShard {
 
     /// Starts `key`'s state over at `start_offset`, nothing in flight, in
     /// the next state epoch (InitializeShareGroupState, for
-    /// AlterShareGroupOffsets): leaders holding the old state are fenced
-    /// on their next write. The log end to wait for.
+    /// AlterShareGroupOffsets; -1, for DeleteShareGroupOffsets, leaves the
+    /// start unset: the next leader starts by `share.auto.offset.reset`):
+    /// leaders holding the old state are fenced on their next write. The
+    /// log end to wait for.
     pub fn initialize(
         &self,
         key: &StateKey,
         start_offset: i64,
         now: i64,
     ) -> Result<i64, ResponseError> {
-        if start_offset < 0 {
+        if start_offset < UNSET_START {
             return Err(ResponseError::InvalidRequest);
         }
         let mut states = self.states.lock();
@@ -180,16 +185,6 @@ impl StateShard {
             encode_snapshot(key, meta, &state).map_err(|_| ResponseError::InvalidRequest)?;
         let end = self.append(now, k, Some(v))?;
         states.insert(key.clone(), Stored { meta, state });
-        Ok(end)
-    }
-
-    /// Forgets `key`'s state (a tombstone); the log end to wait for.
-    pub fn delete(&self, key: &StateKey, now: i64) -> Result<i64, ResponseError> {
-        let mut states = self.states.lock();
-        let (k, _) = encode_snapshot(key, SnapshotMeta::default_at(now), &ShareState::default())
-            .map_err(|_| ResponseError::InvalidRequest)?;
-        let end = self.append(now, k, None)?;
-        states.remove(key);
         Ok(end)
     }
 

@@ -487,8 +487,10 @@ fn start_offsets(node: &Ottla, group: &str) -> BTreeMap<i32, i64> {
         .collect()
 }
 
-/// `kafka-share-groups.sh --reset-offsets`: refused while the group has
-/// members; on the empty group, delivery starts over where it says.
+/// `kafka-share-groups.sh --reset-offsets` and `--delete-offsets`: refused
+/// while the group has members; on the empty group, delivery starts over
+/// where the reset says, or where `share.auto.offset.reset` says once the
+/// offsets are deleted.
 #[test]
 fn an_offset_reset_starts_an_empty_group_over() {
     let node = Ottla::start(SHARE_OVERRIDES);
@@ -525,7 +527,7 @@ fn an_offset_reset_starts_an_empty_group_over() {
         None,
         "an empty group lists no partition"
     );
-    let second = ConsoleConsumer::start_share(&node, "second", "again", "rereaders", &[]);
+    let mut second = ConsoleConsumer::start_share(&node, "second", "again", "rereaders", &[]);
     let lines = lines_of(&[&second], 10);
     let offsets: Vec<(i64, u32)> = lines.iter().map(|(_, o, d, _)| (*o, *d)).collect();
     assert_eq!(
@@ -533,6 +535,34 @@ fn an_offset_reset_starts_an_empty_group_over() {
         (0..10).map(|o| (o, 1)).collect::<Vec<_>>(),
         "all ten again, as new"
     );
+
+    // `--delete-offsets`: refused while the group has members; on the
+    // empty group, the partition forgets where the group was and starts
+    // again by share.auto.offset.reset (earliest here).
+    while start_offsets(&node, "rereaders").get(&0) != Some(&10) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the ten were never all acknowledged again"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let delete = [
+        "--bootstrap-server",
+        bootstrap.as_str(),
+        "--delete-offsets",
+        "--group",
+        "rereaders",
+        "--topic",
+        "again",
+    ];
+    // The tool reports a refusal per topic and exits 0.
+    let refusal = ok(kafka_tool("kafka-share-groups.sh", &delete, None));
+    assert!(refusal.contains("has members"), "{refusal}");
+    second.stop();
+    let deleted = ok(kafka_tool("kafka-share-groups.sh", &delete, None));
+    assert!(!deleted.contains("Error"), "{deleted}");
+    let third = ConsoleConsumer::start_share(&node, "third", "again", "rereaders", &[]);
+    assert_eq!(lines_of(&[&third], 10).len(), 10, "all ten once more");
 }
 
 /// Transactions from confluent-kafka (librdkafka): ten committed, six

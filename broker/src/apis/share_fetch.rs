@@ -135,6 +135,12 @@ async fn load_partitions(
         let state_key = state_key(group, *tp);
         let (share_partition, state_epoch, is_new) = match persister::read(broker, &state_key).await
         {
+            // Offsets deleted: a fresh start, in the state's epoch.
+            Ok(Some(state)) if state.start_offset == ottla_share_coordinator::UNSET_START => (
+                partitions::fresh(&partition, settings, now_ms()),
+                state.state_epoch,
+                true,
+            ),
             Ok(Some(state)) => (
                 ottla_share::SharePartition::restore(state.start_offset, &state.batches),
                 state.state_epoch,

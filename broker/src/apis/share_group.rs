@@ -10,6 +10,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_share_group_offsets_response::{
     AlterShareGroupOffsetsResponsePartition, AlterShareGroupOffsetsResponseTopic,
 };
+use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic;
 use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::describe_share_group_offsets_response::{
     DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition,
@@ -21,16 +22,16 @@ use kafka_protocol::messages::share_group_describe_response::{
 };
 use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{
-    AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
-    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId,
-    ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
-    ShareGroupHeartbeatResponse, TopicName,
+    AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse, DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse, GroupId, ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::features::{self, SHARE_VERSION};
 use ottla_controller::MetadataImage;
 use ottla_group_coordinator::{ShareAssignment, ShareGroupSettings, ShareHeartbeat};
-use ottla_share_coordinator::StateKey;
+use ottla_share_coordinator::{StateKey, UNSET_START};
 
 use super::group::{client_host, ALL_GROUP_OPERATIONS};
 use super::share_persister;
@@ -292,6 +293,88 @@ async fn describe_group_offsets(
     answer.with_topics(topics)
 }
 
+/// Whether `group` may have its offsets changed: an empty (or unknown)
+/// share group, as in Kafka; `doing` says what, for the message.
+async fn check_empty(
+    broker: &Arc<Broker>,
+    group: &str,
+    doing: &str,
+) -> Result<(), (ResponseError, Option<String>)> {
+    let id = group.to_string();
+    let found = blocking(broker, move |b| {
+        b.groups
+            .shard_blocking(&id)
+            .map(|s| s.describe_share_group(&id))
+    })
+    .await;
+    match found {
+        Ok(Ok(Ok(g))) if !g.members.is_empty() => Err((
+            ResponseError::NonEmptyGroup,
+            Some(format!(
+                "Share group {group} has members: stop them before {doing} its offsets."
+            )),
+        )),
+        Ok(Ok(Err(true))) => Err((
+            ResponseError::GroupIdNotFound,
+            Some(format!("Group {group} is not a share group.")),
+        )),
+        Ok(Err(e)) => Err((e, None)),
+        Err(_) => Err((ResponseError::UnknownServerError, None)),
+        Ok(Ok(_)) => Ok(()),
+    }
+}
+
+/// DeleteShareGroupOffsets v0 (`kafka-share-groups.sh --delete-offsets`):
+/// each partition of the named topics forgets where the group was; the
+/// next leader starts it by `share.auto.offset.reset`. Only an empty (or
+/// unknown) group, as in Kafka; leaders holding the old state are fenced by
+/// its new state epoch.
+pub async fn delete_offsets(
+    broker: &Arc<Broker>,
+    req: DeleteShareGroupOffsetsRequest,
+) -> DeleteShareGroupOffsetsResponse {
+    let image = broker.controller.image();
+    let failed = |e: ResponseError, message: Option<String>| {
+        DeleteShareGroupOffsetsResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(message.map(text))
+    };
+    if let Some(why) = disabled(&image) {
+        return failed(ResponseError::UnsupportedVersion, Some(why));
+    }
+    let group = req.group_id.to_string();
+    if let Err((error, message)) = check_empty(broker, &group, "deleting").await {
+        return failed(error, message);
+    }
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let topic = image.topic_by_name(&t.topic_name);
+        let outcome = match topic {
+            None => Err(ResponseError::UnknownTopicOrPartition),
+            Some(tp) => {
+                let mut outcome = Ok(());
+                for &partition in tp.partitions.keys() {
+                    let key = StateKey {
+                        group: group.clone(),
+                        topic_id: tp.id,
+                        partition,
+                    };
+                    let done = share_persister::initialize(broker, &key, UNSET_START).await;
+                    outcome = outcome.and(done);
+                }
+                outcome
+            }
+        };
+        topics.push(
+            DeleteShareGroupOffsetsResponseTopic::default()
+                .with_topic_name(t.topic_name)
+                .with_topic_id(topic.map_or(uuid::Uuid::nil(), |tp| tp.id))
+                .with_error_code(outcome.err().map_or(0, |e| e.code())),
+        );
+    }
+    DeleteShareGroupOffsetsResponse::default().with_responses(topics)
+}
+
 /// AlterShareGroupOffsets v0 (`kafka-share-groups.sh --reset-offsets`):
 /// each named partition's share state starts over at the given offset.
 /// Only an empty (or unknown) group may be altered, as in Kafka; leaders
@@ -301,41 +384,17 @@ pub async fn alter_offsets(
     req: AlterShareGroupOffsetsRequest,
 ) -> AlterShareGroupOffsetsResponse {
     let image = broker.controller.image();
-    let failed = |e: ResponseError, message: String| {
+    let failed = |e: ResponseError, message: Option<String>| {
         AlterShareGroupOffsetsResponse::default()
             .with_error_code(e.code())
-            .with_error_message(Some(text(message)))
+            .with_error_message(message.map(text))
     };
     if let Some(why) = disabled(&image) {
-        return failed(ResponseError::UnsupportedVersion, why);
+        return failed(ResponseError::UnsupportedVersion, Some(why));
     }
     let group = req.group_id.to_string();
-    let id = group.clone();
-    let members = blocking(broker, move |b| {
-        b.groups
-            .shard_blocking(&id)
-            .map(|s| s.describe_share_group(&id))
-    })
-    .await;
-    match members {
-        Ok(Ok(Ok(g))) if !g.members.is_empty() => {
-            return failed(
-                ResponseError::NonEmptyGroup,
-                format!("Share group {group} has members: stop them before altering its offsets."),
-            )
-        }
-        Ok(Ok(Err(true))) => {
-            return failed(
-                ResponseError::GroupIdNotFound,
-                format!("Group {group} is not a share group."),
-            )
-        }
-        Ok(Err(e)) => return AlterShareGroupOffsetsResponse::default().with_error_code(e.code()),
-        Err(_) => {
-            return AlterShareGroupOffsetsResponse::default()
-                .with_error_code(ResponseError::UnknownServerError.code())
-        }
-        _ => {}
+    if let Err((error, message)) = check_empty(broker, &group, "altering").await {
+        return failed(error, message);
     }
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {

@@ -72,12 +72,16 @@ pub(crate) async fn read(
         return Err(ResponseError::try_from_code(p.error_code)
             .unwrap_or(ResponseError::CoordinatorNotAvailable));
     }
-    Ok((p.start_offset >= 0).then(|| ShareState {
-        state_epoch: p.state_epoch,
-        leader_epoch: -1,
-        start_offset: p.start_offset,
-        batches: p.state_batches.iter().map(from_read_batch).collect(),
-    }))
+    // No state is start -1 at state epoch -1; deleted offsets keep their
+    // state epoch (which fences older leaders) with the start unset.
+    Ok(
+        (p.start_offset >= 0 || p.state_epoch > 0).then(|| ShareState {
+            state_epoch: p.state_epoch,
+            leader_epoch: -1,
+            start_offset: p.start_offset,
+            batches: p.state_batches.iter().map(from_read_batch).collect(),
+        }),
+    )
 }
 
 /// One share partition's state to persist.

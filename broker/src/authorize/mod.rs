@@ -133,6 +133,7 @@ fn gate(access: &Arc<Access>, auto_create_topics: bool, version: i16, body: Requ
         R::ShareAcknowledge(r) => share::acknowledge(access, r),
         R::DescribeShareGroupOffsets(r) => share::describe_offsets(access, r),
         R::AlterShareGroupOffsets(r) => share::alter_offsets(access, r),
+        R::DeleteShareGroupOffsets(r) => share::delete_offsets(access, r),
         R::InitializeShareGroupState(r) => share::initialize_state(access, r),
         R::ReadShareGroupState(r) => share::read_state(access, r),
         R::WriteShareGroupState(r) => share::write_state(access, r),

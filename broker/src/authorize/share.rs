@@ -10,6 +10,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_share_group_offsets_response::{
     AlterShareGroupOffsetsResponsePartition, AlterShareGroupOffsetsResponseTopic,
 };
+use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic;
 use kafka_protocol::messages::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup;
 use kafka_protocol::messages::initialize_share_group_state_response::{
     InitializeStateResult, PartitionResult as InitializeResult,
@@ -27,13 +28,13 @@ use kafka_protocol::messages::write_share_group_state_response::{
     PartitionResult as WriteResult, WriteStateResult,
 };
 use kafka_protocol::messages::{
-    AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
-    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
-    InitializeShareGroupStateRequest, InitializeShareGroupStateResponse,
-    ReadShareGroupStateRequest, ReadShareGroupStateResponse, RequestKind, ResponseKind,
-    ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
-    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, WriteShareGroupStateRequest,
-    WriteShareGroupStateResponse,
+    AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse, DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse, InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse, ReadShareGroupStateRequest, ReadShareGroupStateResponse,
+    RequestKind, ResponseKind, ShareAcknowledgeRequest, ShareFetchRequest,
+    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+    WriteShareGroupStateRequest, WriteShareGroupStateResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::{operation, resource};
@@ -288,6 +289,37 @@ pub fn alter_offsets(access: &Arc<Access>, mut req: AlterShareGroupOffsetsReques
         )
     });
     Gate::Pass(RequestKind::AlterShareGroupOffsets(req), p.flatten())
+}
+
+/// DELETE on the group, else the request is refused whole; READ on each
+/// topic, else that topic is refused (Kafka's rules for
+/// DeleteShareGroupOffsets).
+pub fn delete_offsets(access: &Arc<Access>, mut req: DeleteShareGroupOffsetsRequest) -> Gate {
+    if !access.group(operation::DELETE, &req.group_id) {
+        return Gate::Answer(ResponseKind::DeleteShareGroupOffsets(
+            DeleteShareGroupOffsetsResponse::default()
+                .with_error_code(GROUP_DENIED.code())
+                .with_error_message(text("Group authorization failed.")),
+        ));
+    }
+    let (kept, refused) = split(std::mem::take(&mut req.topics), |t| {
+        access.topic(operation::READ, &t.topic_name)
+    });
+    req.topics = kept;
+    let p = (!refused.is_empty()).then(|| {
+        patch!(
+            DeleteShareGroupOffsets,
+            move |r: &mut DeleteShareGroupOffsetsResponse| {
+                r.responses.extend(refused.into_iter().map(|t| {
+                    DeleteShareGroupOffsetsResponseTopic::default()
+                        .with_topic_name(t.topic_name)
+                        .with_error_code(TOPIC_DENIED.code())
+                        .with_error_message(text("Topic authorization failed."))
+                }));
+            }
+        )
+    });
+    Gate::Pass(RequestKind::DeleteShareGroupOffsets(req), p.flatten())
 }
 
 pub fn initialize_state(access: &Access, req: InitializeShareGroupStateRequest) -> Gate {

@@ -266,6 +266,10 @@ fn every_served_api_has_a_rule() {
             RequestKind::AlterShareGroupOffsets(Default::default()),
         ),
         (
+            ApiKey::DeleteShareGroupOffsets,
+            RequestKind::DeleteShareGroupOffsets(Default::default()),
+        ),
+        (
             ApiKey::InitializeShareGroupState,
             RequestKind::InitializeShareGroupState(Default::default()),
         ),

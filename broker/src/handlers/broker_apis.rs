@@ -73,6 +73,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ShareAcknowledge, 1, 1),
     (ApiKey::DescribeShareGroupOffsets, 0, 0),
     (ApiKey::AlterShareGroupOffsets, 0, 0),
+    (ApiKey::DeleteShareGroupOffsets, 0, 0),
     (ApiKey::InitializeShareGroupState, 0, 0),
     (ApiKey::ReadShareGroupState, 0, 0),
     (ApiKey::WriteShareGroupState, 0, 0),
@@ -336,6 +337,9 @@ impl RequestHandler for BrokerApis {
                 }
                 RequestKind::AlterShareGroupOffsets(r) => {
                     ResponseKind::AlterShareGroupOffsets(share_group::alter_offsets(b, r).await)
+                }
+                RequestKind::DeleteShareGroupOffsets(r) => {
+                    ResponseKind::DeleteShareGroupOffsets(share_group::delete_offsets(b, r).await)
                 }
                 RequestKind::InitializeShareGroupState(r) => {
                     ResponseKind::InitializeShareGroupState(share_state::initialize(b, r).await)
