@@ -5,7 +5,7 @@
 //! processes than the task's active one, previous holders first. It makes
 //! no warm-up tasks, as Kafka's.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use tracing::warn;
 
@@ -20,42 +20,66 @@ pub struct AssignorMember<'a> {
 
 type Task = (String, i32);
 
+/// Members and processes by index, with the tasks given so far, so that
+/// picking the least-loaded process and member costs O(processes + its
+/// members) integer comparisons.
 struct Loads<'m> {
-    members: &'m BTreeMap<String, AssignorMember<'m>>,
-    /// Member → tasks given (active and standby count alike).
-    load: BTreeMap<&'m str, usize>,
+    ids: Vec<&'m str>,
+    index: HashMap<&'m str, usize>,
+    process_of: Vec<usize>,
+    /// Process (in id order) → its members (in id order).
+    members_of: Vec<Vec<usize>>,
+    load: Vec<usize>,
+    process_load: Vec<usize>,
 }
 
 impl<'m> Loads<'m> {
-    fn process_load(&self, process: &str) -> f64 {
-        let members: Vec<&str> = self
-            .members
-            .iter()
-            .filter(|(_, m)| m.process_id == process)
-            .map(|(id, _)| id.as_str())
-            .collect();
-        let tasks: usize = members.iter().map(|m| self.load[m]).sum();
-        tasks as f64 / members.len().max(1) as f64
+    fn new(members: &'m BTreeMap<String, AssignorMember<'m>>) -> Self {
+        let processes: BTreeSet<&str> = members.values().map(|m| m.process_id).collect();
+        let process_index: HashMap<&str, usize> =
+            processes.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+        let mut loads = Self {
+            ids: Vec::with_capacity(members.len()),
+            index: HashMap::with_capacity(members.len()),
+            process_of: Vec::with_capacity(members.len()),
+            members_of: vec![Vec::new(); processes.len()],
+            load: vec![0; members.len()],
+            process_load: vec![0; processes.len()],
+        };
+        for (i, (id, m)) in members.iter().enumerate() {
+            let process = process_index[m.process_id];
+            loads.ids.push(id);
+            loads.index.insert(id, i);
+            loads.process_of.push(process);
+            loads.members_of[process].push(i);
+        }
+        loads
     }
 
-    /// The least-loaded member of the least-loaded process among those
-    /// `allowed` admits (ties: process id, then member id).
-    fn least_loaded(&self, allowed: impl Fn(&str, &AssignorMember) -> bool) -> Option<&'m str> {
-        let mut processes: Vec<&str> = self
-            .members
+    fn add(&mut self, member: usize) {
+        self.load[member] += 1;
+        self.process_load[self.process_of[member]] += 1;
+    }
+
+    /// The least-loaded member of the least-loaded process (tasks per
+    /// member) among the processes `allowed` admits; ties go to the lower
+    /// process id, then member id.
+    fn least_loaded(&self, allowed: impl Fn(usize) -> bool) -> Option<usize> {
+        let lighter = |a: usize, b: usize| {
+            // a's load per member below b's, without division.
+            self.process_load[a] * self.members_of[b].len()
+                < self.process_load[b] * self.members_of[a].len()
+        };
+        let mut best: Option<usize> = None;
+        for p in (0..self.members_of.len()).filter(|&p| allowed(p)) {
+            if best.is_none_or(|b| lighter(p, b)) {
+                best = Some(p);
+            }
+        }
+        self.members_of[best?]
             .iter()
-            .filter(|(id, m)| allowed(id, m))
-            .map(|(_, m)| m.process_id)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        processes.sort_by(|a, b| self.process_load(a).total_cmp(&self.process_load(b)));
-        let process = *processes.first()?;
-        self.members
-            .iter()
-            .filter(|(id, m)| m.process_id == process && allowed(id, m))
-            .min_by_key(|(id, _)| self.load[id.as_str()])
-            .map(|(id, _)| id.as_str())
+            .copied()
+            .min_by_key(|&m| self.load[m])
     }
 }
 
@@ -67,77 +91,82 @@ pub fn assign(
     stateful: &BTreeSet<String>,
     standbys: usize,
 ) -> BTreeMap<String, TaskRoles> {
-    let mut targets: BTreeMap<String, TaskRoles> = members
-        .keys()
-        .map(|id| (id.clone(), TaskRoles::default()))
-        .collect();
+    let mut targets: Vec<TaskRoles> = vec![TaskRoles::default(); members.len()];
     if members.is_empty() {
-        return targets;
+        return BTreeMap::new();
     }
+    let mut loads = Loads::new(members);
     let tasks: Vec<Task> = subtopologies
         .iter()
         .flat_map(|(id, &n)| (0..n).map(move |p| (id.clone(), p)))
         .collect();
-    let mut loads = Loads {
-        members,
-        load: members.keys().map(|id| (id.as_str(), 0)).collect(),
-    };
-    let quota = tasks.len().div_ceil(members.len());
-    let give = |targets: &mut BTreeMap<String, TaskRoles>,
-                loads: &mut Loads,
-                member: &str,
-                task: &Task,
-                standby: bool| {
-        let roles = targets.get_mut(member).expect("a member");
+    // Who had each task before, looked up once rather than per task.
+    let mut previous_active: HashMap<Task, usize> = HashMap::new();
+    let mut previous_standby: HashMap<Task, Vec<usize>> = HashMap::new();
+    for (id, m) in members {
+        let i = loads.index[id.as_str()];
+        for (s, ps) in &m.previous.active {
+            for &p in ps {
+                previous_active.insert((s.clone(), p), i);
+            }
+        }
+        for (s, ps) in &m.previous.standby {
+            for &p in ps {
+                previous_standby.entry((s.clone(), p)).or_default().push(i);
+            }
+        }
+    }
+    // The processes holding each task, so a standby goes elsewhere.
+    let mut held_by: HashMap<&Task, Vec<usize>> = HashMap::new();
+    let mut give = |loads: &mut Loads, member: usize, task: &Task, standby: bool| {
+        let roles = &mut targets[member];
         let tasks: &mut Tasks = if standby {
             &mut roles.standby
         } else {
             &mut roles.active
         };
         tasks.entry(task.0.clone()).or_default().insert(task.1);
-        *loads.load.get_mut(member).expect("a member") += 1;
+        loads.add(member);
+        loads.process_of[member]
     };
     // Active tasks: stickiness first, then balance.
+    let quota = tasks.len().div_ceil(members.len());
     let mut unassigned = Vec::new();
     for task in &tasks {
-        let previous = members
-            .iter()
-            .find(|(_, m)| contains(&m.previous.active, &task.0, task.1));
-        match previous {
-            Some((id, _)) if loads.load[id.as_str()] < quota => {
-                give(&mut targets, &mut loads, id, task, false)
+        match previous_active.get(task) {
+            Some(&m) if loads.load[m] < quota => {
+                let process = give(&mut loads, m, task, false);
+                held_by.entry(task).or_default().push(process);
             }
             _ => unassigned.push(task),
         }
     }
     for task in unassigned {
-        let member = loads.least_loaded(|_, _| true).expect("members exist");
-        give(&mut targets, &mut loads, member, task, false);
-    }
-    if standbys == 0 {
-        return targets;
+        let member = loads.least_loaded(|_| true).expect("members exist");
+        let process = give(&mut loads, member, task, false);
+        held_by.entry(task).or_default().push(process);
     }
     // Standby tasks: never on a process already holding the task.
     let mut short = 0;
-    for task in tasks.iter().filter(|t| stateful.contains(&t.0)) {
+    for task in tasks
+        .iter()
+        .filter(|t| standbys > 0 && stateful.contains(&t.0))
+    {
         for _ in 0..standbys {
-            let holders: BTreeSet<&str> = members
-                .iter()
-                .filter(|(id, _)| {
-                    let roles = &targets[id.as_str()];
-                    contains(&roles.active, &task.0, task.1)
-                        || contains(&roles.standby, &task.0, task.1)
-                })
-                .map(|(_, m)| m.process_id)
-                .collect();
-            let free = |_: &str, m: &AssignorMember| !holders.contains(m.process_id);
-            let previous = members
-                .iter()
-                .filter(|(id, m)| free(id, m) && contains(&m.previous.standby, &task.0, task.1))
-                .min_by_key(|(id, _)| loads.load[id.as_str()])
-                .map(|(id, _)| id.as_str());
+            let holders = held_by.entry(task).or_default();
+            let free = |process: usize| !holders.contains(&process);
+            let previous = previous_standby
+                .get(task)
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|&m| free(loads.process_of[m]))
+                .min_by_key(|&m| loads.load[m]);
             match previous.or_else(|| loads.least_loaded(free)) {
-                Some(member) => give(&mut targets, &mut loads, member, task, true),
+                Some(member) => {
+                    let process = give(&mut loads, member, task, true);
+                    holders.push(process);
+                }
                 None => short += 1,
             }
         }
@@ -148,7 +177,12 @@ pub fn assign(
             "not enough streams processes for every standby task; fewer were assigned"
         );
     }
-    targets
+    loads
+        .ids
+        .iter()
+        .map(|id| id.to_string())
+        .zip(targets)
+        .collect()
 }
 
 #[cfg(test)]

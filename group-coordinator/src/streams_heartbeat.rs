@@ -372,7 +372,6 @@ pub fn heartbeat(
 
     // The member towards its target.
     let group = &changes.group;
-    let holdings = Holdings::of(&group.members, &req.member_id, &member.metadata.process_id);
     let target = group.target(&req.member_id);
     // A joining member owns nothing.
     let owned = if joining {
@@ -385,7 +384,7 @@ pub fn heartbeat(
         &target,
         group.assignment_epoch,
         owned.as_ref(),
-        &holdings,
+        || Holdings::of(&group.members, &req.member_id, &member.metadata.process_id),
     );
     let tasks_changed = next.assigned != member.current.assigned;
     if next != member.current || previous.is_none() {

@@ -22,18 +22,25 @@ impl Holdings {
     pub fn of(members: &BTreeMap<String, StreamsMember>, member: &str, process: &str) -> Self {
         let mut active = Tasks::new();
         let mut same_process = Tasks::new();
+        let add = |into: &mut Tasks, tasks: &Tasks| {
+            for (id, partitions) in tasks {
+                into.entry(id.clone()).or_default().extend(partitions);
+            }
+        };
         for (_, m) in members.iter().filter(|(id, _)| id.as_str() != member) {
-            let held = union(&m.current.assigned.active, &m.current.revoking.active);
-            active = union(&active, &held);
+            let (assigned, revoking) = (&m.current.assigned, &m.current.revoking);
+            add(&mut active, &assigned.active);
+            add(&mut active, &revoking.active);
             if m.metadata.process_id == process {
                 for tasks in [
-                    &held,
-                    &m.current.assigned.standby,
-                    &m.current.revoking.standby,
-                    &m.current.assigned.warmup,
-                    &m.current.revoking.warmup,
+                    &assigned.active,
+                    &revoking.active,
+                    &assigned.standby,
+                    &revoking.standby,
+                    &assigned.warmup,
+                    &revoking.warmup,
                 ] {
-                    same_process = union(&same_process, tasks);
+                    add(&mut same_process, tasks);
                 }
             }
         }
@@ -55,12 +62,14 @@ impl Holdings {
 
 /// The member's next assignment, given its target at `target_epoch` and
 /// the tasks it says it owns (None: unchanged since its last heartbeat).
+/// `holdings` (the other members' tasks, a walk of the whole group) is
+/// only asked for when the member is not settled at the target.
 pub fn reconcile(
     current: &CurrentAssignment,
     target: &TaskRoles,
     target_epoch: i32,
     owned: Option<&TaskRoles>,
-    holdings: &Holdings,
+    holdings: impl FnOnce() -> Holdings,
 ) -> CurrentAssignment {
     match current.state {
         MemberState::Stable if current.epoch == target_epoch => current.clone(),
@@ -73,10 +82,10 @@ pub fn reconcile(
                     revoking: TaskRoles::default(),
                     ..current.clone()
                 };
-                next(&released, target, target_epoch, owned, holdings)
+                next(&released, target, target_epoch, owned, &holdings())
             }
         }
-        _ => next(current, target, target_epoch, owned, holdings),
+        _ => next(current, target, target_epoch, owned, &holdings()),
     }
 }
 
@@ -144,27 +153,27 @@ mod tests {
             revoking: TaskRoles::default(),
         };
         let target = roles(&[0, 2]);
-        let step = reconcile(&current, &target, 4, Some(&roles(&[0, 1])), &none());
+        let step = reconcile(&current, &target, 4, Some(&roles(&[0, 1])), none);
         assert_eq!(step.state, MemberState::UnrevokedTasks);
         assert_eq!(step.epoch, 3);
         assert_eq!(step.assigned, roles(&[0]));
         assert_eq!(step.revoking, roles(&[1]));
         // Still owning task 1: no change.
         assert_eq!(
-            reconcile(&step, &target, 4, Some(&roles(&[0, 1])), &none()),
+            reconcile(&step, &target, 4, Some(&roles(&[0, 1])), none),
             step
         );
         // Task 1 given up, but task 2 is still another member's.
-        let held = Holdings {
+        let held = || Holdings {
             active: roles(&[2]).active,
             same_process: Tasks::new(),
         };
-        let step = reconcile(&step, &target, 4, Some(&roles(&[0])), &held);
+        let step = reconcile(&step, &target, 4, Some(&roles(&[0])), held);
         assert_eq!(step.state, MemberState::UnreleasedTasks);
         assert_eq!(step.epoch, 4);
         assert_eq!(step.assigned, roles(&[0]));
         // Released: the member gets it.
-        let step = reconcile(&step, &target, 4, None, &none());
+        let step = reconcile(&step, &target, 4, None, none);
         assert_eq!(step.state, MemberState::Stable);
         assert_eq!(step.assigned.active["0"], BTreeSet::from([0, 2]));
     }
@@ -176,11 +185,11 @@ mod tests {
             standby: roles(&[5]).active,
             ..Default::default()
         };
-        let held = Holdings {
+        let held = || Holdings {
             active: Tasks::new(),
             same_process: roles(&[5]).active,
         };
-        let step = reconcile(&current, &target, 1, Some(&TaskRoles::default()), &held);
+        let step = reconcile(&current, &target, 1, Some(&TaskRoles::default()), held);
         assert_eq!(step.state, MemberState::UnreleasedTasks);
         assert!(step.assigned.is_empty());
     }
