@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use tracing::warn;
 
-use super::streams_member::{contains, TaskRoles, Tasks};
+use super::streams_member::{TaskRoles, Tasks};
 
 /// A member as the assignor sees it.
 pub struct AssignorMember<'a> {
@@ -188,6 +188,7 @@ pub fn assign(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::streams_member::contains;
 
     fn member(process: &str, previous: TaskRoles) -> AssignorMember<'_> {
         AssignorMember {

@@ -82,6 +82,7 @@ pub fn union(a: &Tasks, b: &Tasks) -> Tasks {
     out
 }
 
+#[cfg(test)]
 pub fn contains(tasks: &Tasks, subtopology: &str, partition: i32) -> bool {
     tasks
         .get(subtopology)
