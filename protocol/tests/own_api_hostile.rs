@@ -1,7 +1,7 @@
-//! Hostile mirror API bodies: huge claimed lengths must fail cleanly without
-//! any allocation larger than the body itself. This binary runs on a
-//! counting allocator (not `NoReserveAllocator`): the mirror codec must not
-//! need that crutch.
+//! Hostile bodies of the own-codec APIs (mirror and streams-group): huge
+//! claimed lengths must fail cleanly without any allocation larger than the
+//! body itself. This binary runs on a counting allocator (not
+//! `NoReserveAllocator`): the schema codec must not need that crutch.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -12,6 +12,8 @@ use ottla_protocol::mirror::states::{WriteMirrorStatesRequest, WriteMirrorStates
 use ottla_protocol::mirror::topics::AddTopicsToMirrorRequest;
 use ottla_protocol::mirror::MirrorMessage;
 use ottla_protocol::schema::wire::{DecodeError, DecodeErrorKind};
+use ottla_protocol::streams::heartbeat::StreamsGroupHeartbeatRequest;
+use ottla_protocol::streams::{StreamsMessage, Subtopology, TopicInfo, Topology};
 
 /// Records the largest single allocation made by the current thread.
 struct LargestAllocation;
@@ -166,4 +168,59 @@ fn a_well_formed_message_still_decodes_under_the_counter() {
         WriteMirrorStatesRequest::decode(&bytes, 0).unwrap(),
         message
     );
+}
+
+#[test]
+fn a_topology_claiming_2_pow_32_subtopologies() {
+    // StreamsGroupHeartbeat: group "g", member "m", epochs, null instance
+    // and rack, timeout, then a present topology (epoch 1) whose
+    // subtopology array claims 2^32 - 2 elements.
+    let mut body = vec![
+        2, b'g', 2, b'm', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1,
+    ];
+    body.extend_from_slice(&HUGE_COMPACT_LENGTH);
+    LARGEST.with(|l| l.set(0));
+    let err = StreamsGroupHeartbeatRequest::decode(&body, 0).expect_err("hostile body decoded");
+    assert_eq!(err.field, Some("Topology.subtopologies"));
+    assert_bounded(LARGEST.with(Cell::get), &body);
+}
+
+#[test]
+fn every_byte_flip_of_a_streams_heartbeat_is_handled() {
+    let info = |name: &str| TopicInfo {
+        name: name.into(),
+        ..Default::default()
+    };
+    let message = StreamsGroupHeartbeatRequest {
+        group_id: "app".into(),
+        member_id: "m".into(),
+        rebalance_timeout_ms: 30_000,
+        topology: Some(Topology {
+            epoch: 1,
+            subtopologies: vec![Subtopology {
+                subtopology_id: "0".into(),
+                source_topics: vec!["in".into()],
+                state_changelog_topics: vec![info("app-store-changelog")],
+                repartition_source_topics: vec![info("app-rep")],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        active_tasks: Some(Vec::new()),
+        standby_tasks: Some(Vec::new()),
+        warmup_tasks: Some(Vec::new()),
+        ..Default::default()
+    };
+    let bytes = message.encode(0).unwrap();
+    assert_eq!(
+        StreamsGroupHeartbeatRequest::decode(&bytes, 0).unwrap(),
+        message
+    );
+    for i in 0..bytes.len() {
+        let mut hostile = bytes.to_vec();
+        hostile[i] = 0xff;
+        LARGEST.with(|l| l.set(0));
+        let _ = StreamsGroupHeartbeatRequest::decode(&hostile, 0);
+        assert_bounded(LARGEST.with(Cell::get), &hostile);
+    }
 }
