@@ -76,7 +76,7 @@ impl ShardState {
         image: &MetadataImage,
         ctx: &Ctx<'_>,
     ) -> Result<HeartbeatAnswer, HeartbeatError> {
-        if self.share.contains(&req.group_id) {
+        if self.share.contains(&req.group_id) || self.streams.contains(&req.group_id) {
             // As Kafka: "Group X is not a consumer group."
             return Err(ResponseError::GroupIdNotFound.into());
         }

@@ -18,9 +18,11 @@ use super::share_group::{
 };
 
 impl ShardState {
-    /// Whether `group_id` is a classic or consumer group.
+    /// Whether `group_id` is a classic, consumer or streams group.
     fn is_other_type(&self, group_id: &str) -> bool {
-        self.groups.contains_key(group_id) || self.consumer.contains(group_id)
+        self.groups.contains_key(group_id)
+            || self.consumer.contains(group_id)
+            || self.streams.contains(group_id)
     }
 }
 

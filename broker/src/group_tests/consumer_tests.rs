@@ -47,7 +47,7 @@ fn gid(v: &str) -> GroupId {
 
 /// A broker whose coordinator for `groups` is loaded, with `topics`
 /// created and small consumer-group timeouts.
-fn open(dir: &Path, topics: &[(&str, i32)], groups: &[&str]) -> Arc<Broker> {
+pub(super) fn open(dir: &Path, topics: &[(&str, i32)], groups: &[&str]) -> Arc<Broker> {
     let mut settings = test_settings(dir);
     for (k, v) in [
         ("offsets.topic.num.partitions", "3"),
@@ -77,7 +77,7 @@ fn open(dir: &Path, topics: &[(&str, i32)], groups: &[&str]) -> Arc<Broker> {
     broker
 }
 
-fn reopen(broker: Arc<Broker>, dir: &Path, groups: &[&str]) -> Arc<Broker> {
+pub(super) fn reopen(broker: Arc<Broker>, dir: &Path, groups: &[&str]) -> Arc<Broker> {
     broker.shutdown().unwrap();
     drop(broker);
     open(dir, &[], groups)

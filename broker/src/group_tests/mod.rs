@@ -3,4 +3,5 @@
 
 mod consumer_tests;
 mod migration_tests;
+mod streams_tests;
 mod tests;
