@@ -67,19 +67,6 @@ impl StreamsGroupState {
             Self::Stable => "Stable",
         }
     }
-
-    /// ListGroups' filter form ("not_ready").
-    pub fn filter_name(self) -> &'static str {
-        match self {
-            Self::NotReady => "not_ready",
-            other => match other {
-                Self::Empty => "empty",
-                Self::Assigning => "assigning",
-                Self::Reconciling => "reconciling",
-                _ => "stable",
-            },
-        }
-    }
 }
 
 impl StreamsGroup {

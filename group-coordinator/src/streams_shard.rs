@@ -234,7 +234,7 @@ impl Shard {
             .ok_or_else(|| st.is_other_than_streams(group_id))
     }
 
-    /// Streams groups in one of `states` (filter names; none: all).
+    /// Streams groups in one of `states` (any case; none: all).
     pub fn list_streams_groups(&self, states: &[String]) -> Vec<(String, StreamsGroupState)> {
         self.state
             .lock()
@@ -242,10 +242,7 @@ impl Shard {
             .list()
             .map(|(id, g)| (id.clone(), g.state()))
             .filter(|(_, s)| {
-                states.is_empty()
-                    || states
-                        .iter()
-                        .any(|f| f.eq_ignore_ascii_case(s.filter_name()) || f == s.name())
+                states.is_empty() || states.iter().any(|f| f.eq_ignore_ascii_case(s.name()))
             })
             .collect()
     }

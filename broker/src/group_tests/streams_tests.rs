@@ -60,6 +60,13 @@ fn a_streams_group_comes_back_from_its_records_and_keeps_its_id() {
     let tasks = response.active_tasks.expect("tasks on joining");
     assert_eq!(tasks[0].partitions, [0, 1, 2, 3]);
 
+    // ListGroups' state filter takes Kafka's names in any case.
+    let listed = |state: &str| shard.list_streams_groups(&[state.to_string()]).len();
+    assert_eq!(
+        (listed("stable"), listed("Stable"), listed("empty")),
+        (1, 1, 0)
+    );
+
     // The id is a streams group's: consumer and share members are refused.
     let consumer = consumer_heartbeat(
         &broker,
