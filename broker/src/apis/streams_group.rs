@@ -7,7 +7,9 @@
 //! without waiting for them (the members hear MISSING_INTERNAL_TOPICS until
 //! they exist, as Kafka's do).
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use bytes::Bytes;
@@ -27,6 +29,7 @@ use ottla_protocol::streams::heartbeat::{
     StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse,
 };
 use ottla_protocol::streams::{StreamsApiKey, StreamsMessage, TopicInfo};
+use parking_lot::Mutex;
 use tracing::{debug, info, warn};
 
 use super::group::{client_host, ALL_GROUP_OPERATIONS};
@@ -37,8 +40,42 @@ use crate::network::{OwnHandlerFuture, RequestContext, RequestHandler};
 use crate::replica::now_ms;
 use ottla_controller::acls::operation;
 
+/// A missing internal topic is asked for again only this long after the
+/// last ask: every member's heartbeat reports it missing until it exists,
+/// and a creation that fails (say, a replication factor above the broker
+/// count) must not become a controller request per heartbeat.
+const ASK_AGAIN_AFTER: Duration = Duration::from_secs(10);
+
 pub struct StreamsApis {
-    pub broker: BrokerSlot,
+    broker: BrokerSlot,
+    /// Internal topics asked for, and when.
+    asked: Mutex<HashMap<String, Instant>>,
+}
+
+impl StreamsApis {
+    pub fn new(broker: BrokerSlot) -> Self {
+        Self {
+            broker,
+            asked: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The topics of `topics` not asked for within [`ASK_AGAIN_AFTER`],
+    /// now recorded as asked.
+    fn not_asked_lately(&self, topics: Vec<InternalTopic>, now: Instant) -> Vec<InternalTopic> {
+        let mut asked = self.asked.lock();
+        asked.retain(|_, at| now.duration_since(*at) < ASK_AGAIN_AFTER);
+        topics
+            .into_iter()
+            .filter(|t| {
+                let fresh = !asked.contains_key(&t.name);
+                if fresh {
+                    asked.insert(t.name.clone(), now);
+                }
+                fresh
+            })
+            .collect()
+    }
 }
 
 impl RequestHandler for StreamsApis {
@@ -61,7 +98,10 @@ impl RequestHandler for StreamsApis {
                     let req = StreamsGroupHeartbeatRequest::decode(&body, version)
                         .with_context(|| format!("decoding {key}"))?;
                     let response = if access.group(operation::READ, &req.group_id) {
-                        heartbeat(&broker, ctx, req).await?
+                        let (response, to_create) = heartbeat(&broker, ctx, req).await?;
+                        let to_create = self.not_asked_lately(to_create, Instant::now());
+                        create_internal_topics(&broker, to_create);
+                        response
                     } else {
                         failed(
                             ResponseError::GroupAuthorizationFailed,
@@ -108,17 +148,21 @@ fn disabled(image: &MetadataImage) -> Option<String> {
     })
 }
 
+/// The answer, and the internal topics the group still lacks.
 async fn heartbeat(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     req: StreamsGroupHeartbeatRequest,
-) -> anyhow::Result<StreamsGroupHeartbeatResponse> {
+) -> anyhow::Result<(StreamsGroupHeartbeatResponse, Vec<InternalTopic>)> {
     let image = broker.controller.image();
     if let Some(why) = disabled(&image) {
-        return Ok(failed(ResponseError::UnsupportedVersion, Some(why)));
+        return Ok((
+            failed(ResponseError::UnsupportedVersion, Some(why)),
+            Vec::new(),
+        ));
     }
     if let Err(e) = ottla_group_coordinator::validate_streams_heartbeat(&req) {
-        return Ok(failed(e.error, e.message));
+        return Ok((failed(e.error, e.message), Vec::new()));
     }
     let settings =
         StreamsGroupSettings::resolve(&image, &broker.settings.static_configs, &req.group_id);
@@ -140,11 +184,8 @@ async fn heartbeat(
     })
     .await?;
     Ok(match answer {
-        Ok((response, to_create)) => {
-            create_internal_topics(broker, to_create);
-            response
-        }
-        Err(e) => failed(e.error, e.message),
+        Ok(answer) => answer,
+        Err(e) => (failed(e.error, e.message), Vec::new()),
     })
 }
 
@@ -299,5 +340,37 @@ fn described(id: &str, group: &StreamsGroup, image: &MetadataImage) -> Described
         topology: described_topology(group, image),
         members,
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic(name: &str) -> InternalTopic {
+        InternalTopic {
+            name: name.into(),
+            partitions: 4,
+            replication_factor: -1,
+            configs: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_missing_topic_is_asked_for_once_per_window() {
+        let apis = StreamsApis::new(Default::default());
+        let t0 = Instant::now();
+        let names = |ts: Vec<InternalTopic>| ts.into_iter().map(|t| t.name).collect::<Vec<_>>();
+        assert_eq!(names(apis.not_asked_lately(vec![topic("a")], t0)), ["a"]);
+        let later = t0 + Duration::from_secs(1);
+        assert_eq!(
+            names(apis.not_asked_lately(vec![topic("a"), topic("b")], later)),
+            ["b"]
+        );
+        let much_later = t0 + ASK_AGAIN_AFTER + Duration::from_secs(1);
+        assert_eq!(
+            names(apis.not_asked_lately(vec![topic("a")], much_later)),
+            ["a"]
+        );
     }
 }

@@ -145,9 +145,7 @@ pub fn broker_registry(
     );
     registry.register_own(
         StreamsApiKey::ALL.map(OwnApiKey::Streams),
-        Arc::new(crate::apis::streams_group::StreamsApis {
-            broker: slot.clone(),
-        }),
+        Arc::new(crate::apis::streams_group::StreamsApis::new(slot.clone())),
     );
     broker_apis::register(&mut registry, slot)?;
     Ok(registry)
