@@ -1833,16 +1833,13 @@ fn a_dynamic_quorum_grows_to_three_controllers_and_shrinks_back() {
     // which steps down) go on as observers and brokers.
     for id in [2, 3] {
         let id_text = id.to_string();
+        // `=` form: a directory id may start with '-', which argparse would
+        // take for an option.
+        let directory = format!("--controller-directory-id={}", directories[&id]);
         let removed = quorum_command(
             &nodes[0],
             false,
-            &[
-                "remove-controller",
-                "--controller-id",
-                &id_text,
-                "--controller-directory-id",
-                &directories[&id],
-            ],
+            &["remove-controller", "--controller-id", &id_text, &directory],
         );
         assert!(removed.contains("Removed KRaft controller"), "{removed}");
     }
@@ -1992,8 +1989,7 @@ fn a_voter_with_a_replaced_disk_comes_back_as_a_new_replica() {
             "remove-controller",
             "--controller-id",
             "3",
-            "--controller-directory-id",
-            &old_directory,
+            &format!("--controller-directory-id={old_directory}"),
         ],
     );
     assert!(removed.contains("Removed KRaft controller 3"), "{removed}");
