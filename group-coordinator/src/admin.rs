@@ -140,9 +140,11 @@ pub fn delete(
             CoordinatorRecord::GroupMetadata { group, .. } => {
                 groups.remove(&group);
             }
-            // Consumer and streams groups are deleted by
+            // Consumer, streams and share groups are deleted by
             // `Shard::delete_groups`.
-            CoordinatorRecord::Consumer(_) | CoordinatorRecord::Streams(_) => {}
+            CoordinatorRecord::Consumer(_)
+            | CoordinatorRecord::Streams(_)
+            | CoordinatorRecord::Share(_) => {}
         }
     }
     if !deleted.is_empty() {

@@ -23,8 +23,10 @@
 //!   `consumer_config`; `consumer_classic` (classic members of a consumer
 //!   group) and `consumer_migration` (a group's move between protocols);
 //! - `share_*`: share groups' membership (KIP-932): `share_group` (the
-//!   heartbeat and the simple assignor), `share_shard` (shard operations),
-//!   `share_config` (settings); delivery is `ottla-share`'s.
+//!   heartbeat and the simple assignor), `share_records` (formats; the
+//!   value schemas are `ottla_protocol::share_group_records`), `share_log`
+//!   (a change as records, and their replay), `share_shard` (shard
+//!   operations), `share_config` (settings); delivery is `ottla-share`'s.
 //! - `streams_*`: streams groups (KIP-1071): `streams_heartbeat` (the
 //!   protocol), `streams_topology` (the topology against the cluster's
 //!   topics: tasks, internal topics), `streams_assignor` (sticky),
@@ -68,6 +70,8 @@ mod retention;
 mod shard;
 mod share_config;
 mod share_group;
+mod share_log;
+mod share_records;
 mod share_shard;
 pub mod stats;
 mod streams_assignor;

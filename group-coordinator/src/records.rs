@@ -13,13 +13,18 @@
 //! - key versions 17-23: the streams group records (KIP-1071), in
 //!   `streams_records`.
 //!
-//! Other key versions belong to the share group protocol and are skipped on
-//! load.
+//! - key versions 10-15: the share group records (KIP-932), in
+//!   `share_records`.
+//!
+//! Other key versions are skipped on load.
 
 use bytes::Bytes;
+use ottla_protocol::schema::wire::WireField;
+use ottla_protocol::schema::{decode_body, encode_body};
 
 use super::codec::{DecodeError, DecodeResult, FieldTooLong, Reader, Writer};
 use super::consumer_records::ConsumerRecord;
+use super::share_records::ShareRecord;
 use super::streams_records::StreamsRecord;
 
 const OFFSET_COMMIT_KEY_VERSION: i16 = 1;
@@ -79,6 +84,7 @@ pub enum CoordinatorRecord {
     },
     Consumer(ConsumerRecord),
     Streams(StreamsRecord),
+    Share(ShareRecord),
 }
 
 impl CoordinatorRecord {
@@ -110,6 +116,7 @@ impl CoordinatorRecord {
             }
             Self::Consumer(r) => r.encode(),
             Self::Streams(r) => r.encode(),
+            Self::Share(r) => r.encode(),
         }
     }
 
@@ -141,9 +148,33 @@ impl CoordinatorRecord {
             t if StreamsRecord::is_streams_type(t) => {
                 Ok(StreamsRecord::decode(t, &mut k, value)?.map(Self::Streams))
             }
+            t if ShareRecord::is_share_type(t) => {
+                Ok(ShareRecord::decode(t, &mut k, value)?.map(Self::Share))
+            }
             _ => Ok(None),
         }
     }
+}
+
+/// The one value version of the streams and share group records.
+const MODERN_VALUE_VERSION: i16 = 0;
+
+/// A streams or share group record's value: version 0 of its flexible
+/// schema, after the `int16` version.
+pub(super) fn encode_value<T: WireField>(value: &T) -> Result<Vec<u8>, FieldTooLong> {
+    let body = encode_body(value, "group record", 0..=0, 0).map_err(|_| FieldTooLong)?;
+    let mut bytes = MODERN_VALUE_VERSION.to_be_bytes().to_vec();
+    bytes.extend_from_slice(&body);
+    Ok(bytes)
+}
+
+pub(super) fn decode_value<T: WireField>(bytes: &[u8]) -> DecodeResult<T> {
+    let mut r = Reader::new(bytes);
+    if r.i16()? != MODERN_VALUE_VERSION {
+        return Err(DecodeError("unknown group record value version"));
+    }
+    decode_body(&bytes[2..], "group record", 0..=0, 0)
+        .map_err(|_| DecodeError("malformed group record value"))
 }
 
 fn encode_offset_commit(v: &OffsetCommitValue) -> Result<Vec<u8>, FieldTooLong> {

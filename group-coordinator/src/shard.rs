@@ -20,7 +20,9 @@ use super::member::{JoinResult, SyncResult};
 use super::membership::{self, JoinRequest, LeavingMember, Reply, SyncRequest};
 use super::offsets::{self, CommitRequest, FetchedOffset, OffsetStore, PartitionCodes};
 use super::records::CoordinatorRecord;
+use super::share_config;
 use super::share_group::ShareGroups;
+use super::share_log;
 use super::streams_config::StreamsGroupSettings;
 use super::streams_group::StreamsGroups;
 use super::txn_offsets::{self, PendingTxnOffsets, TxnCommitRequest};
@@ -38,7 +40,7 @@ pub(super) struct ShardState {
     /// Consumer-protocol groups (`consumer_shard`); a group id is in at most
     /// one of `groups` and `consumer`.
     pub(super) consumer: ConsumerGroups,
-    /// Share groups (`share_shard`), held in memory.
+    /// Share groups (`share_shard`).
     pub(super) share: ShareGroups,
     /// Streams groups (`streams_shard`).
     pub(super) streams: StreamsGroups,
@@ -81,6 +83,7 @@ impl ShardState {
             }
             CoordinatorRecord::Consumer(r) => self.consumer.replay(r, &mut self.groups),
             CoordinatorRecord::Streams(r) => self.streams.replay(r),
+            CoordinatorRecord::Share(r) => share_log::replay(&mut self.share, r),
         }
     }
 }
@@ -137,7 +140,10 @@ impl Shard {
         state
             .streams
             .on_loaded(now, StreamsGroupSettings::default().session_timeout_ms);
-        info!(partition = %partition.tp(), records, groups = state.groups.len(), consumer_groups = state.consumer.len(), streams_groups = state.streams.len(), "group coordinator loaded");
+        state
+            .share
+            .on_loaded(now, share_config::DEFAULT_SESSION_TIMEOUT_MS);
+        info!(partition = %partition.tp(), records, groups = state.groups.len(), consumer_groups = state.consumer.len(), streams_groups = state.streams.len(), share_groups = state.share.len(), "group coordinator loaded");
         let shard = Self {
             writer: LogWriter::new(partition, replicas),
             config,
@@ -378,14 +384,14 @@ impl Shard {
                 }
             }
             st.expire_consumer_members(image, ctx);
-            st.share.expire_members(now, image);
+            st.expire_share_members(image, ctx);
             st.expire_streams_members(ctx);
             // Share and streams groups first; the rest are consumer or
             // classic groups.
             let share_codes: Vec<Option<i16>> = ids
                 .iter()
                 .map(|id| {
-                    let deleted = match st.share.delete(id) {
+                    let deleted = match st.delete_share_group(id, ctx) {
                         Some(r) => Some(r),
                         None => st.delete_streams_group(id, ctx),
                     };
@@ -420,9 +426,7 @@ impl Shard {
             }
             st.expire_consumer_members(image, ctx);
             st.expire_streams_members(ctx);
-            for (group, member) in st.share.expire_members(now, image) {
-                info!(group = %group, member = %member, "share group member's session ended");
-            }
+            st.expire_share_members(image, ctx);
         });
     }
 }

@@ -19,6 +19,10 @@ pub enum ShareStart {
     ByDuration(i64),
 }
 
+/// `share.session.timeout.ms`'s default: the session a loaded member has
+/// to heartbeat again in.
+pub const DEFAULT_SESSION_TIMEOUT_MS: i64 = 45_000;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShareGroupSettings {
     pub session_timeout_ms: i64,
@@ -42,7 +46,7 @@ impl ShareGroupSettings {
         };
         let int = |name: &str, default: i64| value(name).trim().parse().unwrap_or(default);
         Self {
-            session_timeout_ms: int("share.session.timeout.ms", 45_000),
+            session_timeout_ms: int("share.session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS),
             heartbeat_interval_ms: int("share.heartbeat.interval.ms", 5_000) as i32,
             record_lock_duration_ms: int("share.record.lock.duration.ms", 30_000),
             delivery_count_limit: int("share.delivery.count.limit", 5) as i16,

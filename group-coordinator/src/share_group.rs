@@ -9,6 +9,9 @@
 //! round-robin among the members subscribing to it; with more members
 //! than partitions, each member gets one partition and partitions are
 //! shared.
+//!
+//! Groups change on a copy that the shard keeps once the records of the
+//! change (`share_log`) are appended.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -16,10 +19,11 @@ use kafka_protocol::error::ResponseError;
 use ottla_controller::MetadataImage;
 use uuid::Uuid;
 
-pub const SHARE_GROUP_TYPE: &str = "share";
+use super::consumer_group::metadata_hash;
+pub use super::share_records::ShareAssignment;
+use super::share_records::StatePartitions;
 
-/// Topic id -> partitions.
-pub type ShareAssignment = BTreeMap<Uuid, BTreeSet<i32>>;
+pub const SHARE_GROUP_TYPE: &str = "share";
 
 pub struct ShareHeartbeat {
     pub group_id: String,
@@ -48,16 +52,20 @@ pub struct ShareTimeouts {
     pub heartbeat_interval_ms: i32,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShareMember {
     pub member_id: String,
     pub epoch: i32,
+    /// The epoch before the last answer: a member whose answer was lost
+    /// heartbeats with it and is answered again.
+    pub previous_epoch: i32,
     pub rack_id: Option<String>,
     pub client_id: String,
     pub client_host: String,
     pub subscribed: BTreeSet<String>,
     pub assignment: ShareAssignment,
-    session_deadline: i64,
+    /// Not persisted: a loaded member has a session from the load on.
+    pub(super) session_deadline: i64,
 }
 
 /// A share group's state, as ShareGroupDescribe and ListGroups name it.
@@ -76,14 +84,19 @@ impl ShareGroupState {
     }
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShareGroup {
     pub epoch: i32,
+    /// The subscribed topics' hash (names, ids, partition counts) that the
+    /// assignment was computed from.
+    pub metadata_hash: i64,
     pub members: BTreeMap<String, ShareMember>,
-    /// The epoch the members' assignment was computed at, and the subscribed
-    /// topics' (name, id, partition count) it was computed from.
-    assignment_epoch: i32,
-    assigned_from: Vec<(String, Uuid, usize)>,
+    /// The epoch the members' assignment was computed at.
+    pub(super) assignment_epoch: i32,
+    /// The share partitions the share coordinator may hold state of for
+    /// this group: every partition ever assigned, and those an offset
+    /// reset named. Deleting the group deletes their state.
+    pub state_partitions: StatePartitions,
 }
 
 impl ShareGroup {
@@ -99,41 +112,147 @@ impl ShareGroup {
         self.assignment_epoch
     }
 
-    fn subscribed_topics(&self) -> BTreeSet<&str> {
+    fn subscribed_topics(&self) -> BTreeSet<String> {
         self.members
             .values()
-            .flat_map(|m| m.subscribed.iter().map(String::as_str))
+            .flat_map(|m| m.subscribed.iter().cloned())
             .collect()
     }
 
-    /// The subscribed topics as `image` has them.
-    fn topics_in(&self, image: &MetadataImage) -> Vec<(String, Uuid, usize)> {
-        self.subscribed_topics()
-            .into_iter()
-            .filter_map(|name| {
-                let t = image.topic_by_name(name)?;
-                Some((name.to_string(), t.id, t.partitions.len()))
-            })
-            .collect()
+    /// Records that `topic`'s `partitions` may hold share state.
+    pub fn add_state_partitions(
+        &mut self,
+        topic_id: Uuid,
+        name: &str,
+        partitions: impl IntoIterator<Item = i32>,
+    ) {
+        let topic = self.state_partitions.entry(topic_id).or_default();
+        topic.name = name.to_string();
+        topic.partitions.extend(partitions);
     }
 
     /// Computes every member's assignment at the group epoch, if the
     /// members or their topics changed since the last computation.
     fn refresh_assignment(&mut self, image: &MetadataImage) {
-        let topics = self.topics_in(image);
+        let names = self.subscribed_topics();
+        let hash = metadata_hash(&names, image);
         // A change of the topics is a new epoch, unless one is pending.
-        if topics != self.assigned_from && self.assignment_epoch == self.epoch {
+        if hash != self.metadata_hash && self.assignment_epoch == self.epoch {
             self.epoch += 1;
         }
         if self.assignment_epoch == self.epoch {
             return;
         }
+        let topics: Vec<(String, Uuid, usize)> = names
+            .into_iter()
+            .filter_map(|name| {
+                let t = image.topic_by_name(&name)?;
+                Some((name, t.id, t.partitions.len()))
+            })
+            .collect();
         let assignments = assign(&self.members, &topics);
         for (id, member) in self.members.iter_mut() {
             member.assignment = assignments.get(id).cloned().unwrap_or_default();
         }
-        self.assigned_from = topics;
+        for (name, id, _) in &topics {
+            let assigned: BTreeSet<i32> = self
+                .members
+                .values()
+                .filter_map(|m| m.assignment.get(id))
+                .flatten()
+                .copied()
+                .collect();
+            if !assigned.is_empty() {
+                self.add_state_partitions(*id, name, assigned);
+            }
+        }
+        self.metadata_hash = hash;
         self.assignment_epoch = self.epoch;
+    }
+
+    /// ShareGroupHeartbeat on this group: joins (epoch 0), heartbeats and
+    /// leaves (-1).
+    pub fn heartbeat(
+        &mut self,
+        req: &ShareHeartbeat,
+        timeouts: ShareTimeouts,
+        image: &MetadataImage,
+        now: i64,
+    ) -> Result<ShareHeartbeatAnswer, ResponseError> {
+        validate(req)?;
+        let deadline = now + timeouts.session_timeout_ms;
+        match req.member_epoch {
+            LEAVE_EPOCH => {
+                self.remove_member(&req.member_id, image);
+                return Ok(ShareHeartbeatAnswer {
+                    member_id: req.member_id.clone(),
+                    member_epoch: LEAVE_EPOCH,
+                    heartbeat_interval_ms: 0,
+                    assignment: None,
+                });
+            }
+            0 => {
+                let subscribed: BTreeSet<String> =
+                    req.topic_names.iter().flatten().cloned().collect();
+                self.members.insert(
+                    req.member_id.clone(),
+                    ShareMember {
+                        member_id: req.member_id.clone(),
+                        rack_id: req.rack_id.clone(),
+                        client_id: req.client_id.clone(),
+                        client_host: req.client_host.clone(),
+                        subscribed,
+                        session_deadline: deadline,
+                        ..Default::default()
+                    },
+                );
+                self.epoch += 1;
+            }
+            epoch => {
+                let member = self
+                    .members
+                    .get_mut(&req.member_id)
+                    .ok_or(ResponseError::UnknownMemberId)?;
+                if epoch != member.epoch && epoch != member.previous_epoch {
+                    return Err(ResponseError::FencedMemberEpoch);
+                }
+                member.session_deadline = deadline;
+                if let Some(names) = &req.topic_names {
+                    let subscribed: BTreeSet<String> = names.iter().cloned().collect();
+                    if subscribed != member.subscribed {
+                        member.subscribed = subscribed;
+                        self.epoch += 1;
+                    }
+                }
+            }
+        }
+        self.refresh_assignment(image);
+        let assignment_epoch = self.assignment_epoch;
+        let member = self
+            .members
+            .get_mut(&req.member_id)
+            .expect("joined or checked above");
+        if member.epoch != assignment_epoch {
+            member.previous_epoch = member.epoch;
+            member.epoch = assignment_epoch;
+        }
+        Ok(ShareHeartbeatAnswer {
+            member_id: member.member_id.clone(),
+            member_epoch: member.epoch,
+            heartbeat_interval_ms: timeouts.heartbeat_interval_ms,
+            // Sent whenever the member's epoch was not the answer's: it
+            // joined, the assignment changed, or the last answer was lost.
+            assignment: (req.member_epoch != member.epoch).then(|| member.assignment.clone()),
+        })
+    }
+
+    /// Removes a member (it left or its session ended); the others take
+    /// its partitions at a new epoch.
+    pub fn remove_member(&mut self, member_id: &str, image: &MetadataImage) {
+        if self.members.remove(member_id).is_some() {
+            self.epoch += 1;
+            self.refresh_assignment(image);
+        }
     }
 }
 
@@ -169,6 +288,7 @@ fn assign(
     out
 }
 
+/// The share groups of a shard.
 #[derive(Default)]
 pub struct ShareGroups {
     groups: HashMap<String, ShareGroup>,
@@ -183,115 +303,48 @@ impl ShareGroups {
         self.groups.get(group_id)
     }
 
+    pub(super) fn get_mut_or_insert(&mut self, group_id: &str) -> &mut ShareGroup {
+        self.groups.entry(group_id.to_string()).or_default()
+    }
+
     pub fn list(&self) -> impl Iterator<Item = (&String, &ShareGroup)> {
         self.groups.iter()
     }
 
-    /// ShareGroupHeartbeat: joins (epoch 0), heartbeats and leaves (-1).
-    pub fn heartbeat(
-        &mut self,
-        req: &ShareHeartbeat,
-        timeouts: ShareTimeouts,
-        image: &MetadataImage,
-        now: i64,
-    ) -> Result<ShareHeartbeatAnswer, ResponseError> {
-        validate(req)?;
-        let group = self.groups.entry(req.group_id.clone()).or_default();
-        let deadline = now + timeouts.session_timeout_ms;
-        match req.member_epoch {
-            LEAVE_EPOCH => {
-                if group.members.remove(&req.member_id).is_some() {
-                    group.epoch += 1;
-                    group.refresh_assignment(image);
-                }
-                return Ok(ShareHeartbeatAnswer {
-                    member_id: req.member_id.clone(),
-                    member_epoch: LEAVE_EPOCH,
-                    heartbeat_interval_ms: 0,
-                    assignment: None,
-                });
-            }
-            0 => {
-                let subscribed: BTreeSet<String> =
-                    req.topic_names.iter().flatten().cloned().collect();
-                group.members.insert(
-                    req.member_id.clone(),
-                    ShareMember {
-                        member_id: req.member_id.clone(),
-                        epoch: 0,
-                        rack_id: req.rack_id.clone(),
-                        client_id: req.client_id.clone(),
-                        client_host: req.client_host.clone(),
-                        subscribed,
-                        assignment: ShareAssignment::new(),
-                        session_deadline: deadline,
-                    },
-                );
-                group.epoch += 1;
-            }
-            epoch => {
-                let member = group
-                    .members
-                    .get_mut(&req.member_id)
-                    .ok_or(ResponseError::UnknownMemberId)?;
-                if epoch != member.epoch {
-                    return Err(ResponseError::FencedMemberEpoch);
-                }
-                member.session_deadline = deadline;
-                if let Some(names) = &req.topic_names {
-                    let subscribed: BTreeSet<String> = names.iter().cloned().collect();
-                    if subscribed != member.subscribed {
-                        member.subscribed = subscribed;
-                        group.epoch += 1;
-                    }
-                }
-            }
-        }
-        group.refresh_assignment(image);
-        let assignment_epoch = group.assignment_epoch;
-        let member = group
-            .members
-            .get_mut(&req.member_id)
-            .expect("joined or checked above");
-        let changed = member.epoch != assignment_epoch;
-        member.epoch = assignment_epoch;
-        Ok(ShareHeartbeatAnswer {
-            member_id: member.member_id.clone(),
-            member_epoch: member.epoch,
-            heartbeat_interval_ms: timeouts.heartbeat_interval_ms,
-            assignment: (changed || req.member_epoch == 0).then(|| member.assignment.clone()),
-        })
+    pub fn len(&self) -> usize {
+        self.groups.len()
     }
 
-    /// Removes the members whose session ended by `now`; the (group,
-    /// member) pairs removed.
-    pub fn expire_members(&mut self, now: i64, image: &MetadataImage) -> Vec<(String, String)> {
-        let mut expired = Vec::new();
-        for (group_id, group) in self.groups.iter_mut() {
-            let before = group.members.len();
-            group.members.retain(|id, m| {
-                let alive = m.session_deadline > now;
-                if !alive {
-                    expired.push((group_id.clone(), id.clone()));
-                }
-                alive
-            });
-            if group.members.len() != before {
-                group.epoch += 1;
-                group.refresh_assignment(image);
-            }
-        }
-        expired
+    /// Keeps `group` as `group_id`'s (after its records were appended).
+    pub(super) fn insert(&mut self, group_id: &str, group: ShareGroup) {
+        self.groups.insert(group_id.to_string(), group);
     }
 
-    /// DeleteGroups of a share group: only an empty one.
-    pub fn delete(&mut self, group_id: &str) -> Option<Result<(), ResponseError>> {
-        let group = self.groups.get(group_id)?;
-        if !group.members.is_empty() {
-            return Some(Err(ResponseError::NonEmptyGroup));
-        }
+    pub(super) fn remove(&mut self, group_id: &str) {
         self.groups.remove(group_id);
-        Some(Ok(()))
+    }
+
+    /// The (group, member) pairs whose session ended by `now`.
+    pub fn expired(&self, now: i64) -> Vec<(String, String)> {
+        self.groups
+            .iter()
+            .flat_map(|(group_id, group)| {
+                group
+                    .members
+                    .values()
+                    .filter(move |m| m.session_deadline <= now)
+                    .map(move |m| (group_id.clone(), m.member_id.clone()))
+            })
+            .collect()
+    }
+
+    /// After a load: every member gets a session from `now`.
+    pub(super) fn on_loaded(&mut self, now: i64, session_timeout_ms: i64) {
+        for group in self.groups.values_mut() {
+            for member in group.members.values_mut() {
+                member.session_deadline = now + session_timeout_ms;
+            }
+        }
     }
 }
 
@@ -340,39 +393,65 @@ mod tests {
     #[test]
     fn members_share_a_topic_and_take_new_assignments_at_once() {
         let image = image_with(&[("t", 1, 4)]);
-        let mut groups = ShareGroups::default();
-        let a = groups
+        let mut group = ShareGroup::default();
+        let a = group
             .heartbeat(&beat("a", 0, Some(&["t"])), TIMEOUTS, &image, 0)
             .unwrap();
         assert_eq!(a.member_epoch, 1);
         assert_eq!(partitions(a.assignment.as_ref().unwrap()), vec![0, 1, 2, 3]);
-        let b = groups
+        let b = group
             .heartbeat(&beat("b", 0, Some(&["t"])), TIMEOUTS, &image, 0)
             .unwrap();
         assert_eq!(b.member_epoch, 2);
         assert_eq!(partitions(b.assignment.as_ref().unwrap()), vec![1, 3]);
         // a learns its smaller share on its next heartbeat, no revocation.
-        let a = groups
+        let a = group
             .heartbeat(&beat("a", 1, None), TIMEOUTS, &image, 0)
             .unwrap();
         assert_eq!(a.member_epoch, 2);
         assert_eq!(partitions(a.assignment.as_ref().unwrap()), vec![0, 2]);
-        let a = groups
+        let a = group
             .heartbeat(&beat("a", 2, None), TIMEOUTS, &image, 0)
             .unwrap();
         assert_eq!(a.assignment, None, "unchanged");
     }
 
     #[test]
+    fn a_member_whose_answer_was_lost_is_answered_again() {
+        let image = image_with(&[("t", 1, 2)]);
+        let mut group = ShareGroup::default();
+        group
+            .heartbeat(&beat("a", 0, Some(&["t"])), TIMEOUTS, &image, 0)
+            .unwrap();
+        group
+            .heartbeat(&beat("b", 0, Some(&["t"])), TIMEOUTS, &image, 0)
+            .unwrap();
+        let moved = group
+            .heartbeat(&beat("a", 1, None), TIMEOUTS, &image, 0)
+            .unwrap();
+        assert_eq!(moved.member_epoch, 2);
+        // That answer never arrived: a heartbeats with epoch 1 again.
+        let again = group
+            .heartbeat(&beat("a", 1, None), TIMEOUTS, &image, 0)
+            .unwrap();
+        assert_eq!(again.member_epoch, 2);
+        assert_eq!(again.assignment, moved.assignment, "sent again");
+        assert_eq!(
+            group.heartbeat(&beat("a", 3, None), TIMEOUTS, &image, 0),
+            Err(ResponseError::FencedMemberEpoch),
+            "neither the epoch nor the one before"
+        );
+    }
+
+    #[test]
     fn more_members_than_partitions_share_partitions() {
         let image = image_with(&[("t", 1, 2)]);
-        let mut groups = ShareGroups::default();
+        let mut group = ShareGroup::default();
         for m in ["a", "b", "c"] {
-            groups
+            group
                 .heartbeat(&beat(m, 0, Some(&["t"])), TIMEOUTS, &image, 0)
                 .unwrap();
         }
-        let group = groups.get("g").unwrap();
         let got: Vec<Vec<i32>> = group
             .members
             .values()
@@ -384,50 +463,47 @@ mod tests {
     #[test]
     fn stale_epochs_unknown_members_and_expired_sessions_are_refused() {
         let image = image_with(&[("t", 1, 1)]);
-        let mut groups = ShareGroups::default();
-        groups
+        let mut group = ShareGroup::default();
+        group
             .heartbeat(&beat("a", 0, Some(&["t"])), TIMEOUTS, &image, 0)
             .unwrap();
         assert_eq!(
-            groups.heartbeat(&beat("a", 7, None), TIMEOUTS, &image, 0),
+            group.heartbeat(&beat("a", 7, None), TIMEOUTS, &image, 0),
             Err(ResponseError::FencedMemberEpoch)
         );
         assert_eq!(
-            groups.heartbeat(&beat("x", 1, None), TIMEOUTS, &image, 0),
+            group.heartbeat(&beat("x", 1, None), TIMEOUTS, &image, 0),
             Err(ResponseError::UnknownMemberId)
         );
         assert_eq!(
-            groups.heartbeat(&beat("b", 0, None), TIMEOUTS, &image, 0),
+            group.heartbeat(&beat("b", 0, None), TIMEOUTS, &image, 0),
             Err(ResponseError::InvalidRequest),
             "a join names its topics"
         );
-        assert!(groups.expire_members(44_999, &image).is_empty());
-        assert_eq!(
-            groups.expire_members(45_000, &image),
-            vec![("g".into(), "a".into())]
-        );
-        assert_eq!(groups.get("g").unwrap().state(), ShareGroupState::Empty);
-        assert_eq!(groups.delete("g"), Some(Ok(())));
+        let mut groups = ShareGroups::default();
+        groups.insert("g", group);
+        assert!(groups.expired(44_999).is_empty());
+        assert_eq!(groups.expired(45_000), vec![("g".into(), "a".into())]);
     }
 
     #[test]
     fn new_partitions_of_a_subscribed_topic_are_assigned() {
-        let mut groups = ShareGroups::default();
+        let mut group = ShareGroup::default();
         let before = image_with(&[("t", 1, 1)]);
-        groups
+        group
             .heartbeat(&beat("a", 0, Some(&["t"])), TIMEOUTS, &before, 0)
             .unwrap();
         let after = image_with(&[("t", 1, 3)]);
-        let a = groups
+        let a = group
             .heartbeat(&beat("a", 1, None), TIMEOUTS, &after, 0)
             .unwrap();
         assert_eq!(a.member_epoch, 2);
         assert_eq!(partitions(a.assignment.as_ref().unwrap()), vec![0, 1, 2]);
         // A member leaving hands nothing back here: it is only removed.
-        let left = groups
+        let left = group
             .heartbeat(&beat("a", -1, None), TIMEOUTS, &after, 0)
             .unwrap();
         assert_eq!(left.member_epoch, -1);
-        assert_eq!(groups.delete("g"), Some(Ok(())));
+        assert_eq!(group.state(), ShareGroupState::Empty);
     }
 }

@@ -13,8 +13,6 @@
 //! | 22   | group, member | StreamsGroupCurrentMemberAssignment          |
 //! | 23   | group         | StreamsGroupTopology                         |
 
-use ottla_protocol::schema::wire::WireField;
-use ottla_protocol::schema::{decode_body, encode_body};
 use ottla_protocol::streams::describe::Assignment;
 use ottla_protocol::streams::records::{
     StreamsGroupCurrentMemberAssignmentValue, StreamsGroupMemberMetadataValue,
@@ -22,7 +20,8 @@ use ottla_protocol::streams::records::{
 };
 use ottla_protocol::streams::Topology;
 
-use super::codec::{DecodeError, DecodeResult, FieldTooLong, Reader, Writer};
+use super::codec::{DecodeResult, FieldTooLong, Reader, Writer};
+use super::records::{decode_value, encode_value};
 use super::streams_member::{CurrentAssignment, TaskRoles};
 
 const GROUP_METADATA: i16 = 17;
@@ -32,9 +31,6 @@ const TARGET_ASSIGNMENT_METADATA: i16 = 20;
 const TARGET_ASSIGNMENT_MEMBER: i16 = 21;
 const CURRENT_ASSIGNMENT: i16 = 22;
 const TOPOLOGY: i16 = 23;
-
-/// Every value here has this one version.
-const VALUE_VERSION: i16 = 0;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamsRecord {
@@ -206,22 +202,6 @@ impl StreamsRecord {
     pub fn is_streams_type(key_type: i16) -> bool {
         (GROUP_METADATA..=TOPOLOGY).contains(&key_type)
     }
-}
-
-fn encode_value<T: WireField>(value: &T) -> Result<Vec<u8>, FieldTooLong> {
-    let body = encode_body(value, "streams record", 0..=0, 0).map_err(|_| FieldTooLong)?;
-    let mut bytes = VALUE_VERSION.to_be_bytes().to_vec();
-    bytes.extend_from_slice(&body);
-    Ok(bytes)
-}
-
-fn decode_value<T: WireField>(bytes: &[u8]) -> DecodeResult<T> {
-    let mut r = Reader::new(bytes);
-    if r.i16()? != VALUE_VERSION {
-        return Err(DecodeError("unknown streams group record value version"));
-    }
-    decode_body(&bytes[2..], "streams record", 0..=0, 0)
-        .map_err(|_| DecodeError("malformed streams group record value"))
 }
 
 #[cfg(test)]

@@ -19,4 +19,5 @@ pub mod records;
 pub mod request;
 pub mod response;
 pub mod response_frame;
+pub mod share_group_records;
 pub mod streams;

@@ -164,6 +164,14 @@ impl ShareCoordinator {
         Ok((shard.tp().clone(), end))
     }
 
+    /// DeleteShareGroupState, appended (see [`StateShard::delete`]): the
+    /// log position to wait for, None if `key` had no state. Blocking I/O.
+    pub fn delete(&self, key: &StateKey) -> Result<Option<(TopicPartition, i64)>, ResponseError> {
+        let shard = self.shard_of(key)?;
+        let end = shard.delete(key, now_ms())?;
+        Ok(end.map(|end| (shard.tp().clone(), end)))
+    }
+
     /// Waits until the ISR of the state partition has what was written up
     /// to `end`: only then is a write acknowledged.
     pub async fn replicated(&self, tp: &TopicPartition, end: i64) -> Result<(), ResponseError> {

@@ -188,6 +188,24 @@ impl StateShard {
         Ok(end)
     }
 
+    /// DeleteShareGroupState: forgets `key`'s state. What stays is an
+    /// unset start in the next state epoch, not a tombstone: a leader still
+    /// holding the old state is fenced on its next write instead of writing
+    /// it back, and a new group of the same id starts by
+    /// `share.auto.offset.reset`. The log end to wait for; None when there
+    /// was nothing to forget.
+    pub fn delete(&self, key: &StateKey, now: i64) -> Result<Option<i64>, ResponseError> {
+        let forgotten = self
+            .states
+            .lock()
+            .get(key)
+            .is_none_or(|s| s.state.start_offset == UNSET_START && s.state.batches.is_empty());
+        if forgotten {
+            return Ok(None);
+        }
+        self.initialize(key, UNSET_START, now).map(Some)
+    }
+
     fn append(&self, now: i64, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<i64, ResponseError> {
         let record = SimpleRecord {
             timestamp: now,

@@ -15,7 +15,9 @@
 //!   transaction's records, read_uncommitted does;
 //! - what was acknowledged stays so, and what was not is delivered again,
 //!   across a kill -9 and restart, and across a partition leader's death
-//!   (the share coordinator's `__share_group_state`).
+//!   (the share coordinator's `__share_group_state`);
+//! - the group itself outlives a restart (`__consumer_offsets`), and
+//!   deleting it deletes its share state.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -524,8 +526,8 @@ fn an_offset_reset_starts_an_empty_group_over() {
     ok(kafka_tool("kafka-share-groups.sh", &reset, None));
     assert_eq!(
         start_offsets(&node, "rereaders").get(&0),
-        None,
-        "an empty group lists no partition"
+        Some(&0),
+        "the empty group lists the partition it has state in, reset"
     );
     let mut second = ConsoleConsumer::start_share(&node, "second", "again", "rereaders", &[]);
     let lines = lines_of(&[&second], 10);
@@ -563,6 +565,62 @@ fn an_offset_reset_starts_an_empty_group_over() {
     assert!(!deleted.contains("Error"), "{deleted}");
     let third = ConsoleConsumer::start_share(&node, "third", "again", "rereaders", &[]);
     assert_eq!(lines_of(&[&third], 10).len(), 10, "all ten once more");
+}
+
+/// Waits until kafka-share-groups.sh describes `group`'s partition 0 at
+/// `start`.
+fn await_start(node: &Ottla, group: &str, start: i64) {
+    let begun = Instant::now();
+    while start_offsets(node, group).get(&0) != Some(&start) {
+        assert!(
+            begun.elapsed() < Duration::from_secs(30),
+            "{group} never reached start offset {start}: {:?}",
+            start_offsets(node, group)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A share group is stored in `__consumer_offsets` (Kafka's records 10-15):
+/// after a kill -9 and restart, the empty group is still listed and
+/// described with the partitions it has state in. Deleting it deletes that
+/// state too: a new group of the same id starts over.
+#[test]
+fn a_share_group_outlives_a_restart_and_its_deletion_takes_its_state() {
+    let mut node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "kept", 1, &[]);
+    configure_group(&node, "keepers", "share.auto.offset.reset=earliest");
+    produce(&node, "kept", 10);
+    let mut first = ConsoleConsumer::start_share(&node, "first", "kept", "keepers", &[]);
+    assert_eq!(lines_of(&[&first], 10).len(), 10);
+    await_start(&node, "keepers", 10);
+    first.stop();
+
+    node.kill9();
+    node.restart();
+    let listed = share_groups_tool(&node, &["--list"]);
+    assert!(
+        listed.lines().any(|l| l.trim() == "keepers"),
+        "the group survives the restart: {listed}"
+    );
+    let state = share_groups_tool(&node, &["--describe", "--group", "keepers", "--state"]);
+    assert!(state.contains("Empty"), "{state}");
+    await_start(&node, "keepers", 10);
+
+    let deleted = share_groups_tool(&node, &["--delete", "--group", "keepers"]);
+    assert!(deleted.contains("was successful"), "{deleted}");
+    let listed = share_groups_tool(&node, &["--list"]);
+    assert!(!listed.lines().any(|l| l.trim() == "keepers"), "{listed}");
+    let again = ConsoleConsumer::start_share(&node, "again", "kept", "keepers", &[]);
+    let offsets: Vec<i64> = lines_of(&[&again], 10)
+        .iter()
+        .map(|(_, o, _, _)| *o)
+        .collect();
+    assert_eq!(
+        offsets,
+        (0..10).collect::<Vec<_>>(),
+        "the deleted group's state went with it"
+    );
 }
 
 /// Transactions from confluent-kafka (librdkafka): ten committed, six

@@ -38,6 +38,7 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 use ottla_controller::MetadataImage;
 use ottla_coordinator_common::lookup::CoordinatorNode;
 
+use super::share_group;
 use crate::broker::Broker;
 use crate::replica::now_ms;
 use ottla_group_coordinator::{
@@ -877,7 +878,7 @@ fn describe_group(broker: &Broker, version: i16, group_id: GroupId) -> Described
 }
 
 pub async fn delete_groups(
-    broker: &Broker,
+    broker: &Arc<Broker>,
     _version: i16,
     req: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
@@ -888,10 +889,20 @@ pub async fn delete_groups(
         }
     }
     load_shards_of(broker, ids.iter().map(String::as_str)).await;
-    // One batch of tombstones per shard.
     let mut codes: HashMap<String, i16> = HashMap::new();
+    // A share group's state goes first; a group whose state could not be
+    // deleted stays.
+    for id in &ids {
+        if let Err(e) = share_group::delete_state_before_deletion(broker, id).await {
+            codes.insert(id.clone(), e.code());
+        }
+    }
+    // One batch of tombstones per shard.
     let mut by_shard: HashMap<i32, (Arc<Shard>, Vec<String>)> = HashMap::new();
     for id in &ids {
+        if codes.contains_key(id) {
+            continue;
+        }
         match broker.groups.shard(id) {
             Ok(shard) => by_shard
                 .entry(broker.groups.partition_for(id))

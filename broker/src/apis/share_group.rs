@@ -90,7 +90,10 @@ pub fn heartbeat(
     let answer = broker
         .groups
         .shard_blocking(&request.group_id)
-        .and_then(|shard| shard.share_heartbeat(&request, timeouts, &image, now_ms()));
+        .and_then(|shard| {
+            let answer = shard.share_heartbeat(&request, timeouts, &image, now_ms());
+            shard.once_replicated_blocking(answer)
+        });
     match answer {
         Ok(a) => ShareGroupHeartbeatResponse::default()
             .with_member_id(Some(text(a.member_id)))
@@ -200,7 +203,8 @@ fn described_assignment(image: &MetadataImage, a: &ShareAssignment) -> Described
 
 /// DescribeShareGroupOffsets v0: each share partition's start offset, as
 /// its state's coordinator has it (-1 where the group has none). With no
-/// topics named, those the group's members subscribe to.
+/// topics named, the partitions the group has share state in, as Kafka
+/// lists its initialized ones.
 pub async fn describe_offsets(
     broker: &Arc<Broker>,
     req: DescribeShareGroupOffsetsRequest,
@@ -241,12 +245,12 @@ async fn describe_group_offsets(
             .await;
             match described {
                 Ok(Ok(Ok(g))) => g
-                    .members
-                    .values()
-                    .flat_map(|m| m.subscribed.iter().cloned())
-                    .collect::<std::collections::BTreeSet<String>>()
-                    .into_iter()
-                    .map(|t| (t, None))
+                    .state_partitions
+                    .iter()
+                    .filter_map(|(id, t)| {
+                        let name = &image.topic_by_id(id)?.name;
+                        Some((name.clone(), Some(t.partitions.iter().copied().collect())))
+                    })
                     .collect(),
                 Ok(Ok(Err(_))) => {
                     return answer
@@ -278,8 +282,8 @@ async fn describe_group_offsets(
                 topic_id: t.id,
                 partition,
             };
-            described.push(match share_persister::read(broker, &key).await {
-                Ok(state) => p.with_start_offset(state.map_or(-1, |s| s.start_offset)),
+            described.push(match share_persister::start_offset(broker, &key).await {
+                Ok(start) => p.with_start_offset(start),
                 Err(e) => p.with_start_offset(-1).with_error_code(e.code()),
             });
         }
@@ -362,6 +366,9 @@ pub async fn delete_offsets(
                     let done = share_persister::initialize(broker, &key, UNSET_START).await;
                     outcome = outcome.and(done);
                 }
+                if outcome.is_ok() {
+                    outcome = forget_state_topic(broker, &group, tp.id).await;
+                }
                 outcome
             }
         };
@@ -410,7 +417,13 @@ pub async fn alter_offsets(
                         topic_id: tp.id,
                         partition: p.partition_index,
                     };
-                    share_persister::initialize(broker, &key, p.start_offset).await
+                    match share_persister::initialize(broker, &key, p.start_offset).await {
+                        Ok(()) => {
+                            add_state_partition(broker, &group, tp.id, &tp.name, p.partition_index)
+                                .await
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
             };
             partitions.push(
@@ -427,4 +440,75 @@ pub async fn alter_offsets(
         );
     }
     AlterShareGroupOffsetsResponse::default().with_responses(topics)
+}
+
+/// Records in the group that the share coordinator holds its state of
+/// `topic_id`'s `partition` (an offset reset wrote it).
+async fn add_state_partition(
+    broker: &Arc<Broker>,
+    group: &str,
+    topic_id: uuid::Uuid,
+    topic: &str,
+    partition: i32,
+) -> Result<(), ResponseError> {
+    let (group, topic) = (group.to_string(), topic.to_string());
+    let answer = blocking(broker, move |b| {
+        let shard = b.groups.shard_blocking(&group)?;
+        let added =
+            shard.add_share_state_partitions(&group, topic_id, &topic, &[partition], now_ms());
+        shard.once_replicated_blocking(added)
+    })
+    .await;
+    answer.map_err(|_| ResponseError::UnknownServerError)?
+}
+
+/// Forgets in the group the topic whose share state was deleted.
+async fn forget_state_topic(
+    broker: &Arc<Broker>,
+    group: &str,
+    topic_id: uuid::Uuid,
+) -> Result<(), ResponseError> {
+    let group = group.to_string();
+    let answer = blocking(broker, move |b| {
+        let shard = b.groups.shard_blocking(&group)?;
+        let removed = shard.remove_share_state_topics(&group, &[topic_id], now_ms());
+        shard.once_replicated_blocking(removed)
+    })
+    .await;
+    answer.map_err(|_| ResponseError::UnknownServerError)?
+}
+
+/// Before DeleteGroups deletes share group `id`: the share state of every
+/// partition it has state in is deleted at its coordinator, as Kafka's
+/// group coordinator deletes it first. Ok without doing anything when the
+/// id is no empty share group (DeleteGroups then answers for it).
+pub async fn delete_state_before_deletion(
+    broker: &Arc<Broker>,
+    id: &str,
+) -> Result<(), ResponseError> {
+    let group = id.to_string();
+    let described = blocking(broker, move |b| {
+        b.groups
+            .shard_blocking(&group)
+            .map(|s| s.describe_share_group(&group))
+    })
+    .await
+    .map_err(|_| ResponseError::UnknownServerError)?;
+    let Ok(Ok(g)) = described else {
+        return Ok(());
+    };
+    if !g.members.is_empty() {
+        return Ok(());
+    }
+    for (topic_id, t) in &g.state_partitions {
+        for &partition in &t.partitions {
+            let key = StateKey {
+                group: id.to_string(),
+                topic_id: *topic_id,
+                partition,
+            };
+            share_persister::delete(broker, &key).await?;
+        }
+    }
+    Ok(())
 }

@@ -8,24 +8,33 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_share_group_state_request::{
+    DeleteStateData, PartitionData as DeletePartition,
+};
 use kafka_protocol::messages::initialize_share_group_state_request::{
     InitializeStateData, PartitionData as InitializePartition,
 };
 use kafka_protocol::messages::read_share_group_state_request::{
     PartitionData as ReadPartition, ReadStateData,
 };
+use kafka_protocol::messages::read_share_group_state_summary_request::{
+    PartitionData as SummaryPartition, ReadStateSummaryData,
+};
 use kafka_protocol::messages::write_share_group_state_request::{
     PartitionData as WritePartition, WriteStateData,
 };
 use kafka_protocol::messages::{
-    InitializeShareGroupStateRequest, ReadShareGroupStateRequest, WriteShareGroupStateRequest,
+    DeleteShareGroupStateRequest, InitializeShareGroupStateRequest, ReadShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest, WriteShareGroupStateRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_share::registry::Entry;
 use ottla_share::SharePartitionKey;
 use ottla_share_coordinator::{ShareState, StateKey, StateWrite};
 
-use crate::apis::share_state::{from_read_batch, initialize_local, to_write_batch, write_local};
+use crate::apis::share_state::{
+    delete_local, from_read_batch, initialize_local, to_write_batch, write_local,
+};
 use crate::broker::Broker;
 use crate::handlers::blocking;
 
@@ -168,18 +177,81 @@ pub(crate) async fn initialize(
         .send(node, 0, &req)
         .await
         .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
-    let code = r
-        .results
-        .iter()
-        .flat_map(|t| &t.partitions)
-        .next()
-        .map_or(ResponseError::CoordinatorNotAvailable.code(), |p| {
-            p.error_code
-        });
-    match code {
-        0 => Ok(()),
-        c => Err(ResponseError::try_from_code(c).unwrap_or(ResponseError::CoordinatorNotAvailable)),
+    one_outcome(
+        r.results
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.error_code),
+    )
+}
+
+/// The outcome of the one partition a coordinator was asked about.
+fn one_outcome(mut codes: impl Iterator<Item = i16>) -> Result<(), ResponseError> {
+    match codes.next() {
+        Some(0) => Ok(()),
+        Some(c) => {
+            Err(ResponseError::try_from_code(c).unwrap_or(ResponseError::CoordinatorNotAvailable))
+        }
+        None => Err(ResponseError::CoordinatorNotAvailable),
     }
+}
+
+/// Forgets `key`'s persisted state (DeleteShareGroupState), at its
+/// coordinator.
+pub(crate) async fn delete(broker: &Arc<Broker>, key: &StateKey) -> Result<(), ResponseError> {
+    let node = coordinator_of(broker, key).await?;
+    if node == broker.node_id() {
+        return delete_local(broker, key.clone()).await;
+    }
+    let req = DeleteShareGroupStateRequest::default()
+        .with_group_id(StrBytes::from_string(key.group.clone()))
+        .with_topics(vec![DeleteStateData::default()
+            .with_topic_id(key.topic_id)
+            .with_partitions(vec![
+                DeletePartition::default().with_partition(key.partition)
+            ])]);
+    let r = broker
+        .brokers
+        .send(node, 0, &req)
+        .await
+        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+    one_outcome(
+        r.results
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.error_code),
+    )
+}
+
+/// `key`'s start offset (ReadShareGroupStateSummary), -1 where unset or
+/// never initialized.
+pub(crate) async fn start_offset(
+    broker: &Arc<Broker>,
+    key: &StateKey,
+) -> Result<i64, ResponseError> {
+    let node = coordinator_of(broker, key).await?;
+    if node == broker.node_id() {
+        let key = key.clone();
+        let state = blocking(broker, move |b| b.share_coordinator.read(&key))
+            .await
+            .map_err(|_| ResponseError::UnknownServerError)??;
+        return Ok(state.map_or(-1, |s| s.start_offset));
+    }
+    let req = ReadShareGroupStateSummaryRequest::default()
+        .with_group_id(StrBytes::from_string(key.group.clone()))
+        .with_topics(vec![ReadStateSummaryData::default()
+            .with_topic_id(key.topic_id)
+            .with_partitions(vec![
+                SummaryPartition::default().with_partition(key.partition)
+            ])]);
+    let r = broker
+        .brokers
+        .send(node, 0, &req)
+        .await
+        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+    let p = r.results.iter().flat_map(|t| &t.partitions).next();
+    one_outcome(p.map(|p| p.error_code).into_iter())?;
+    Ok(p.map_or(-1, |p| p.start_offset))
 }
 
 async fn write_remote(

@@ -1,26 +1,35 @@
 //! The share coordinator's inter-broker APIs (KIP-932): ReadShareGroupState
-//! v0, WriteShareGroupState v0 and InitializeShareGroupState v0 (for offset
-//! resets), which share partition leaders and group coordinators send to
-//! the coordinator of each share partition's state
-//! (`ottla_share_coordinator`); and the conversions both sides use.
+//! v0, WriteShareGroupState v0, InitializeShareGroupState v0 (for offset
+//! resets), DeleteShareGroupState v0 (for group deletion) and
+//! ReadShareGroupStateSummary v0 (for describing offsets), which share
+//! partition leaders and group coordinators send to the coordinator of each
+//! share partition's state (`ottla_share_coordinator`); and the conversions
+//! both sides use.
 
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_share_group_state_response::{
+    DeleteStateResult, PartitionResult as DeleteResult,
+};
 use kafka_protocol::messages::initialize_share_group_state_response::{
     InitializeStateResult, PartitionResult as InitializeResult,
 };
 use kafka_protocol::messages::read_share_group_state_response::{
     self as read_response, ReadStateResult,
 };
+use kafka_protocol::messages::read_share_group_state_summary_response::{
+    PartitionResult as SummaryResult, ReadStateSummaryResult,
+};
 use kafka_protocol::messages::write_share_group_state_request as write_request;
 use kafka_protocol::messages::write_share_group_state_response::{
     PartitionResult as WriteResult, WriteStateResult,
 };
 use kafka_protocol::messages::{
-    InitializeShareGroupStateRequest, InitializeShareGroupStateResponse,
-    ReadShareGroupStateRequest, ReadShareGroupStateResponse, WriteShareGroupStateRequest,
-    WriteShareGroupStateResponse,
+    DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse, ReadShareGroupStateRequest, ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse,
+    WriteShareGroupStateRequest, WriteShareGroupStateResponse,
 };
 use ottla_share_coordinator::{ShareState, StateBatch, StateKey, StateWrite};
 use uuid::Uuid;
@@ -256,4 +265,139 @@ pub(crate) async fn initialize_local(
     .await
     .map_err(|_| ResponseError::UnknownServerError)??;
     broker.share_coordinator.replicated(&tp, end).await
+}
+
+/// DeleteShareGroupState v0: each named share partition's state is
+/// forgotten (see `StateShard::delete`).
+pub async fn delete(
+    broker: &Arc<Broker>,
+    req: DeleteShareGroupStateRequest,
+) -> DeleteShareGroupStateResponse {
+    let group = req.group_id.to_string();
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let outcome = delete_local(broker, key(&group, t.topic_id, p.partition)).await;
+            partitions.push(
+                DeleteResult::default()
+                    .with_partition(p.partition)
+                    .with_error_code(outcome.err().map_or(0, |e| e.code())),
+            );
+        }
+        results.push(
+            DeleteStateResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    DeleteShareGroupStateResponse::default().with_results(results)
+}
+
+/// Every partition of a delete, answered with `error`.
+pub(crate) fn failed_deletes(
+    req: &DeleteShareGroupStateRequest,
+    error: ResponseError,
+) -> Vec<DeleteStateResult> {
+    req.topics
+        .iter()
+        .map(|t| {
+            DeleteStateResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            DeleteResult::default()
+                                .with_partition(p.partition)
+                                .with_error_code(error.code())
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+/// DeleteShareGroupState on this broker, acknowledged once the state
+/// partition's ISR has it (at once when there was nothing to forget).
+pub(crate) async fn delete_local(broker: &Arc<Broker>, key: StateKey) -> Result<(), ResponseError> {
+    let deleted = blocking(broker, move |b| b.share_coordinator.delete(&key))
+        .await
+        .map_err(|_| ResponseError::UnknownServerError)??;
+    match deleted {
+        Some((tp, end)) => broker.share_coordinator.replicated(&tp, end).await,
+        None => Ok(()),
+    }
+}
+
+/// A state summary for one partition: epochs and start, no batches; no
+/// state is answered as a read answers it (epoch and start -1).
+pub(crate) fn summary_result(
+    partition: i32,
+    state: Result<Option<ShareState>, ResponseError>,
+) -> SummaryResult {
+    let r = SummaryResult::default().with_partition(partition);
+    match state {
+        Ok(Some(s)) => r
+            .with_state_epoch(s.state_epoch)
+            .with_leader_epoch(s.leader_epoch)
+            .with_start_offset(s.start_offset),
+        Ok(None) => r
+            .with_state_epoch(-1)
+            .with_leader_epoch(-1)
+            .with_start_offset(-1),
+        Err(e) => r.with_error_code(e.code()),
+    }
+}
+
+/// Every partition of a summary read, answered with `error`.
+pub(crate) fn failed_summaries(
+    req: &ReadShareGroupStateSummaryRequest,
+    error: ResponseError,
+) -> Vec<ReadStateSummaryResult> {
+    req.topics
+        .iter()
+        .map(|t| {
+            ReadStateSummaryResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| summary_result(p.partition, Err(error)))
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+/// ReadShareGroupStateSummary v0: each named share partition's epochs and
+/// start offset.
+pub async fn read_summary(
+    broker: &Arc<Broker>,
+    req: ReadShareGroupStateSummaryRequest,
+) -> ReadShareGroupStateSummaryResponse {
+    let group = req.group_id.to_string();
+    let failed = failed_summaries(&req, ResponseError::UnknownServerError);
+    let answered = blocking(broker, move |b| {
+        req.topics
+            .iter()
+            .map(|t| {
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let state = b
+                            .share_coordinator
+                            .read(&key(&group, t.topic_id, p.partition));
+                        summary_result(p.partition, state)
+                    })
+                    .collect();
+                ReadStateSummaryResult::default()
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(partitions)
+            })
+            .collect()
+    })
+    .await;
+    ReadShareGroupStateSummaryResponse::default().with_results(answered.unwrap_or(failed))
 }

@@ -136,6 +136,8 @@ fn gate(access: &Arc<Access>, auto_create_topics: bool, version: i16, body: Requ
         R::DeleteShareGroupOffsets(r) => share::delete_offsets(access, r),
         R::InitializeShareGroupState(r) => share::initialize_state(access, r),
         R::ReadShareGroupState(r) => share::read_state(access, r),
+        R::DeleteShareGroupState(r) => share::delete_state(access, r),
+        R::ReadShareGroupStateSummary(r) => share::read_state_summary(access, r),
         R::WriteShareGroupState(r) => share::write_state(access, r),
         R::InitProducerId(r) => txn::init_producer_id(access, r),
         R::AddPartitionsToTxn(r) => txn::add_partitions_to_txn(access, version, r),

@@ -29,12 +29,13 @@ use kafka_protocol::messages::write_share_group_state_response::{
 };
 use kafka_protocol::messages::{
     AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsRequest,
-    DeleteShareGroupOffsetsResponse, DescribeShareGroupOffsetsRequest,
-    DescribeShareGroupOffsetsResponse, InitializeShareGroupStateRequest,
-    InitializeShareGroupStateResponse, ReadShareGroupStateRequest, ReadShareGroupStateResponse,
-    RequestKind, ResponseKind, ShareAcknowledgeRequest, ShareFetchRequest,
-    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
-    WriteShareGroupStateRequest, WriteShareGroupStateResponse,
+    DeleteShareGroupOffsetsResponse, DeleteShareGroupStateRequest, DeleteShareGroupStateResponse,
+    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
+    InitializeShareGroupStateRequest, InitializeShareGroupStateResponse,
+    ReadShareGroupStateRequest, ReadShareGroupStateResponse, ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse, RequestKind, ResponseKind, ShareAcknowledgeRequest,
+    ShareFetchRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse, WriteShareGroupStateRequest, WriteShareGroupStateResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::acls::{operation, resource};
@@ -187,6 +188,26 @@ pub fn read_state(access: &Access, req: ReadShareGroupStateRequest) -> Gate {
     let results = crate::apis::share_state::failed_reads(&req, CLUSTER_DENIED);
     Gate::Answer(ResponseKind::ReadShareGroupState(
         ReadShareGroupStateResponse::default().with_results(results),
+    ))
+}
+
+pub fn delete_state(access: &Access, req: DeleteShareGroupStateRequest) -> Gate {
+    if access.cluster(operation::CLUSTER_ACTION) {
+        return Gate::Pass(RequestKind::DeleteShareGroupState(req), None);
+    }
+    let results = crate::apis::share_state::failed_deletes(&req, CLUSTER_DENIED);
+    Gate::Answer(ResponseKind::DeleteShareGroupState(
+        DeleteShareGroupStateResponse::default().with_results(results),
+    ))
+}
+
+pub fn read_state_summary(access: &Access, req: ReadShareGroupStateSummaryRequest) -> Gate {
+    if access.cluster(operation::CLUSTER_ACTION) {
+        return Gate::Pass(RequestKind::ReadShareGroupStateSummary(req), None);
+    }
+    let results = crate::apis::share_state::failed_summaries(&req, CLUSTER_DENIED);
+    Gate::Answer(ResponseKind::ReadShareGroupStateSummary(
+        ReadShareGroupStateSummaryResponse::default().with_results(results),
     ))
 }
 

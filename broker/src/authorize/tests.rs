@@ -281,6 +281,14 @@ fn every_served_api_has_a_rule() {
             ApiKey::WriteShareGroupState,
             RequestKind::WriteShareGroupState(Default::default()),
         ),
+        (
+            ApiKey::DeleteShareGroupState,
+            RequestKind::DeleteShareGroupState(Default::default()),
+        ),
+        (
+            ApiKey::ReadShareGroupStateSummary,
+            RequestKind::ReadShareGroupStateSummary(Default::default()),
+        ),
     ];
     let nobody = access(&[]);
     for &(key, min, _) in SERVED {

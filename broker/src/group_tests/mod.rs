@@ -3,5 +3,6 @@
 
 mod consumer_tests;
 mod migration_tests;
+mod share_tests;
 mod streams_tests;
 mod tests;

@@ -77,6 +77,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitializeShareGroupState, 0, 0),
     (ApiKey::ReadShareGroupState, 0, 0),
     (ApiKey::WriteShareGroupState, 0, 0),
+    (ApiKey::DeleteShareGroupState, 0, 0),
+    (ApiKey::ReadShareGroupStateSummary, 0, 0),
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 5),
@@ -351,6 +353,12 @@ impl RequestHandler for BrokerApis {
                 }
                 RequestKind::WriteShareGroupState(r) => {
                     ResponseKind::WriteShareGroupState(share_state::write(b, r).await)
+                }
+                RequestKind::DeleteShareGroupState(r) => {
+                    ResponseKind::DeleteShareGroupState(share_state::delete(b, r).await)
+                }
+                RequestKind::ReadShareGroupStateSummary(r) => {
+                    ResponseKind::ReadShareGroupStateSummary(share_state::read_summary(b, r).await)
                 }
                 // The first lookup creates the internal topic through the
                 // controller, which blocks.
