@@ -108,7 +108,7 @@ pub use shard::Shard;
 pub use share_config::{ShareGroupSettings, ShareStart};
 pub use share_group::{
     ShareAssignment, ShareGroup, ShareGroupState, ShareHeartbeat, ShareHeartbeatAnswer,
-    ShareMember, ShareTimeouts, SHARE_GROUP_TYPE,
+    ShareLimits, ShareMember, SHARE_GROUP_TYPE,
 };
 pub use streams_config::StreamsGroupSettings;
 pub use streams_group::{StreamsGroup, StreamsGroupState, STREAMS_GROUP_TYPE};

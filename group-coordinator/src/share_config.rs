@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use ottla_controller::MetadataImage;
 
 use super::resource_configs::{broker_default, group_config_key, group_overrides};
-use super::share_group::ShareTimeouts;
+use super::share_group::ShareLimits;
 
 /// Where a share partition's delivery starts when the group first reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,8 @@ pub struct ShareGroupSettings {
     pub partition_max_record_locks: i64,
     pub auto_offset_reset: ShareStart,
     pub read_committed: bool,
+    /// `group.share.max.size` (the broker's only).
+    pub max_size: usize,
 }
 
 impl ShareGroupSettings {
@@ -53,13 +55,15 @@ impl ShareGroupSettings {
             partition_max_record_locks: int("share.partition.max.record.locks", 2_000),
             auto_offset_reset: parse_start(&value("share.auto.offset.reset")),
             read_committed: value("share.isolation.level").trim() == "read_committed",
+            max_size: broker_max_size(broker, "group.share.max.size", 200),
         }
     }
 
-    pub fn timeouts(&self) -> ShareTimeouts {
-        ShareTimeouts {
+    pub fn limits(&self) -> ShareLimits {
+        ShareLimits {
             session_timeout_ms: self.session_timeout_ms,
             heartbeat_interval_ms: self.heartbeat_interval_ms,
+            max_size: self.max_size,
         }
     }
 }
@@ -157,4 +161,17 @@ mod tests {
         assert_eq!(s.delivery_count_limit, 3);
         assert_eq!(s.auto_offset_reset, ShareStart::Earliest);
     }
+}
+
+/// A broker's `group.<type>.max.size` (no group overrides it), at least 1.
+pub(super) fn broker_max_size(
+    broker: &BTreeMap<String, String>,
+    key: &str,
+    default: usize,
+) -> usize {
+    broker
+        .get(key)
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(default)
+        .max(1)
 }

@@ -45,11 +45,13 @@ pub struct ShareHeartbeatAnswer {
     pub assignment: Option<ShareAssignment>,
 }
 
-/// A share group's timing, from its config.
+/// A share group's timing and size, from its config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ShareTimeouts {
+pub struct ShareLimits {
     pub session_timeout_ms: i64,
     pub heartbeat_interval_ms: i32,
+    /// `group.share.max.size`: joins beyond it are refused.
+    pub max_size: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -175,12 +177,12 @@ impl ShareGroup {
     pub fn heartbeat(
         &mut self,
         req: &ShareHeartbeat,
-        timeouts: ShareTimeouts,
+        limits: ShareLimits,
         image: &MetadataImage,
         now: i64,
     ) -> Result<ShareHeartbeatAnswer, ResponseError> {
         validate(req)?;
-        let deadline = now + timeouts.session_timeout_ms;
+        let deadline = now + limits.session_timeout_ms;
         match req.member_epoch {
             LEAVE_EPOCH => {
                 self.remove_member(&req.member_id, image);
@@ -192,6 +194,11 @@ impl ShareGroup {
                 });
             }
             0 => {
+                if self.members.len() >= limits.max_size
+                    && !self.members.contains_key(&req.member_id)
+                {
+                    return Err(ResponseError::GroupMaxSizeReached);
+                }
                 let subscribed: BTreeSet<String> =
                     req.topic_names.iter().flatten().cloned().collect();
                 self.members.insert(
@@ -239,7 +246,7 @@ impl ShareGroup {
         Ok(ShareHeartbeatAnswer {
             member_id: member.member_id.clone(),
             member_epoch: member.epoch,
-            heartbeat_interval_ms: timeouts.heartbeat_interval_ms,
+            heartbeat_interval_ms: limits.heartbeat_interval_ms,
             // Sent whenever the member's epoch was not the answer's: it
             // joined, the assignment changed, or the last answer was lost.
             assignment: (req.member_epoch != member.epoch).then(|| member.assignment.clone()),
@@ -365,16 +372,17 @@ fn validate(req: &ShareHeartbeat) -> Result<(), ResponseError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::test_images::image_with;
 
-    const TIMEOUTS: ShareTimeouts = ShareTimeouts {
+    pub(crate) const LIMITS: ShareLimits = ShareLimits {
         session_timeout_ms: 45_000,
         heartbeat_interval_ms: 5_000,
+        max_size: 3,
     };
 
-    fn beat(member: &str, epoch: i32, topics: Option<&[&str]>) -> ShareHeartbeat {
+    pub(crate) fn beat(member: &str, epoch: i32, topics: Option<&[&str]>) -> ShareHeartbeat {
         ShareHeartbeat {
             group_id: "g".into(),
             member_id: member.into(),
@@ -395,23 +403,23 @@ mod tests {
         let image = image_with(&[("t", 1, 4)]);
         let mut group = ShareGroup::default();
         let a = group
-            .heartbeat(&beat("a", 0, Some(&["t"])), TIMEOUTS, &image, 0)
+            .heartbeat(&beat("a", 0, Some(&["t"])), LIMITS, &image, 0)
             .unwrap();
         assert_eq!(a.member_epoch, 1);
         assert_eq!(partitions(a.assignment.as_ref().unwrap()), vec![0, 1, 2, 3]);
         let b = group
-            .heartbeat(&beat("b", 0, Some(&["t"])), TIMEOUTS, &image, 0)
+            .heartbeat(&beat("b", 0, Some(&["t"])), LIMITS, &image, 0)
             .unwrap();
         assert_eq!(b.member_epoch, 2);
         assert_eq!(partitions(b.assignment.as_ref().unwrap()), vec![1, 3]);
         // a learns its smaller share on its next heartbeat, no revocation.
         let a = group
-            .heartbeat(&beat("a", 1, None), TIMEOUTS, &image, 0)
+            .heartbeat(&beat("a", 1, None), LIMITS, &image, 0)
             .unwrap();
         assert_eq!(a.member_epoch, 2);
         assert_eq!(partitions(a.assignment.as_ref().unwrap()), vec![0, 2]);
         let a = group
-            .heartbeat(&beat("a", 2, None), TIMEOUTS, &image, 0)
+            .heartbeat(&beat("a", 2, None), LIMITS, &image, 0)
             .unwrap();
         assert_eq!(a.assignment, None, "unchanged");
     }
@@ -421,26 +429,45 @@ mod tests {
         let image = image_with(&[("t", 1, 2)]);
         let mut group = ShareGroup::default();
         group
-            .heartbeat(&beat("a", 0, Some(&["t"])), TIMEOUTS, &image, 0)
+            .heartbeat(&beat("a", 0, Some(&["t"])), LIMITS, &image, 0)
             .unwrap();
         group
-            .heartbeat(&beat("b", 0, Some(&["t"])), TIMEOUTS, &image, 0)
+            .heartbeat(&beat("b", 0, Some(&["t"])), LIMITS, &image, 0)
             .unwrap();
         let moved = group
-            .heartbeat(&beat("a", 1, None), TIMEOUTS, &image, 0)
+            .heartbeat(&beat("a", 1, None), LIMITS, &image, 0)
             .unwrap();
         assert_eq!(moved.member_epoch, 2);
         // That answer never arrived: a heartbeats with epoch 1 again.
         let again = group
-            .heartbeat(&beat("a", 1, None), TIMEOUTS, &image, 0)
+            .heartbeat(&beat("a", 1, None), LIMITS, &image, 0)
             .unwrap();
         assert_eq!(again.member_epoch, 2);
         assert_eq!(again.assignment, moved.assignment, "sent again");
         assert_eq!(
-            group.heartbeat(&beat("a", 3, None), TIMEOUTS, &image, 0),
+            group.heartbeat(&beat("a", 3, None), LIMITS, &image, 0),
             Err(ResponseError::FencedMemberEpoch),
             "neither the epoch nor the one before"
         );
+    }
+
+    #[test]
+    fn joins_beyond_the_max_size_are_refused() {
+        let image = image_with(&[("t", 1, 1)]);
+        let mut group = ShareGroup::default();
+        for m in ["a", "b", "c"] {
+            group
+                .heartbeat(&beat(m, 0, Some(&["t"])), LIMITS, &image, 0)
+                .unwrap();
+        }
+        assert_eq!(
+            group.heartbeat(&beat("d", 0, Some(&["t"])), LIMITS, &image, 0),
+            Err(ResponseError::GroupMaxSizeReached)
+        );
+        // A member joining again (epoch 0 after losing its state) is not new.
+        assert!(group
+            .heartbeat(&beat("a", 0, Some(&["t"])), LIMITS, &image, 0)
+            .is_ok());
     }
 
     #[test]
@@ -449,7 +476,7 @@ mod tests {
         let mut group = ShareGroup::default();
         for m in ["a", "b", "c"] {
             group
-                .heartbeat(&beat(m, 0, Some(&["t"])), TIMEOUTS, &image, 0)
+                .heartbeat(&beat(m, 0, Some(&["t"])), LIMITS, &image, 0)
                 .unwrap();
         }
         let got: Vec<Vec<i32>> = group
@@ -465,18 +492,18 @@ mod tests {
         let image = image_with(&[("t", 1, 1)]);
         let mut group = ShareGroup::default();
         group
-            .heartbeat(&beat("a", 0, Some(&["t"])), TIMEOUTS, &image, 0)
+            .heartbeat(&beat("a", 0, Some(&["t"])), LIMITS, &image, 0)
             .unwrap();
         assert_eq!(
-            group.heartbeat(&beat("a", 7, None), TIMEOUTS, &image, 0),
+            group.heartbeat(&beat("a", 7, None), LIMITS, &image, 0),
             Err(ResponseError::FencedMemberEpoch)
         );
         assert_eq!(
-            group.heartbeat(&beat("x", 1, None), TIMEOUTS, &image, 0),
+            group.heartbeat(&beat("x", 1, None), LIMITS, &image, 0),
             Err(ResponseError::UnknownMemberId)
         );
         assert_eq!(
-            group.heartbeat(&beat("b", 0, None), TIMEOUTS, &image, 0),
+            group.heartbeat(&beat("b", 0, None), LIMITS, &image, 0),
             Err(ResponseError::InvalidRequest),
             "a join names its topics"
         );
@@ -491,17 +518,17 @@ mod tests {
         let mut group = ShareGroup::default();
         let before = image_with(&[("t", 1, 1)]);
         group
-            .heartbeat(&beat("a", 0, Some(&["t"])), TIMEOUTS, &before, 0)
+            .heartbeat(&beat("a", 0, Some(&["t"])), LIMITS, &before, 0)
             .unwrap();
         let after = image_with(&[("t", 1, 3)]);
         let a = group
-            .heartbeat(&beat("a", 1, None), TIMEOUTS, &after, 0)
+            .heartbeat(&beat("a", 1, None), LIMITS, &after, 0)
             .unwrap();
         assert_eq!(a.member_epoch, 2);
         assert_eq!(partitions(a.assignment.as_ref().unwrap()), vec![0, 1, 2]);
         // A member leaving hands nothing back here: it is only removed.
         let left = group
-            .heartbeat(&beat("a", -1, None), TIMEOUTS, &after, 0)
+            .heartbeat(&beat("a", -1, None), LIMITS, &after, 0)
             .unwrap();
         assert_eq!(left.member_epoch, -1);
         assert_eq!(group.state(), ShareGroupState::Empty);

@@ -202,25 +202,8 @@ fn member_entry<'a>(group: &'a mut ShareGroup, member: &str) -> &'a mut ShareMem
 mod tests {
     use super::*;
     use crate::records::CoordinatorRecord;
-    use crate::share_group::{ShareHeartbeat, ShareTimeouts};
+    use crate::share_group::tests::{beat, LIMITS};
     use crate::test_images::image_with;
-
-    const TIMEOUTS: ShareTimeouts = ShareTimeouts {
-        session_timeout_ms: 45_000,
-        heartbeat_interval_ms: 5_000,
-    };
-
-    fn beat(member: &str, epoch: i32, topics: Option<&[&str]>) -> ShareHeartbeat {
-        ShareHeartbeat {
-            group_id: "g".into(),
-            member_id: member.into(),
-            member_epoch: epoch,
-            rack_id: Some("r".into()),
-            topic_names: topics.map(|t| t.iter().map(|s| s.to_string()).collect()),
-            client_id: "c".into(),
-            client_host: "/127.0.0.1".into(),
-        }
-    }
 
     /// Applies each step to a copy, keeps its records (through their
     /// bytes), and checks that replaying them all rebuilds the group.
@@ -254,7 +237,7 @@ mod tests {
         let image = &image;
         let hb = |m: &'static str, e: i32, t: Option<&'static [&'static str]>| {
             move |g: &mut ShareGroup| {
-                g.heartbeat(&beat(m, e, t), TIMEOUTS, image, 0).unwrap();
+                g.heartbeat(&beat(m, e, t), LIMITS, image, 0).unwrap();
             }
         };
         step(&hb("a", 0, Some(&["t"])));
@@ -286,11 +269,11 @@ mod tests {
         let image = image_with(&[("t", 1, 4)]);
         let mut group = ShareGroup::default();
         group
-            .heartbeat(&beat("a", 0, Some(&["t"])), TIMEOUTS, &image, 0)
+            .heartbeat(&beat("a", 0, Some(&["t"])), LIMITS, &image, 0)
             .unwrap();
         let before = group.clone();
         let answer = group
-            .heartbeat(&beat("a", 1, None), TIMEOUTS, &image, 10)
+            .heartbeat(&beat("a", 1, None), LIMITS, &image, 10)
             .unwrap();
         assert_eq!(answer.assignment, None);
         assert!(records_between("g", Some(&before), Some(&group)).is_empty());

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::records::CoordinatorRecord;
 use super::shard::{Shard, ShardState};
 use super::share_group::{
-    ShareGroup, ShareGroupState, ShareHeartbeat, ShareHeartbeatAnswer, ShareTimeouts,
+    ShareGroup, ShareGroupState, ShareHeartbeat, ShareHeartbeatAnswer, ShareLimits,
 };
 use super::share_log::records_between;
 use super::writer::Ctx;
@@ -96,7 +96,7 @@ impl Shard {
     pub fn share_heartbeat(
         &self,
         req: &ShareHeartbeat,
-        timeouts: ShareTimeouts,
+        limits: ShareLimits,
         image: &MetadataImage,
         now: i64,
     ) -> Result<ShareHeartbeatAnswer, ResponseError> {
@@ -111,10 +111,10 @@ impl Shard {
                 None if req.member_epoch == 0 => ShareGroup::default(),
                 None => {
                     let mut gone = ShareGroup::default();
-                    return gone.heartbeat(req, timeouts, image, now);
+                    return gone.heartbeat(req, limits, image, now);
                 }
             };
-            let answer = group.heartbeat(req, timeouts, image, now)?;
+            let answer = group.heartbeat(req, limits, image, now)?;
             st.write_share(&req.group_id, Some(group), ctx)?;
             Ok(answer)
         })

@@ -7,12 +7,15 @@ use std::collections::BTreeMap;
 use ottla_controller::MetadataImage;
 
 use super::resource_configs::{broker_default, group_config_key, group_overrides};
+use super::share_config::broker_max_size;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamsGroupSettings {
     pub session_timeout_ms: i64,
     pub heartbeat_interval_ms: i32,
     pub num_standby_replicas: usize,
+    /// `group.streams.max.size` (the broker's only).
+    pub max_size: usize,
 }
 
 impl Default for StreamsGroupSettings {
@@ -21,6 +24,7 @@ impl Default for StreamsGroupSettings {
             session_timeout_ms: 45_000,
             heartbeat_interval_ms: 5_000,
             num_standby_replicas: 0,
+            max_size: i32::MAX as usize,
         }
     }
 }
@@ -46,6 +50,7 @@ impl StreamsGroupSettings {
                 i64::from(d.heartbeat_interval_ms),
             ) as i32,
             num_standby_replicas: int("streams.num.standby.replicas", 0).clamp(0, 2) as usize,
+            max_size: broker_max_size(broker, "group.streams.max.size", d.max_size),
         }
     }
 }

@@ -290,6 +290,13 @@ pub fn heartbeat(
         });
     }
     let previous = group.members.get(&req.member_id).cloned();
+    let max_size = hb.settings.max_size;
+    if previous.is_none() && joining && group.members.len() >= max_size {
+        return Err(StreamsError::new(
+            ResponseError::GroupMaxSizeReached,
+            format!("The streams group has reached its maximum capacity of {max_size} members."),
+        ));
+    }
     let mut member = match (&previous, joining) {
         (Some(m), _) => m.clone(),
         (None, true) => StreamsMember {
@@ -885,6 +892,15 @@ mod tests {
         assert_eq!(
             error(&half, Some(&group)).error,
             ResponseError::InvalidRequest
+        );
+        // `group.streams.max.size`: a new member beyond it is refused.
+        let mut full = join("m3", "p");
+        full.settings.max_size = 1;
+        let e = error(&full, Some(&group));
+        assert_eq!(e.error, ResponseError::GroupMaxSizeReached);
+        assert_eq!(
+            e.message.as_deref(),
+            Some("The streams group has reached its maximum capacity of 1 members.")
         );
     }
 }

@@ -86,12 +86,12 @@ pub fn heartbeat(
         client_id: client_id.to_string(),
         client_host: client_host(client_addr),
     };
-    let timeouts = settings(broker, &image, &request.group_id).timeouts();
+    let limits = settings(broker, &image, &request.group_id).limits();
     let answer = broker
         .groups
         .shard_blocking(&request.group_id)
         .and_then(|shard| {
-            let answer = shard.share_heartbeat(&request, timeouts, &image, now_ms());
+            let answer = shard.share_heartbeat(&request, limits, &image, now_ms());
             shard.once_replicated_blocking(answer)
         });
     match answer {

@@ -27,7 +27,7 @@ use kafka_protocol::messages::{
     DeleteShareGroupStateRequest, InitializeShareGroupStateRequest, ReadShareGroupStateRequest,
     ReadShareGroupStateSummaryRequest, WriteShareGroupStateRequest,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 use ottla_share::registry::Entry;
 use ottla_share::SharePartitionKey;
 use ottla_share_coordinator::{ShareState, StateKey, StateWrite};
@@ -66,11 +66,7 @@ pub(crate) async fn read(
             .with_partitions(vec![
                 ReadPartition::default().with_partition(key.partition)
             ])]);
-    let r = broker
-        .brokers
-        .send(node, 0, &req)
-        .await
-        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+    let r = ask(broker, node, &req).await?;
     let p = r
         .results
         .iter()
@@ -172,17 +168,27 @@ pub(crate) async fn initialize(
             .with_partitions(vec![InitializePartition::default()
                 .with_partition(key.partition)
                 .with_start_offset(start_offset)])]);
-    let r = broker
-        .brokers
-        .send(node, 0, &req)
-        .await
-        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+    let r = ask(broker, node, &req).await?;
     one_outcome(
         r.results
             .iter()
             .flat_map(|t| &t.partitions)
             .map(|p| p.error_code),
     )
+}
+
+/// Asks share coordinator `node` (version 0 of each API);
+/// COORDINATOR_NOT_AVAILABLE when it cannot be reached.
+async fn ask<R: Request>(
+    broker: &Broker,
+    node: i32,
+    req: &R,
+) -> Result<R::Response, ResponseError> {
+    broker
+        .brokers
+        .send(node, 0, req)
+        .await
+        .map_err(|_| ResponseError::CoordinatorNotAvailable)
 }
 
 /// The outcome of the one partition a coordinator was asked about.
@@ -210,11 +216,7 @@ pub(crate) async fn delete(broker: &Arc<Broker>, key: &StateKey) -> Result<(), R
             .with_partitions(vec![
                 DeletePartition::default().with_partition(key.partition)
             ])]);
-    let r = broker
-        .brokers
-        .send(node, 0, &req)
-        .await
-        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+    let r = ask(broker, node, &req).await?;
     one_outcome(
         r.results
             .iter()
@@ -244,11 +246,7 @@ pub(crate) async fn start_offset(
             .with_partitions(vec![
                 SummaryPartition::default().with_partition(key.partition)
             ])]);
-    let r = broker
-        .brokers
-        .send(node, 0, &req)
-        .await
-        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+    let r = ask(broker, node, &req).await?;
     let p = r.results.iter().flat_map(|t| &t.partitions).next();
     one_outcome(p.map(|p| p.error_code).into_iter())?;
     Ok(p.map_or(-1, |p| p.start_offset))

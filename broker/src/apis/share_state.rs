@@ -112,34 +112,57 @@ fn key(group: &str, topic_id: Uuid, partition: i32) -> StateKey {
     }
 }
 
+/// The states of `topics`' partitions (topic id, partitions), read on the
+/// blocking pool and answered per partition by `answer`; None if the pool
+/// failed.
+async fn read_each<P: Send + 'static>(
+    broker: &Arc<Broker>,
+    group: String,
+    topics: Vec<(Uuid, Vec<i32>)>,
+    answer: fn(i32, Result<Option<ShareState>, ResponseError>) -> P,
+) -> Option<Vec<(Uuid, Vec<P>)>> {
+    blocking(broker, move |b| {
+        topics
+            .into_iter()
+            .map(|(topic_id, partitions)| {
+                let answers = partitions
+                    .into_iter()
+                    .map(|p| answer(p, b.share_coordinator.read(&key(&group, topic_id, p))))
+                    .collect();
+                (topic_id, answers)
+            })
+            .collect()
+    })
+    .await
+    .ok()
+}
+
 pub async fn read(
     broker: &Arc<Broker>,
     req: ReadShareGroupStateRequest,
 ) -> ReadShareGroupStateResponse {
-    let group = req.group_id.to_string();
-    let failed = failed_reads(&req, ResponseError::UnknownServerError);
-    let answered = blocking(broker, move |b| {
-        req.topics
-            .iter()
-            .map(|t| {
-                let partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let state = b
-                            .share_coordinator
-                            .read(&key(&group, t.topic_id, p.partition));
-                        read_result(p.partition, state)
-                    })
-                    .collect();
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.topic_id,
+                t.partitions.iter().map(|p| p.partition).collect(),
+            )
+        })
+        .collect();
+    let results = match read_each(broker, req.group_id.to_string(), topics, read_result).await {
+        Some(answered) => answered
+            .into_iter()
+            .map(|(id, partitions)| {
                 ReadStateResult::default()
-                    .with_topic_id(t.topic_id)
+                    .with_topic_id(id)
                     .with_partitions(partitions)
             })
-            .collect()
-    })
-    .await;
-    ReadShareGroupStateResponse::default().with_results(answered.unwrap_or(failed))
+            .collect(),
+        None => failed_reads(&req, ResponseError::UnknownServerError),
+    };
+    ReadShareGroupStateResponse::default().with_results(results)
 }
 
 pub async fn write(
@@ -376,28 +399,26 @@ pub async fn read_summary(
     broker: &Arc<Broker>,
     req: ReadShareGroupStateSummaryRequest,
 ) -> ReadShareGroupStateSummaryResponse {
-    let group = req.group_id.to_string();
-    let failed = failed_summaries(&req, ResponseError::UnknownServerError);
-    let answered = blocking(broker, move |b| {
-        req.topics
-            .iter()
-            .map(|t| {
-                let partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let state = b
-                            .share_coordinator
-                            .read(&key(&group, t.topic_id, p.partition));
-                        summary_result(p.partition, state)
-                    })
-                    .collect();
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.topic_id,
+                t.partitions.iter().map(|p| p.partition).collect(),
+            )
+        })
+        .collect();
+    let results = match read_each(broker, req.group_id.to_string(), topics, summary_result).await {
+        Some(answered) => answered
+            .into_iter()
+            .map(|(id, partitions)| {
                 ReadStateSummaryResult::default()
-                    .with_topic_id(t.topic_id)
+                    .with_topic_id(id)
                     .with_partitions(partitions)
             })
-            .collect()
-    })
-    .await;
-    ReadShareGroupStateSummaryResponse::default().with_results(answered.unwrap_or(failed))
+            .collect(),
+        None => failed_summaries(&req, ResponseError::UnknownServerError),
+    };
+    ReadShareGroupStateSummaryResponse::default().with_results(results)
 }

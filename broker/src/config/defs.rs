@@ -361,8 +361,12 @@ configs! {
     GROUP_STREAMS_NUM_STANDBY_REPLICAS: i32 = "group.streams.num.standby.replicas", Int, Some("0"), Valid::AtLeast(0);
     /// Most standby replicas a streams group may configure.
     GROUP_STREAMS_MAX_STANDBY_REPLICAS: i32 = "group.streams.max.standby.replicas", Int, Some("2"), Valid::AtLeast(0);
+    /// Most members a streams group may have; joins beyond are refused.
+    GROUP_STREAMS_MAX_SIZE: i32 = "group.streams.max.size", Int, Some("2147483647"), Valid::AtLeast(1);
 
     // ---- share groups (KIP-932); a group's own configs stay within the min/max ----
+    /// Most members a share group may have; joins beyond are refused.
+    GROUP_SHARE_MAX_SIZE: i32 = "group.share.max.size", Int, Some("200"), Valid::AtLeast(1);
     /// Session timeout of share-group members.
     GROUP_SHARE_SESSION_TIMEOUT_MS: i32 = "group.share.session.timeout.ms", Int, Some("45000"), Valid::AtLeast(1);
     /// Minimum session timeout a share group may configure.

@@ -3,16 +3,17 @@
 //! over, and only a join creates a group.
 
 use kafka_protocol::error::ResponseError;
-use ottla_group_coordinator::{ShareGroupState, ShareHeartbeat, ShareTimeouts};
+use ottla_group_coordinator::{ShareGroupState, ShareHeartbeat, ShareLimits};
 
 use super::consumer_tests::{open, reopen};
 use crate::replica::now_ms;
 
 const GROUP: &str = "queue";
 
-const TIMEOUTS: ShareTimeouts = ShareTimeouts {
+const LIMITS: ShareLimits = ShareLimits {
     session_timeout_ms: 45_000,
     heartbeat_interval_ms: 5_000,
+    max_size: 200,
 };
 
 fn beat(member: &str, epoch: i32, topics: Option<&[&str]>) -> ShareHeartbeat {
@@ -36,22 +37,22 @@ fn a_share_group_comes_back_from_its_records() {
 
     // Neither a leave nor a heartbeat of an unknown member creates a group.
     let left = shard
-        .share_heartbeat(&beat("ghost", -1, None), TIMEOUTS, &image, now_ms())
+        .share_heartbeat(&beat("ghost", -1, None), LIMITS, &image, now_ms())
         .unwrap();
     assert_eq!(left.member_epoch, -1);
     assert_eq!(
-        shard.share_heartbeat(&beat("ghost", 3, None), TIMEOUTS, &image, now_ms()),
+        shard.share_heartbeat(&beat("ghost", 3, None), LIMITS, &image, now_ms()),
         Err(ResponseError::UnknownMemberId)
     );
     assert!(!shard.is_share_group(GROUP));
 
     for m in ["a", "b"] {
         shard
-            .share_heartbeat(&beat(m, 0, Some(&["jobs"])), TIMEOUTS, &image, now_ms())
+            .share_heartbeat(&beat(m, 0, Some(&["jobs"])), LIMITS, &image, now_ms())
             .unwrap();
     }
     let a = shard
-        .share_heartbeat(&beat("a", 1, None), TIMEOUTS, &image, now_ms())
+        .share_heartbeat(&beat("a", 1, None), LIMITS, &image, now_ms())
         .unwrap();
     assert_eq!(a.member_epoch, 2);
     let before = shard.describe_share_group(GROUP).unwrap();
@@ -74,7 +75,7 @@ fn a_share_group_comes_back_from_its_records() {
     }
     // The loaded member carries on at its epoch, with nothing new to learn.
     let a = shard
-        .share_heartbeat(&beat("a", 2, None), TIMEOUTS, &image, now_ms())
+        .share_heartbeat(&beat("a", 2, None), LIMITS, &image, now_ms())
         .unwrap();
     assert_eq!((a.member_epoch, a.assignment), (2, None));
 

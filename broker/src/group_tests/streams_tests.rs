@@ -8,7 +8,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use ottla_group_coordinator::{
-    ShareHeartbeat, ShareTimeouts, StreamsGroupSettings, StreamsHeartbeat,
+    ShareHeartbeat, ShareLimits, StreamsGroupSettings, StreamsHeartbeat,
 };
 use ottla_protocol::streams::heartbeat::StreamsGroupHeartbeatRequest;
 use ottla_protocol::streams::{Subtopology, Topology};
@@ -95,13 +95,14 @@ fn a_streams_group_comes_back_from_its_records_and_keeps_its_id() {
         client_id: "client".into(),
         client_host: "/127.0.0.1".into(),
     };
-    let timeouts = ShareTimeouts {
+    let limits = ShareLimits {
         session_timeout_ms: 45_000,
         heartbeat_interval_ms: 5_000,
+        max_size: 200,
     };
     assert_eq!(
         shard
-            .share_heartbeat(&share, timeouts, &image, now_ms())
+            .share_heartbeat(&share, limits, &image, now_ms())
             .unwrap_err(),
         ResponseError::GroupIdNotFound
     );
