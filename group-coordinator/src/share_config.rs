@@ -110,6 +110,19 @@ fn iso_duration_ms(text: &str) -> Option<i64> {
     (number.is_empty() && ms >= 0.0).then_some(ms as i64)
 }
 
+/// A broker's `group.<type>.max.size` (no group overrides it), at least 1.
+pub(super) fn broker_max_size(
+    broker: &BTreeMap<String, String>,
+    key: &str,
+    default: usize,
+) -> usize {
+    broker
+        .get(key)
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(default)
+        .max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,17 +174,4 @@ mod tests {
         assert_eq!(s.delivery_count_limit, 3);
         assert_eq!(s.auto_offset_reset, ShareStart::Earliest);
     }
-}
-
-/// A broker's `group.<type>.max.size` (no group overrides it), at least 1.
-pub(super) fn broker_max_size(
-    broker: &BTreeMap<String, String>,
-    key: &str,
-    default: usize,
-) -> usize {
-    broker
-        .get(key)
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(default)
-        .max(1)
 }
