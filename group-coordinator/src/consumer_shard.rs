@@ -317,17 +317,21 @@ impl Shard {
         self.state.lock().consumer.list(states)
     }
 
-    /// OffsetFetch v9's member check for consumer groups (other groups
-    /// accept any fetch).
+    /// OffsetFetch v9's member check for consumer and streams groups (other
+    /// groups accept any fetch).
     pub fn validate_offset_fetch(
         &self,
         group_id: &str,
         member_id: Option<&str>,
         member_epoch: i32,
     ) -> Result<(), ResponseError> {
-        match self.state.lock().consumer.get(group_id) {
-            Some(g) => g.validate_offset_fetch(member_id, member_epoch),
-            None => Ok(()),
+        let st = self.state.lock();
+        if let Some(g) = st.consumer.get(group_id) {
+            return g.validate_offset_fetch(member_id, member_epoch);
         }
+        if let Some(g) = st.streams.get(group_id) {
+            return g.validate_offset_fetch(member_id, member_epoch);
+        }
+        Ok(())
     }
 }

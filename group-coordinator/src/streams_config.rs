@@ -14,6 +14,9 @@ pub struct StreamsGroupSettings {
     pub session_timeout_ms: i64,
     pub heartbeat_interval_ms: i32,
     pub num_standby_replicas: usize,
+    /// How long a group that was empty waits for more members before its
+    /// first assignment.
+    pub initial_rebalance_delay_ms: i64,
     /// `group.streams.max.size` (the broker's only).
     pub max_size: usize,
 }
@@ -24,6 +27,7 @@ impl Default for StreamsGroupSettings {
             session_timeout_ms: 45_000,
             heartbeat_interval_ms: 5_000,
             num_standby_replicas: 0,
+            initial_rebalance_delay_ms: 3_000,
             max_size: i32::MAX as usize,
         }
     }
@@ -50,6 +54,11 @@ impl StreamsGroupSettings {
                 i64::from(d.heartbeat_interval_ms),
             ) as i32,
             num_standby_replicas: int("streams.num.standby.replicas", 0).clamp(0, 2) as usize,
+            initial_rebalance_delay_ms: int(
+                "streams.initial.rebalance.delay.ms",
+                d.initial_rebalance_delay_ms,
+            )
+            .max(0),
             max_size: broker_max_size(broker, "group.streams.max.size", d.max_size),
         }
     }

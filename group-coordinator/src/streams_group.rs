@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use kafka_protocol::error::ResponseError;
+
 use ottla_protocol::streams::records::StreamsGroupMetadataValue;
 use ottla_protocol::streams::Topology;
 
@@ -27,6 +29,11 @@ pub struct StreamsGroup {
     /// The version of the endpoint-to-partitions map Interactive Queries
     /// read (soft state, as Kafka's).
     pub endpoint_epoch: i32,
+    /// A group that was empty gets empty targets until then, waiting for
+    /// more members before its first real assignment
+    /// (`streams.initial.rebalance.delay.ms`; soft state: a reloaded group
+    /// assigns at once).
+    pub assignment_delayed_until: Option<i64>,
 }
 
 impl Default for StreamsGroup {
@@ -39,6 +46,7 @@ impl Default for StreamsGroup {
             targets: BTreeMap::new(),
             shutdown_requested_by: None,
             endpoint_epoch: -1,
+            assignment_delayed_until: None,
         }
     }
 }
@@ -72,6 +80,27 @@ impl StreamsGroupState {
 impl StreamsGroup {
     pub fn epoch(&self) -> i32 {
         self.metadata.epoch
+    }
+
+    /// OffsetFetch v9's member check, as Kafka's: an admin fetch (no
+    /// member, negative epoch) passes; a member must be known and at its
+    /// current epoch.
+    pub fn validate_offset_fetch(
+        &self,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        if member_id.is_none() && member_epoch < 0 {
+            return Ok(());
+        }
+        let member = self
+            .members
+            .get(member_id.unwrap_or_default())
+            .ok_or(ResponseError::UnknownMemberId)?;
+        if member.current.epoch != member_epoch {
+            return Err(ResponseError::StaleMemberEpoch);
+        }
+        Ok(())
     }
 
     pub fn state(&self) -> StreamsGroupState {

@@ -312,6 +312,7 @@ pub fn heartbeat(
     if !joining {
         check_epoch(&member.current, req.member_epoch, owned.as_ref())?;
     }
+    let group_was_empty = group.members.is_empty();
     let mut changes = Changes {
         group,
         group_id: group_id.clone(),
@@ -368,13 +369,36 @@ pub fn heartbeat(
     {
         bump = true;
     }
+    // A group forming waits for more members before its first real
+    // assignment (Kafka's initial rebalance delay): until then its targets
+    // are empty, at the group's epoch, so members have an epoch to
+    // heartbeat with. The first heartbeat after the delay bumps the epoch
+    // for the real one.
+    let delay = hb.settings.initial_rebalance_delay_ms;
+    if bump && group_was_empty && delay > 0 && changes.group.assignment_delayed_until.is_none() {
+        changes.group.assignment_delayed_until = Some(now + delay);
+    }
+    let delayed = match changes.group.assignment_delayed_until {
+        Some(until) if now < until => true,
+        Some(_) => {
+            changes.group.assignment_delayed_until = None;
+            bump = true;
+            false
+        }
+        None => false,
+    };
     if bump {
         changes.bump(hash, validated);
     }
 
     // A new target assignment for the new group epoch.
     if changes.group.epoch() > changes.group.assignment_epoch {
-        new_targets(&mut changes, &configured, hb.settings.num_standby_replicas);
+        new_targets(
+            &mut changes,
+            &configured,
+            hb.settings.num_standby_replicas,
+            delayed,
+        );
     }
 
     // The member towards its target.
@@ -418,7 +442,7 @@ pub fn heartbeat(
     if send_tasks && m.metadata.user_endpoint.is_some() {
         group.endpoint_epoch += 1;
     }
-    let response = response(
+    let mut response = response(
         &group,
         &configured,
         &topology,
@@ -427,6 +451,15 @@ pub fn heartbeat(
         send_tasks,
         &member,
     );
+    if delayed {
+        response
+            .status
+            .get_or_insert_with(Vec::new)
+            .push(Status::new(
+                StatusCode::AssignmentDelayed,
+                "Assignment delayed due to the configured initial rebalance delay.",
+            ));
+    }
     Ok(StreamsDecision {
         to_create: configured.to_create.clone(),
         group,
@@ -507,7 +540,14 @@ fn same_topology(a: &Topology, b: &Topology) -> bool {
     a.epoch == b.epoch && a.subtopologies == b.subtopologies
 }
 
-fn new_targets(changes: &mut Changes, configured: &ConfiguredTopology, standbys: usize) {
+/// The target assignment for the group epoch: empty while the topology is
+/// not ready or the first assignment is `delayed`.
+fn new_targets(
+    changes: &mut Changes,
+    configured: &ConfiguredTopology,
+    standbys: usize,
+    delayed: bool,
+) {
     let group = &changes.group;
     let members: BTreeMap<String, AssignorMember> = group
         .members
@@ -520,7 +560,7 @@ fn new_targets(changes: &mut Changes, configured: &ConfiguredTopology, standbys:
             (id.clone(), member)
         })
         .collect();
-    let targets = if configured.is_ready() {
+    let targets = if configured.is_ready() && !delayed {
         assign(&members, &configured.tasks, &configured.stateful, standbys)
     } else {
         members
@@ -698,7 +738,11 @@ mod tests {
             },
             client_id: "c".into(),
             client_host: "/127.0.0.1".into(),
-            settings: StreamsGroupSettings::default(),
+            // Assign at once; the delay has its own test.
+            settings: StreamsGroupSettings {
+                initial_rebalance_delay_ms: 0,
+                ..Default::default()
+            },
         }
     }
 
@@ -836,6 +880,48 @@ mod tests {
         let g = group.state.as_ref().unwrap();
         assert!(!g.members.contains_key("m2") && !g.targets.contains_key("m2"));
         assert_eq!(g.epoch(), before + 1);
+    }
+
+    #[test]
+    fn a_forming_group_waits_out_the_initial_rebalance_delay() {
+        let image = image_with(&[
+            ("in", 1, 4),
+            ("app-rep", 2, 4),
+            ("app-store-changelog", 3, 4),
+        ]);
+        let delayed = |r: &StreamsGroupHeartbeatResponse| {
+            r.status
+                .iter()
+                .flatten()
+                .any(|s| s.status_code == StatusCode::AssignmentDelayed as i8)
+        };
+        let mut first = join("m1", "p1");
+        first.settings.initial_rebalance_delay_ms = 3_000;
+        let d = heartbeat(None, &first, &image, 1_000).unwrap();
+        assert!(delayed(&d.response));
+        assert_eq!(count(&active(&d.response)), 0, "nothing assigned yet");
+        // An epoch to heartbeat with (0 would mean joining again).
+        assert!(d.response.member_epoch > 0);
+        // A second member joins within the delay: still waiting.
+        let mut second = join("m2", "p2");
+        second.settings = first.settings;
+        let d = heartbeat(Some(&d.group), &second, &image, 2_000).unwrap();
+        assert!(delayed(&d.response));
+        let group = d.group;
+        // Once it is over, the first heartbeat assigns all 8 tasks at once.
+        let mut later = beat("m1", group.members["m1"].current.epoch, &Tasks::new());
+        later.settings = first.settings;
+        let d = heartbeat(Some(&group), &later, &image, 4_000).unwrap();
+        assert!(!delayed(&d.response));
+        assert_eq!(count(&d.group.targets["m1"].active), 4);
+        assert_eq!(count(&d.group.targets["m2"].active), 4);
+        assert_eq!(d.group.assignment_delayed_until, None);
+        // A group that already has members assigns a newcomer at once.
+        let mut third = join("m3", "p3");
+        third.settings = first.settings;
+        let d = heartbeat(Some(&d.group), &third, &image, 4_100).unwrap();
+        assert!(!delayed(&d.response));
+        assert!(d.group.assignment_epoch == d.group.epoch());
     }
 
     #[test]

@@ -43,7 +43,11 @@ fn join(member: &str) -> StreamsHeartbeat {
         },
         client_id: "client".into(),
         client_host: "/127.0.0.1".into(),
-        settings: StreamsGroupSettings::default(),
+        // Assigned at once: this test is about the records.
+        settings: StreamsGroupSettings {
+            initial_rebalance_delay_ms: 0,
+            ..Default::default()
+        },
     }
 }
 
@@ -59,6 +63,26 @@ fn a_streams_group_comes_back_from_its_records_and_keeps_its_id() {
     assert!(to_create.is_empty(), "a stateless topology needs no topics");
     let tasks = response.active_tasks.expect("tasks on joining");
     assert_eq!(tasks[0].partitions, [0, 1, 2, 3]);
+
+    // OffsetFetch v9 checks the member and its epoch, as for consumers.
+    let epoch = response.member_epoch;
+    assert_eq!(
+        shard.validate_offset_fetch(GROUP, Some("m1"), epoch),
+        Ok(())
+    );
+    assert_eq!(
+        shard.validate_offset_fetch(GROUP, Some("m1"), epoch + 1),
+        Err(ResponseError::StaleMemberEpoch)
+    );
+    assert_eq!(
+        shard.validate_offset_fetch(GROUP, Some("nobody"), epoch),
+        Err(ResponseError::UnknownMemberId)
+    );
+    assert_eq!(
+        shard.validate_offset_fetch(GROUP, None, -1),
+        Ok(()),
+        "an admin"
+    );
 
     // ListGroups' state filter takes Kafka's names in any case.
     let listed = |state: &str| shard.list_streams_groups(&[state.to_string()]).len();

@@ -141,6 +141,8 @@ pub enum StatusCode {
     MissingInternalTopics = 3,
     /// A member asked the whole application to shut down.
     ShutdownApplication = 4,
+    /// No assignment yet: a new group waits for more members first.
+    AssignmentDelayed = 5,
 }
 
 impl Status {
