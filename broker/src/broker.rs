@@ -133,6 +133,10 @@ pub struct Broker {
     pub replication_throttle: Arc<ReplicationThrottle>,
 }
 
+/// A periodic job, run on the blocking pool; it may spawn async work on
+/// the runtime with the broker it is given.
+type PeriodicJob = dyn Fn(&Arc<Broker>) + Send + Sync;
+
 impl Broker {
     /// Opens storage, registers this node with the controller and waits
     /// until it is unfenced. Blocking: call before serving client requests
@@ -385,10 +389,10 @@ impl Broker {
     fn start_periodic_work(self: &Arc<Self>, shutdown: &watch::Receiver<bool>) -> JoinSet<()> {
         let mut jobs = JoinSet::new();
         let s = &self.settings;
-        let mut every = |period: Duration, job: Box<dyn Fn(&Broker) + Send + Sync>| {
+        let mut every = |period: Duration, job: Box<PeriodicJob>| {
             let me = self.clone();
             let mut shutdown = shutdown.clone();
-            let job: Arc<dyn Fn(&Broker) + Send + Sync> = job.into();
+            let job: Arc<PeriodicJob> = job.into();
             jobs.spawn(async move {
                 let mut tick = tokio::time::interval(period);
                 // A run that overruns its period delays the next one
@@ -398,8 +402,8 @@ impl Broker {
                     tokio::select! {
                         _ = shutdown.changed() => return,
                         _ = tick.tick() => {
-                            let job = job.clone();
-                            me.blocking(move |b| job(b)).await;
+                            let (job, me) = (job.clone(), me.clone());
+                            let _ = tokio::task::spawn_blocking(move || job(&me)).await;
                         }
                     }
                 }
@@ -421,7 +425,7 @@ impl Broker {
         );
         every(
             s.producer_expiration_check_interval,
-            Box::new(Broker::expire_producers),
+            Box::new(|b| b.expire_producers()),
         );
         let sync_schedule = Arc::new(mirror_sync::SyncSchedule::default());
         every(

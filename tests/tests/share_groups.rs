@@ -16,6 +16,8 @@
 //! - what was acknowledged stays so, and what was not is delivered again,
 //!   across a kill -9 and restart, and across a partition leader's death
 //!   (the share coordinator's `__share_group_state`);
+//! - librdkafka's share consumer (confluent-kafka) acknowledges, releases
+//!   and rejects, and two of them split a topic;
 //! - the group itself outlives a restart (`__consumer_offsets`), and
 //!   deleting it deletes its share state.
 
@@ -202,6 +204,37 @@ fn released_records_come_back_until_the_delivery_limit_archives_them() {
     }
 }
 
+/// A record whose consumers close without acknowledging it (each crashed
+/// on it, say) is delivered until `share.delivery.count.limit`, then
+/// archived: each closed session's release is persisted before the idle
+/// share partition is forgotten, so the count survives.
+#[test]
+fn deliveries_to_consumers_that_close_without_acknowledging_count_to_the_limit() {
+    let node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "poison", 1, &[]);
+    configure_group(
+        &node,
+        "crashers",
+        "share.auto.offset.reset=earliest,share.delivery.count.limit=2",
+    );
+    produce(&node, "poison", 1);
+    let topic = topic_uuid(&node.bootstrap(), "poison");
+    for delivery in 1..=2 {
+        let mut m = Member::new(&node, "crashers", &format!("m{delivery}"));
+        assert_eq!(
+            acquired(&m.fetch(topic, Vec::new(), 5_000)),
+            vec![(0, 0, delivery)]
+        );
+        m.close(topic);
+    }
+    let mut last = Member::new(&node, "crashers", "m3");
+    assert_eq!(
+        acquired(&last.fetch(topic, Vec::new(), 1_000)),
+        Vec::new(),
+        "archived at the limit"
+    );
+}
+
 /// A raw share-group member: ShareFetch and ShareAcknowledge at v1.
 struct Member {
     client: WireClient,
@@ -266,6 +299,16 @@ impl Member {
             self.epoch += 1;
         }
         r
+    }
+}
+
+impl Member {
+    /// Closes the share session (epoch -1) acknowledging nothing, as a
+    /// consumer closing in the middle of a batch does.
+    fn close(&mut self, topic: Uuid) {
+        self.epoch = -1;
+        let r = self.acknowledge(topic, Vec::new());
+        assert_eq!(r.error_code, 0, "{r:?}");
     }
 }
 
@@ -621,6 +664,116 @@ fn a_share_group_outlives_a_restart_and_its_deletion_takes_its_state() {
         (0..10).collect::<Vec<_>>(),
         "the deleted group's state went with it"
     );
+}
+
+/// librdkafka's share consumer (confluent-kafka's `ShareConsumer`, KIP-932
+/// "preview" in librdkafka 2.16): explicit acknowledgement with one
+/// RELEASE and one REJECT; then two implicit-mode consumers on one group.
+/// Prints each value's delivery counts, then the second phase's values.
+/// (A record polled but never acknowledged when its consumer closes goes
+/// back to the group, with its delivery count as it was, as in Kafka.)
+const LIBRDKAFKA_SHARE: &str = r#"
+import json, sys, threading, time
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+
+bootstrap, topic, group = sys.argv[1:4]
+p = Producer({"bootstrap.servers": bootstrap})
+def produce(prefix):
+    for i in range(20):
+        p.produce(topic, value=f"{prefix}{i}".encode(), partition=i % 2)
+    p.flush(30)
+
+produce("a")
+c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                   "share.acknowledgement.mode": "explicit"})
+c.subscribe([topic])
+counts, released = {}, False
+deadline = time.time() + 60
+while time.time() < deadline and not (len(counts) == 20 and len(counts["a3"]) == 2):
+    msgs = c.poll(1.0)
+    for m in msgs:
+        if m.error():
+            raise SystemExit(f"poll error: {m.error()}")
+        v = m.value().decode()
+        counts.setdefault(v, []).append(m.delivery_count())
+        if v == "a3" and not released:
+            released = True
+            c.acknowledge(m, AcknowledgeType.RELEASE)
+        elif v == "a5":
+            c.acknowledge(m, AcknowledgeType.REJECT)
+        else:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+    if len(msgs):
+        c.commit_sync(30)
+# Nothing more comes: the rejected record stays archived.
+for _ in range(3):
+    for m in c.poll(1.0):
+        counts.setdefault(m.value().decode(), []).append(m.delivery_count())
+c.close()
+print(json.dumps(counts, sort_keys=True))
+
+produce("b")
+got, lock = [], threading.Lock()
+def consume(name):
+    sc = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    sc.subscribe([topic])
+    end = time.time() + 60
+    while time.time() < end:
+        with lock:
+            if len(got) >= 20:
+                break
+        msgs = sc.poll(0.5)
+        for m in msgs:
+            if not m.error():
+                with lock:
+                    got.append(m.value().decode())
+        # Implicit mode accepts a poll's records on the next poll or
+        # commit; librdkafka's close does not, so commit before leaving.
+        if len(msgs):
+            sc.commit_sync(30)
+    sc.close()
+threads = [threading.Thread(target=consume, args=(n,)) for n in ("x", "y")]
+for t in threads: t.start()
+for t in threads: t.join()
+time.sleep(1)
+print(json.dumps(sorted(got)))
+"#;
+
+#[test]
+fn librdkafka_share_consumers_acknowledge_release_and_reject() {
+    let node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "rk", 2, &[]);
+    configure_group(&node, "rk-group", "share.auto.offset.reset=earliest");
+    let out = ok(python_script(
+        LIBRDKAFKA_SHARE,
+        &[&node.bootstrap(), "rk", "rk-group"],
+    ));
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with(['{', '['])).collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let counts: BTreeMap<String, Vec<u32>> = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(counts.len(), 20, "{counts:?}");
+    for (value, deliveries) in &counts {
+        let want: &[u32] = if value == "a3" { &[1, 2] } else { &[1] };
+        assert_eq!(deliveries, want, "{value}: released once, else once");
+    }
+    let mut second: Vec<String> = serde_json::from_str(lines[1]).unwrap();
+    second.sort();
+    let mut want: Vec<String> = (0..20).map(|i| format!("b{i}")).collect();
+    want.sort();
+    assert_eq!(
+        second, want,
+        "each record to one of the two consumers, once"
+    );
+    // Everything was acknowledged or archived: both partitions start at 20.
+    let start = Instant::now();
+    loop {
+        let starts = start_offsets(&node, "rk-group");
+        if starts.values().all(|&s| s == 20) && starts.len() == 2 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{starts:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// Transactions from confluent-kafka (librdkafka): ten committed, six

@@ -183,9 +183,15 @@ async fn load_partitions(
     unloaded
 }
 
-/// Gives back what `member` holds on `partitions` (its session closed).
-fn release(
-    broker: &Broker,
+/// Gives back what `member` holds on `tps` (its session closed). A share
+/// partition no member fetches here any more is forgotten, so that an
+/// offset reset made meanwhile is seen when one does; but only once its
+/// state is persisted: releases and expired locks live in memory until
+/// then, and a delivery count lost with them would let a record that
+/// crashes its consumers come back for ever instead of being archived at
+/// `share.delivery.count.limit`.
+async fn release(
+    broker: &Arc<Broker>,
     image: &MetadataImage,
     group: &str,
     member: &str,
@@ -193,13 +199,41 @@ fn release(
 ) {
     let released = broker.share_partitions.release_member(group, member, tps);
     wake(broker, image, &released);
-    // No member fetches them here any more: read them again when one does,
-    // so an offset reset made meanwhile is seen.
-    for tp in tps {
-        if !broker.share_sessions.includes(group, tp) {
+    let idle: Vec<TopicIdPartition> = tps
+        .iter()
+        .filter(|tp| !broker.share_sessions.includes(group, tp))
+        .copied()
+        .collect();
+    let to_persist: Vec<persister::ToPersist> = released
+        .iter()
+        .chain(&idle)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|tp| {
+            let entry = broker
+                .share_partitions
+                .get(&SharePartitionKey::new(group, *tp))?;
+            let partition = partitions::led_partition(broker, image, *tp).ok()?;
+            Some(persister::ToPersist {
+                key: state_key(group, *tp),
+                entry,
+                leader_epoch: partition.state().leader_epoch,
+            })
+        })
+        .collect();
+    let mut unpersisted = std::collections::BTreeSet::new();
+    for (key, outcome) in persister::write(broker, to_persist).await {
+        if let Err(e) = outcome {
+            warn!(group, topic_id = %key.topic_id, partition = key.partition, error = ?e, "released records not persisted; the share partition stays in memory");
+            unpersisted.insert((key.topic_id, key.partition));
+        }
+    }
+    for tp in idle {
+        let still_idle = !broker.share_sessions.includes(group, &tp);
+        if still_idle && !unpersisted.contains(&tp) {
             broker
                 .share_partitions
-                .remove_if_idle(&SharePartitionKey::new(group, *tp));
+                .remove_if_idle(&SharePartitionKey::new(group, tp));
         }
     }
 }
@@ -217,16 +251,24 @@ fn wake(broker: &Broker, image: &MetadataImage, tps: &[TopicIdPartition]) {
 /// are given back, and so is what members hold whose share session went
 /// unused for their group's session timeout (they left without closing
 /// it). The broker calls this periodically.
-pub fn tick(broker: &Broker, now: i64) {
+pub fn tick(broker: &Arc<Broker>, now: i64) {
     let image = broker.controller.image();
     let expired = broker.share_partitions.expire_locks(now);
     wake(broker, &image, &expired);
     let left = broker.share_sessions.close_idle(|group, last_used| {
         last_used + settings(broker, &image, group).session_timeout_ms <= now
     });
-    for (group, member, tps) in left {
-        release(broker, &image, &group, &member, &tps);
+    if left.is_empty() {
+        return;
     }
+    // Persisting the released state awaits the share coordinators: not on
+    // this (blocking-pool) tick.
+    let broker = broker.clone();
+    tokio::runtime::Handle::current().spawn(async move {
+        for (group, member, tps) in left {
+            release(&broker, &image, &group, &member, &tps).await;
+        }
+    });
 }
 
 /// Forgets the share partitions of partitions no longer led here: their
@@ -306,7 +348,7 @@ pub async fn fetch(
     let mut waited = Duration::ZERO;
     let order = match session {
         SessionUse::Closed { partitions } => {
-            release(broker, &image, &group, &member, &partitions);
+            release(broker, &image, &group, &member, &partitions).await;
             Vec::new()
         }
         SessionUse::Open { partitions, full } => {
@@ -544,7 +586,7 @@ pub async fn acknowledge(
     let mut answers = BTreeMap::new();
     settle_acknowledgements(broker, &image, (&group, &member), acks, &mut answers).await;
     if let SessionUse::Closed { partitions } = session {
-        release(broker, &image, &group, &member, &partitions);
+        release(broker, &image, &group, &member, &partitions).await;
     }
     let mut topics: Vec<ShareAcknowledgeTopicResponse> = Vec::new();
     let mut leaders = Vec::new();
