@@ -442,24 +442,10 @@ pub fn heartbeat(
     if send_tasks && m.metadata.user_endpoint.is_some() {
         group.endpoint_epoch += 1;
     }
-    let mut response = response(
-        &group,
-        &configured,
-        &topology,
-        hb,
-        &next,
-        send_tasks,
-        &member,
-    );
-    if delayed {
-        response
-            .status
-            .get_or_insert_with(Vec::new)
-            .push(Status::new(
-                StatusCode::AssignmentDelayed,
-                "Assignment delayed due to the configured initial rebalance delay.",
-            ));
-    }
+    let status = statuses(&group, &configured, &topology, &member, delayed);
+    let endpoints = (req.endpoint_information_epoch != group.endpoint_epoch)
+        .then(|| endpoint_partitions(&group, &topology, image, &req.member_id));
+    let response = response(&group, hb, &next, send_tasks, status, endpoints);
     Ok(StreamsDecision {
         to_create: configured.to_create.clone(),
         group,
@@ -586,16 +572,16 @@ fn new_targets(
     });
 }
 
-fn response(
+/// The heartbeat's statuses: the member's stale topology, the topology's
+/// own (missing or mispartitioned topics), a requested shutdown, a delayed
+/// first assignment.
+fn statuses(
     group: &StreamsGroup,
     configured: &ConfiguredTopology,
     topology: &Topology,
-    hb: &StreamsHeartbeat,
-    next: &CurrentAssignment,
-    send_tasks: bool,
     member: &StreamsMember,
-) -> StreamsGroupHeartbeatResponse {
-    let req = &hb.request;
+    delayed: bool,
+) -> Vec<Status> {
     let mut status = Vec::new();
     if member.metadata.topology_epoch < topology.epoch {
         status.push(Status::new(
@@ -613,13 +599,28 @@ fn response(
             format!("Streams group member {asker} encountered a fatal error and requested a shutdown for the entire application."),
         ));
     }
+    if delayed {
+        status.push(Status::new(
+            StatusCode::AssignmentDelayed,
+            "Assignment delayed due to the configured initial rebalance delay.",
+        ));
+    }
+    status
+}
+
+fn response(
+    group: &StreamsGroup,
+    hb: &StreamsHeartbeat,
+    next: &CurrentAssignment,
+    send_tasks: bool,
+    status: Vec<Status>,
+    endpoints: Option<Vec<EndpointToPartitions>>,
+) -> StreamsGroupHeartbeatResponse {
     let tasks = |f: fn(&TaskRoles) -> &super::streams_member::Tasks| {
         send_tasks.then(|| task_ids(f(&next.assigned)))
     };
-    let endpoints = (req.endpoint_information_epoch != group.endpoint_epoch)
-        .then(|| endpoint_partitions(group, topology, &req.member_id));
     StreamsGroupHeartbeatResponse {
-        member_id: req.member_id.clone(),
+        member_id: hb.request.member_id.clone(),
         member_epoch: next.epoch,
         heartbeat_interval_ms: hb.settings.heartbeat_interval_ms,
         status: Some(status),
@@ -637,6 +638,7 @@ fn response(
 fn endpoint_partitions(
     group: &StreamsGroup,
     topology: &Topology,
+    image: &MetadataImage,
     asker: &str,
 ) -> Vec<EndpointToPartitions> {
     let partitions = |tasks: &super::streams_member::Tasks| -> Vec<TopicPartition> {
@@ -650,7 +652,11 @@ fn endpoint_partitions(
                 .iter()
                 .chain(s.repartition_source_topics.iter().map(|t| &t.name));
             for t in topics {
-                by_topic.entry(t).or_default().extend(ps.iter().copied());
+                // A task numbered past a topic's partitions reads nothing
+                // of it (a subtopology's sources may differ in size).
+                let count = image.topic_by_name(t).map_or(0, |t| t.partitions.len());
+                let own = ps.iter().copied().filter(|&p| (p as usize) < count);
+                by_topic.entry(t).or_default().extend(own);
             }
         }
         by_topic
@@ -922,6 +928,42 @@ mod tests {
         let d = heartbeat(Some(&d.group), &third, &image, 4_100).unwrap();
         assert!(!delayed(&d.response));
         assert!(d.group.assignment_epoch == d.group.epoch());
+    }
+
+    #[test]
+    fn interactive_queries_see_only_partitions_a_topic_has() {
+        let image = image_with(&[("big", 1, 4), ("small", 2, 2)]);
+        let mut hb = join("m1", "p1");
+        hb.request.topology = Some(Topology {
+            epoch: 1,
+            subtopologies: vec![Subtopology {
+                subtopology_id: "0".into(),
+                source_topics: vec!["big".into(), "small".into()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        hb.request.user_endpoint = Some(ottla_protocol::streams::Endpoint {
+            host: "h".into(),
+            port: 1,
+            ..Default::default()
+        });
+        hb.request.endpoint_information_epoch = -1;
+        let d = heartbeat(None, &hb, &image, 0).unwrap();
+        assert_eq!(count(&active(&d.response)), 4, "as many tasks as big has");
+        let endpoints = d.response.partitions_by_user_endpoint.expect("sent");
+        let got: Vec<(String, Vec<i32>)> = endpoints[0]
+            .active_partitions
+            .iter()
+            .map(|t| (t.topic.clone(), t.partitions.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("big".into(), vec![0, 1, 2, 3]),
+                ("small".into(), vec![0, 1])
+            ]
+        );
     }
 
     #[test]

@@ -26,7 +26,7 @@ use ottla_protocol::streams::describe::{
     StreamsGroupDescribeRequest, StreamsGroupDescribeResponse,
 };
 use ottla_protocol::streams::heartbeat::{
-    StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse,
+    StatusCode, StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse,
 };
 use ottla_protocol::streams::{StreamsApiKey, StreamsMessage, TopicInfo};
 use parking_lot::Mutex;
@@ -48,33 +48,72 @@ const ASK_AGAIN_AFTER: Duration = Duration::from_secs(10);
 
 pub struct StreamsApis {
     broker: BrokerSlot,
-    /// Internal topics asked for, and when.
-    asked: Mutex<HashMap<String, Instant>>,
+    asks: Arc<Mutex<TopicAsks>>,
+}
+
+/// The internal topics asked of the controller lately, and the creations
+/// that failed: heartbeats report those in their MISSING_INTERNAL_TOPICS
+/// status, as Kafka's do ("Creation failed: ...").
+#[derive(Default)]
+struct TopicAsks {
+    asked: HashMap<String, Instant>,
+    failed: HashMap<String, (String, Instant)>,
+}
+
+impl TopicAsks {
+    /// The topics of `topics` not asked for within [`ASK_AGAIN_AFTER`],
+    /// now recorded as asked.
+    fn not_asked_lately(&mut self, topics: Vec<InternalTopic>, now: Instant) -> Vec<InternalTopic> {
+        let fresh = |at: &Instant| now.duration_since(*at) < ASK_AGAIN_AFTER;
+        self.asked.retain(|_, at| fresh(at));
+        self.failed.retain(|_, (_, at)| fresh(at));
+        topics
+            .into_iter()
+            .filter(|t| {
+                let new = !self.asked.contains_key(&t.name);
+                if new {
+                    self.asked.insert(t.name.clone(), now);
+                }
+                new
+            })
+            .collect()
+    }
+
+    /// Appends to the MISSING_INTERNAL_TOPICS status what failed creating
+    /// the `missing` topics, at most three of them.
+    fn report_failures(&self, response: &mut StreamsGroupHeartbeatResponse, missing: &[String]) {
+        let failures: Vec<String> = missing
+            .iter()
+            .filter_map(|t| {
+                let why = &self.failed.get(t)?.0;
+                Some(format!("{t}: {}", why.trim_end_matches('.')))
+            })
+            .collect();
+        let Some(status) = response
+            .status
+            .iter_mut()
+            .flatten()
+            .find(|s| s.status_code == StatusCode::MissingInternalTopics as i8)
+        else {
+            return;
+        };
+        if failures.is_empty() {
+            return;
+        }
+        let mut listed = failures[..failures.len().min(3)].join(", ");
+        if failures.len() > 3 {
+            listed.push_str(&format!(" and {} more", failures.len() - 3));
+        }
+        status.status_detail = format!("{}; Creation failed: {listed}.", status.status_detail);
+    }
 }
 
 impl StreamsApis {
     pub fn new(broker: BrokerSlot) -> Self {
         Self {
             broker,
-            asked: Mutex::new(HashMap::new()),
+            asks: Default::default(),
         }
-    }
-
-    /// The topics of `topics` not asked for within [`ASK_AGAIN_AFTER`],
-    /// now recorded as asked.
-    fn not_asked_lately(&self, topics: Vec<InternalTopic>, now: Instant) -> Vec<InternalTopic> {
-        let mut asked = self.asked.lock();
-        asked.retain(|_, at| now.duration_since(*at) < ASK_AGAIN_AFTER);
-        topics
-            .into_iter()
-            .filter(|t| {
-                let fresh = !asked.contains_key(&t.name);
-                if fresh {
-                    asked.insert(t.name.clone(), now);
-                }
-                fresh
-            })
-            .collect()
     }
 }
 
@@ -98,9 +137,14 @@ impl RequestHandler for StreamsApis {
                     let req = StreamsGroupHeartbeatRequest::decode(&body, version)
                         .with_context(|| format!("decoding {key}"))?;
                     let response = if access.group(operation::READ, &req.group_id) {
-                        let (response, to_create) = heartbeat(&broker, ctx, req).await?;
-                        let to_create = self.not_asked_lately(to_create, Instant::now());
-                        create_internal_topics(&broker, to_create);
+                        let (mut response, missing) = heartbeat(&broker, ctx, req).await?;
+                        let names: Vec<String> = missing.iter().map(|t| t.name.clone()).collect();
+                        let to_create = {
+                            let mut asks = self.asks.lock();
+                            asks.report_failures(&mut response, &names);
+                            asks.not_asked_lately(missing, Instant::now())
+                        };
+                        create_internal_topics(&broker, &self.asks, to_create);
                         response
                     } else {
                         failed(
@@ -191,7 +235,11 @@ async fn heartbeat(
 
 /// Asks the controller for the topics and returns at once; a topic another
 /// heartbeat asked for already is TOPIC_ALREADY_EXISTS, logged at debug.
-fn create_internal_topics(broker: &Arc<Broker>, topics: Vec<InternalTopic>) {
+fn create_internal_topics(
+    broker: &Arc<Broker>,
+    asks: &Arc<Mutex<TopicAsks>>,
+    topics: Vec<InternalTopic>,
+) {
     if topics.is_empty() {
         return;
     }
@@ -206,8 +254,15 @@ fn create_internal_topics(broker: &Arc<Broker>, topics: Vec<InternalTopic>) {
         })
         .collect();
     let controller = broker.controller.clone();
+    let asks = asks.clone();
     broker.controller.spawn(async move {
         for (name, result) in controller.create_topics(new_topics, false).await {
+            if let Err(e) = &result {
+                if e.code != ResponseError::TopicAlreadyExists.code() {
+                    let failure = (e.message.clone(), Instant::now());
+                    asks.lock().failed.insert(name.clone(), failure);
+                }
+            }
             match result {
                 Ok(t) => info!(
                     topic = name,
@@ -346,6 +401,7 @@ fn described(id: &str, group: &StreamsGroup, image: &MetadataImage) -> Described
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ottla_protocol::streams::heartbeat::Status;
 
     fn topic(name: &str) -> InternalTopic {
         InternalTopic {
@@ -358,19 +414,54 @@ mod tests {
 
     #[test]
     fn a_missing_topic_is_asked_for_once_per_window() {
-        let apis = StreamsApis::new(Default::default());
+        let mut asks = TopicAsks::default();
         let t0 = Instant::now();
         let names = |ts: Vec<InternalTopic>| ts.into_iter().map(|t| t.name).collect::<Vec<_>>();
-        assert_eq!(names(apis.not_asked_lately(vec![topic("a")], t0)), ["a"]);
+        assert_eq!(names(asks.not_asked_lately(vec![topic("a")], t0)), ["a"]);
         let later = t0 + Duration::from_secs(1);
         assert_eq!(
-            names(apis.not_asked_lately(vec![topic("a"), topic("b")], later)),
+            names(asks.not_asked_lately(vec![topic("a"), topic("b")], later)),
             ["b"]
         );
         let much_later = t0 + ASK_AGAIN_AFTER + Duration::from_secs(1);
         assert_eq!(
-            names(apis.not_asked_lately(vec![topic("a")], much_later)),
+            names(asks.not_asked_lately(vec![topic("a")], much_later)),
             ["a"]
         );
+    }
+
+    #[test]
+    fn failed_creations_are_reported_in_the_missing_topics_status() {
+        let mut asks = TopicAsks::default();
+        let now = Instant::now();
+        for t in ["a", "b", "c", "d"] {
+            asks.failed.insert(
+                t.into(),
+                (
+                    "Replication factor: 3 larger than available brokers: 1.".into(),
+                    now,
+                ),
+            );
+        }
+        let missing = |detail: &str| StreamsGroupHeartbeatResponse {
+            status: Some(vec![Status::new(StatusCode::MissingInternalTopics, detail)]),
+            ..Default::default()
+        };
+        let mut one = missing("Internal topics are missing: [a]");
+        asks.report_failures(&mut one, &["a".into()]);
+        assert_eq!(
+            one.status.unwrap()[0].status_detail,
+            "Internal topics are missing: [a]; Creation failed: a: Replication factor: 3 larger than available brokers: 1."
+        );
+        let mut many = missing("m");
+        let names: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+        asks.report_failures(&mut many, &names);
+        assert!(many.status.unwrap()[0]
+            .status_detail
+            .ends_with(" and 1 more."));
+        // Nothing failed: the detail stays.
+        let mut fine = missing("m");
+        asks.report_failures(&mut fine, &["x".into()]);
+        assert_eq!(fine.status.unwrap()[0].status_detail, "m");
     }
 }
