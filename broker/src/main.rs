@@ -33,13 +33,13 @@ use ottla_broker::security::tls_reload::{ReloadableTls, TlsReloader};
 use ottla_broker::security::{
     controller_client, inter_broker_client, KafkaPrincipal, ListenerSecurity,
 };
+use ottla_client::ClientSecurity;
 use ottla_controller::acls::operation;
 use ottla_controller::records::Endpoint;
 use ottla_controller::{
     Controller, ControllerSettings, DynamicQuorum, Node, QuorumConfig, QuorumVoters, TopicDefaults,
 };
 use ottla_protocol::api_versions::FinalizedFeatures;
-use ottla_protocol::client_security::ClientSecurity;
 use ottla_storage::dir_lock::DirLocks;
 use ottla_storage::manager::CleanerConfig;
 use std::time::Duration;

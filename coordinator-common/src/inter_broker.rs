@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::protocol::Request;
+use ottla_client::ClientSecurity;
+use ottla_client::{ClientError, KafkaClient};
 use ottla_controller::{Controller, MetadataImage};
-use ottla_protocol::client::{ClientError, KafkaClient};
-use ottla_protocol::client_security::ClientSecurity;
 use ottla_protocol::mirror::MirrorRequest;
 use parking_lot::Mutex;
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::FetchRequest;
-use ottla_protocol::client::KafkaClient;
+use ottla_client::KafkaClient;
 use ottla_storage::manager::TopicPartition;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;

@@ -4,8 +4,6 @@
 pub mod alloc;
 pub mod api_versions;
 pub mod batch;
-pub mod client;
-pub mod client_security;
 pub mod file_records;
 pub mod frame;
 pub mod java_hash;

@@ -10,9 +10,9 @@ use kafka_protocol::messages::list_offsets_request::{
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{BrokerId, ListOffsetsResponse, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use ottla_client::ClientSecurity;
+use ottla_client::KafkaClient;
 use ottla_protocol::batch::whole_batches_len;
-use ottla_protocol::client::KafkaClient;
-use ottla_protocol::client_security::ClientSecurity;
 use ottla_protocol::mirror::admin::{
     CreateMirrorRequest, DescribeMirrorsRequest, DescribedMirrorPartition, MirrorConfigEntry,
 };

@@ -1332,8 +1332,8 @@ fn eventually_described(
 }
 
 /// alice's PLAIN login on the destination's SASL listener.
-fn login(user: &str) -> ottla_protocol::client_security::ClientSecurity {
-    use ottla_protocol::client_security::{ClientSasl, ClientSecurity, SaslMechanism};
+fn login(user: &str) -> ottla_client::ClientSecurity {
+    use ottla_client::{ClientSasl, ClientSecurity, SaslMechanism};
     ClientSecurity {
         tls: None,
         sasl: Some(ClientSasl {

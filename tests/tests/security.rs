@@ -878,8 +878,8 @@ fn brokers_and_controllers_talk_only_over_sasl_ssl() {
 /// A PLAIN user that logs in on the controller listener and then speaks
 /// the quorum's RPC is refused for want of CLUSTER_ACTION.
 fn intruder_cannot_join_the_quorum(node: &Ottla, ca: &Path) {
-    use ottla_protocol::client::KafkaClient;
-    use ottla_protocol::client_security::{ClientSasl, ClientSecurity, ClientTls, SaslMechanism};
+    use ottla_client::KafkaClient;
+    use ottla_client::{ClientSasl, ClientSecurity, ClientTls, SaslMechanism};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     let security = ClientSecurity {

@@ -15,9 +15,9 @@ use kafka_protocol::messages::list_offsets_request::{
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use ottla_client::ClientSecurity;
+use ottla_client::KafkaClient;
 use ottla_controller::MetadataImage;
-use ottla_protocol::client::KafkaClient;
-use ottla_protocol::client_security::ClientSecurity;
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ottla_protocol::client_security::{ClientSasl, ClientSecurity, SaslMechanism};
+use ottla_client::{ClientSasl, ClientSecurity, SaslMechanism};
 
 use super::sasl::{jaas, Mechanism, SaslSettings, ScramCredentialStore};
 use super::tls::{self, ClientAuth, TlsSettings};

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ottla_protocol::client_security::ClientTls;
+use ottla_client::ClientTls;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;

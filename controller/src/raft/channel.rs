@@ -6,8 +6,8 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ottla_protocol::client::{ClientError, KafkaClient};
-use ottla_protocol::client_security::ClientSecurity;
+use ottla_client::ClientSecurity;
+use ottla_client::{ClientError, KafkaClient};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::cluster_id::ADVICE;

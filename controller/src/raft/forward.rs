@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ottla_protocol::client_security::ClientSecurity;
+use ottla_client::ClientSecurity;
 use tokio::sync::Mutex;
 
 use super::channel::Channel;

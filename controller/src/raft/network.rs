@@ -21,7 +21,7 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::RPCTypes;
-use ottla_protocol::client_security::ClientSecurity;
+use ottla_client::ClientSecurity;
 use parking_lot::Mutex;
 use tracing::{error, warn};
 

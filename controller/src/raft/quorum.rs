@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use openraft::error::{ChangeMembershipError, CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::{ChangeMembers, Config, Raft, SnapshotPolicy};
-use ottla_protocol::client_security::ClientSecurity;
+use ottla_client::ClientSecurity;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest};
 use kafka_protocol::protocol::{Request, StrBytes};
-use ottla_protocol::client::{ClientError, KafkaClient};
+use ottla_client::{ClientError, KafkaClient};
 use ottla_protocol::mirror::MirrorRequest;
 use ottla_protocol::names::error_name;
 use thiserror::Error;

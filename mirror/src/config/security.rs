@@ -3,7 +3,7 @@
 //! PLAIN and SCRAM), so a mirror is refused at creation rather than failing
 //! at its first connection.
 
-use ottla_protocol::client_security::{ClientSasl, ClientSecurity, ClientTls};
+use ottla_client::{ClientSasl, ClientSecurity, ClientTls};
 
 use super::{ConfigError, Entries};
 
@@ -36,7 +36,7 @@ impl SecurityProtocol {
     }
 }
 
-pub use ottla_protocol::client_security::SaslMechanism;
+pub use ottla_client::SaslMechanism;
 
 fn sasl_mechanism(value: &str) -> Result<SaslMechanism, String> {
     match value {

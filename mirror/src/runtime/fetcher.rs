@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{BrokerId, FetchRequest};
+use ottla_client::KafkaClient;
 use ottla_coordinator_common::partition_writer::{now_ms, HostedPartition};
 use ottla_fetcher::{
     fetch_loop, fetcher_of, FetchPosition, FetchedPartition, Followup, LeaderEndpoint,
 };
 use ottla_protocol::batch::whole_batches_len;
-use ottla_protocol::client::KafkaClient;
 use ottla_storage::manager::TopicPartition;
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, Notify};

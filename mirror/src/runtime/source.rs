@@ -17,9 +17,9 @@ use kafka_protocol::messages::{
     TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use ottla_client::ClientSecurity;
+use ottla_client::KafkaClient;
 use ottla_controller::acls::Acl;
-use ottla_protocol::client::KafkaClient;
-use ottla_protocol::client_security::ClientSecurity;
 use ottla_protocol::mirror::epochs::{LastMirroredEpochsRequest, LastMirroredEpochsTopic};
 use ottla_protocol::mirror::MirrorApiKey;
 use uuid::Uuid;

@@ -1,4 +1,4 @@
-//! TLS and SASL for [`KafkaClient`](crate::client::KafkaClient) connections:
+//! TLS and SASL for [`KafkaClient`](crate::KafkaClient) connections:
 //! what a client configured with Kafka's `security.protocol`,
 //! `ssl.truststore.*`, `ssl.keystore.*` and `sasl.*` settings does before its
 //! first request. SASL is Kafka's v1 handshake (SaslHandshake, then

@@ -12,9 +12,9 @@ use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::client_security::{ClientSasl, ClientSecurity, ClientTls, SaslExchange};
-use crate::frame::{FrameError, FrameReader};
-use crate::mirror::{self, MirrorMessage, MirrorRequest};
+use crate::security::{ClientSasl, ClientSecurity, ClientTls, SaslExchange};
+use ottla_protocol::frame::{FrameError, FrameReader};
+use ottla_protocol::mirror::{self, MirrorMessage, MirrorRequest};
 
 #[derive(Debug, Error)]
 pub enum ClientError {

@@ -1,0 +1,10 @@
+//! Ottla's Kafka client: one connection to one broker (`connection`), with
+//! TLS and SASL (`security`), as the broker's inter-broker calls, the
+//! mirror fetcher, the controller's forwarding and the CLI use it. The
+//! codecs are `ottla-protocol`'s; this crate adds the sockets.
+
+mod connection;
+mod security;
+
+pub use connection::*;
+pub use security::*;
