@@ -16,17 +16,59 @@ pub type DecodeResult<T> = Result<T, DecodeError>;
 pub struct FieldTooLong;
 
 /// Writes schema fields: non-flexible ones with `int16` string lengths,
-/// `int32` byte and array lengths, -1 for null; flexible ones with the
-/// `compact_*` and tagged-field methods. A value too long for its length
-/// prefix fails the whole record at [`Writer::finish`] (Kafka refuses it
-/// too).
+/// `int32` byte and array lengths, -1 for null; after
+/// [`Writer::set_flexible`], compact lengths, and tagged fields. A value too
+/// long for its length prefix fails the whole record at [`Writer::finish`]
+/// (Kafka refuses it too).
 #[derive(Default)]
 pub struct Writer {
     buf: Vec<u8>,
     too_long: bool,
+    flexible: bool,
 }
 
 impl Writer {
+    /// From here on, write the flexible encoding: strings, bytes and array
+    /// lengths compact (length + 1, 0 for null).
+    pub fn set_flexible(&mut self, flexible: bool) -> &mut Self {
+        self.flexible = flexible;
+        self
+    }
+
+    /// A length prefix: `classic` (`int16` or `int32`) or compact; None
+    /// for null (-1, or compact 0).
+    fn length(
+        &mut self,
+        n: Option<usize>,
+        classic: fn(&mut Self, Option<usize>) -> bool,
+    ) -> &mut Self {
+        let fits = if self.flexible {
+            let compact = match n {
+                None => Some(0),
+                Some(n) => u32::try_from(n).ok().and_then(|n| n.checked_add(1)),
+            };
+            compact.map(|n| self.uvarint(n)).is_some()
+        } else {
+            classic(self, n)
+        };
+        if !fits {
+            self.too_long = true;
+        }
+        self
+    }
+
+    /// A classic `int16` length, -1 for null; false if it does not fit.
+    fn short_length(&mut self, n: Option<usize>) -> bool {
+        let n = n.map_or(Ok(-1), i16::try_from);
+        n.map(|n| self.i16(n)).is_ok()
+    }
+
+    /// A classic `int32` length, -1 for null; false if it does not fit.
+    fn long_length(&mut self, n: Option<usize>) -> bool {
+        let n = n.map_or(Ok(-1), i32::try_from);
+        n.map(|n| self.i32(n)).is_ok()
+    }
+
     pub fn i16(&mut self, v: i16) -> &mut Self {
         self.buf.extend_from_slice(&v.to_be_bytes());
         self
@@ -43,39 +85,28 @@ impl Writer {
     }
 
     pub fn string(&mut self, s: &str) -> &mut Self {
-        match i16::try_from(s.len()) {
-            Ok(n) => {
-                self.i16(n);
-                self.buf.extend_from_slice(s.as_bytes());
-            }
-            Err(_) => self.too_long = true,
-        }
-        self
+        self.nullable_string(Some(s))
     }
 
     pub fn nullable_string(&mut self, s: Option<&str>) -> &mut Self {
-        match s {
-            Some(s) => self.string(s),
-            None => self.i16(-1),
-        }
+        self.length(s.map(str::len), Self::short_length);
+        self.buf.extend_from_slice(s.unwrap_or_default().as_bytes());
+        self
     }
 
     pub fn nullable_bytes(&mut self, b: Option<&[u8]>) -> &mut Self {
-        match b {
-            Some(b) => self.bytes(b),
-            None => self.i32(-1),
-        }
+        self.length(b.map(<[u8]>::len), Self::long_length);
+        self.buf.extend_from_slice(b.unwrap_or_default());
+        self
     }
 
     pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
-        match i32::try_from(b.len()) {
-            Ok(n) => {
-                self.i32(n);
-                self.buf.extend_from_slice(b);
-            }
-            Err(_) => self.too_long = true,
-        }
-        self
+        self.nullable_bytes(Some(b))
+    }
+
+    /// An array's element count; None for a null array.
+    pub fn array_len(&mut self, n: Option<usize>) -> &mut Self {
+        self.length(n, Self::long_length)
     }
 
     pub fn i8(&mut self, v: i8) -> &mut Self {
@@ -238,8 +269,13 @@ impl<'a> Reader<'a> {
 
     /// An array's element count.
     pub fn array_len(&mut self) -> DecodeResult<usize> {
-        self.length(Self::i32)?
+        self.nullable_array_len()?
             .ok_or(DecodeError("null in a non-nullable array"))
+    }
+
+    /// An array's element count; None for a null array.
+    pub fn nullable_array_len(&mut self) -> DecodeResult<Option<usize>> {
+        self.length(Self::i32)
     }
 
     /// A flexible struct's tagged fields as `(tag, value bytes)` pairs.

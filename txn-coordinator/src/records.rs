@@ -13,6 +13,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use ottla_coordinator_common::codec::DecodeError;
+use ottla_coordinator_common::codec::{Reader, Writer};
 use ottla_storage::manager::TopicPartition;
 
 use super::state::TxnState;
@@ -22,10 +24,6 @@ const FLEXIBLE_VERSION: i16 = 1;
 const TAG_PREVIOUS_PRODUCER_ID: u32 = 0;
 const TAG_NEXT_PRODUCER_ID: u32 = 1;
 const TAG_CLIENT_TRANSACTION_VERSION: u32 = 2;
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("malformed transaction log record: {0}")]
-pub struct DecodeError(&'static str);
 
 /// One TransactionLogValue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,16 +43,15 @@ pub struct TxnLogValue {
 }
 
 pub fn encode_key(transactional_id: &str) -> Option<Vec<u8>> {
-    let mut w = Vec::with_capacity(4 + transactional_id.len());
-    w.extend_from_slice(&KEY_TYPE.to_be_bytes());
-    put_string(&mut w, transactional_id, false)?;
-    Some(w)
+    let mut w = Writer::default();
+    w.i16(KEY_TYPE).string(transactional_id);
+    w.finish().ok()
 }
 
 /// The transactional id of a stored key; None for key types that are not
 /// TransactionLogKey (Kafka skips those too).
 pub fn decode_key(key: &[u8]) -> Result<Option<String>, DecodeError> {
-    let mut r = Reader::new(key, false);
+    let mut r = Reader::new(key);
     if r.i16()? != KEY_TYPE {
         return Ok(None);
     }
@@ -64,84 +61,70 @@ pub fn decode_key(key: &[u8]) -> Result<Option<String>, DecodeError> {
 /// None when a field does not fit its length prefix.
 pub fn encode_value(v: &TxnLogValue) -> Option<Vec<u8>> {
     let flexible = v.client_transaction_version >= 2;
-    let mut w = Vec::with_capacity(64);
-    let version = if flexible { FLEXIBLE_VERSION } else { 0 };
-    w.extend_from_slice(&version.to_be_bytes());
-    w.extend_from_slice(&v.producer_id.to_be_bytes());
-    w.extend_from_slice(&v.producer_epoch.to_be_bytes());
-    w.extend_from_slice(&v.timeout_ms.to_be_bytes());
-    w.push(v.state.id() as u8);
+    let mut w = Writer::default();
+    w.i16(if flexible { FLEXIBLE_VERSION } else { 0 })
+        .set_flexible(flexible)
+        .i64(v.producer_id)
+        .i16(v.producer_epoch)
+        .i32(v.timeout_ms)
+        .i8(v.state.id());
     // As Kafka: Empty carries a null partition list.
     if v.state == TxnState::Empty {
-        put_len(&mut w, None, flexible);
+        w.array_len(None);
     } else {
         let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
         for tp in &v.partitions {
             by_topic.entry(&tp.topic).or_default().push(tp.partition);
         }
-        put_len(&mut w, Some(by_topic.len()), flexible);
+        w.array_len(Some(by_topic.len()));
         for (topic, partitions) in by_topic {
-            put_string(&mut w, topic, flexible)?;
-            put_len(&mut w, Some(partitions.len()), flexible);
+            w.string(topic).array_len(Some(partitions.len()));
             for p in partitions {
-                w.extend_from_slice(&p.to_be_bytes());
+                w.i32(p);
             }
             if flexible {
-                w.push(0); // no tagged fields
+                w.tagged_fields(&[]);
             }
         }
     }
-    w.extend_from_slice(&v.last_update_timestamp.to_be_bytes());
-    w.extend_from_slice(&v.start_timestamp.to_be_bytes());
+    w.i64(v.last_update_timestamp).i64(v.start_timestamp);
     if flexible {
-        let mut tagged: Vec<(u32, Vec<u8>)> = Vec::new();
+        let previous = v.previous_producer_id.to_be_bytes();
+        let next = v.next_producer_id.to_be_bytes();
+        let client_version = v.client_transaction_version.to_be_bytes();
+        let mut tagged: Vec<(u32, &[u8])> = Vec::new();
         if v.previous_producer_id != -1 {
-            tagged.push((
-                TAG_PREVIOUS_PRODUCER_ID,
-                v.previous_producer_id.to_be_bytes().to_vec(),
-            ));
+            tagged.push((TAG_PREVIOUS_PRODUCER_ID, &previous));
         }
         if v.next_producer_id != -1 {
-            tagged.push((
-                TAG_NEXT_PRODUCER_ID,
-                v.next_producer_id.to_be_bytes().to_vec(),
-            ));
+            tagged.push((TAG_NEXT_PRODUCER_ID, &next));
         }
-        tagged.push((
-            TAG_CLIENT_TRANSACTION_VERSION,
-            v.client_transaction_version.to_be_bytes().to_vec(),
-        ));
-        put_uvarint(&mut w, tagged.len() as u32);
-        for (tag, data) in tagged {
-            put_uvarint(&mut w, tag);
-            put_uvarint(&mut w, data.len() as u32);
-            w.extend_from_slice(&data);
-        }
+        tagged.push((TAG_CLIENT_TRANSACTION_VERSION, &client_version));
+        w.tagged_fields(&tagged);
     }
-    Some(w)
+    w.finish().ok()
 }
 
 pub fn decode_value(value: &[u8]) -> Result<TxnLogValue, DecodeError> {
-    let mut r = Reader::new(value, false);
+    let mut r = Reader::new(value);
     let version = r.i16()?;
     if !(0..=FLEXIBLE_VERSION).contains(&version) {
         return Err(DecodeError("unknown TransactionLogValue version"));
     }
-    r.flexible = version >= FLEXIBLE_VERSION;
+    let flexible = version >= FLEXIBLE_VERSION;
+    r.set_flexible(flexible);
     let producer_id = r.i64()?;
     let producer_epoch = r.i16()?;
     let timeout_ms = r.i32()?;
-    let state =
-        TxnState::from_id(r.take(1)?[0] as i8).ok_or(DecodeError("unknown transaction state"))?;
+    let state = TxnState::from_id(r.i8()?).ok_or(DecodeError("unknown transaction state"))?;
     let mut partitions = BTreeSet::new();
-    if let Some(topics) = r.len()? {
+    if let Some(topics) = r.nullable_array_len()? {
         for _ in 0..topics {
             let topic = r.string()?;
-            let count = r.len()?.ok_or(DecodeError("null partition list"))?;
-            for _ in 0..count {
+            for _ in 0..r.array_len()? {
                 partitions.insert(TopicPartition::new(topic.clone(), r.i32()?));
             }
-            r.tagged_fields(|_, _| Ok(()))?;
+            r.skip_tagged_fields()?;
         }
     }
     let last_update_timestamp = r.i64()?;
@@ -163,139 +146,18 @@ pub fn decode_value(value: &[u8]) -> Result<TxnLogValue, DecodeError> {
         start_timestamp,
         client_transaction_version: 0,
     };
-    r.tagged_fields(|tag, data| {
-        let mut f = Reader::new(data, false);
-        match tag {
-            TAG_PREVIOUS_PRODUCER_ID => v.previous_producer_id = f.i64()?,
-            TAG_NEXT_PRODUCER_ID => v.next_producer_id = f.i64()?,
-            TAG_CLIENT_TRANSACTION_VERSION => v.client_transaction_version = f.i16()?,
-            _ => {}
-        }
-        Ok(())
-    })?;
-    Ok(v)
-}
-
-fn put_uvarint(w: &mut Vec<u8>, mut n: u32) {
-    while n >= 0x80 {
-        w.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    w.push(n as u8);
-}
-
-/// An array length: `int32` (-1 null) or compact `uvarint` (n + 1, 0 null).
-fn put_len(w: &mut Vec<u8>, n: Option<usize>, flexible: bool) {
-    match (n, flexible) {
-        (None, false) => w.extend_from_slice(&(-1i32).to_be_bytes()),
-        (None, true) => w.push(0),
-        (Some(n), false) => w.extend_from_slice(&(n as i32).to_be_bytes()),
-        (Some(n), true) => put_uvarint(w, n as u32 + 1),
-    }
-}
-
-fn put_string(w: &mut Vec<u8>, s: &str, flexible: bool) -> Option<()> {
-    let n = i16::try_from(s.len()).ok()?;
     if flexible {
-        put_uvarint(w, n as u32 + 1);
-    } else {
-        w.extend_from_slice(&n.to_be_bytes());
-    }
-    w.extend_from_slice(s.as_bytes());
-    Some(())
-}
-
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    flexible: bool,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8], flexible: bool) -> Self {
-        Self {
-            buf,
-            pos: 0,
-            flexible,
-        }
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or(DecodeError("truncated"))?;
-        let out = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(out)
-    }
-
-    fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(i16::from_be_bytes(
-            self.take(2)?.try_into().expect("2 bytes"),
-        ))
-    }
-
-    fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-
-    fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-
-    fn uvarint(&mut self) -> Result<u32, DecodeError> {
-        let mut value = 0u32;
-        for shift in (0..35).step_by(7) {
-            let b = self.take(1)?[0];
-            value |= u32::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
+        for (tag, data) in r.tagged_fields()? {
+            let mut f = Reader::new(data);
+            match tag {
+                TAG_PREVIOUS_PRODUCER_ID => v.previous_producer_id = f.i64()?,
+                TAG_NEXT_PRODUCER_ID => v.next_producer_id = f.i64()?,
+                TAG_CLIENT_TRANSACTION_VERSION => v.client_transaction_version = f.i16()?,
+                _ => {}
             }
         }
-        Err(DecodeError("varint too long"))
     }
-
-    /// A string or array length; None for null.
-    fn len(&mut self) -> Result<Option<usize>, DecodeError> {
-        let n = if self.flexible {
-            i64::from(self.uvarint()?) - 1
-        } else {
-            i64::from(self.i32()?)
-        };
-        Ok(usize::try_from(n).ok())
-    }
-
-    fn string(&mut self) -> Result<String, DecodeError> {
-        let n = if self.flexible {
-            i64::from(self.uvarint()?) - 1
-        } else {
-            i64::from(self.i16()?)
-        };
-        let n = usize::try_from(n).map_err(|_| DecodeError("null string"))?;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| DecodeError("string is not UTF-8"))
-    }
-
-    /// Visits a flexible struct's tagged fields; a no-op for classic versions.
-    fn tagged_fields(
-        &mut self,
-        mut visit: impl FnMut(u32, &[u8]) -> Result<(), DecodeError>,
-    ) -> Result<(), DecodeError> {
-        if !self.flexible {
-            return Ok(());
-        }
-        for _ in 0..self.uvarint()? {
-            let tag = self.uvarint()?;
-            let size = self.uvarint()? as usize;
-            visit(tag, self.take(size)?)?;
-        }
-        Ok(())
-    }
+    Ok(v)
 }
 
 #[cfg(test)]
