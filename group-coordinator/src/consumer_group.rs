@@ -220,14 +220,12 @@ impl ConsumerGroup {
         member_id: Option<&str>,
         member_epoch: i32,
     ) -> Result<(), ResponseError> {
-        if member_id.is_none() && member_epoch < 0 {
-            return Ok(());
-        }
-        let member = self
-            .members
-            .get(member_id.unwrap_or_default())
-            .ok_or(ResponseError::UnknownMemberId)?;
-        check_member_epoch(member, member_epoch)
+        super::offsets::check_fetching_member(
+            &self.members,
+            member_id,
+            member_epoch,
+            check_member_epoch,
+        )
     }
 
     /// The tombstones that delete this group, as Kafka writes them;

@@ -358,3 +358,20 @@ pub fn delete_unsubscribed(
     }
     Ok(codes)
 }
+/// OffsetFetch v9's member check, as Kafka's: a fetch naming no member
+/// with a negative epoch (an admin tool) passes; otherwise the member must
+/// be one of `members`, its epoch judged by `check_epoch`.
+pub(super) fn check_fetching_member<M>(
+    members: &std::collections::BTreeMap<String, M>,
+    member_id: Option<&str>,
+    member_epoch: i32,
+    check_epoch: impl FnOnce(&M, i32) -> Result<(), ResponseError>,
+) -> Result<(), ResponseError> {
+    if member_id.is_none() && member_epoch < 0 {
+        return Ok(());
+    }
+    let member = members
+        .get(member_id.unwrap_or_default())
+        .ok_or(ResponseError::UnknownMemberId)?;
+    check_epoch(member, member_epoch)
+}

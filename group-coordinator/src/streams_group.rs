@@ -90,17 +90,13 @@ impl StreamsGroup {
         member_id: Option<&str>,
         member_epoch: i32,
     ) -> Result<(), ResponseError> {
-        if member_id.is_none() && member_epoch < 0 {
-            return Ok(());
-        }
-        let member = self
-            .members
-            .get(member_id.unwrap_or_default())
-            .ok_or(ResponseError::UnknownMemberId)?;
-        if member.current.epoch != member_epoch {
-            return Err(ResponseError::StaleMemberEpoch);
-        }
-        Ok(())
+        super::offsets::check_fetching_member(&self.members, member_id, member_epoch, |m, epoch| {
+            if m.current.epoch == epoch {
+                Ok(())
+            } else {
+                Err(ResponseError::StaleMemberEpoch)
+            }
+        })
     }
 
     pub fn state(&self) -> StreamsGroupState {

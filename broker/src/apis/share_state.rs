@@ -112,24 +112,25 @@ fn key(group: &str, topic_id: Uuid, partition: i32) -> StateKey {
     }
 }
 
-/// The states of `topics`' partitions (topic id, partitions), read on the
-/// blocking pool and answered per partition by `answer`; None if the pool
-/// failed.
-async fn read_each<P: Send + 'static>(
+/// The states of `req_topics`' partitions (topic id, partitions), read on
+/// the blocking pool, answered per partition by `answer` and per topic by
+/// `topic`; None if the pool failed.
+async fn read_each<P: Send + 'static, T: Send + 'static>(
     broker: &Arc<Broker>,
     group: String,
-    topics: Vec<(Uuid, Vec<i32>)>,
+    req_topics: Vec<(Uuid, Vec<i32>)>,
     answer: fn(i32, Result<Option<ShareState>, ResponseError>) -> P,
-) -> Option<Vec<(Uuid, Vec<P>)>> {
+    topic: fn(Uuid, Vec<P>) -> T,
+) -> Option<Vec<T>> {
     blocking(broker, move |b| {
-        topics
+        req_topics
             .into_iter()
             .map(|(topic_id, partitions)| {
                 let answers = partitions
                     .into_iter()
                     .map(|p| answer(p, b.share_coordinator.read(&key(&group, topic_id, p))))
                     .collect();
-                (topic_id, answers)
+                topic(topic_id, answers)
             })
             .collect()
     })
@@ -151,17 +152,15 @@ pub async fn read(
             )
         })
         .collect();
-    let results = match read_each(broker, req.group_id.to_string(), topics, read_result).await {
-        Some(answered) => answered
-            .into_iter()
-            .map(|(id, partitions)| {
-                ReadStateResult::default()
-                    .with_topic_id(id)
-                    .with_partitions(partitions)
-            })
-            .collect(),
-        None => failed_reads(&req, ResponseError::UnknownServerError),
+    let topic = |id, partitions| {
+        ReadStateResult::default()
+            .with_topic_id(id)
+            .with_partitions(partitions)
     };
+    let group = req.group_id.to_string();
+    let results = read_each(broker, group, topics, read_result, topic)
+        .await
+        .unwrap_or_else(|| failed_reads(&req, ResponseError::UnknownServerError));
     ReadShareGroupStateResponse::default().with_results(results)
 }
 
@@ -409,16 +408,14 @@ pub async fn read_summary(
             )
         })
         .collect();
-    let results = match read_each(broker, req.group_id.to_string(), topics, summary_result).await {
-        Some(answered) => answered
-            .into_iter()
-            .map(|(id, partitions)| {
-                ReadStateSummaryResult::default()
-                    .with_topic_id(id)
-                    .with_partitions(partitions)
-            })
-            .collect(),
-        None => failed_summaries(&req, ResponseError::UnknownServerError),
+    let topic = |id, partitions| {
+        ReadStateSummaryResult::default()
+            .with_topic_id(id)
+            .with_partitions(partitions)
     };
+    let group = req.group_id.to_string();
+    let results = read_each(broker, group, topics, summary_result, topic)
+        .await
+        .unwrap_or_else(|| failed_summaries(&req, ResponseError::UnknownServerError));
     ReadShareGroupStateSummaryResponse::default().with_results(results)
 }
