@@ -162,15 +162,16 @@ fn share_consumers_split_a_topic_and_each_record_is_delivered_once() {
 }
 
 /// Three nodes: the group's coordinator is one node, and each partition's
-/// records are acquired on its own leader.
+/// records are acquired on its own leader; deleting the group deletes the
+/// partitions' state at their share coordinators.
 #[test]
 fn on_three_nodes_each_leader_delivers_its_partition() {
     let nodes = Ottla::cluster(3, SHARE_OVERRIDES);
     create_assigned_topic(&nodes[0], "spread", "1:2,2:3,3:1");
     configure_group(&nodes[0], "crew", "share.auto.offset.reset=earliest");
     produce(&nodes[1], "spread", 300);
-    let a = ConsoleConsumer::start_share(&nodes[0], "a", "spread", "crew", &[]);
-    let b = ConsoleConsumer::start_share(&nodes[2], "b", "spread", "crew", &[]);
+    let mut a = ConsoleConsumer::start_share(&nodes[0], "a", "spread", "crew", &[]);
+    let mut b = ConsoleConsumer::start_share(&nodes[2], "b", "spread", "crew", &[]);
     let lines = lines_of(&[&a, &b], 300);
     let mut seen: BTreeMap<(i32, i64), u32> = BTreeMap::new();
     for (p, o, delivery, _) in &lines {
@@ -180,6 +181,23 @@ fn on_three_nodes_each_leader_delivers_its_partition() {
     assert_eq!((lines.len(), seen.len()), (300, 300), "each record once");
     let partitions: std::collections::BTreeSet<i32> = seen.keys().map(|(p, _)| *p).collect();
     assert_eq!(partitions.len(), 3, "records from every partition's leader");
+
+    // Deleting the group deletes its state at each partition's share
+    // coordinator (spread over the nodes): the same group id starts over.
+    let start = Instant::now();
+    while start_offsets(&nodes[0], "crew").values().sum::<i64>() != 300 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never all acknowledged"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    a.stop();
+    b.stop();
+    let deleted = share_groups_tool(&nodes[1], &["--delete", "--group", "crew"]);
+    assert!(deleted.contains("was successful"), "{deleted}");
+    let again = ConsoleConsumer::start_share(&nodes[1], "again", "spread", "crew", &[]);
+    assert_eq!(lines_of(&[&again], 300).len(), 300, "all 300 again");
 }
 
 #[test]

@@ -500,15 +500,16 @@ pub async fn delete_state_before_deletion(
     if !g.members.is_empty() {
         return Ok(());
     }
-    for (topic_id, t) in &g.state_partitions {
-        for &partition in &t.partitions {
-            let key = StateKey {
+    let keys: Vec<StateKey> = g
+        .state_partitions
+        .iter()
+        .flat_map(|(topic_id, t)| {
+            t.partitions.iter().map(move |&partition| StateKey {
                 group: id.to_string(),
                 topic_id: *topic_id,
                 partition,
-            };
-            share_persister::delete(broker, &key).await?;
-        }
-    }
-    Ok(())
+            })
+        })
+        .collect();
+    share_persister::delete(broker, id, keys).await
 }

@@ -202,27 +202,64 @@ fn one_outcome(mut codes: impl Iterator<Item = i16>) -> Result<(), ResponseError
     }
 }
 
-/// Forgets `key`'s persisted state (DeleteShareGroupState), at its
-/// coordinator.
-pub(crate) async fn delete(broker: &Arc<Broker>, key: &StateKey) -> Result<(), ResponseError> {
-    let node = coordinator_of(broker, key).await?;
-    if node == broker.node_id() {
-        return delete_local(broker, key.clone()).await;
+/// Forgets the persisted state of `keys`, all of `group`
+/// (DeleteShareGroupState): one request per coordinator broker, directly
+/// when it is this one. The first failure, if any.
+pub(crate) async fn delete(
+    broker: &Arc<Broker>,
+    group: &str,
+    keys: Vec<StateKey>,
+) -> Result<(), ResponseError> {
+    // Every key's coordinator, in one trip to the blocking pool.
+    let located = blocking(broker, move |b| {
+        keys.into_iter()
+            .map(|k| b.share_coordinator.coordinator_of(&k).map(|node| (node, k)))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|_| ResponseError::UnknownServerError)??;
+    let mut by_node: BTreeMap<i32, Vec<StateKey>> = BTreeMap::new();
+    for (node, key) in located {
+        by_node.entry(node).or_default().push(key);
     }
-    let req = DeleteShareGroupStateRequest::default()
-        .with_group_id(StrBytes::from_string(key.group.clone()))
-        .with_topics(vec![DeleteStateData::default()
-            .with_topic_id(key.topic_id)
-            .with_partitions(vec![
-                DeletePartition::default().with_partition(key.partition)
-            ])]);
-    let r = ask(broker, node, &req).await?;
-    one_outcome(
-        r.results
+    for (node, mut keys) in by_node {
+        if node == broker.node_id() {
+            for (_, outcome) in delete_local(broker, keys).await {
+                outcome?;
+            }
+            continue;
+        }
+        keys.sort();
+        let mut topics: Vec<DeleteStateData> = Vec::new();
+        for k in &keys {
+            let p = DeletePartition::default().with_partition(k.partition);
+            match topics.last_mut() {
+                Some(t) if t.topic_id == k.topic_id => t.partitions.push(p),
+                _ => topics.push(
+                    DeleteStateData::default()
+                        .with_topic_id(k.topic_id)
+                        .with_partitions(vec![p]),
+                ),
+            }
+        }
+        let req = DeleteShareGroupStateRequest::default()
+            .with_group_id(StrBytes::from_string(group.to_string()))
+            .with_topics(topics);
+        let r = ask(broker, node, &req).await?;
+        let codes: Vec<i16> = r
+            .results
             .iter()
             .flat_map(|t| &t.partitions)
-            .map(|p| p.error_code),
-    )
+            .map(|p| p.error_code)
+            .collect();
+        if codes.len() != keys.len() {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        for code in codes {
+            one_outcome(std::iter::once(code))?;
+        }
+    }
+    Ok(())
 }
 
 /// `key`'s start offset (ReadShareGroupStateSummary), -1 where unset or

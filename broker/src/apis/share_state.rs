@@ -6,6 +6,7 @@
 //! share partition's state (`ottla_share_coordinator`); and the conversions
 //! both sides use.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -32,6 +33,7 @@ use kafka_protocol::messages::{
     WriteShareGroupStateRequest, WriteShareGroupStateResponse,
 };
 use ottla_share_coordinator::{ShareState, StateBatch, StateKey, StateWrite};
+use ottla_storage::manager::TopicPartition;
 use uuid::Uuid;
 
 use crate::broker::Broker;
@@ -296,22 +298,29 @@ pub async fn delete(
     req: DeleteShareGroupStateRequest,
 ) -> DeleteShareGroupStateResponse {
     let group = req.group_id.to_string();
-    let mut results = Vec::with_capacity(req.topics.len());
-    for t in &req.topics {
-        let mut partitions = Vec::with_capacity(t.partitions.len());
-        for p in &t.partitions {
-            let outcome = delete_local(broker, key(&group, t.topic_id, p.partition)).await;
-            partitions.push(
-                DeleteResult::default()
-                    .with_partition(p.partition)
-                    .with_error_code(outcome.err().map_or(0, |e| e.code())),
-            );
+    let keys: Vec<StateKey> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let group = &group;
+            t.partitions
+                .iter()
+                .map(move |p| key(group, t.topic_id, p.partition))
+        })
+        .collect();
+    let mut results: Vec<DeleteStateResult> = Vec::new();
+    for (key, outcome) in delete_local(broker, keys).await {
+        let r = DeleteResult::default()
+            .with_partition(key.partition)
+            .with_error_code(outcome.err().map_or(0, |e| e.code()));
+        match results.last_mut() {
+            Some(t) if t.topic_id == key.topic_id => t.partitions.push(r),
+            _ => results.push(
+                DeleteStateResult::default()
+                    .with_topic_id(key.topic_id)
+                    .with_partitions(vec![r]),
+            ),
         }
-        results.push(
-            DeleteStateResult::default()
-                .with_topic_id(t.topic_id)
-                .with_partitions(partitions),
-        );
     }
     DeleteShareGroupStateResponse::default().with_results(results)
 }
@@ -340,16 +349,54 @@ pub(crate) fn failed_deletes(
         .collect()
 }
 
-/// DeleteShareGroupState on this broker, acknowledged once the state
-/// partition's ISR has it (at once when there was nothing to forget).
-pub(crate) async fn delete_local(broker: &Arc<Broker>, key: StateKey) -> Result<(), ResponseError> {
-    let deleted = blocking(broker, move |b| b.share_coordinator.delete(&key))
-        .await
-        .map_err(|_| ResponseError::UnknownServerError)??;
-    match deleted {
-        Some((tp, end)) => broker.share_coordinator.replicated(&tp, end).await,
-        None => Ok(()),
+/// DeleteShareGroupState on this broker, for many partitions at once (one
+/// blocking-pool call, one ISR wait per state partition); each is
+/// acknowledged once its state partition's ISR has it (at once when there
+/// was nothing to forget).
+pub(crate) async fn delete_local(
+    broker: &Arc<Broker>,
+    keys: Vec<StateKey>,
+) -> Vec<(StateKey, Result<(), ResponseError>)> {
+    let failed = |keys: &[StateKey], e: ResponseError| -> Vec<_> {
+        keys.iter().map(|k| (k.clone(), Err(e))).collect()
+    };
+    let asked = keys.clone();
+    let Ok(deleted) = blocking(broker, move |b| {
+        keys.into_iter()
+            .map(|k| {
+                let deleted = b.share_coordinator.delete(&k);
+                (k, deleted)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    else {
+        return failed(&asked, ResponseError::UnknownServerError);
+    };
+    // Each state partition's ISR is waited on once, for its last write.
+    let mut ends: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+    for (_, d) in &deleted {
+        if let Ok(Some((tp, end))) = d {
+            let last = ends.entry(tp.clone()).or_insert(*end);
+            *last = (*last).max(*end);
+        }
     }
+    let mut replicated: BTreeMap<TopicPartition, Result<(), ResponseError>> = BTreeMap::new();
+    for (tp, end) in ends {
+        let outcome = broker.share_coordinator.replicated(&tp, end).await;
+        replicated.insert(tp, outcome);
+    }
+    deleted
+        .into_iter()
+        .map(|(k, d)| {
+            let outcome = match d {
+                Ok(Some((tp, _))) => replicated[&tp],
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            };
+            (k, outcome)
+        })
+        .collect()
 }
 
 /// A state summary for one partition: epochs and start, no batches; no
