@@ -115,7 +115,7 @@ pub use streams_group::{StreamsGroup, StreamsGroupState, STREAMS_GROUP_TYPE};
 pub use streams_heartbeat::{
     validate as validate_streams_heartbeat, StreamsError, StreamsHeartbeat,
 };
-pub use streams_member::{task_ids, StreamsMember, TaskRoles};
+pub use streams_member::{task_ids, task_offsets, StreamsMember, TaskRoles};
 pub use streams_shard::StreamsHeartbeatAnswer;
 pub use streams_topology::{configure as configure_streams_topology, InternalTopic};
 pub use txn_offsets::TxnCommitRequest;

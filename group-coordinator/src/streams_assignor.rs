@@ -2,20 +2,24 @@
 //! `streams.assignor.name=sticky`): active tasks go back to their previous
 //! member while it has room, the rest to the least-loaded process and its
 //! least-loaded member; standby tasks of stateful subtopologies go to other
-//! processes than the task's active one, previous holders first. It makes
-//! no warm-up tasks, as Kafka's.
+//! processes than the task's active one, previous holders first. A task
+//! that has to move goes to a member with its state: a previous standby,
+//! else the member that reported the most of it (a restarted instance
+//! under a new member id). It makes no warm-up tasks, as Kafka's.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use tracing::warn;
 
-use super::streams_member::{TaskRoles, Tasks};
+use super::streams_member::{TaskOffsetSums, TaskRoles, Tasks};
 
 /// A member as the assignor sees it.
 pub struct AssignorMember<'a> {
     pub process_id: &'a str,
     /// Its current target.
     pub previous: TaskRoles,
+    /// The changelog offsets of the task state it reported having.
+    pub state: &'a TaskOffsetSums,
 }
 
 type Task = (String, i32);
@@ -81,6 +85,61 @@ impl<'m> Loads<'m> {
             .copied()
             .min_by_key(|&m| self.load[m])
     }
+
+    /// The first of the `ranked` members `allowed`, unless a later one is
+    /// less loaded both itself and in its process.
+    fn first_ranked(&self, ranked: &[usize], allowed: impl Fn(usize) -> bool) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for m in ranked.iter().copied().filter(|&m| allowed(m)) {
+            let lighter = |b: usize| {
+                self.load[m] < self.load[b]
+                    && self.process_load[self.process_of[m]] < self.process_load[self.process_of[b]]
+            };
+            if best.is_none_or(lighter) {
+                best = Some(m);
+            }
+        }
+        best
+    }
+}
+
+/// For each task, the members that have its state: its previous standbys
+/// first, then those that reported it, the most caught-up first.
+fn holders_of_state(
+    members: &BTreeMap<String, AssignorMember<'_>>,
+    loads: &Loads<'_>,
+) -> HashMap<Task, Vec<usize>> {
+    let mut ranked: HashMap<Task, Vec<(bool, i64, usize)>> = HashMap::new();
+    for (id, m) in members {
+        let i = loads.index[id.as_str()];
+        for (s, ps) in &m.previous.standby {
+            for &p in ps {
+                let offset = m.state.get(s).and_then(|o| o.get(&p)).copied();
+                ranked
+                    .entry((s.clone(), p))
+                    .or_default()
+                    .push((false, -offset.unwrap_or(0), i));
+            }
+        }
+        for (s, offsets) in m.state {
+            let standby = m.previous.standby.get(s);
+            for (&p, &offset) in offsets {
+                if standby.is_none_or(|ps| !ps.contains(&p)) {
+                    ranked
+                        .entry((s.clone(), p))
+                        .or_default()
+                        .push((true, -offset, i));
+                }
+            }
+        }
+    }
+    ranked
+        .into_iter()
+        .map(|(task, mut c)| {
+            c.sort_unstable();
+            (task, c.into_iter().map(|(_, _, m)| m).collect())
+        })
+        .collect()
 }
 
 /// Targets for `members` over the tasks of `subtopologies` (id → task
@@ -102,7 +161,6 @@ pub fn assign(
         .collect();
     // Who had each task before, looked up once rather than per task.
     let mut previous_active: HashMap<Task, usize> = HashMap::new();
-    let mut previous_standby: HashMap<Task, Vec<usize>> = HashMap::new();
     for (id, m) in members {
         let i = loads.index[id.as_str()];
         for (s, ps) in &m.previous.active {
@@ -110,12 +168,9 @@ pub fn assign(
                 previous_active.insert((s.clone(), p), i);
             }
         }
-        for (s, ps) in &m.previous.standby {
-            for &p in ps {
-                previous_standby.entry((s.clone(), p)).or_default().push(i);
-            }
-        }
     }
+    let with_state = holders_of_state(members, &loads);
+    let state_of = |task: &Task| with_state.get(task).map_or(&[][..], Vec::as_slice);
     // The processes holding each task, so a standby goes elsewhere.
     let mut held_by: HashMap<&Task, Vec<usize>> = HashMap::new();
     let mut give = |loads: &mut Loads, member: usize, task: &Task, standby: bool| {
@@ -142,7 +197,10 @@ pub fn assign(
         }
     }
     for task in unassigned {
-        let member = loads.least_loaded(|_| true).expect("members exist");
+        let member = loads
+            .first_ranked(state_of(task), |m| loads.load[m] < quota)
+            .or_else(|| loads.least_loaded(|_| true))
+            .expect("members exist");
         let process = give(&mut loads, member, task, false);
         held_by.entry(task).or_default().push(process);
     }
@@ -155,14 +213,16 @@ pub fn assign(
         for _ in 0..standbys {
             let holders = held_by.entry(task).or_default();
             let free = |process: usize| !holders.contains(&process);
-            let previous = previous_standby
+            // The member that ran it keeps a copy, else one with state.
+            let previous_owner = previous_active
                 .get(task)
-                .into_iter()
-                .flatten()
                 .copied()
-                .filter(|&m| free(loads.process_of[m]))
-                .min_by_key(|&m| loads.load[m]);
-            match previous.or_else(|| loads.least_loaded(free)) {
+                .filter(|&m| free(loads.process_of[m]));
+            let with_state = || loads.first_ranked(state_of(task), |m| free(loads.process_of[m]));
+            match previous_owner
+                .or_else(with_state)
+                .or_else(|| loads.least_loaded(free))
+            {
                 Some(member) => {
                     let process = give(&mut loads, member, task, true);
                     holders.push(process);
@@ -190,10 +250,13 @@ mod tests {
     use super::*;
     use crate::streams_member::contains;
 
+    static NO_STATE: TaskOffsetSums = TaskOffsetSums::new();
+
     fn member(process: &str, previous: TaskRoles) -> AssignorMember<'_> {
         AssignorMember {
             process_id: process,
             previous,
+            state: &NO_STATE,
         }
     }
 
@@ -278,5 +341,37 @@ mod tests {
         let targets = assign(&lone, &subs, &stateful, 1);
         assert_eq!(count(&targets["a"], true), 0);
         assert_eq!(count(&targets["a"], false), 5);
+    }
+
+    #[test]
+    fn moved_tasks_go_to_members_with_their_state() {
+        // b restarted under a new id with the state of tasks 0_2 and 0_3.
+        let b_state =
+            TaskOffsetSums::from([("0".to_string(), BTreeMap::from([(2, 50), (3, 900)]))]);
+        let mut a_previous = TaskRoles::default();
+        a_previous
+            .active
+            .insert("0".into(), BTreeSet::from([0, 1, 2, 3]));
+        let members: BTreeMap<String, AssignorMember> = [
+            ("a".to_string(), member("p1", a_previous)),
+            (
+                "b".to_string(),
+                AssignorMember {
+                    state: &b_state,
+                    ..member("p2", TaskRoles::default())
+                },
+            ),
+            ("c".to_string(), member("p3", TaskRoles::default())),
+        ]
+        .into();
+        let subs = BTreeMap::from([("0".to_string(), 6)]);
+        let stateful = BTreeSet::from(["0".to_string()]);
+        let targets = assign(&members, &subs, &stateful, 1);
+        // a keeps two (its quota); 2 and 3 go where their state is.
+        assert_eq!(targets["a"].active["0"], BTreeSet::from([0, 1]));
+        assert!(contains(&targets["b"].active, "0", 2));
+        assert!(contains(&targets["b"].active, "0", 3));
+        // a ran 0_3 before: it keeps a standby copy.
+        assert!(contains(&targets["a"].standby, "0", 3));
     }
 }

@@ -22,6 +22,8 @@ pub struct StreamsGroup {
     /// The epoch of the current target assignment; -1 before the first.
     pub assignment_epoch: i32,
     pub members: BTreeMap<String, StreamsMember>,
+    /// Instance id → member id of the static members.
+    static_members: BTreeMap<String, String>,
     pub targets: BTreeMap<String, TaskRoles>,
     /// The member that asked the whole application to stop (soft state,
     /// cleared once the group is empty).
@@ -43,6 +45,7 @@ impl Default for StreamsGroup {
             topology: None,
             assignment_epoch: -1,
             members: BTreeMap::new(),
+            static_members: BTreeMap::new(),
             targets: BTreeMap::new(),
             shutdown_requested_by: None,
             endpoint_epoch: -1,
@@ -124,15 +127,28 @@ impl StreamsGroup {
                     self.metadata = v.clone();
                 }
             }
-            StreamsRecord::MemberMetadata { member, value, .. } => match value {
-                Some(v) => self.members.entry(member.clone()).or_default().metadata = v.clone(),
-                None => {
-                    self.members.remove(member);
-                    if self.members.is_empty() {
-                        self.shutdown_requested_by = None;
+            StreamsRecord::MemberMetadata { member, value, .. } => {
+                let held = self.members.get(member).map(|m| &m.metadata.instance_id);
+                if let Some(Some(instance)) = held {
+                    if self.static_members.get(instance) == Some(member) {
+                        self.static_members.remove(instance);
                     }
                 }
-            },
+                match value {
+                    Some(v) => {
+                        if let Some(instance) = &v.instance_id {
+                            self.static_members.insert(instance.clone(), member.clone());
+                        }
+                        self.members.entry(member.clone()).or_default().metadata = v.clone();
+                    }
+                    None => {
+                        self.members.remove(member);
+                        if self.members.is_empty() {
+                            self.shutdown_requested_by = None;
+                        }
+                    }
+                }
+            }
             StreamsRecord::TargetAssignmentMetadata { value, .. } => {
                 self.assignment_epoch = value.unwrap_or(-1);
             }
@@ -151,6 +167,12 @@ impl StreamsGroup {
             }
             StreamsRecord::Topology { value, .. } => self.topology = value.clone(),
         }
+    }
+
+    /// The member holding `instance_id`, with its member id.
+    pub fn static_member(&self, instance_id: &str) -> Option<(&String, &StreamsMember)> {
+        let id = self.static_members.get(instance_id)?;
+        Some((id, self.members.get(id)?))
     }
 
     /// The target of `member` (empty when none was computed).

@@ -18,17 +18,24 @@ use ottla_protocol::streams::records::{
     StreamsGroupMemberMetadataValue, StreamsGroupMetadataValue,
 };
 use ottla_protocol::streams::Topology;
+use tracing::info;
 
 use super::consumer_group::metadata_hash;
+use super::consumer_member::LEAVE_STATIC_EPOCH;
 use super::streams_assignor::{assign, AssignorMember};
 use super::streams_config::StreamsGroupSettings;
 use super::streams_group::StreamsGroup;
 use super::streams_member::{
-    intersect, task_ids, tasks_of, CurrentAssignment, MemberState, StreamsMember, TaskRoles,
+    intersect, task_ids, tasks_of, CurrentAssignment, MemberState, StreamsMember, TaskOffsets,
+    TaskRoles,
 };
 use super::streams_reconcile::{reconcile, Holdings};
 use super::streams_records::StreamsRecord;
 use super::streams_topology::{configure, ConfiguredTopology, InternalTopic};
+
+/// How often members report their task offsets when they change (Kafka's
+/// default for its internal `group.streams.task.offset.interval.ms`).
+const TASK_OFFSET_INTERVAL_MS: i32 = 60_000;
 
 pub struct StreamsHeartbeat {
     pub request: StreamsGroupHeartbeatRequest,
@@ -78,12 +85,6 @@ pub struct StreamsDecision {
 /// The request checks Kafka makes before the coordinator sees it.
 pub fn validate(req: &StreamsGroupHeartbeatRequest) -> Result<(), StreamsError> {
     let blank = |s: &str| s.trim().is_empty();
-    if req.task_offsets.is_some() || req.task_end_offsets.is_some() {
-        return Err(StreamsError::invalid("TaskOffsets are not supported yet."));
-    }
-    if req.warmup_tasks.as_ref().is_some_and(|w| !w.is_empty()) {
-        return Err(StreamsError::invalid("WarmupTasks are not supported yet."));
-    }
     if let Some(t) = &req.topology {
         if t.subtopologies
             .iter()
@@ -145,25 +146,15 @@ pub fn validate(req: &StreamsGroupHeartbeatRequest) -> Result<(), StreamsError> 
                 }
             }
         }
-        -2 if req.instance_id.is_none() => {
+        LEAVE_STATIC_EPOCH if req.instance_id.is_none() => {
             return Err(StreamsError::invalid("InstanceId can't be null."))
         }
-        -2 => {
-            return Err(StreamsError::invalid(
-                "Static membership is not yet supported.",
-            ))
-        }
-        e if e < -2 => {
+        e if e < LEAVE_STATIC_EPOCH => {
             return Err(StreamsError::invalid(format!(
                 "MemberEpoch is {e}, but must be greater than or equal to -2."
             )))
         }
         _ => {}
-    }
-    if req.instance_id.is_some() && req.member_epoch != -1 {
-        return Err(StreamsError::invalid(
-            "Static membership is not yet supported.",
-        ));
     }
     let lists = [&req.active_tasks, &req.standby_tasks, &req.warmup_tasks];
     if lists.iter().any(|l| l.is_some()) && lists.iter().any(|l| l.is_none()) {
@@ -208,6 +199,16 @@ impl Changes {
     /// A member's records removed and the group epoch bumped (a leave, or
     /// a fence by a timer).
     fn remove_member(&mut self, member: &str) {
+        self.remove_member_records(member);
+        let (hash, validated) = (
+            self.group.metadata.metadata_hash,
+            self.group.metadata.validated_topology_epoch(),
+        );
+        self.bump(hash, validated);
+    }
+
+    /// Tombstones for a member's records, in the order Kafka replays them.
+    fn remove_member_records(&mut self, member: &str) {
         for record in [
             StreamsRecord::CurrentAssignment {
                 group: self.group_id.clone(),
@@ -227,11 +228,37 @@ impl Changes {
         ] {
             self.emit(record);
         }
-        let (hash, validated) = (
-            self.group.metadata.metadata_hash,
-            self.group.metadata.validated_topology_epoch(),
-        );
-        self.bump(hash, validated);
+    }
+}
+
+impl Changes {
+    /// A static member rejoining under a new member id takes the place of
+    /// the one that left temporarily: the old id's records go, and the new
+    /// id gets its metadata, target and tasks (at epoch 0, reconciled next).
+    fn replace_member(&mut self, old: &str, new: &str, member: &StreamsMember) {
+        let target = self.group.target(old);
+        self.remove_member_records(old);
+        let group = &self.group_id;
+        for record in [
+            StreamsRecord::MemberMetadata {
+                group: group.clone(),
+                member: new.to_string(),
+                value: Some(member.metadata.clone()),
+            },
+            StreamsRecord::TargetAssignmentMember {
+                group: group.clone(),
+                member: new.to_string(),
+                value: Some(target),
+            },
+            StreamsRecord::CurrentAssignment {
+                group: group.clone(),
+                member: new.to_string(),
+                value: Some(member.current.clone()),
+            },
+        ] {
+            self.emit(record);
+        }
+        info!(group = %self.group_id, member = %new, replaced = %old, "static member rejoined the streams group under a new member id");
     }
 }
 
@@ -263,7 +290,6 @@ pub fn heartbeat(
     let group = match existing {
         Some(g) => g.clone(),
         None if joining => StreamsGroup::default(),
-        None if req.member_epoch < 0 => return Err(ResponseError::GroupIdNotFound.into()),
         None => {
             return Err(StreamsError::new(
                 ResponseError::GroupIdNotFound,
@@ -272,64 +298,53 @@ pub fn heartbeat(
         }
     };
     if req.member_epoch < 0 {
-        if !group.members.contains_key(&req.member_id) {
-            return Err(ResponseError::UnknownMemberId.into());
-        }
-        let (group, records) = remove_member(&group, &group_id, &req.member_id);
-        let response = StreamsGroupHeartbeatResponse {
-            member_id: req.member_id.clone(),
-            member_epoch: req.member_epoch,
-            status: Some(Vec::new()),
-            ..Default::default()
-        };
-        return Ok(StreamsDecision {
-            group,
-            records,
-            response,
-            to_create: Vec::new(),
-        });
+        return leave(group, req);
     }
-    let previous = group.members.get(&req.member_id).cloned();
+    let Found {
+        mut member,
+        known,
+        replaced,
+    } = find_member(&group, req)?;
     let max_size = hb.settings.max_size;
-    if previous.is_none() && joining && group.members.len() >= max_size {
+    if !known && group.members.len() >= max_size {
         return Err(StreamsError::new(
             ResponseError::GroupMaxSizeReached,
             format!("The streams group has reached its maximum capacity of {max_size} members."),
         ));
     }
-    let mut member = match (&previous, joining) {
-        (Some(m), _) => m.clone(),
-        (None, true) => StreamsMember {
-            metadata: StreamsGroupMemberMetadataValue {
-                topology_epoch: -1,
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-        (None, false) => return Err(ResponseError::UnknownMemberId.into()),
-    };
     let owned = owned_tasks(req);
     if !joining {
         check_epoch(&member.current, req.member_epoch, owned.as_ref())?;
     }
+    // A replaced member's reports stay with its old id, as Kafka's.
+    let mut task_offsets = match replaced {
+        Some(_) => TaskOffsets::default(),
+        None => member.task_offsets.clone(),
+    };
+    task_offsets
+        .update(req.task_offsets.as_deref(), req.task_end_offsets.as_deref())
+        .map_err(StreamsError::invalid)?;
     let group_was_empty = group.members.is_empty();
     let mut changes = Changes {
         group,
         group_id: group_id.clone(),
         records: Vec::new(),
     };
-    let mut bump = false;
+    if let Some(old) = &replaced {
+        changes.replace_member(old, &req.member_id, &member);
+    }
 
-    // The member's metadata.
+    // The member's metadata; the group epoch moves only for what the
+    // assignment depends on.
     let metadata = updated_metadata(&member.metadata, hb);
-    if previous.is_none() || metadata != member.metadata {
+    let mut bump = !known || assignment_inputs_changed(&member.metadata, &metadata);
+    if !known || metadata != member.metadata {
         changes.emit(StreamsRecord::MemberMetadata {
             group: group_id.clone(),
             member: req.member_id.clone(),
             value: Some(metadata.clone()),
         });
         member.metadata = metadata;
-        bump = true;
     }
 
     // The topology: set once, by the first member to join.
@@ -358,6 +373,13 @@ pub fn heartbeat(
     };
     let configured = configure(&topology, image)
         .map_err(|e| StreamsError::new(ResponseError::StreamsInvalidTopology, e.0))?;
+    if configured.is_ready() {
+        check_owned_tasks(req, &configured.tasks)?;
+    }
+    // The assignor reads what the member reports in this very heartbeat.
+    if let Some(m) = changes.group.members.get_mut(&req.member_id) {
+        m.task_offsets = task_offsets;
+    }
     let hash = metadata_hash(&configured.required_topics, image);
     let validated = if configured.is_ready() {
         topology.epoch
@@ -418,7 +440,7 @@ pub fn heartbeat(
         || Holdings::of(&group.members, &req.member_id, &member.metadata.process_id),
     );
     let tasks_changed = next.assigned != member.current.assigned;
-    if next != member.current || previous.is_none() {
+    if next != member.current || !known {
         changes.emit(StreamsRecord::CurrentAssignment {
             group: group_id.clone(),
             member: req.member_id.clone(),
@@ -452,6 +474,211 @@ pub fn heartbeat(
         records: changes.records,
         response,
     })
+}
+
+/// The member a heartbeat is for.
+struct Found {
+    /// As it stands (a new member: defaults; a replacement: the member it
+    /// replaces, under the new id at epoch 0).
+    member: StreamsMember,
+    /// Whether the group has it already (under this or a replaced id).
+    known: bool,
+    /// The id of the static member it replaces.
+    replaced: Option<String>,
+}
+
+impl Found {
+    fn new_member() -> Self {
+        Self {
+            member: StreamsMember {
+                metadata: StreamsGroupMemberMetadataValue {
+                    topology_epoch: -1,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            known: false,
+            replaced: None,
+        }
+    }
+
+    fn existing(member: &StreamsMember) -> Self {
+        Self {
+            member: member.clone(),
+            known: true,
+            replaced: None,
+        }
+    }
+}
+
+/// Finds the member by its instance id (static members) or member id. A
+/// static member joining takes the place of the member holding its
+/// instance id if that one left temporarily (epoch -2); while the holder
+/// is still in the group the instance id is not released.
+fn find_member(
+    group: &StreamsGroup,
+    req: &StreamsGroupHeartbeatRequest,
+) -> Result<Found, StreamsError> {
+    let joining = req.member_epoch == 0;
+    let by_member_id = || match group.members.get(&req.member_id) {
+        Some(m) => Ok(Found::existing(m)),
+        None if joining => Ok(Found::new_member()),
+        None => Err(unknown_member(req)),
+    };
+    let Some(instance) = req.instance_id.as_deref() else {
+        return by_member_id();
+    };
+    match group.static_member(instance) {
+        None if joining => by_member_id(),
+        None => Err(unknown_instance(instance)),
+        Some((owner, holder)) if joining => {
+            if holder.current.epoch != LEAVE_STATIC_EPOCH {
+                return Err(StreamsError::new(
+                    ResponseError::UnreleasedInstanceId,
+                    format!(
+                        "Static member {} with instance id {instance} cannot join the group because the instance id is owned by {owner} member.",
+                        req.member_id
+                    ),
+                ));
+            }
+            let mut member = holder.clone();
+            member.current.epoch = 0;
+            member.current.previous_epoch = 0;
+            member.current.revoking = TaskRoles::default();
+            Ok(Found {
+                member,
+                known: true,
+                replaced: Some(owner.clone()),
+            })
+        }
+        Some((owner, _)) if *owner != req.member_id => Err(fenced_instance(req, instance, owner)),
+        Some((_, holder)) => Ok(Found::existing(holder)),
+    }
+}
+
+fn unknown_member(req: &StreamsGroupHeartbeatRequest) -> StreamsError {
+    StreamsError::new(
+        ResponseError::UnknownMemberId,
+        format!(
+            "Member {} is not a member of group {}.",
+            req.member_id, req.group_id
+        ),
+    )
+}
+
+fn unknown_instance(instance: &str) -> StreamsError {
+    StreamsError::new(
+        ResponseError::UnknownMemberId,
+        format!("Instance id {instance} is unknown."),
+    )
+}
+
+fn fenced_instance(
+    req: &StreamsGroupHeartbeatRequest,
+    instance: &str,
+    owner: &str,
+) -> StreamsError {
+    StreamsError::new(
+        ResponseError::FencedInstanceId,
+        format!(
+            "Static member {} with instance id {instance} was fenced by member {owner}.",
+            req.member_id
+        ),
+    )
+}
+
+/// Leaving: epoch -1 removes the member and bumps the group epoch, so the
+/// others take over its tasks; -2 (a static member restarting) keeps its
+/// tasks for its instance id until its session runs out.
+fn leave(
+    group: StreamsGroup,
+    req: &StreamsGroupHeartbeatRequest,
+) -> Result<StreamsDecision, StreamsError> {
+    let member_id = match req.instance_id.as_deref() {
+        None if group.members.contains_key(&req.member_id) => req.member_id.clone(),
+        None => return Err(unknown_member(req)),
+        Some(instance) => match group.static_member(instance) {
+            None => return Err(unknown_instance(instance)),
+            Some((owner, _)) if *owner != req.member_id => {
+                return Err(fenced_instance(req, instance, owner))
+            }
+            Some((owner, _)) => owner.clone(),
+        },
+    };
+    let mut changes = Changes {
+        group,
+        group_id: req.group_id.clone(),
+        records: Vec::new(),
+    };
+    if req.shutdown_application {
+        changes.group.shutdown_requested_by = Some(member_id.clone());
+    }
+    if req.member_epoch == LEAVE_STATIC_EPOCH {
+        let current = CurrentAssignment {
+            epoch: LEAVE_STATIC_EPOCH,
+            revoking: TaskRoles::default(),
+            ..changes.group.members[&member_id].current.clone()
+        };
+        changes.emit(StreamsRecord::CurrentAssignment {
+            group: req.group_id.clone(),
+            member: member_id.clone(),
+            value: Some(current),
+        });
+        // Its session timer still runs; it has nothing left to revoke.
+        if let Some(m) = changes.group.members.get_mut(&member_id) {
+            m.rebalance_deadline = None;
+        }
+        info!(group = %req.group_id, member = %member_id, "static member temporarily left the streams group");
+    } else {
+        changes.remove_member(&member_id);
+        info!(group = %req.group_id, member = %member_id, "member left the streams group");
+    }
+    Ok(StreamsDecision {
+        group: changes.group,
+        records: changes.records,
+        response: StreamsGroupHeartbeatResponse {
+            member_id: req.member_id.clone(),
+            member_epoch: req.member_epoch,
+            status: Some(Vec::new()),
+            ..Default::default()
+        },
+        to_create: Vec::new(),
+    })
+}
+
+/// Whether a member's change moves the group epoch: only what the task
+/// assignment reads does (as Kafka's epoch-relevant member configs).
+fn assignment_inputs_changed(
+    old: &StreamsGroupMemberMetadataValue,
+    new: &StreamsGroupMemberMetadataValue,
+) -> bool {
+    old.topology_epoch != new.topology_epoch
+        || old.rack_id != new.rack_id
+        || old.client_tags != new.client_tags
+        || old.process_id != new.process_id
+}
+
+/// Tasks the member says it owns must be tasks of the topology.
+fn check_owned_tasks(
+    req: &StreamsGroupHeartbeatRequest,
+    tasks: &BTreeMap<String, i32>,
+) -> Result<(), StreamsError> {
+    let lists = [&req.active_tasks, &req.standby_tasks, &req.warmup_tasks];
+    for t in lists.into_iter().flatten().flatten() {
+        let Some(&count) = tasks.get(&t.subtopology_id) else {
+            return Err(StreamsError::invalid(format!(
+                "Subtopology {} does not exist in the topology.",
+                t.subtopology_id
+            )));
+        };
+        if let Some(p) = t.partitions.iter().find(|&&p| p < 0 || p >= count) {
+            return Err(StreamsError::invalid(format!(
+                "Task {p} for subtopology {} is invalid. Number of tasks for this subtopology: {count}",
+                t.subtopology_id
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The tasks the request says the member owns (None: unchanged).
@@ -496,6 +723,9 @@ fn updated_metadata(
 ) -> StreamsGroupMemberMetadataValue {
     let req = &hb.request;
     let mut m = stored.clone();
+    if req.instance_id.is_some() {
+        m.instance_id.clone_from(&req.instance_id);
+    }
     if req.rack_id.is_some() {
         m.rack_id = req.rack_id.clone();
     }
@@ -542,6 +772,7 @@ fn new_targets(
             let member = AssignorMember {
                 process_id: &m.metadata.process_id,
                 previous: group.target(id),
+                state: &m.task_offsets.offsets,
             };
             (id.clone(), member)
         })
@@ -623,6 +854,7 @@ fn response(
         member_id: hb.request.member_id.clone(),
         member_epoch: next.epoch,
         heartbeat_interval_ms: hb.settings.heartbeat_interval_ms,
+        task_offset_interval_ms: TASK_OFFSET_INTERVAL_MS,
         status: Some(status),
         active_tasks: tasks(|r| &r.active),
         standby_tasks: tasks(|r| &r.standby),
@@ -694,10 +926,10 @@ fn endpoint_partitions(
 
 #[cfg(test)]
 mod tests {
-    use ottla_protocol::streams::{Subtopology, TopicInfo};
+    use ottla_protocol::streams::{Subtopology, TaskOffset, TopicInfo};
 
     use super::*;
-    use crate::streams_group::StreamsGroups;
+    use crate::streams_group::{StreamsGroupState, StreamsGroups};
     use crate::streams_member::{contains, Tasks};
     use crate::test_images::image_with;
 
@@ -860,21 +1092,7 @@ mod tests {
         assert_eq!(g.state().name(), "Stable");
 
         // What the log holds is the group.
-        let mut replayed = StreamsGroups::default();
-        for record in group.log.clone() {
-            replayed.replay(record);
-        }
-        let mut again = replayed.get(GROUP).unwrap().clone();
-        let mut kept_state = g.clone();
-        for m in again
-            .members
-            .values_mut()
-            .chain(kept_state.members.values_mut())
-        {
-            m.session_deadline = 0;
-            m.rebalance_deadline = None;
-        }
-        again.endpoint_epoch = kept_state.endpoint_epoch;
+        let (again, kept_state) = replayed(&group);
         assert_eq!(again, kept_state);
 
         // m2 leaves: its records go and the epoch moves on.
@@ -886,6 +1104,158 @@ mod tests {
         let g = group.state.as_ref().unwrap();
         assert!(!g.members.contains_key("m2") && !g.targets.contains_key("m2"));
         assert_eq!(g.epoch(), before + 1);
+    }
+
+    /// The group as replaying its log gives it (timers are soft state).
+    fn replayed(group: &Group) -> (StreamsGroup, StreamsGroup) {
+        let mut replayed = StreamsGroups::default();
+        for record in group.log.clone() {
+            replayed.replay(record);
+        }
+        let mut again = replayed.get(GROUP).unwrap().clone();
+        let mut kept = group.state.clone().unwrap();
+        for m in again.members.values_mut().chain(kept.members.values_mut()) {
+            m.session_deadline = 0;
+            m.rebalance_deadline = None;
+        }
+        again.endpoint_epoch = kept.endpoint_epoch;
+        (again, kept)
+    }
+
+    #[test]
+    fn a_static_member_restarts_into_its_tasks_without_a_rebalance() {
+        let image = image_with(&[
+            ("in", 1, 4),
+            ("app-rep", 2, 4),
+            ("app-store-changelog", 3, 4),
+        ]);
+        let with_instance = |mut hb: StreamsHeartbeat| {
+            hb.request.instance_id = Some("i1".into());
+            hb
+        };
+        let mut group = Group {
+            state: None,
+            log: Vec::new(),
+        };
+        let (r, _) = group.beat(&with_instance(join("m1", "p1")), &image);
+        let tasks = active(&r);
+        assert_eq!(count(&tasks), 8);
+        let epoch = r.member_epoch;
+        let group_epoch = group.state.as_ref().unwrap().epoch();
+        let error = |group: &Group, hb: StreamsHeartbeat| {
+            heartbeat(group.state.as_ref(), &hb, &image, 0)
+                .map(|_| ())
+                .unwrap_err()
+        };
+
+        // The instance id is taken while its member is in the group.
+        let e = error(&group, with_instance(join("m1b", "p1")));
+        assert_eq!(e.error, ResponseError::UnreleasedInstanceId);
+        assert_eq!(
+            e.message.as_deref(),
+            Some("Static member m1b with instance id i1 cannot join the group because the instance id is owned by m1 member.")
+        );
+        let e = error(&group, with_instance(beat("m9", epoch, &tasks)));
+        assert_eq!(e.error, ResponseError::FencedInstanceId);
+        let mut unknown = beat("m1", epoch, &tasks);
+        unknown.request.instance_id = Some("i9".into());
+        let e = error(&group, unknown);
+        assert_eq!(e.error, ResponseError::UnknownMemberId);
+        assert_eq!(e.message.as_deref(), Some("Instance id i9 is unknown."));
+
+        // A temporary leave keeps the tasks and the group epoch.
+        let mut leave = with_instance(beat("m1", epoch, &tasks));
+        leave.request.member_epoch = LEAVE_STATIC_EPOCH;
+        let (r, _) = group.beat(&leave, &image);
+        assert_eq!(r.member_epoch, LEAVE_STATIC_EPOCH);
+        let g = group.state.as_ref().unwrap();
+        assert_eq!(g.epoch(), group_epoch);
+        assert_eq!(g.members["m1"].current.epoch, LEAVE_STATIC_EPOCH);
+        assert_eq!(g.members["m1"].current.assigned.active, tasks);
+        assert_eq!(g.state(), StreamsGroupState::Reconciling);
+        // Its old epoch no longer works.
+        let e = error(&group, with_instance(beat("m1", epoch, &tasks)));
+        assert_eq!(e.error, ResponseError::FencedMemberEpoch);
+
+        // Restarted under a new member id: the same tasks, at once.
+        let (r, _) = group.beat(&with_instance(join("m1b", "p1")), &image);
+        assert_eq!(active(&r), tasks);
+        assert_eq!(r.member_epoch, epoch);
+        let g = group.state.as_ref().unwrap();
+        assert_eq!(g.epoch(), group_epoch, "no rebalance");
+        assert!(!g.members.contains_key("m1") && !g.targets.contains_key("m1"));
+        assert_eq!(g.static_member("i1").unwrap().0, "m1b");
+        assert_eq!(g.state(), StreamsGroupState::Stable);
+        let (again, kept) = replayed(&group);
+        assert_eq!(again, kept);
+
+        // Leaving for good gives the tasks up and bumps the epoch.
+        let mut leave = with_instance(beat("m1b", epoch, &tasks));
+        leave.request.member_epoch = -1;
+        let (r, _) = group.beat(&leave, &image);
+        assert_eq!(r.member_epoch, -1);
+        let g = group.state.as_ref().unwrap();
+        assert!(g.static_member("i1").is_none() && g.members.is_empty());
+        assert_eq!(g.epoch(), group_epoch + 1);
+    }
+
+    #[test]
+    fn task_reports_are_checked_and_kept_for_the_assignor() {
+        let image = image_with(&[
+            ("in", 1, 4),
+            ("app-rep", 2, 4),
+            ("app-store-changelog", 3, 4),
+        ]);
+        let offset = |s: &str, p: i32, o: i64| TaskOffset {
+            subtopology_id: s.into(),
+            partition: p,
+            offset: o,
+            ..Default::default()
+        };
+        let mut first = join("m1", "p1");
+        first.request.task_offsets = Some(vec![offset("1", 2, 100)]);
+        first.request.task_end_offsets = Some(vec![offset("1", 2, 120)]);
+        let d = heartbeat(None, &first, &image, 0).unwrap();
+        assert_eq!(d.response.task_offset_interval_ms, 60_000);
+        let reported = &d.group.members["m1"].task_offsets;
+        assert_eq!(reported.offsets["1"][&2], 100);
+        assert_eq!(reported.end_offsets["1"][&2], 120);
+        let group = d.group;
+        let epoch = group.members["m1"].current.epoch;
+        let owned = group.members["m1"].current.assigned.active.clone();
+        let error = |hb: &StreamsHeartbeat| {
+            heartbeat(Some(&group), hb, &image, 0)
+                .map(|_| ())
+                .unwrap_err()
+                .message
+                .unwrap()
+        };
+        let mut twice = beat("m1", epoch, &owned);
+        twice.request.task_offsets = Some(vec![offset("1", 2, 1), offset("1", 2, 2)]);
+        assert_eq!(
+            error(&twice),
+            "Task offsets contain a duplicate entry for subtopology 1 and partition 2."
+        );
+        let mut unknown = beat("m1", epoch, &owned);
+        unknown.request.warmup_tasks =
+            Some(task_ids(&Tasks::from([("9".to_string(), [0].into())])));
+        assert_eq!(
+            error(&unknown),
+            "Subtopology 9 does not exist in the topology."
+        );
+        let mut past = beat("m1", epoch, &owned);
+        past.request.standby_tasks = Some(task_ids(&Tasks::from([("0".to_string(), [7].into())])));
+        assert_eq!(
+            error(&past),
+            "Task 7 for subtopology 0 is invalid. Number of tasks for this subtopology: 4"
+        );
+        // Unreported lists are unchanged; a new report replaces the old.
+        let mut again = beat("m1", epoch, &owned);
+        again.request.task_offsets = Some(vec![offset("1", 3, 5)]);
+        let d = heartbeat(Some(&group), &again, &image, 0).unwrap();
+        let reported = &d.group.members["m1"].task_offsets;
+        assert_eq!(reported.offsets["1"].keys().collect::<Vec<_>>(), [&3]);
+        assert_eq!(reported.end_offsets["1"][&2], 120);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use ottla_protocol::streams::describe::Assignment;
 use ottla_protocol::streams::records::{
     StreamsGroupCurrentMemberAssignmentValue, StreamsGroupMemberMetadataValue,
 };
-use ottla_protocol::streams::TaskIds;
+use ottla_protocol::streams::{TaskIds, TaskOffset};
 
 /// Subtopology id → partitions: one task per partition.
 pub type Tasks = BTreeMap<String, BTreeSet<i32>>;
@@ -188,10 +188,70 @@ impl CurrentAssignment {
     }
 }
 
+/// Subtopology id → partition → a task's changelog offset sum.
+pub type TaskOffsetSums = BTreeMap<String, BTreeMap<i32, i64>>;
+
+/// How far a member's local state stores have read each task's changelogs,
+/// and how far those changelogs go, as it last reported them (soft state,
+/// as Kafka's: the assignor prefers the members with the most state).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskOffsets {
+    pub offsets: TaskOffsetSums,
+    pub end_offsets: TaskOffsetSums,
+}
+
+impl TaskOffsets {
+    /// The reported lists (None: unchanged), refused when one names a task
+    /// twice.
+    pub fn update(
+        &mut self,
+        offsets: Option<&[TaskOffset]>,
+        end_offsets: Option<&[TaskOffset]>,
+    ) -> Result<(), String> {
+        if let Some(list) = offsets {
+            self.offsets = offset_sums(list)?;
+        }
+        if let Some(list) = end_offsets {
+            self.end_offsets = offset_sums(list)?;
+        }
+        Ok(())
+    }
+}
+
+fn offset_sums(list: &[TaskOffset]) -> Result<TaskOffsetSums, String> {
+    let mut sums = TaskOffsetSums::new();
+    for t in list {
+        let partitions = sums.entry(t.subtopology_id.clone()).or_default();
+        if partitions.insert(t.partition, t.offset).is_some() {
+            return Err(format!(
+                "Task offsets contain a duplicate entry for subtopology {} and partition {}.",
+                t.subtopology_id, t.partition
+            ));
+        }
+    }
+    Ok(sums)
+}
+
+/// The wire form of [`TaskOffsetSums`].
+pub fn task_offsets(sums: &TaskOffsetSums) -> Vec<TaskOffset> {
+    sums.iter()
+        .flat_map(|(id, partitions)| {
+            partitions.iter().map(|(&partition, &offset)| TaskOffset {
+                subtopology_id: id.clone(),
+                partition,
+                offset,
+                ..Default::default()
+            })
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StreamsMember {
     pub metadata: StreamsGroupMemberMetadataValue,
     pub current: CurrentAssignment,
+    /// What it last reported of its state stores (soft state).
+    pub task_offsets: TaskOffsets,
     /// When the member is fenced unless it heartbeats (soft state).
     pub session_deadline: i64,
     /// When the member is fenced unless it has given up its revoked tasks.

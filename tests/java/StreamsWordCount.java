@@ -4,7 +4,10 @@
 // "word=count" to an output topic, exactly once.
 //
 // Usage: java -cp '<kafka libs>/*' StreamsWordCount.java BOOTSTRAP APP_ID
-//            INPUT OUTPUT GROUP_PROTOCOL STATE_DIR
+//            INPUT OUTPUT GROUP_PROTOCOL STATE_DIR [STORE [INSTANCE_ID]]
+// STORE is "memory" (the default) or "rocksdb" (state kept on disk, whose
+// offsets members report when they join); INSTANCE_ID makes the instance
+// a static member (group.instance.id).
 // It runs until killed (SIGTERM closes it cleanly and leaves the group)
 // and prints "STATE <state>" on each state change.
 
@@ -38,13 +41,19 @@ public class StreamsWordCount {
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, -1);
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        boolean onDisk = args.length > 6 && args[6].equals("rocksdb");
+        if (args.length > 7) {
+            props.put(StreamsConfig.consumerPrefix("group.instance.id"), args[7]);
+        }
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(args[2], Consumed.with(Serdes.String(), Serdes.String()))
             .flatMapValues(line -> Arrays.asList(line.toLowerCase().split("\\s+")))
             .filter((key, word) -> !word.isEmpty())
             .groupBy((key, word) -> word, Grouped.with("words", Serdes.String(), Serdes.String()))
-            .count(Materialized.<String, Long>as(Stores.inMemoryKeyValueStore("counts"))
+            .count(Materialized.<String, Long>as(onDisk
+                    ? Stores.persistentKeyValueStore("counts")
+                    : Stores.inMemoryKeyValueStore("counts"))
                 .withKeySerde(Serdes.String())
                 .withValueSerde(Serdes.Long()))
             .toStream()

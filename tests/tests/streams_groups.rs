@@ -11,6 +11,8 @@
 //! - a second instance shares the tasks; a killed instance's tasks move to
 //!   the other once its session ends, with no count lost or repeated;
 //! - the group and its assignment survive a broker kill -9 and restart;
+//! - a static instance (`group.instance.id`, RocksDB stores) restarted
+//!   within its session gets its tasks back with no rebalance;
 //! - the tool lists and describes (state, members) the group, resets and
 //!   deletes its offsets, and deletes it with its internal topics;
 //! - on three nodes, standby tasks go to the other instance, and the group
@@ -49,6 +51,12 @@ struct StreamsApp {
 impl StreamsApp {
     /// Starts instance `name` against `bootstrap`, its files in `dir`.
     fn start(bootstrap: &str, dir: &Path, name: &str) -> Self {
+        Self::start_with(bootstrap, dir, name, &[])
+    }
+
+    /// Starts an instance with the word count's optional arguments (store,
+    /// instance id).
+    fn start_with(bootstrap: &str, dir: &Path, name: &str, options: &[&str]) -> Self {
         let libs = kafka_bin().parent().unwrap().join("libs");
         let out = dir.join(format!("{name}.out"));
         let child = Command::new("java")
@@ -57,6 +65,7 @@ impl StreamsApp {
             .arg(repo_root().join("tests/java/StreamsWordCount.java"))
             .args([bootstrap, APP, INPUT, OUTPUT, "streams"])
             .arg(dir.join(format!("{name}-state")))
+            .args(options)
             .stdin(Stdio::null())
             .stdout(File::create(&out).unwrap())
             .stderr(File::create(dir.join(format!("{name}.err"))).unwrap())
@@ -339,6 +348,92 @@ fn a_kafka_streams_word_count_runs_exactly_once_as_a_streams_group() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// The group epoch `--describe --state --verbose` shows.
+fn group_epoch(node: &Ottla) -> i32 {
+    let out = streams_groups(
+        node,
+        &["--describe", "--group", APP, "--state", "--verbose"],
+    );
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(APP))
+        .expect("a state line");
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    // ... STATE GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH #MEMBERS
+    fields[fields.len() - 3].parse().expect("an epoch")
+}
+
+/// The member epochs `--describe --members --verbose` shows.
+fn member_epochs(node: &Ottla) -> Vec<i32> {
+    let out = streams_groups(
+        node,
+        &["--describe", "--group", APP, "--members", "--verbose"],
+    );
+    out.lines()
+        .filter(|l| l.starts_with(APP))
+        // GROUP TARGET-ASSIGNMENT-EPOCH TOPOLOGY-EPOCH MEMBER PROTOCOL EPOCH ...
+        .map(|l| l.split_whitespace().nth(5).unwrap().parse().unwrap())
+        .collect()
+}
+
+/// Static members (`group.instance.id`) with RocksDB stores: an instance
+/// closed leaves temporarily (member epoch -2) keeping its tasks, and
+/// restarted within its session it rejoins under new member ids into the
+/// same tasks with no rebalance (the group epoch stays), reporting its
+/// stores' offsets; the counts stay exact throughout.
+#[test]
+fn a_static_instance_restarts_into_its_tasks_without_a_rebalance() {
+    let mut overrides = STREAMS_OVERRIDES.to_vec();
+    // Long enough for a JVM to restart within it.
+    overrides.retain(|(k, _)| *k != "group.streams.session.timeout.ms");
+    overrides.push(("group.streams.session.timeout.ms", "30000"));
+    let node = Ottla::start(&overrides);
+    create_topic(&node, INPUT, 4, &[]);
+    create_topic(&node, OUTPUT, 1, &[]);
+    let mut expected = BTreeMap::new();
+    produce_words(&node, 0, &mut expected);
+    let dir = &node.data_dir;
+    let mut a = StreamsApp::start_with(&node.bootstrap(), dir, "a", &["rocksdb", "a"]);
+    let mut b = StreamsApp::start_with(&node.bootstrap(), dir, "b", &["rocksdb", "b"]);
+    let before = await_members(&node, 2, 4);
+    await_exact_counts(&node, &expected);
+    let epoch = group_epoch(&node);
+
+    // Closed: both of a's members leave temporarily, keeping their tasks.
+    a.stop();
+    let start = Instant::now();
+    while member_epochs(&node).iter().filter(|&&e| e == -2).count() != 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "a's members never left temporarily: {:?}",
+            member_epochs(&node)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(members(&node).len(), 4, "a's members stay in the group");
+    produce_words(&node, 1, &mut expected);
+
+    // Restarted: the same tasks for the same process, no new group epoch.
+    let _a = StreamsApp::start_with(&node.bootstrap(), dir, "a", &["rocksdb", "a"]);
+    let start = Instant::now();
+    while member_epochs(&node).iter().any(|&e| e < 0) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "a never rejoined: {:?}",
+            member_epochs(&node)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let mut after = await_members(&node, 2, 4);
+    let mut before = before;
+    before.sort();
+    after.sort();
+    assert_eq!(after, before, "the tasks stayed where they were");
+    assert_eq!(group_epoch(&node), epoch, "no rebalance");
+    await_exact_counts(&node, &expected);
+    b.stop();
 }
 
 /// Three nodes, every topic with three replicas: standby tasks sit on the

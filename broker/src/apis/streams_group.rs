@@ -17,7 +17,7 @@ use kafka_protocol::error::ResponseError;
 use ottla_controller::features::{self, STREAMS_VERSION};
 use ottla_controller::{MetadataImage, NewTopic};
 use ottla_group_coordinator::{
-    configure_streams_topology, task_ids, InternalTopic, StreamsError, StreamsGroup,
+    configure_streams_topology, task_ids, task_offsets, InternalTopic, StreamsError, StreamsGroup,
     StreamsGroupSettings, StreamsHeartbeat, TaskRoles,
 };
 use ottla_protocol::own_api::OwnApiKey;
@@ -382,6 +382,8 @@ fn described(id: &str, group: &StreamsGroup, image: &MetadataImage) -> Described
             process_id: m.metadata.process_id.clone(),
             user_endpoint: m.metadata.user_endpoint.clone(),
             client_tags: m.metadata.client_tags.clone(),
+            task_offsets: task_offsets(&m.task_offsets.offsets),
+            task_end_offsets: task_offsets(&m.task_offsets.end_offsets),
             assignment: assignment(&m.current.assigned),
             target_assignment: assignment(&group.target(member_id)),
             ..Default::default()
