@@ -8,6 +8,8 @@
 //! the active controller commits it only if that image was current (see
 //! `crate::service`), so requests can land on any node.
 
+mod active;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -21,7 +23,6 @@ use tokio::sync::watch;
 use tracing::info;
 use uuid::Uuid;
 
-use crate::active::{ActiveService, CommitError, Liveness, LivenessLoop, QuietScans};
 use crate::elections::{align_partitions, elect, usable_in, ElectionType, NoElection};
 use crate::features;
 use crate::image::MetadataImage;
@@ -33,6 +34,7 @@ use crate::reassignment::{self, ReassignmentError};
 use crate::records::{
     is_mirror_binding_config, MetadataRecord, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC,
 };
+use active::{ActiveService, CommitError, Liveness, LivenessLoop, QuietScans};
 
 /// Producer ids handed to a broker per ProducerIds record.
 pub const PRODUCER_ID_BLOCK: i64 = 1000;

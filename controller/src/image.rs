@@ -5,12 +5,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
 
-use crate::acls::Acls;
-use crate::quotas::ClientQuotas;
+use crate::records::acl::Acls;
+use crate::records::quota::ClientQuotas;
+use crate::records::scram::ScramCredentials;
 use crate::records::{
     Endpoint, MetadataRecord, CONFIG_RESOURCE_MIRROR, CONFIG_RESOURCE_TOPIC, MIRROR_NAME_CONFIG,
 };
-use crate::scram::ScramCredentials;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionImage {
@@ -345,7 +345,7 @@ impl MetadataImage {
                 user,
                 mechanism,
                 credential,
-            } => crate::scram::apply(
+            } => crate::records::scram::apply(
                 &mut self.scram_credentials,
                 user,
                 *mechanism,
@@ -358,7 +358,7 @@ impl MetadataImage {
                 self.acls.remove(id);
             }
             MetadataRecord::ClientQuota { entity, key, value } => {
-                crate::quotas::apply(&mut self.client_quotas, entity, key, *value)
+                crate::records::quota::apply(&mut self.client_quotas, entity, key, *value)
             }
         }
     }

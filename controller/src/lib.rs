@@ -3,7 +3,6 @@
 //! them to the metadata log.
 
 pub mod acls;
-mod active;
 pub mod controller;
 pub mod elections;
 pub mod features;

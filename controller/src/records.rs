@@ -16,9 +16,13 @@
 use thiserror::Error;
 use uuid::Uuid;
 
-use crate::acls::Acl;
-use crate::quotas::QuotaValue;
-use crate::scram::{ScramCredential, ScramMechanism};
+pub mod acl;
+pub mod quota;
+pub mod scram;
+
+use acl::Acl;
+use quota::QuotaValue;
+use scram::{ScramCredential, ScramMechanism};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum DecodeError {

@@ -10,13 +10,12 @@
 //! there because broker liveness is its in-memory state, as in KRaft.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
-
-use crate::raft::{Node, QuorumSummary};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ControllerRequest {
@@ -131,3 +130,42 @@ pub trait ControllerService: Send + Sync + 'static {
 
 /// Filled in once the controller exists (it owns the quorum that serves it).
 pub type ServiceSlot = Arc<OnceLock<Arc<dyn ControllerService>>>;
+
+/// Where a voter's controller listener is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    pub host: String,
+    pub port: u16,
+}
+
+impl fmt::Display for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// Per-voter state for DescribeQuorum, as the leader sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VoterSummary {
+    pub id: u64,
+    /// The offset after the voter's last replicated entry, -1 if unknown.
+    pub log_end_offset: i64,
+    /// When the voter last answered the leader (wall-clock ms), if ever.
+    pub last_fetch_ms: Option<i64>,
+}
+
+/// What DescribeQuorum reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumSummary {
+    pub leader: Option<u64>,
+    /// The Raft term, Kafka's leader epoch.
+    pub epoch: u64,
+    /// The offset after the last committed entry.
+    pub high_watermark: i64,
+    pub voters: Vec<VoterSummary>,
+    /// Controllers that do not vote and broker-only nodes following the
+    /// log, as of their last fetch.
+    pub observers: Vec<VoterSummary>,
+    /// Every voter's controller listener.
+    pub voter_nodes: BTreeMap<u64, Node>,
+}

@@ -8,10 +8,11 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::batches::now_ms;
-use super::quorum::{VoterSummary, MAX_WRITE_BYTES};
+use super::quorum::MAX_WRITE_BYTES;
 use super::recent::RecentEntries;
 use super::snapshot::encoded_image;
 use super::state_machine::ImageSender;
+use super::VoterSummary;
 use crate::service::{MetadataFetch, MetadataUpdate};
 
 /// The longest an observer's fetch is held while nothing is newer.

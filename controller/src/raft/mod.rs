@@ -56,32 +56,15 @@ mod state_file;
 mod state_machine;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::io::Cursor;
-
-use serde::{Deserialize, Serialize};
 
 pub(crate) use departures::refuses_connections;
 pub use member::QuorumMember;
 pub use observer::Observer;
-pub use quorum::{
-    Quorum, QuorumConfig, QuorumError, QuorumSummary, VoterChangeError, VoterSummary,
-    MAX_WRITE_BYTES,
-};
+pub use quorum::{Quorum, QuorumConfig, QuorumError, VoterChangeError, MAX_WRITE_BYTES};
 pub use rpc::{RpcHandler, RPC_KEY};
 
-/// Where a voter's controller listener is.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Node {
-    pub host: String,
-    pub port: u16,
-}
-
-impl fmt::Display for Node {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.host, self.port)
-    }
-}
+pub use crate::service::{Node, QuorumSummary, VoterSummary};
 
 /// How a node finds the voters of the metadata quorum.
 #[derive(Debug, Clone)]

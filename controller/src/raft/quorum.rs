@@ -25,7 +25,7 @@ use super::log_store::LogStore;
 use super::network::{Contacts, Network};
 use super::rpc::{serve, RpcHandler};
 use super::state_machine::{ImageSender, StateMachine};
-use super::{offset_of, voters_of, Node, QuorumVoters, TypeConfig};
+use super::{offset_of, voters_of, Node, QuorumSummary, QuorumVoters, TypeConfig, VoterSummary};
 use crate::image::MetadataImage;
 use crate::records::MetadataRecord;
 use crate::service::{ControllerRequest, ControllerResponse, ControllerService, ServiceSlot};
@@ -124,32 +124,6 @@ pub enum QuorumError {
     Config(String),
     #[error("metadata quorum storage: {0}")]
     Storage(#[from] ottla_storage::StorageError),
-}
-
-/// Per-voter state for DescribeQuorum, as the leader sees it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct VoterSummary {
-    pub id: u64,
-    /// The offset after the voter's last replicated entry, -1 if unknown.
-    pub log_end_offset: i64,
-    /// When the voter last answered the leader (wall-clock ms), if ever.
-    pub last_fetch_ms: Option<i64>,
-}
-
-/// What DescribeQuorum reports.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct QuorumSummary {
-    pub leader: Option<u64>,
-    /// The Raft term, Kafka's leader epoch.
-    pub epoch: u64,
-    /// The offset after the last committed entry.
-    pub high_watermark: i64,
-    pub voters: Vec<VoterSummary>,
-    /// Controllers that do not vote and broker-only nodes following the
-    /// log, as of their last fetch.
-    pub observers: Vec<VoterSummary>,
-    /// Every voter's controller listener.
-    pub voter_nodes: BTreeMap<u64, Node>,
 }
 
 /// Why a change of the voters did not happen.

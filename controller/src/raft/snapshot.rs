@@ -260,9 +260,9 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::acls::Acl;
+    use crate::records::acl::Acl;
+    use crate::records::scram::{ScramCredential, ScramMechanism};
     use crate::records::{Endpoint, CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC};
-    use crate::scram::{ScramCredential, ScramMechanism};
 
     fn sample_image() -> MetadataImage {
         let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));

@@ -11,11 +11,11 @@ use uuid::Uuid;
 
 use super::snapshot::{decode, encode, encoded_image, image_from, Meta};
 use super::LogId;
-use crate::acls::Acl;
 use crate::image::MetadataImage;
-use crate::quotas::QuotaValue;
+use crate::records::acl::Acl;
+use crate::records::quota::QuotaValue;
+use crate::records::scram::{ScramCredential, ScramMechanism};
 use crate::records::{Endpoint, MetadataRecord};
-use crate::scram::{ScramCredential, ScramMechanism};
 
 /// Small pools, so that records meet the brokers, topics, partitions and
 /// keys earlier records created.

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use crate::controller::{Controller, ControllerError};
+use super::{Controller, ControllerError};
 use crate::elections::{align_partitions, leaderships, preferred_leader_moves, usable_in};
 use crate::image::BrokerImage;
 use crate::raft::{refuses_connections, Node, QuorumError, QuorumSummary};
