@@ -4,6 +4,7 @@
 pub mod apis;
 pub mod authorize;
 pub mod broker;
+pub mod broker_metrics;
 pub mod config;
 pub mod dynamic_broker_config;
 pub mod dynamic_listeners;
@@ -21,6 +22,7 @@ pub mod purgatory;
 pub mod quotas;
 pub mod replica;
 pub mod replication;
+pub mod sampled_rate;
 pub mod security;
 pub mod txn_config;
 #[cfg(test)]

@@ -12,14 +12,16 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use ottla_broker::broker::{Broker, BrokerSettings};
+use ottla_broker::broker_metrics;
 use ottla_broker::config::{keys, BrokerConfig, Endpoint as ConfigEndpoint, Listener};
 use ottla_broker::dynamic_broker_config::{dynamic_or, DynamicConnectionLimits};
 use ottla_broker::dynamic_listeners::{ApiService, DynamicListeners};
 use ottla_broker::handlers::broker_apis::BrokerSlot;
 use ottla_broker::handlers::controller_apis::{ControllerNode, ControllerSlot};
+use ottla_broker::handlers::credentials::MetadataCredentials;
 use ottla_broker::handlers::{broker_registry, controller_registry};
 use ottla_broker::meta_properties::{self, Unformatted};
-use ottla_broker::metrics::{self, MetricsServer};
+use ottla_broker::metrics::MetricsServer;
 use ottla_broker::network::{
     bind_address, ListenerSpec, QuorumEndpoint, QuorumSlot, RequestHandlerPool, Server,
     ServerSettings,
@@ -27,7 +29,6 @@ use ottla_broker::network::{
 use ottla_broker::quotas::IpConnectionQuotas;
 use ottla_broker::replication::fetcher::FetchSettings;
 use ottla_broker::security::authorizer::{Access, Authorizer};
-use ottla_broker::security::credentials::MetadataCredentials;
 use ottla_broker::security::sasl::ScramCredentialStore;
 use ottla_broker::security::tls_reload::{ReloadableTls, TlsReloader};
 use ottla_broker::security::{
@@ -304,7 +305,7 @@ async fn serve(mut config: BrokerConfig, dir_locks: Arc<DirLocks>) -> Result<()>
         let background = tokio::spawn(broker.clone().run_background(background_stopped));
         let stop_broker_listeners = CancellationToken::new();
         if let Some(metrics_server) = metrics_server {
-            let registry = Arc::new(metrics::registry(broker.clone(), handler_pool));
+            let registry = Arc::new(broker_metrics::registry(broker.clone(), handler_pool));
             tokio::spawn(metrics_server.serve(registry, stop_broker_listeners.clone()));
         }
         let broker_server = broker_server

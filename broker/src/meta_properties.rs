@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use uuid::Uuid;
 
-use crate::replica::base64_topic_id;
+use ottla_protocol::names::uuid_text;
 
 pub const META_PROPERTIES: &str = "meta.properties";
 
@@ -87,10 +87,10 @@ pub fn ensure(
     let cluster_id = match (found, configured, unformatted) {
         (Some((id, _)), _, _) => id,
         (None, Some(id), _) => id.to_string(),
-        (None, None, Unformatted::Generate) => base64_topic_id(&Uuid::new_v4()),
+        (None, None, Unformatted::Generate) => uuid_text(&Uuid::new_v4()),
         (None, None, Unformatted::Refuse) => bail!(
             "cluster.id is not set and no log dir has a meta.properties naming one; nodes of a multi-node cluster do not make one up (each would make up its own and they would not form one cluster): set the same cluster.id on every node, for example cluster.id={}",
-            base64_topic_id(&Uuid::new_v4())
+            uuid_text(&Uuid::new_v4())
         ),
     };
     for dir in &dirs {
@@ -101,7 +101,7 @@ pub fn ensure(
         }
         let body = format!(
             "#\n#Written by ottla\nnode.id={node_id}\nversion=1\ncluster.id={cluster_id}\ndirectory.id={}\n",
-            base64_topic_id(&Uuid::new_v4())
+            uuid_text(&Uuid::new_v4())
         );
         ottla_storage::checkpoint::write_atomically(&path, body.as_bytes())?;
     }

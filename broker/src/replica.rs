@@ -7,6 +7,8 @@
 //! ISR; while the ISR is this broker alone (a single node), that is the log
 //! end itself.
 
+pub mod progress;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -30,10 +32,10 @@ use uuid::Uuid;
 pub use ottla_coordinator_common::partition_writer::{now_ms, PartitionState, ProduceOutcome};
 use ottla_coordinator_common::partition_writer::{HostedPartition, PartitionWriter, Replicated};
 
+use self::progress::Followers;
 use crate::log_config::TopicConfigResolver;
 use crate::metrics::PartitionStats;
 use crate::purgatory::{Waiter, Watchers};
-use crate::replication::progress::Followers;
 
 pub struct Partition {
     pub tp: TopicPartition,
@@ -329,7 +331,7 @@ impl ReplicaManager {
         mirror_binding: Option<String>,
         config: LogConfig,
     ) {
-        let id = base64_topic_id(&topic_id);
+        let id = ottla_protocol::names::uuid_text(&topic_id);
         match self.logs.get_or_create(&tp, &id, config) {
             Ok(log) => {
                 info!(partition = %tp, leader = state.leader, epoch = state.leader_epoch, "hosting partition");
@@ -1048,10 +1050,6 @@ pub fn storage_error_code(e: &StorageError) -> (ResponseError, String) {
     };
     (code, e.to_string())
 }
-
-/// Kafka's text form of a UUID: URL-safe base64 without padding.
-/// A topic id as Kafka prints it (URL-safe base64, no padding).
-pub use ottla_protocol::names::uuid_text as base64_topic_id;
 
 impl HostedPartition for Partition {
     fn tp(&self) -> &TopicPartition {

@@ -16,6 +16,14 @@ use crate::mirror::{MirrorApiKey, REQUEST_HEADER_VERSION};
 use crate::request::{guarded, RequestError, RequestPrefix};
 use crate::streams::StreamsApiKey;
 
+/// Which API a request is for: one of Kafka's (kafka-protocol's codec) or
+/// one of Ottla's own codec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Kafka(kafka_protocol::messages::ApiKey),
+    Own(OwnApiKey),
+}
+
 /// An API served through Ottla's own codec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OwnApiKey {

@@ -22,7 +22,9 @@ use uuid::Uuid;
 
 use super::group::{client_host, ALL_GROUP_OPERATIONS};
 use crate::broker::Broker;
-use crate::replica::{base64_topic_id, now_ms};
+use ottla_protocol::names::uuid_text;
+
+use crate::replica::now_ms;
 use ottla_controller::features::{self, GROUP_VERSION};
 use ottla_group_coordinator::{
     validate_consumer_heartbeat, Assignment, ConsumerMember, HeartbeatError, HeartbeatRequest,
@@ -94,7 +96,7 @@ pub fn heartbeat(
                 // v0 joins without an id and gets one; from v1 (KIP-1082) the
                 // client names itself. Kafka's ids are its Uuid strings.
                 if request.member_id.is_empty() {
-                    request.member_id = base64_topic_id(&Uuid::new_v4());
+                    request.member_id = uuid_text(&Uuid::new_v4());
                 }
                 match broker.groups.shard_blocking(&request.group_id) {
                     Ok(shard) => {

@@ -8,6 +8,7 @@
 
 pub mod broker_apis;
 pub mod controller_apis;
+pub mod credentials;
 
 use std::collections::HashMap;
 use std::sync::Arc;

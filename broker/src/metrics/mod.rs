@@ -50,20 +50,17 @@
 //! Cost on the data path: request, error and latency counters are atomics in
 //! arrays indexed by API key, version and error code (`network`); per-topic
 //! traffic lives on each hosted partition (`topic`). Everything else is
-//! computed when scraped (`cluster`, `process`), on the blocking pool.
+//! computed when scraped (`process` here; the broker's state in
+//! `crate::broker_metrics`, which builds the registry), on the blocking pool.
 
-mod cluster;
 mod errors;
 mod histogram;
 mod http;
-mod mirror;
 mod network;
 mod process;
-mod request_handlers;
 mod topic;
 
 use std::fmt;
-use std::sync::Arc;
 
 use prometheus_client::encoding::{
     prometheus_text, DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeLabelSet,
@@ -73,25 +70,10 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 pub use http::MetricsServer;
-pub use network::{network, ConnectionCounters, NetworkMetrics};
+pub use network::{network, ConnectionCounters, NetworkCollector, NetworkMetrics};
+pub use process::ProcessCollector;
 pub use topic::PartitionStats;
-
-use crate::broker::Broker;
-use crate::network::RequestHandlerPool;
-
-/// Everything `/metrics` serves, for the broker `broker` and its request
-/// handler pool.
-pub fn registry(broker: Arc<Broker>, handler_pool: Arc<RequestHandlerPool>) -> Registry {
-    let mut registry = Registry::default();
-    registry.register_collector(Box::new(network::NetworkCollector(network())));
-    registry.register_collector(Box::new(request_handlers::RequestHandlerCollector(
-        handler_pool,
-    )));
-    registry.register_collector(Box::new(cluster::BrokerCollector(broker.clone())));
-    registry.register_collector(Box::new(mirror::MirrorCollector(broker)));
-    registry.register_collector(Box::new(process::ProcessCollector));
-    registry
-}
+pub(crate) use topic::{Traffic, COUNTERS};
 
 /// The registry in the Prometheus text format.
 pub fn render(registry: &Registry) -> Result<String, fmt::Error> {
@@ -101,13 +83,13 @@ pub fn render(registry: &Registry) -> Result<String, fmt::Error> {
 }
 
 /// The label set of a series without labels.
-const NO_LABELS: [(&str, &str); 0] = [];
+pub(crate) const NO_LABELS: [(&str, &str); 0] = [];
 
 /// A metric's name, help text, and how to read its value from a `T`.
-type Field<T, V> = (&'static str, &'static str, fn(&T) -> V);
+pub(crate) type Field<T, V> = (&'static str, &'static str, fn(&T) -> V);
 
 /// A counter family; `name` without `_total`, which the encoder appends.
-fn counter<L: EncodeLabelSet, V: EncodeCounterValue>(
+pub(crate) fn counter<L: EncodeLabelSet, V: EncodeCounterValue>(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -122,7 +104,7 @@ fn counter<L: EncodeLabelSet, V: EncodeCounterValue>(
     Ok(())
 }
 
-fn gauge<L: EncodeLabelSet, V: EncodeGaugeValue>(
+pub(crate) fn gauge<L: EncodeLabelSet, V: EncodeGaugeValue>(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -134,6 +116,3 @@ fn gauge<L: EncodeLabelSet, V: EncodeGaugeValue>(
     }
     Ok(())
 }
-
-#[cfg(test)]
-mod tests;

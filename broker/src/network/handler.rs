@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 use ottla_protocol::file_records::FileRecords;
+pub use ottla_protocol::own_api::Api;
 use ottla_protocol::own_api::OwnApiKey;
 use tokio::sync::oneshot;
 
@@ -75,14 +76,6 @@ pub trait RequestHandler: Send + Sync + 'static {
 
 pub type OwnHandlerFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Bytes, HandlerError>> + Send + 'a>>;
-
-/// Which API a request is for: one of Kafka's (kafka-protocol's codec) or
-/// one of Ottla's own codec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    Kafka(ApiKey),
-    Own(OwnApiKey),
-}
 
 /// When a connection may be read from again: a client over its quota is
 /// not read from until its throttle time has passed (KIP-219).

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::quotas::SampledRate;
+use crate::sampled_rate::SampledRate;
 
 /// The connection limits in force: `max.connections`,
 /// `max.connections.per.ip`, `max.connections.per.ip.overrides` and the

@@ -5,7 +5,6 @@
 //! from a follower in their rack ([`read_replica`]).
 
 pub mod fetcher;
-pub mod progress;
 pub mod read_replica;
 pub mod throttle;
 

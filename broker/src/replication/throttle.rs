@@ -17,7 +17,7 @@ use ottla_controller::MetadataImage;
 use parking_lot::Mutex;
 
 use crate::dynamic_broker_config::dynamic_value;
-use crate::quotas::SampledRate;
+use crate::sampled_rate::SampledRate;
 
 pub const LEADER_RATE: &str = "leader.replication.throttled.rate";
 pub const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";

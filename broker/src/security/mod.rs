@@ -2,7 +2,6 @@
 //! (SASL_PLAINTEXT, SASL_SSL) and the principal each connection runs as.
 
 pub mod authorizer;
-pub mod credentials;
 mod listener;
 pub mod pem;
 pub mod principal;

@@ -16,8 +16,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::scram::{ScramExchange, ScramStep};
 use super::{plain, AuthError, Mechanism, SaslSettings};
-use crate::network::Api;
 use crate::security::KafkaPrincipal;
+use ottla_protocol::own_api::Api;
 
 /// What the connection does with a decoded request.
 #[derive(Debug, PartialEq, Eq)]

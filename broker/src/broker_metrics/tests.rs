@@ -7,9 +7,11 @@ use kafka_protocol::messages::{ApiKey, ResponseKind};
 use ottla_protocol::batch::BatchBuilder;
 use ottla_storage::manager::TopicPartition;
 
-use super::network::NetworkCollector;
+use prometheus_client::registry::Registry;
+
 use super::*;
 use crate::apis::test_support::{append, create_topic, test_broker};
+use crate::metrics::{render, NetworkCollector, NetworkMetrics};
 
 fn render_one(collector: impl prometheus_client::collector::Collector) -> String {
     let mut registry = Registry::default();

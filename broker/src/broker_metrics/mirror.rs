@@ -9,8 +9,8 @@ use std::sync::Arc;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use super::{counter, gauge, Field};
 use crate::broker::Broker;
+use crate::metrics::{counter, gauge, Field};
 use crate::replica::now_ms;
 
 /// One mirror partition, copied out of its driver.

@@ -11,9 +11,8 @@ use std::sync::Arc;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use super::topic::{Traffic, COUNTERS};
-use super::{counter, gauge, Field, NO_LABELS};
 use crate::broker::Broker;
+use crate::metrics::{counter, gauge, Field, Traffic, COUNTERS, NO_LABELS};
 use crate::replication::throttle::Side;
 use ottla_group_coordinator::GroupState;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use super::{counter, gauge, NO_LABELS};
+use crate::metrics::{counter, gauge, NO_LABELS};
 use crate::network::RequestHandlerPool;
 
 #[derive(Debug)]

@@ -3,8 +3,8 @@
 
 use ottla_controller::scram::{ScramCredential, ScramMechanism};
 
-use super::sasl::ScramCredentialStore;
-use crate::handlers::broker_apis::BrokerSlot;
+use super::broker_apis::BrokerSlot;
+use crate::security::sasl::ScramCredentialStore;
 
 /// The metadata image of the broker the slot holds (none before it opens).
 pub struct MetadataCredentials(pub BrokerSlot);
