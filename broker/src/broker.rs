@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -135,7 +135,20 @@ pub struct Broker {
 
 /// A periodic job, run on the blocking pool; it may spawn async work on
 /// the runtime with the broker it is given.
-type PeriodicJob = dyn Fn(&Arc<Broker>) + Send + Sync;
+pub type PeriodicJob = dyn Fn(&Arc<Broker>) + Send + Sync;
+
+/// Work an API's handlers need run every `period` (on the blocking pool, as
+/// the broker's own periodic jobs): the wiring hands it to
+/// [`Broker::run_background`], so the broker names no API.
+pub struct BackgroundJob {
+    pub period: Duration,
+    pub job: Box<PeriodicJob>,
+}
+
+/// The broker the APIs serve, filled in once it is open. Listeners are
+/// bound first (so ports chosen by the OS can be advertised) and start
+/// accepting only after the broker is set.
+pub type BrokerSlot = Arc<OnceLock<Arc<Broker>>>;
 
 impl Broker {
     /// Opens storage, registers this node with the controller and waits
@@ -308,16 +321,32 @@ impl Broker {
         )
     }
 
+    /// Forgets the share partitions of partitions no longer led here: their
+    /// new leader delivers them.
+    fn forget_share_partitions_led_elsewhere(&self, image: &MetadataImage) {
+        let node = self.node_id();
+        self.share_partitions.retain(|(topic_id, partition)| {
+            image
+                .topic_by_id(topic_id)
+                .and_then(|t| t.partitions.get(partition))
+                .is_some_and(|p| p.leader == node)
+        });
+    }
+
     /// Follows metadata changes, and starts the periodic work, until
     /// `shutdown` flips to true.
-    pub async fn run_background(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+    pub async fn run_background(
+        self: Arc<Self>,
+        mut shutdown: watch::Receiver<bool>,
+        api_jobs: Vec<BackgroundJob>,
+    ) {
         tokio::spawn(self.clone().send_heartbeats(shutdown.clone()));
         tokio::spawn(self.clone().run_cleaner(shutdown.clone()));
         tokio::spawn(self.clone().run_txn_timers(shutdown.clone()));
         if let Some(changes) = self.take_isr_changes() {
             tokio::spawn(self.clone().send_isr_changes(changes));
         }
-        let mut periodic = self.start_periodic_work(&shutdown);
+        let mut periodic = self.start_periodic_work(&shutdown, api_jobs);
         let (applied_tx, applied_rx) = watch::channel(self.controller.image());
         tokio::spawn(
             self.clone()
@@ -374,7 +403,7 @@ impl Broker {
             let image = applied.borrow_and_update().clone();
             self.blocking(move |b| {
                 b.groups.follow_leadership(&image);
-                crate::apis::share_fetch::follow_leadership(b, &image);
+                b.forget_share_partitions_led_elsewhere(&image);
                 b.share_coordinator.follow_leadership(&image);
                 b.txns.follow_leadership(&image);
                 b.mirrors.services().states.follow_leadership(&image);
@@ -386,7 +415,11 @@ impl Broker {
     /// The periodic jobs, each in a task of its own on the blocking pool,
     /// as Kafka's scheduler threads run them: a long retention pass or
     /// group tick delays neither metadata changes nor the other jobs.
-    fn start_periodic_work(self: &Arc<Self>, shutdown: &watch::Receiver<bool>) -> JoinSet<()> {
+    fn start_periodic_work(
+        self: &Arc<Self>,
+        shutdown: &watch::Receiver<bool>,
+        api_jobs: Vec<BackgroundJob>,
+    ) -> JoinSet<()> {
         let mut jobs = JoinSet::new();
         let s = &self.settings;
         let mut every = |period: Duration, job: Box<PeriodicJob>| {
@@ -436,10 +469,9 @@ impl Broker {
             GroupCoordinator::TICK_INTERVAL,
             Box::new(|b| b.groups.tick(now_ms())),
         );
-        every(
-            GroupCoordinator::TICK_INTERVAL,
-            Box::new(|b| crate::apis::share_fetch::tick(b, now_ms())),
-        );
+        for BackgroundJob { period, job } in api_jobs {
+            every(period, job);
+        }
         every(
             s.checkpoint_interval,
             Box::new(|b| {

@@ -3,6 +3,7 @@
 
 pub mod apis;
 pub mod authorize;
+mod blocking;
 pub mod broker;
 pub mod broker_metrics;
 pub mod config;

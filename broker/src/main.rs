@@ -11,15 +11,15 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use ottla_broker::broker::BrokerSlot;
 use ottla_broker::broker::{Broker, BrokerSettings};
 use ottla_broker::broker_metrics;
 use ottla_broker::config::{keys, BrokerConfig, Endpoint as ConfigEndpoint, Listener};
 use ottla_broker::dynamic_broker_config::{dynamic_or, DynamicConnectionLimits};
 use ottla_broker::dynamic_listeners::{ApiService, DynamicListeners};
-use ottla_broker::handlers::broker_apis::BrokerSlot;
 use ottla_broker::handlers::controller_apis::{ControllerNode, ControllerSlot};
 use ottla_broker::handlers::credentials::MetadataCredentials;
-use ottla_broker::handlers::{broker_registry, controller_registry};
+use ottla_broker::handlers::{self, broker_registry, controller_registry};
 use ottla_broker::meta_properties::{self, Unformatted};
 use ottla_broker::metrics::MetricsServer;
 use ottla_broker::network::{
@@ -302,7 +302,11 @@ async fn serve(mut config: BrokerConfig, dir_locks: Arc<DirLocks>) -> Result<()>
             tokio::task::spawn_blocking(move || Broker::open(settings, for_open)).await??;
         let _ = slot.set(broker.clone());
         let (stop_background, background_stopped) = watch::channel(false);
-        let background = tokio::spawn(broker.clone().run_background(background_stopped));
+        let background = tokio::spawn(
+            broker
+                .clone()
+                .run_background(background_stopped, handlers::background_jobs()),
+        );
         let stop_broker_listeners = CancellationToken::new();
         if let Some(metrics_server) = metrics_server {
             let registry = Arc::new(broker_metrics::registry(broker.clone(), handler_pool));

@@ -21,6 +21,7 @@ pub mod leader_hints;
 pub mod list_config_resources;
 pub mod list_offsets;
 pub mod metadata;
+pub mod mirror;
 pub mod offset_for_leader_epoch;
 pub mod partition_access;
 pub mod produce;

@@ -271,18 +271,6 @@ pub fn tick(broker: &Arc<Broker>, now: i64) {
     });
 }
 
-/// Forgets the share partitions of partitions no longer led here: their
-/// new leader delivers them.
-pub fn follow_leadership(broker: &Broker, image: &MetadataImage) {
-    let node = broker.node_id();
-    broker.share_partitions.retain(|(topic_id, partition)| {
-        image
-            .topic_by_id(topic_id)
-            .and_then(|t| t.partitions.get(partition))
-            .is_some_and(|p| p.leader == node)
-    });
-}
-
 pub async fn fetch(
     broker: &Arc<Broker>,
     listener: &str,

@@ -35,8 +35,8 @@ use ottla_share_coordinator::{StateKey, UNSET_START};
 
 use super::group::{client_host, ALL_GROUP_OPERATIONS};
 use super::share_persister;
+use crate::blocking::blocking;
 use crate::broker::Broker;
-use crate::handlers::blocking;
 use crate::replica::now_ms;
 
 /// The only assignor share groups have.

@@ -35,8 +35,8 @@ use ottla_share_coordinator::{ShareState, StateKey, StateWrite};
 use crate::apis::share_state::{
     delete_local, from_read_batch, initialize_local, to_write_batch, write_local,
 };
+use crate::blocking::blocking;
 use crate::broker::Broker;
-use crate::handlers::blocking;
 
 /// The node coordinating `key`'s state (the state topic is created on
 /// first use).

@@ -36,8 +36,8 @@ use ottla_share_coordinator::{ShareState, StateBatch, StateKey, StateWrite};
 use ottla_storage::manager::TopicPartition;
 use uuid::Uuid;
 
+use crate::blocking::blocking;
 use crate::broker::Broker;
-use crate::handlers::blocking;
 
 /// A batch as the requests carry it.
 pub(crate) fn to_write_batch(b: &StateBatch) -> write_request::StateBatch {

@@ -33,9 +33,9 @@ use parking_lot::Mutex;
 use tracing::{debug, info, warn};
 
 use super::group::{client_host, ALL_GROUP_OPERATIONS};
+use crate::blocking::blocking;
 use crate::broker::Broker;
-use crate::handlers::blocking;
-use crate::handlers::broker_apis::BrokerSlot;
+use crate::broker::BrokerSlot;
 use crate::network::{OwnHandlerFuture, RequestContext, RequestHandler};
 use crate::replica::now_ms;
 use ottla_controller::acls::operation;

@@ -150,7 +150,7 @@ configs! {
     /// Maximum connections from one IP address.
     MAX_CONNECTIONS_PER_IP: i32 = "max.connections.per.ip", Int, Some("2147483647"), Valid::AtLeast(0);
     /// Per-IP exceptions to max.connections.per.ip: comma-separated ip:count pairs (IP addresses only).
-    MAX_CONNECTIONS_PER_IP_OVERRIDES: String = "max.connections.per.ip.overrides", String, Some(""), Valid::Parses(|v| crate::network::parse_per_ip_overrides(v).map(|_| ()));
+    MAX_CONNECTIONS_PER_IP_OVERRIDES: String = "max.connections.per.ip.overrides", String, Some(""), Valid::Parses(|v| super::parse_per_ip_overrides(v).map(|_| ()));
     /// Connections per second the broker accepts, across its listeners but the inter-broker one.
     MAX_CONNECTION_CREATION_RATE: i32 = "max.connection.creation.rate", Int, Some("2147483647"), Valid::AtLeast(0);
     /// Bytes of requests read but not yet handled, over all connections;

@@ -11,6 +11,7 @@ mod describe;
 mod ignored;
 mod listener_overrides;
 mod listeners;
+mod per_ip_overrides;
 mod value;
 
 use std::collections::BTreeMap;
@@ -25,6 +26,7 @@ use defs::ConfigDef;
 pub use describe::{ConfigEntry, ConfigSource, ConfigSynonym};
 pub use listeners::{Endpoint, Listener, QuorumVoter, SecurityProtocol};
 pub use ottla_protocol::properties::SyntaxError;
+pub use per_ip_overrides::parse_per_ip_overrides;
 pub use value::{ConfigType, FromValue, Key, Value};
 
 /// Kafka's synonym group of broker key `name`, in precedence order

@@ -83,7 +83,11 @@ impl Running {
             create_topic(&broker, name, partitions);
         }
         let (stop, rx) = watch::channel(false);
-        let background = tokio::spawn(broker.clone().run_background(rx));
+        let background = tokio::spawn(
+            broker
+                .clone()
+                .run_background(rx, crate::handlers::background_jobs()),
+        );
         // The loop follows image changes made after its first poll only:
         // let it start before anything changes.
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -5,7 +5,7 @@
 //! blocking pool so they never stall the async workers; Fetch and the group
 //! APIs are async (they long-poll) and run in place.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
@@ -21,8 +21,9 @@ use crate::apis::{
     share_group, share_state, txn, unregister_broker, update_features,
 };
 use crate::authorize::{gate_request, Gate};
+use crate::blocking::blocking;
 use crate::broker::Broker;
-use crate::handlers::{blocking, HandlerRegistry};
+use crate::handlers::HandlerRegistry;
 use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
 use crate::quotas::{thread_percent, throttle_time_field, QuotaClient, QuotaType};
 
@@ -96,10 +97,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteAcls, 1, 3),
 ];
 
-/// The broker the APIs serve, filled in once it is open. Listeners are
-/// bound first (so ports chosen by the OS can be advertised) and start
-/// accepting only after the broker is set.
-pub type BrokerSlot = Arc<OnceLock<Arc<Broker>>>;
+pub use crate::broker::BrokerSlot;
 
 /// Registers every client-facing API in `registry`, served by the broker
 /// that `slot` will hold.

@@ -17,7 +17,8 @@ use crate::apis::describe_cluster::{self, CONTROLLERS};
 use crate::apis::describe_quorum::{self, QuorumContext};
 use crate::apis::raft_voters;
 use crate::authorize::{gate_on_controller, Gate};
-use crate::handlers::{blocking, HandlerRegistry};
+use crate::blocking::blocking;
+use crate::handlers::HandlerRegistry;
 use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
 use crate::security::authorizer::Authorizer;
 

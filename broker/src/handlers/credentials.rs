@@ -3,7 +3,7 @@
 
 use ottla_controller::scram::{ScramCredential, ScramMechanism};
 
-use super::broker_apis::BrokerSlot;
+use crate::broker::BrokerSlot;
 use crate::security::sasl::ScramCredentialStore;
 
 /// The metadata image of the broker the slot holds (none before it opens).

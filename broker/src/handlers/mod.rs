@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use ottla_group_coordinator::GroupCoordinator;
 use ottla_protocol::api_versions::{
     ApiTableError, ApiVersionsTable, Features, FinalizedFeatures, VersionRange,
 };
@@ -23,10 +24,12 @@ use ottla_protocol::own_api::OwnApiKey;
 use ottla_protocol::streams::StreamsApiKey;
 
 use crate::apis::sasl;
+use crate::broker::BackgroundJob;
 pub use crate::features::node_features;
 use crate::network::{
     Api, HandlerFuture, OwnHandlerFuture, RequestContext, RequestHandler, Response,
 };
+use crate::replica::now_ms;
 
 /// API key → handler, plus the ApiVersions table built from the registrations.
 pub struct HandlerRegistry {
@@ -120,14 +123,14 @@ impl RequestHandler for HandlerRegistry {
     }
 }
 
-/// Runs a synchronous handler (one that may wait on the controller or the
-/// disk) on the blocking pool, with its own handle on `state`.
-pub(crate) async fn blocking<S: Send + Sync + 'static, T: Send + 'static>(
-    state: &Arc<S>,
-    f: impl FnOnce(&S) -> T + Send + 'static,
-) -> anyhow::Result<T> {
-    let state = state.clone();
-    Ok(tokio::task::spawn_blocking(move || f(&state)).await?)
+/// The background work of the APIs served here, for
+/// [`Broker::run_background`](crate::broker::Broker::run_background): the
+/// share partitions' lock expiry and idle share sessions.
+pub fn background_jobs() -> Vec<BackgroundJob> {
+    vec![BackgroundJob {
+        period: GroupCoordinator::TICK_INTERVAL,
+        job: Box::new(|b| crate::apis::share_fetch::tick(b, now_ms())),
+    }]
 }
 
 /// The handlers of the client-facing (broker) listeners. ApiVersions is
@@ -140,7 +143,7 @@ pub fn broker_registry(
     register_sasl(&mut registry)?;
     registry.register_own(
         MirrorApiKey::ALL.map(OwnApiKey::Mirror),
-        Arc::new(crate::mirroring::apis::MirrorApis {
+        Arc::new(crate::apis::mirror::MirrorApis {
             broker: slot.clone(),
         }),
     );

@@ -1,8 +1,7 @@
-//! Cluster mirroring on the broker (KIP-1279): the mirror APIs' handlers,
-//! and the broker's side of the runtime's traits. The runtime itself (the
-//! manager, fetchers, state store, syncs) is `ottla_mirror::runtime`.
-
-pub mod apis;
+//! Cluster mirroring on the broker (KIP-1279): the broker's side of the
+//! runtime's traits. The runtime itself (the manager, fetchers, state
+//! store, syncs) is `ottla_mirror::runtime`; the mirror APIs' handlers are
+//! `crate::apis::mirror`.
 
 #[cfg(test)]
 mod tests;

@@ -17,9 +17,7 @@ pub use handler::{
     RequestHandler, Response,
 };
 pub use handler_pool::RequestHandlerPool;
-pub use limits::{
-    parse_per_ip_overrides, ConnectionLimitSource, ConnectionRateQuotas, Limits, StaticLimits,
-};
+pub use limits::{ConnectionLimitSource, ConnectionRateQuotas, Limits, StaticLimits};
 pub use memory::RequestMemory;
 pub use quorum::{QuorumAdmission, QuorumEndpoint, QuorumSlot};
 pub use server::{

@@ -20,12 +20,12 @@ use super::connection::{Connection, Service};
 use super::handler::{ConnectionInfo, RequestHandler};
 use super::handler_pool::RequestHandlerPool;
 use super::limits::{
-    parse_per_ip_overrides, ConnectionLimitSource, ConnectionLimits, ConnectionRateQuotas,
-    ConnectionRates, Limits, StaticLimits,
+    ConnectionLimitSource, ConnectionLimits, ConnectionRateQuotas, ConnectionRates, Limits,
+    StaticLimits,
 };
 use super::memory::RequestMemory;
 use super::quorum::QuorumSlot;
-use crate::config::{keys, BrokerConfig};
+use crate::config::{keys, parse_per_ip_overrides, BrokerConfig};
 use crate::metrics::network;
 use crate::security::ListenerSecurity;
 

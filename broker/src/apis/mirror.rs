@@ -45,7 +45,7 @@ use ottla_protocol::own_api::OwnApiKey;
 use tracing::info;
 
 use crate::broker::Broker;
-use crate::handlers::broker_apis::BrokerSlot;
+use crate::broker::BrokerSlot;
 use crate::network::{OwnHandlerFuture, RequestContext, RequestHandler};
 use crate::security::authorizer::Access;
 use ottla_mirror::runtime::source::SourceCluster;
