@@ -13,6 +13,7 @@
 //! decoders accept every version they know. Unknown types are an error: a
 //! broker must not apply a log it does not understand.
 
+use ottla_protocol::schema::wire;
 use thiserror::Error;
 use uuid::Uuid;
 
@@ -352,7 +353,7 @@ impl MetadataRecord {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader(bytes);
+        let mut r = Reader(wire::Reader::new(bytes));
         let type_id = r.u16()?;
         let version = r.u16()?;
         let newest = match type_id {
@@ -477,7 +478,7 @@ impl MetadataRecord {
             },
             other => return Err(DecodeError::Unknown(other, version)),
         };
-        if !r.0.is_empty() {
+        if r.0.remaining() > 0 {
             return Err(DecodeError::Invalid("trailing bytes"));
         }
         Ok(record)
@@ -584,42 +585,42 @@ impl Writer {
     }
 }
 
-struct Reader<'a>(&'a [u8]);
+/// The shared big-endian reader, with this encoding's own strings, counts
+/// and optional fields on top.
+struct Reader<'a>(wire::Reader<'a>);
+
+impl From<wire::DecodeError> for DecodeError {
+    fn from(e: wire::DecodeError) -> Self {
+        match e.kind {
+            wire::DecodeErrorKind::Truncated { .. } => Self::Truncated,
+            _ => Self::Invalid("malformed field"),
+        }
+    }
+}
 
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], DecodeError> {
-        if self.0.len() < n {
-            return Err(DecodeError::Truncated);
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
+        Ok(self.0.take(n as u64)?)
     }
     fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
+        Ok(self.0.i8()? as u8)
     }
     fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(u16::from_be_bytes(
-            self.take(2)?.try_into().expect("2 bytes"),
-        ))
+        Ok(self.0.u16()?)
     }
     fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
+        Ok(self.0.i32()?)
     }
     fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
+        Ok(self.0.i64()?)
     }
     fn uuid(&mut self) -> Result<Uuid, DecodeError> {
-        Ok(Uuid::from_slice(self.take(16)?).expect("16 bytes"))
+        Ok(self.0.uuid()?)
     }
     /// An element count, bounded by the bytes left (no element is empty).
     fn count(&mut self) -> Result<usize, DecodeError> {
         let n = self.i32()?;
-        if n < 0 || n as usize > self.0.len() {
+        if n < 0 || n as usize > self.0.remaining() {
             return Err(DecodeError::Invalid("bad element count"));
         }
         Ok(n as usize)

@@ -4,6 +4,7 @@
 //! coordinator's records use and a log may hold.
 
 use bytes::Bytes;
+use ottla_protocol::schema::wire;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed coordinator record: {0}")]
@@ -158,19 +159,27 @@ impl Writer {
     }
 }
 
-/// Reads schema fields; `flexible` switches lengths to unsigned varints
-/// (length + 1, 0 for null) as flexible versions encode them.
+/// Reads schema fields over the protocol crate's reader; `flexible`
+/// switches lengths to unsigned varints (length + 1, 0 for null) as
+/// flexible versions encode them.
 pub struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+    inner: wire::Reader<'a>,
     flexible: bool,
+}
+
+/// The shared reader's error, as this codec names it.
+fn decode_error(e: wire::DecodeError) -> DecodeError {
+    match e.kind {
+        wire::DecodeErrorKind::Truncated { .. } => DecodeError("truncated"),
+        wire::DecodeErrorKind::VarintTooLong => DecodeError("varint too long"),
+        _ => DecodeError("malformed field"),
+    }
 }
 
 impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
         Self {
-            buf,
-            pos: 0,
+            inner: wire::Reader::new(buf),
             flexible: false,
         }
     }
@@ -181,50 +190,31 @@ impl<'a> Reader<'a> {
     }
 
     fn take(&mut self, n: usize) -> DecodeResult<&'a [u8]> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or(DecodeError("truncated"))?;
-        let out = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(out)
-    }
-
-    fn array<const N: usize>(&mut self) -> DecodeResult<[u8; N]> {
-        Ok(self.take(N)?.try_into().expect("length checked"))
+        self.inner.take(n as u64).map_err(decode_error)
     }
 
     pub fn i16(&mut self) -> DecodeResult<i16> {
-        Ok(i16::from_be_bytes(self.array()?))
+        self.inner.i16().map_err(decode_error)
     }
 
     pub fn i32(&mut self) -> DecodeResult<i32> {
-        Ok(i32::from_be_bytes(self.array()?))
+        self.inner.i32().map_err(decode_error)
     }
 
     pub fn i64(&mut self) -> DecodeResult<i64> {
-        Ok(i64::from_be_bytes(self.array()?))
+        self.inner.i64().map_err(decode_error)
     }
 
     pub fn i8(&mut self) -> DecodeResult<i8> {
-        Ok(i8::from_be_bytes(self.array()?))
+        self.inner.i8().map_err(decode_error)
     }
 
     pub fn uuid(&mut self) -> DecodeResult<uuid::Uuid> {
-        Ok(uuid::Uuid::from_bytes(self.array()?))
+        self.inner.uuid().map_err(decode_error)
     }
 
     fn uvarint(&mut self) -> DecodeResult<u32> {
-        let mut value: u32 = 0;
-        for shift in (0..35).step_by(7) {
-            let b = self.take(1)?[0];
-            value |= u32::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(DecodeError("varint too long"))
+        self.inner.unsigned_varint().map_err(decode_error)
     }
 
     /// A length prefix; None for null.

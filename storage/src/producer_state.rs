@@ -32,6 +32,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use ottla_protocol::batch::{BatchError, BatchView, ControlType, VarintCursor, NO_SEQUENCE};
+use ottla_protocol::schema::wire::Reader;
 use tracing::{debug, info, warn};
 
 use crate::checkpoint::write_atomically;
@@ -691,41 +692,24 @@ fn encode_snapshot(entries: &[&ProducerStateEntry]) -> Vec<u8> {
     b
 }
 
-/// Big-endian reader that fails instead of panicking on short input.
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> std::result::Result<[u8; N], String> {
-        if self.0.len() < N {
-            return Err("snapshot is truncated".into());
-        }
-        let (head, rest) = self.0.split_at(N);
-        self.0 = rest;
-        Ok(head.try_into().expect("N bytes"))
-    }
-    fn i16(&mut self) -> std::result::Result<i16, String> {
-        self.take().map(i16::from_be_bytes)
-    }
-    fn i32(&mut self) -> std::result::Result<i32, String> {
-        self.take().map(i32::from_be_bytes)
-    }
-    fn i64(&mut self) -> std::result::Result<i64, String> {
-        self.take().map(i64::from_be_bytes)
-    }
+fn decode_snapshot(bytes: &[u8]) -> std::result::Result<Vec<ProducerStateEntry>, String> {
+    decode_entries(bytes).map_err(|e| e.to_string())
 }
 
-fn decode_snapshot(bytes: &[u8]) -> std::result::Result<Vec<ProducerStateEntry>, String> {
-    let mut r = Reader(bytes);
+type DecodeResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn decode_entries(bytes: &[u8]) -> DecodeResult<Vec<ProducerStateEntry>> {
+    let mut r = Reader::new(bytes);
     let version = r.i16()?;
     if version != SNAPSHOT_VERSION {
-        return Err(format!("unknown snapshot version {version}"));
+        return Err(format!("unknown snapshot version {version}").into());
     }
-    let stored = u32::from_be_bytes(r.take()?);
+    let stored = r.i32()? as u32;
     let computed = crc32c::crc32c(&bytes[SNAPSHOT_HEADER_LEN..]);
     if stored != computed {
-        return Err(format!(
-            "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
-        ));
+        return Err(
+            format!("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}").into(),
+        );
     }
     let count = r.i32()?;
     let count = usize::try_from(count).map_err(|_| format!("negative producer count {count}"))?;
@@ -737,12 +721,9 @@ fn decode_snapshot(bytes: &[u8]) -> std::result::Result<Vec<ProducerStateEntry>,
         e.last_timestamp = r.i64()?;
         let txn = r.i64()?;
         e.current_txn_first_offset = (txn >= 0).then_some(txn);
-        let [batches] = r.take::<1>()?;
+        let batches = r.i8()? as u8;
         if batches as usize > NUM_BATCHES_TO_RETAIN {
-            return Err(format!(
-                "{batches} cached batches for producer {}",
-                e.producer_id
-            ));
+            return Err(format!("{batches} cached batches for producer {}", e.producer_id).into());
         }
         for _ in 0..batches {
             e.batches.push_back(BatchMetadata {
@@ -755,9 +736,7 @@ fn decode_snapshot(bytes: &[u8]) -> std::result::Result<Vec<ProducerStateEntry>,
         }
         entries.push(e);
     }
-    if !r.0.is_empty() {
-        return Err(format!("{} trailing bytes", r.0.len()));
-    }
+    r.finish()?;
     Ok(entries)
 }
 

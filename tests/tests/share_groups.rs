@@ -163,7 +163,8 @@ fn share_consumers_split_a_topic_and_each_record_is_delivered_once() {
 
 /// Three nodes: the group's coordinator is one node, and each partition's
 /// records are acquired on its own leader; deleting the group deletes the
-/// partitions' state at their share coordinators.
+/// partitions' state at their share coordinators; offsets are reset and
+/// deleted there too.
 #[test]
 fn on_three_nodes_each_leader_delivers_its_partition() {
     let nodes = Ottla::cluster(3, SHARE_OVERRIDES);
@@ -194,6 +195,28 @@ fn on_three_nodes_each_leader_delivers_its_partition() {
     }
     a.stop();
     b.stop();
+    // Offsets reset and deleted across the three coordinators at once
+    // (one request per coordinator broker).
+    share_groups_tool(
+        &nodes[1],
+        &[
+            "--reset-offsets",
+            "--group",
+            "crew",
+            "--topic",
+            "spread",
+            "--to-earliest",
+            "--execute",
+        ],
+    );
+    let reset = start_offsets(&nodes[2], "crew");
+    assert_eq!(reset, (0..3).map(|p| (p, 0)).collect(), "{reset:?}");
+    share_groups_tool(
+        &nodes[0],
+        &["--delete-offsets", "--group", "crew", "--topic", "spread"],
+    );
+    let left = start_offsets(&nodes[0], "crew");
+    assert!(left.is_empty(), "the group forgot the topic: {left:?}");
     let deleted = share_groups_tool(&nodes[1], &["--delete", "--group", "crew"]);
     assert!(deleted.contains("was successful"), "{deleted}");
     let again = ConsoleConsumer::start_share(&nodes[1], "again", "spread", "crew", &[]);

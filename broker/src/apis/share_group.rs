@@ -3,6 +3,7 @@
 //! AlterShareGroupOffsets v0. The membership is
 //! `ottla_group_coordinator::share_group`; delivery is `apis::share_fetch`.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -29,7 +30,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::features::{self, SHARE_VERSION};
-use ottla_controller::MetadataImage;
+use ottla_controller::{MetadataImage, TopicImage};
 use ottla_group_coordinator::{ShareAssignment, ShareGroupSettings, ShareHeartbeat};
 use ottla_share_coordinator::{StateKey, UNSET_START};
 
@@ -262,31 +263,52 @@ async fn describe_group_offsets(
             }
         }
     };
-    let mut topics = Vec::with_capacity(wanted.len());
-    for (name, partitions) in wanted {
-        let topic = image.topic_by_name(&name);
-        let ids: Vec<i32> = partitions.unwrap_or_else(|| {
-            topic.map_or_else(Vec::new, |t| t.partitions.keys().copied().collect())
-        });
-        let mut described = Vec::with_capacity(ids.len());
-        for partition in ids {
-            let p = DescribeShareGroupOffsetsResponsePartition::default()
-                .with_partition_index(partition)
-                .with_leader_epoch(-1);
-            let Some(t) = topic.filter(|t| t.partitions.contains_key(&partition)) else {
-                described.push(p.with_error_code(ResponseError::UnknownTopicOrPartition.code()));
-                continue;
-            };
-            let key = StateKey {
-                group: group.clone(),
-                topic_id: t.id,
-                partition,
-            };
-            described.push(match share_persister::start_offset(broker, &key).await {
-                Ok(start) => p.with_start_offset(start),
-                Err(e) => p.with_start_offset(-1).with_error_code(e.code()),
+    // Every partition's start in one summary request per coordinator.
+    let named: Vec<(String, Option<&TopicImage>, Vec<i32>)> = wanted
+        .into_iter()
+        .map(|(name, partitions)| {
+            let topic = image.topic_by_name(&name);
+            let ids = partitions.unwrap_or_else(|| {
+                topic.map_or_else(Vec::new, |t| t.partitions.keys().copied().collect())
             });
-        }
+            (name, topic, ids)
+        })
+        .collect();
+    let keys: Vec<StateKey> = named
+        .iter()
+        .filter_map(|(_, topic, ids)| Some((topic.as_ref()?, ids)))
+        .flat_map(|(t, ids)| {
+            ids.iter()
+                .filter(|p| t.partitions.contains_key(p))
+                .map(|&partition| StateKey {
+                    group: group.clone(),
+                    topic_id: t.id,
+                    partition,
+                })
+        })
+        .collect();
+    let starts: BTreeMap<(uuid::Uuid, i32), Result<i64, ResponseError>> =
+        share_persister::start_offsets(broker, &group, keys)
+            .await
+            .into_iter()
+            .map(|(k, start)| ((k.topic_id, k.partition), start))
+            .collect();
+    let mut topics = Vec::with_capacity(named.len());
+    for (name, topic, ids) in named {
+        let described = ids
+            .into_iter()
+            .map(|partition| {
+                let p = DescribeShareGroupOffsetsResponsePartition::default()
+                    .with_partition_index(partition)
+                    .with_leader_epoch(-1);
+                let start = topic.and_then(|t| starts.get(&(t.id, partition)));
+                match start {
+                    None => p.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                    Some(Ok(start)) => p.with_start_offset(*start),
+                    Some(Err(e)) => p.with_start_offset(-1).with_error_code(e.code()),
+                }
+            })
+            .collect();
         topics.push(
             DescribeShareGroupOffsetsResponseTopic::default()
                 .with_topic_name(TopicName(text(name)))
@@ -350,27 +372,44 @@ pub async fn delete_offsets(
     if let Err((error, message)) = check_empty(broker, &group, "deleting").await {
         return failed(error, message);
     }
+    // Every named topic's partitions start over unset, in one request per
+    // coordinator; a topic whose partitions all did is forgotten by the group.
+    let starts: Vec<(StateKey, i64)> = req
+        .topics
+        .iter()
+        .filter_map(|t| image.topic_by_name(&t.topic_name))
+        .flat_map(|tp| {
+            tp.partitions.keys().map(|&partition| {
+                let key = StateKey {
+                    group: group.clone(),
+                    topic_id: tp.id,
+                    partition,
+                };
+                (key, UNSET_START)
+            })
+        })
+        .collect();
+    let mut by_topic: BTreeMap<uuid::Uuid, Result<(), ResponseError>> = BTreeMap::new();
+    for (k, outcome) in share_persister::initialize(broker, &group, starts).await {
+        let topic = by_topic.entry(k.topic_id).or_insert(Ok(()));
+        *topic = topic.and(outcome);
+    }
+    let reset: Vec<uuid::Uuid> = by_topic
+        .iter()
+        .filter(|(_, outcome)| outcome.is_ok())
+        .map(|(id, _)| *id)
+        .collect();
+    if let Err(e) = forget_state_topics(broker, &group, reset.clone()).await {
+        for id in reset {
+            by_topic.insert(id, Err(e));
+        }
+    }
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let topic = image.topic_by_name(&t.topic_name);
         let outcome = match topic {
             None => Err(ResponseError::UnknownTopicOrPartition),
-            Some(tp) => {
-                let mut outcome = Ok(());
-                for &partition in tp.partitions.keys() {
-                    let key = StateKey {
-                        group: group.clone(),
-                        topic_id: tp.id,
-                        partition,
-                    };
-                    let done = share_persister::initialize(broker, &key, UNSET_START).await;
-                    outcome = outcome.and(done);
-                }
-                if outcome.is_ok() {
-                    outcome = forget_state_topic(broker, &group, tp.id).await;
-                }
-                outcome
-            }
+            Some(tp) => by_topic.get(&tp.id).copied().unwrap_or(Ok(())),
         };
         topics.push(
             DeleteShareGroupOffsetsResponseTopic::default()
@@ -403,35 +442,70 @@ pub async fn alter_offsets(
     if let Err((error, message)) = check_empty(broker, &group, "altering").await {
         return failed(error, message);
     }
-    let mut topics = Vec::with_capacity(req.topics.len());
-    for t in req.topics {
-        let topic = image.topic_by_name(&t.topic_name);
-        let mut partitions = Vec::with_capacity(t.partitions.len());
-        for p in t.partitions {
-            let outcome = match topic.filter(|tp| tp.partitions.contains_key(&p.partition_index)) {
-                None => Err(ResponseError::UnknownTopicOrPartition),
-                Some(_) if p.start_offset < 0 => Err(ResponseError::InvalidRequest),
-                Some(tp) => {
+    // Every valid partition starts over in one request per coordinator,
+    // then the group records them all at once.
+    let starts: Vec<(StateKey, i64)> = req
+        .topics
+        .iter()
+        .filter_map(|t| Some((image.topic_by_name(&t.topic_name)?, t)))
+        .flat_map(|(tp, t)| {
+            t.partitions
+                .iter()
+                .filter(|p| tp.partitions.contains_key(&p.partition_index) && p.start_offset >= 0)
+                .map(|p| {
                     let key = StateKey {
                         group: group.clone(),
                         topic_id: tp.id,
                         partition: p.partition_index,
                     };
-                    match share_persister::initialize(broker, &key, p.start_offset).await {
-                        Ok(()) => {
-                            add_state_partition(broker, &group, tp.id, &tp.name, p.partition_index)
-                                .await
-                        }
-                        Err(e) => Err(e),
-                    }
-                }
-            };
-            partitions.push(
+                    (key, p.start_offset)
+                })
+        })
+        .collect();
+    let mut outcomes: BTreeMap<(uuid::Uuid, i32), Result<(), ResponseError>> =
+        share_persister::initialize(broker, &group, starts)
+            .await
+            .into_iter()
+            .map(|(k, outcome)| ((k.topic_id, k.partition), outcome))
+            .collect();
+    let mut started: BTreeMap<uuid::Uuid, Vec<i32>> = BTreeMap::new();
+    for ((id, partition), outcome) in &outcomes {
+        if outcome.is_ok() {
+            started.entry(*id).or_default().push(*partition);
+        }
+    }
+    let recorded: Vec<(uuid::Uuid, String, Vec<i32>)> = started
+        .into_iter()
+        .filter_map(|(id, ps)| Some((id, image.topic_by_id(&id)?.name.clone(), ps)))
+        .collect();
+    if let Err(e) = add_state_partitions(broker, &group, recorded.clone()).await {
+        for (id, _, ps) in recorded {
+            for p in ps {
+                outcomes.insert((id, p), Err(e));
+            }
+        }
+    }
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let topic = image.topic_by_name(&t.topic_name);
+        let partitions = t
+            .partitions
+            .into_iter()
+            .map(|p| {
+                let outcome =
+                    match topic.filter(|tp| tp.partitions.contains_key(&p.partition_index)) {
+                        None => Err(ResponseError::UnknownTopicOrPartition),
+                        Some(_) if p.start_offset < 0 => Err(ResponseError::InvalidRequest),
+                        Some(tp) => outcomes
+                            .get(&(tp.id, p.partition_index))
+                            .copied()
+                            .unwrap_or(Err(ResponseError::UnknownServerError)),
+                    };
                 AlterShareGroupOffsetsResponsePartition::default()
                     .with_partition_index(p.partition_index)
-                    .with_error_code(outcome.err().map_or(0, |e| e.code())),
-            );
-        }
+                    .with_error_code(outcome.err().map_or(0, |e| e.code()))
+            })
+            .collect();
         topics.push(
             AlterShareGroupOffsetsResponseTopic::default()
                 .with_topic_name(t.topic_name)
@@ -442,36 +516,42 @@ pub async fn alter_offsets(
     AlterShareGroupOffsetsResponse::default().with_responses(topics)
 }
 
-/// Records in the group that the share coordinator holds its state of
-/// `topic_id`'s `partition` (an offset reset wrote it).
-async fn add_state_partition(
+/// Records in the group that the share coordinator holds the state of
+/// these partitions (an offset reset wrote it), topic by topic.
+async fn add_state_partitions(
     broker: &Arc<Broker>,
     group: &str,
-    topic_id: uuid::Uuid,
-    topic: &str,
-    partition: i32,
+    partitions: Vec<(uuid::Uuid, String, Vec<i32>)>,
 ) -> Result<(), ResponseError> {
-    let (group, topic) = (group.to_string(), topic.to_string());
+    if partitions.is_empty() {
+        return Ok(());
+    }
+    let group = group.to_string();
     let answer = blocking(broker, move |b| {
         let shard = b.groups.shard_blocking(&group)?;
-        let added =
-            shard.add_share_state_partitions(&group, topic_id, &topic, &[partition], now_ms());
+        let now = now_ms();
+        let added = partitions.iter().try_for_each(|(id, name, ps)| {
+            shard.add_share_state_partitions(&group, *id, name, ps, now)
+        });
         shard.once_replicated_blocking(added)
     })
     .await;
     answer.map_err(|_| ResponseError::UnknownServerError)?
 }
 
-/// Forgets in the group the topic whose share state was deleted.
-async fn forget_state_topic(
+/// Forgets in the group the topics whose share state was deleted.
+async fn forget_state_topics(
     broker: &Arc<Broker>,
     group: &str,
-    topic_id: uuid::Uuid,
+    topic_ids: Vec<uuid::Uuid>,
 ) -> Result<(), ResponseError> {
+    if topic_ids.is_empty() {
+        return Ok(());
+    }
     let group = group.to_string();
     let answer = blocking(broker, move |b| {
         let shard = b.groups.shard_blocking(&group)?;
-        let removed = shard.remove_share_state_topics(&group, &[topic_id], now_ms());
+        let removed = shard.remove_share_state_topics(&group, &topic_ids, now_ms());
         shard.once_replicated_blocking(removed)
     })
     .await;

@@ -47,6 +47,81 @@ async fn coordinator_of(broker: &Arc<Broker>, key: &StateKey) -> Result<i32, Res
         .map_err(|_| ResponseError::UnknownServerError)?
 }
 
+/// Each item's coordinator broker, all found in one trip to the blocking
+/// pool; the items whose coordinator could not be found, with why.
+async fn by_coordinator<T: Send + 'static>(
+    broker: &Arc<Broker>,
+    items: Vec<(StateKey, T)>,
+) -> (
+    BTreeMap<i32, Vec<(StateKey, T)>>,
+    Vec<(StateKey, ResponseError)>,
+) {
+    let keys: Vec<StateKey> = items.iter().map(|(k, _)| k.clone()).collect();
+    let located = blocking(broker, move |b| {
+        items
+            .into_iter()
+            .map(|(k, item)| (b.share_coordinator.coordinator_of(&k), k, item))
+            .collect::<Vec<_>>()
+    })
+    .await;
+    let mut by_node: BTreeMap<i32, Vec<(StateKey, T)>> = BTreeMap::new();
+    let mut failed = Vec::new();
+    match located {
+        Ok(located) => {
+            for (node, k, item) in located {
+                match node {
+                    Ok(node) => by_node.entry(node).or_default().push((k, item)),
+                    Err(e) => failed.push((k, e)),
+                }
+            }
+        }
+        Err(_) => failed.extend(
+            keys.into_iter()
+                .map(|k| (k, ResponseError::UnknownServerError)),
+        ),
+    }
+    for items in by_node.values_mut() {
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    (by_node, failed)
+}
+
+/// Sorted keys' partitions grouped by topic, as the share state requests
+/// list them.
+fn by_topic<'k, P>(
+    parts: impl IntoIterator<Item = (&'k StateKey, P)>,
+) -> Vec<(uuid::Uuid, Vec<P>)> {
+    let mut topics: Vec<(uuid::Uuid, Vec<P>)> = Vec::new();
+    for (k, p) in parts {
+        match topics.last_mut() {
+            Some((id, partitions)) if *id == k.topic_id => partitions.push(p),
+            _ => topics.push((k.topic_id, vec![p])),
+        }
+    }
+    topics
+}
+
+/// Each key's outcome from a coordinator's answer (its error code per
+/// partition, and what else `value` reads of it); a partition it did not
+/// answer for failed.
+fn outcomes<T, V: Copy>(
+    asked: Vec<(StateKey, T)>,
+    answered: &BTreeMap<(uuid::Uuid, i32), (i16, V)>,
+) -> Vec<(StateKey, Result<V, ResponseError>)> {
+    asked
+        .into_iter()
+        .map(|(k, _)| {
+            let outcome = match answered.get(&(k.topic_id, k.partition)) {
+                Some(&(0, v)) => Ok(v),
+                Some(&(c, _)) => Err(ResponseError::try_from_code(c)
+                    .unwrap_or(ResponseError::CoordinatorNotAvailable)),
+                None => Err(ResponseError::CoordinatorNotAvailable),
+            };
+            (k, outcome)
+        })
+        .collect()
+}
+
 /// `key`'s persisted state; None for a share partition never initialized.
 pub(crate) async fn read(
     broker: &Arc<Broker>,
@@ -103,16 +178,12 @@ pub(crate) async fn write(
     broker: &Arc<Broker>,
     partitions: Vec<ToPersist>,
 ) -> Vec<(StateKey, Result<(), ResponseError>)> {
-    let mut outcomes = Vec::with_capacity(partitions.len());
-    let mut by_node: BTreeMap<i32, Vec<ToPersist>> = BTreeMap::new();
-    for p in partitions {
-        match coordinator_of(broker, &p.key).await {
-            Ok(node) => by_node.entry(node).or_default().push(p),
-            Err(e) => outcomes.push((p.key, Err(e))),
-        }
-    }
-    for (node, mut group) in by_node {
-        group.sort_by(|a, b| a.key.cmp(&b.key));
+    let items = partitions.into_iter().map(|p| (p.key.clone(), p)).collect();
+    let (by_node, failed) = by_coordinator(broker, items).await;
+    let mut outcomes: Vec<(StateKey, Result<(), ResponseError>)> =
+        failed.into_iter().map(|(k, e)| (k, Err(e))).collect();
+    for (node, group) in by_node {
+        let group: Vec<ToPersist> = group.into_iter().map(|(_, p)| p).collect();
         let mut guards = Vec::with_capacity(group.len());
         for p in &group {
             guards.push(p.entry.persisting.lock().await);
@@ -150,31 +221,54 @@ pub(crate) async fn write(
     outcomes
 }
 
-/// Starts `key`'s persisted state over at `start_offset`
-/// (InitializeShareGroupState), at its coordinator.
+/// Starts each key's persisted state over at its start offset
+/// (InitializeShareGroupState), all of `group`: one request per coordinator
+/// broker, directly when it is this one.
 pub(crate) async fn initialize(
     broker: &Arc<Broker>,
-    key: &StateKey,
-    start_offset: i64,
-) -> Result<(), ResponseError> {
-    let node = coordinator_of(broker, key).await?;
-    if node == broker.node_id() {
-        return initialize_local(broker, key.clone(), start_offset).await;
+    group: &str,
+    starts: Vec<(StateKey, i64)>,
+) -> Vec<(StateKey, Result<(), ResponseError>)> {
+    let (by_node, failed) = by_coordinator(broker, starts).await;
+    let mut out: Vec<_> = failed.into_iter().map(|(k, e)| (k, Err(e))).collect();
+    for (node, starts) in by_node {
+        if node == broker.node_id() {
+            out.extend(initialize_local(broker, starts).await);
+            continue;
+        }
+        let topics = by_topic(starts.iter().map(|(k, start)| {
+            let p = InitializePartition::default()
+                .with_partition(k.partition)
+                .with_start_offset(*start);
+            (k, p)
+        }));
+        let req = InitializeShareGroupStateRequest::default()
+            .with_group_id(StrBytes::from_string(group.to_string()))
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(id, ps)| {
+                        InitializeStateData::default()
+                            .with_topic_id(id)
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let answered: BTreeMap<(uuid::Uuid, i32), (i16, ())> = match ask(broker, node, &req).await {
+            Ok(r) => r
+                .results
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(move |p| ((t.topic_id, p.partition), (p.error_code, ())))
+                })
+                .collect(),
+            Err(_) => BTreeMap::new(),
+        };
+        out.extend(outcomes(starts, &answered));
     }
-    let req = InitializeShareGroupStateRequest::default()
-        .with_group_id(StrBytes::from_string(key.group.clone()))
-        .with_topics(vec![InitializeStateData::default()
-            .with_topic_id(key.topic_id)
-            .with_partitions(vec![InitializePartition::default()
-                .with_partition(key.partition)
-                .with_start_offset(start_offset)])]);
-    let r = ask(broker, node, &req).await?;
-    one_outcome(
-        r.results
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .map(|p| p.error_code),
-    )
+    out
 }
 
 /// Asks share coordinator `node` (version 0 of each API);
@@ -191,17 +285,6 @@ async fn ask<R: Request>(
         .map_err(|_| ResponseError::CoordinatorNotAvailable)
 }
 
-/// The outcome of the one partition a coordinator was asked about.
-fn one_outcome(mut codes: impl Iterator<Item = i16>) -> Result<(), ResponseError> {
-    match codes.next() {
-        Some(0) => Ok(()),
-        Some(c) => {
-            Err(ResponseError::try_from_code(c).unwrap_or(ResponseError::CoordinatorNotAvailable))
-        }
-        None => Err(ResponseError::CoordinatorNotAvailable),
-    }
-}
-
 /// Forgets the persisted state of `keys`, all of `group`
 /// (DeleteShareGroupState): one request per coordinator broker, directly
 /// when it is this one. The first failure, if any.
@@ -210,83 +293,116 @@ pub(crate) async fn delete(
     group: &str,
     keys: Vec<StateKey>,
 ) -> Result<(), ResponseError> {
-    // Every key's coordinator, in one trip to the blocking pool.
-    let located = blocking(broker, move |b| {
-        keys.into_iter()
-            .map(|k| b.share_coordinator.coordinator_of(&k).map(|node| (node, k)))
-            .collect::<Result<Vec<_>, _>>()
-    })
-    .await
-    .map_err(|_| ResponseError::UnknownServerError)??;
-    let mut by_node: BTreeMap<i32, Vec<StateKey>> = BTreeMap::new();
-    for (node, key) in located {
-        by_node.entry(node).or_default().push(key);
+    let (by_node, failed) =
+        by_coordinator(broker, keys.into_iter().map(|k| (k, ())).collect()).await;
+    if let Some((_, e)) = failed.into_iter().next() {
+        return Err(e);
     }
-    for (node, mut keys) in by_node {
-        if node == broker.node_id() {
-            for (_, outcome) in delete_local(broker, keys).await {
-                outcome?;
-            }
-            continue;
-        }
-        keys.sort();
-        let mut topics: Vec<DeleteStateData> = Vec::new();
-        for k in &keys {
-            let p = DeletePartition::default().with_partition(k.partition);
-            match topics.last_mut() {
-                Some(t) if t.topic_id == k.topic_id => t.partitions.push(p),
-                _ => topics.push(
-                    DeleteStateData::default()
-                        .with_topic_id(k.topic_id)
-                        .with_partitions(vec![p]),
-                ),
-            }
-        }
-        let req = DeleteShareGroupStateRequest::default()
-            .with_group_id(StrBytes::from_string(group.to_string()))
-            .with_topics(topics);
-        let r = ask(broker, node, &req).await?;
-        let codes: Vec<i16> = r
-            .results
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .map(|p| p.error_code)
-            .collect();
-        if codes.len() != keys.len() {
-            return Err(ResponseError::CoordinatorNotAvailable);
-        }
-        for code in codes {
-            one_outcome(std::iter::once(code))?;
+    for (node, keys) in by_node {
+        let done = if node == broker.node_id() {
+            delete_local(broker, keys.into_iter().map(|(k, ())| k).collect()).await
+        } else {
+            let topics = by_topic(
+                keys.iter()
+                    .map(|(k, ())| (k, DeletePartition::default().with_partition(k.partition))),
+            );
+            let req = DeleteShareGroupStateRequest::default()
+                .with_group_id(StrBytes::from_string(group.to_string()))
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(id, ps)| {
+                            DeleteStateData::default()
+                                .with_topic_id(id)
+                                .with_partitions(ps)
+                        })
+                        .collect(),
+                );
+            let r = ask(broker, node, &req).await?;
+            let answered: BTreeMap<(uuid::Uuid, i32), (i16, ())> = r
+                .results
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(move |p| ((t.topic_id, p.partition), (p.error_code, ())))
+                })
+                .collect();
+            outcomes(keys, &answered)
+        };
+        for (_, outcome) in done {
+            outcome?;
         }
     }
     Ok(())
 }
 
-/// `key`'s start offset (ReadShareGroupStateSummary), -1 where unset or
-/// never initialized.
-pub(crate) async fn start_offset(
+/// Each key's start offset (ReadShareGroupStateSummary), -1 where unset or
+/// never initialized; all of `group`, one request per coordinator broker.
+pub(crate) async fn start_offsets(
     broker: &Arc<Broker>,
-    key: &StateKey,
-) -> Result<i64, ResponseError> {
-    let node = coordinator_of(broker, key).await?;
-    if node == broker.node_id() {
-        let key = key.clone();
-        let state = blocking(broker, move |b| b.share_coordinator.read(&key))
-            .await
-            .map_err(|_| ResponseError::UnknownServerError)??;
-        return Ok(state.map_or(-1, |s| s.start_offset));
+    group: &str,
+    keys: Vec<StateKey>,
+) -> Vec<(StateKey, Result<i64, ResponseError>)> {
+    let (by_node, failed) =
+        by_coordinator(broker, keys.into_iter().map(|k| (k, ())).collect()).await;
+    let mut out: Vec<_> = failed.into_iter().map(|(k, e)| (k, Err(e))).collect();
+    for (node, keys) in by_node {
+        if node == broker.node_id() {
+            let asked: Vec<StateKey> = keys.into_iter().map(|(k, ())| k).collect();
+            let reading = asked.clone();
+            let read = blocking(broker, move |b| {
+                reading
+                    .into_iter()
+                    .map(|k| {
+                        let start = b.share_coordinator.read(&k);
+                        (k, start.map(|s| s.map_or(-1, |s| s.start_offset)))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await;
+            match read {
+                Ok(read) => out.extend(read),
+                Err(_) => out.extend(
+                    asked
+                        .into_iter()
+                        .map(|k| (k, Err(ResponseError::UnknownServerError))),
+                ),
+            }
+            continue;
+        }
+        let topics = by_topic(
+            keys.iter()
+                .map(|(k, ())| (k, SummaryPartition::default().with_partition(k.partition))),
+        );
+        let req = ReadShareGroupStateSummaryRequest::default()
+            .with_group_id(StrBytes::from_string(group.to_string()))
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(id, ps)| {
+                        ReadStateSummaryData::default()
+                            .with_topic_id(id)
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let answered: BTreeMap<(uuid::Uuid, i32), (i16, i64)> = match ask(broker, node, &req).await
+        {
+            Ok(r) => r
+                .results
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(move |p| ((t.topic_id, p.partition), (p.error_code, p.start_offset)))
+                })
+                .collect(),
+            Err(_) => BTreeMap::new(),
+        };
+        out.extend(outcomes(keys, &answered));
     }
-    let req = ReadShareGroupStateSummaryRequest::default()
-        .with_group_id(StrBytes::from_string(key.group.clone()))
-        .with_topics(vec![ReadStateSummaryData::default()
-            .with_topic_id(key.topic_id)
-            .with_partitions(vec![
-                SummaryPartition::default().with_partition(key.partition)
-            ])]);
-    let r = ask(broker, node, &req).await?;
-    let p = r.results.iter().flat_map(|t| &t.partitions).next();
-    one_outcome(p.map(|p| p.error_code).into_iter())?;
-    Ok(p.map_or(-1, |p| p.start_offset))
+    out
 }
 
 async fn write_remote(
@@ -301,54 +417,40 @@ async fn write_remote(
     }
     let mut out = Vec::new();
     for (group, writes) in by_group {
-        let mut topics: Vec<WriteStateData> = Vec::new();
-        for (k, w) in &writes {
+        let topics = by_topic(writes.iter().map(|(k, w)| {
             let p = WritePartition::default()
                 .with_partition(k.partition)
                 .with_state_epoch(w.state_epoch)
                 .with_leader_epoch(w.leader_epoch)
                 .with_start_offset(w.start_offset)
                 .with_state_batches(w.batches.iter().map(to_write_batch).collect());
-            match topics.last_mut() {
-                Some(t) if t.topic_id == k.topic_id => t.partitions.push(p),
-                _ => topics.push(
-                    WriteStateData::default()
-                        .with_topic_id(k.topic_id)
-                        .with_partitions(vec![p]),
-                ),
-            }
-        }
+            (k, p)
+        }));
         let req = WriteShareGroupStateRequest::default()
             .with_group_id(StrBytes::from_string(group))
-            .with_topics(topics);
-        match broker.brokers.send(node, 0, &req).await {
-            Ok(r) => {
-                let codes: BTreeMap<(uuid::Uuid, i32), i16> = r
-                    .results
-                    .iter()
-                    .flat_map(|t| {
-                        t.partitions
-                            .iter()
-                            .map(move |p| ((t.topic_id, p.partition), p.error_code))
-                    })
-                    .collect();
-                for (k, _) in writes {
-                    let code = codes.get(&(k.topic_id, k.partition)).copied();
-                    let outcome = match code {
-                        Some(0) => Ok(()),
-                        Some(c) => Err(ResponseError::try_from_code(c)
-                            .unwrap_or(ResponseError::CoordinatorNotAvailable)),
-                        None => Err(ResponseError::CoordinatorNotAvailable),
-                    };
-                    out.push((k, outcome));
-                }
-            }
-            Err(_) => out.extend(
-                writes
+            .with_topics(
+                topics
                     .into_iter()
-                    .map(|(k, _)| (k, Err(ResponseError::CoordinatorNotAvailable))),
-            ),
-        }
+                    .map(|(id, ps)| {
+                        WriteStateData::default()
+                            .with_topic_id(id)
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let answered: BTreeMap<(uuid::Uuid, i32), (i16, ())> = match ask(broker, node, &req).await {
+            Ok(r) => r
+                .results
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(move |p| ((t.topic_id, p.partition), (p.error_code, ())))
+                })
+                .collect(),
+            Err(_) => BTreeMap::new(),
+        };
+        out.extend(outcomes(writes, &answered));
     }
     out
 }

@@ -32,7 +32,7 @@ use kafka_protocol::messages::{
     ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateRequest, WriteShareGroupStateResponse,
 };
-use ottla_share_coordinator::{ShareState, StateBatch, StateKey, StateWrite};
+use ottla_share_coordinator::{ShareCoordinator, ShareState, StateBatch, StateKey, StateWrite};
 use ottla_storage::manager::TopicPartition;
 use uuid::Uuid;
 
@@ -214,37 +214,72 @@ pub async fn write(
     WriteShareGroupStateResponse::default().with_results(results)
 }
 
-/// Writes states this broker coordinates, then waits until each state
-/// partition's ISR has them: a write is acknowledged only then.
-pub(crate) async fn write_local(
+/// A change of one key's state on its coordinator: where it was appended
+/// (None: nothing to append).
+type StateOp<T> =
+    fn(&ShareCoordinator, &StateKey, T) -> Result<Option<(TopicPartition, i64)>, ResponseError>;
+
+/// Applies `op` to each key's state on this broker, all in one trip to the
+/// blocking pool, then waits once per state partition until its ISR has
+/// its last append: each key is acknowledged only then (a key `op` left
+/// unchanged at once).
+async fn apply_locally<T: Send + 'static>(
     broker: &Arc<Broker>,
-    writes: Vec<(StateKey, StateWrite)>,
+    items: Vec<(StateKey, T)>,
+    op: StateOp<T>,
 ) -> Vec<(StateKey, Result<(), ResponseError>)> {
-    let keys: Vec<StateKey> = writes.iter().map(|(k, _)| k.clone()).collect();
-    let appended = blocking(broker, move |b| {
-        writes
+    let keys: Vec<StateKey> = items.iter().map(|(k, _)| k.clone()).collect();
+    let Ok(applied) = blocking(broker, move |b| {
+        items
             .into_iter()
-            .map(|(key, write)| {
-                let appended = b.share_coordinator.write(&key, &write);
+            .map(|(key, item)| {
+                let appended = op(&b.share_coordinator, &key, item);
                 (key, appended)
             })
             .collect::<Vec<_>>()
     })
     .await
-    .unwrap_or_else(|_| {
-        keys.into_iter()
+    else {
+        return keys
+            .into_iter()
             .map(|k| (k, Err(ResponseError::UnknownServerError)))
-            .collect()
-    });
-    let mut out = Vec::with_capacity(appended.len());
-    for (key, appended) in appended {
-        let outcome = match appended {
-            Ok((tp, end)) => broker.share_coordinator.replicated(&tp, end).await,
-            Err(e) => Err(e),
-        };
-        out.push((key, outcome));
+            .collect();
+    };
+    let mut ends: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+    for (_, a) in &applied {
+        if let Ok(Some((tp, end))) = a {
+            let last = ends.entry(tp.clone()).or_insert(*end);
+            *last = (*last).max(*end);
+        }
     }
-    out
+    let mut replicated: BTreeMap<TopicPartition, Result<(), ResponseError>> = BTreeMap::new();
+    for (tp, end) in ends {
+        let outcome = broker.share_coordinator.replicated(&tp, end).await;
+        replicated.insert(tp, outcome);
+    }
+    applied
+        .into_iter()
+        .map(|(k, a)| {
+            let outcome = match a {
+                Ok(Some((tp, _))) => replicated[&tp],
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            };
+            (k, outcome)
+        })
+        .collect()
+}
+
+/// Writes states this broker coordinates, acknowledged once each state
+/// partition's ISR has them.
+pub(crate) async fn write_local(
+    broker: &Arc<Broker>,
+    writes: Vec<(StateKey, StateWrite)>,
+) -> Vec<(StateKey, Result<(), ResponseError>)> {
+    apply_locally(broker, writes, |c, key, write| {
+        c.write(key, &write).map(Some)
+    })
+    .await
 }
 
 /// InitializeShareGroupState v0: each named share partition's state starts
@@ -254,41 +289,43 @@ pub async fn initialize(
     req: InitializeShareGroupStateRequest,
 ) -> InitializeShareGroupStateResponse {
     let group = req.group_id.to_string();
+    let starts: Vec<(StateKey, i64)> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let group = &group;
+            t.partitions
+                .iter()
+                .map(move |p| (key(group, t.topic_id, p.partition), p.start_offset))
+        })
+        .collect();
     let mut results: Vec<InitializeStateResult> = Vec::with_capacity(req.topics.len());
-    for t in &req.topics {
-        let mut partitions = Vec::with_capacity(t.partitions.len());
-        for p in &t.partitions {
-            let outcome =
-                initialize_local(broker, key(&group, t.topic_id, p.partition), p.start_offset)
-                    .await;
-            partitions.push(
-                InitializeResult::default()
-                    .with_partition(p.partition)
-                    .with_error_code(outcome.err().map_or(0, |e| e.code())),
-            );
+    for (k, outcome) in initialize_local(broker, starts).await {
+        let p = InitializeResult::default()
+            .with_partition(k.partition)
+            .with_error_code(outcome.err().map_or(0, |e| e.code()));
+        match results.last_mut() {
+            Some(t) if t.topic_id == k.topic_id => t.partitions.push(p),
+            _ => results.push(
+                InitializeStateResult::default()
+                    .with_topic_id(k.topic_id)
+                    .with_partitions(vec![p]),
+            ),
         }
-        results.push(
-            InitializeStateResult::default()
-                .with_topic_id(t.topic_id)
-                .with_partitions(partitions),
-        );
     }
     InitializeShareGroupStateResponse::default().with_results(results)
 }
 
-/// InitializeShareGroupState on this broker, acknowledged once the state
-/// partition's ISR has it.
+/// InitializeShareGroupState on this broker, each state acknowledged once
+/// its state partition's ISR has it.
 pub(crate) async fn initialize_local(
     broker: &Arc<Broker>,
-    key: StateKey,
-    start_offset: i64,
-) -> Result<(), ResponseError> {
-    let (tp, end) = blocking(broker, move |b| {
-        b.share_coordinator.initialize(&key, start_offset)
+    starts: Vec<(StateKey, i64)>,
+) -> Vec<(StateKey, Result<(), ResponseError>)> {
+    apply_locally(broker, starts, |c, key, start| {
+        c.initialize(key, start).map(Some)
     })
     .await
-    .map_err(|_| ResponseError::UnknownServerError)??;
-    broker.share_coordinator.replicated(&tp, end).await
 }
 
 /// DeleteShareGroupState v0: each named share partition's state is
@@ -349,54 +386,14 @@ pub(crate) fn failed_deletes(
         .collect()
 }
 
-/// DeleteShareGroupState on this broker, for many partitions at once (one
-/// blocking-pool call, one ISR wait per state partition); each is
-/// acknowledged once its state partition's ISR has it (at once when there
-/// was nothing to forget).
+/// DeleteShareGroupState on this broker, each deletion acknowledged once
+/// its state partition's ISR has it.
 pub(crate) async fn delete_local(
     broker: &Arc<Broker>,
     keys: Vec<StateKey>,
 ) -> Vec<(StateKey, Result<(), ResponseError>)> {
-    let failed = |keys: &[StateKey], e: ResponseError| -> Vec<_> {
-        keys.iter().map(|k| (k.clone(), Err(e))).collect()
-    };
-    let asked = keys.clone();
-    let Ok(deleted) = blocking(broker, move |b| {
-        keys.into_iter()
-            .map(|k| {
-                let deleted = b.share_coordinator.delete(&k);
-                (k, deleted)
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    else {
-        return failed(&asked, ResponseError::UnknownServerError);
-    };
-    // Each state partition's ISR is waited on once, for its last write.
-    let mut ends: BTreeMap<TopicPartition, i64> = BTreeMap::new();
-    for (_, d) in &deleted {
-        if let Ok(Some((tp, end))) = d {
-            let last = ends.entry(tp.clone()).or_insert(*end);
-            *last = (*last).max(*end);
-        }
-    }
-    let mut replicated: BTreeMap<TopicPartition, Result<(), ResponseError>> = BTreeMap::new();
-    for (tp, end) in ends {
-        let outcome = broker.share_coordinator.replicated(&tp, end).await;
-        replicated.insert(tp, outcome);
-    }
-    deleted
-        .into_iter()
-        .map(|(k, d)| {
-            let outcome = match d {
-                Ok(Some((tp, _))) => replicated[&tp],
-                Ok(None) => Ok(()),
-                Err(e) => Err(e),
-            };
-            (k, outcome)
-        })
-        .collect()
+    let items = keys.into_iter().map(|k| (k, ())).collect();
+    apply_locally(broker, items, |c, key, ()| c.delete(key)).await
 }
 
 /// A state summary for one partition: epochs and start, no batches; no
