@@ -101,8 +101,26 @@ fn by_topic<'k, P>(
     topics
 }
 
+/// A coordinator's answer by partition: its error code, and what else
+/// `read` reads of it.
+fn answered<T, P, V>(
+    topics: &[T],
+    partitions: impl Fn(&T) -> (uuid::Uuid, &Vec<P>),
+    read: impl Fn(&P) -> (i32, i16, V),
+) -> BTreeMap<(uuid::Uuid, i32), (i16, V)> {
+    let mut by_partition = BTreeMap::new();
+    for t in topics {
+        let (topic_id, ps) = partitions(t);
+        for p in ps {
+            let (partition, code, value) = read(p);
+            by_partition.insert((topic_id, partition), (code, value));
+        }
+    }
+    by_partition
+}
+
 /// Each key's outcome from a coordinator's answer (its error code per
-/// partition, and what else `value` reads of it); a partition it did not
+/// partition, and what else was read of it); a partition it did not
 /// answer for failed.
 fn outcomes<T, V: Copy>(
     asked: Vec<(StateKey, T)>,
@@ -254,16 +272,12 @@ pub(crate) async fn initialize(
                     })
                     .collect(),
             );
-        let answered: BTreeMap<(uuid::Uuid, i32), (i16, ())> = match ask(broker, node, &req).await {
-            Ok(r) => r
-                .results
-                .iter()
-                .flat_map(|t| {
-                    t.partitions
-                        .iter()
-                        .map(move |p| ((t.topic_id, p.partition), (p.error_code, ())))
-                })
-                .collect(),
+        let answered = match ask(broker, node, &req).await {
+            Ok(r) => answered(
+                &r.results,
+                |t| (t.topic_id, &t.partitions),
+                |p| (p.partition, p.error_code, ()),
+            ),
             Err(_) => BTreeMap::new(),
         };
         out.extend(outcomes(starts, &answered));
@@ -319,15 +333,11 @@ pub(crate) async fn delete(
                         .collect(),
                 );
             let r = ask(broker, node, &req).await?;
-            let answered: BTreeMap<(uuid::Uuid, i32), (i16, ())> = r
-                .results
-                .iter()
-                .flat_map(|t| {
-                    t.partitions
-                        .iter()
-                        .map(move |p| ((t.topic_id, p.partition), (p.error_code, ())))
-                })
-                .collect();
+            let answered = answered(
+                &r.results,
+                |t| (t.topic_id, &t.partitions),
+                |p| (p.partition, p.error_code, ()),
+            );
             outcomes(keys, &answered)
         };
         for (_, outcome) in done {
@@ -387,17 +397,12 @@ pub(crate) async fn start_offsets(
                     })
                     .collect(),
             );
-        let answered: BTreeMap<(uuid::Uuid, i32), (i16, i64)> = match ask(broker, node, &req).await
-        {
-            Ok(r) => r
-                .results
-                .iter()
-                .flat_map(|t| {
-                    t.partitions
-                        .iter()
-                        .map(move |p| ((t.topic_id, p.partition), (p.error_code, p.start_offset)))
-                })
-                .collect(),
+        let answered = match ask(broker, node, &req).await {
+            Ok(r) => answered(
+                &r.results,
+                |t| (t.topic_id, &t.partitions),
+                |p| (p.partition, p.error_code, p.start_offset),
+            ),
             Err(_) => BTreeMap::new(),
         };
         out.extend(outcomes(keys, &answered));
@@ -438,16 +443,12 @@ async fn write_remote(
                     })
                     .collect(),
             );
-        let answered: BTreeMap<(uuid::Uuid, i32), (i16, ())> = match ask(broker, node, &req).await {
-            Ok(r) => r
-                .results
-                .iter()
-                .flat_map(|t| {
-                    t.partitions
-                        .iter()
-                        .map(move |p| ((t.topic_id, p.partition), (p.error_code, ())))
-                })
-                .collect(),
+        let answered = match ask(broker, node, &req).await {
+            Ok(r) => answered(
+                &r.results,
+                |t| (t.topic_id, &t.partitions),
+                |p| (p.partition, p.error_code, ()),
+            ),
             Err(_) => BTreeMap::new(),
         };
         out.extend(outcomes(writes, &answered));
