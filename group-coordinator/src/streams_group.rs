@@ -228,11 +228,18 @@ impl StreamsGroups {
         }
     }
 
-    /// Starts every loaded member's session timer at `now + session_ms`.
+    /// Starts every loaded member's session timer at `now + session_ms`. A
+    /// group whose members all have empty targets may have been waiting out
+    /// its initial rebalance delay (soft state, lost with the old
+    /// coordinator): its next heartbeat assigns for real.
     pub fn on_loaded(&mut self, now: i64, session_ms: i64) {
         for group in self.groups.values_mut() {
             for member in group.members.values_mut() {
                 member.session_deadline = now + session_ms;
+            }
+            let unassigned = group.targets.values().all(TaskRoles::is_empty);
+            if !group.members.is_empty() && unassigned {
+                group.assignment_delayed_until = Some(now);
             }
         }
     }

@@ -1258,6 +1258,17 @@ mod tests {
         assert_eq!(reported.end_offsets["1"][&2], 120);
     }
 
+    /// The records of two members joining within the initial delay.
+    fn records_of_two_joins_within_the_delay(
+        first: &StreamsHeartbeat,
+        second: &StreamsHeartbeat,
+        image: &MetadataImage,
+    ) -> Vec<StreamsRecord> {
+        let one = heartbeat(None, first, image, 1_000).unwrap();
+        let two = heartbeat(Some(&one.group), second, image, 2_000).unwrap();
+        one.records.into_iter().chain(two.records).collect()
+    }
+
     #[test]
     fn a_forming_group_waits_out_the_initial_rebalance_delay() {
         let image = image_with(&[
@@ -1292,6 +1303,19 @@ mod tests {
         assert_eq!(count(&d.group.targets["m1"].active), 4);
         assert_eq!(count(&d.group.targets["m2"].active), 4);
         assert_eq!(d.group.assignment_delayed_until, None);
+        // A coordinator that loads a group still waiting out its delay
+        // (the deadline is soft state) assigns on the next heartbeat.
+        let mut reloaded = StreamsGroups::default();
+        for record in records_of_two_joins_within_the_delay(&first, &second, &image) {
+            reloaded.replay(record);
+        }
+        reloaded.on_loaded(2_500, 45_000);
+        let loaded = reloaded.get(GROUP).unwrap();
+        let mut after_load = beat("m1", loaded.members["m1"].current.epoch, &Tasks::new());
+        after_load.settings = first.settings;
+        let d2 = heartbeat(Some(loaded), &after_load, &image, 2_600).unwrap();
+        assert!(!delayed(&d2.response), "the reloaded group assigns");
+        assert_eq!(count(&d2.group.targets["m1"].active), 4);
         // A group that already has members assigns a newcomer at once.
         let mut third = join("m3", "p3");
         third.settings = first.settings;
