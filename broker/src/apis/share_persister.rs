@@ -33,7 +33,7 @@ use ottla_share::SharePartitionKey;
 use ottla_share_coordinator::{ShareState, StateKey, StateWrite};
 
 use crate::apis::share_state::{
-    delete_local, from_read_batch, initialize_local, to_write_batch, write_local,
+    by_topic, delete_local, from_read_batch, initialize_local, to_write_batch, write_local,
 };
 use crate::blocking::blocking;
 use crate::broker::Broker;
@@ -84,21 +84,6 @@ async fn by_coordinator<T: Send + 'static>(
         items.sort_by(|a, b| a.0.cmp(&b.0));
     }
     (by_node, failed)
-}
-
-/// Sorted keys' partitions grouped by topic, as the share state requests
-/// list them.
-fn by_topic<'k, P>(
-    parts: impl IntoIterator<Item = (&'k StateKey, P)>,
-) -> Vec<(uuid::Uuid, Vec<P>)> {
-    let mut topics: Vec<(uuid::Uuid, Vec<P>)> = Vec::new();
-    for (k, p) in parts {
-        match topics.last_mut() {
-            Some((id, partitions)) if *id == k.topic_id => partitions.push(p),
-            _ => topics.push((k.topic_id, vec![p])),
-        }
-    }
-    topics
 }
 
 /// A coordinator's answer by partition: its error code, and what else
@@ -254,24 +239,22 @@ pub(crate) async fn initialize(
             out.extend(initialize_local(broker, starts).await);
             continue;
         }
-        let topics = by_topic(starts.iter().map(|(k, start)| {
-            let p = InitializePartition::default()
-                .with_partition(k.partition)
-                .with_start_offset(*start);
-            (k, p)
-        }));
+        let topics = by_topic(
+            starts.iter().map(|(k, start)| {
+                let p = InitializePartition::default()
+                    .with_partition(k.partition)
+                    .with_start_offset(*start);
+                (k, p)
+            }),
+            |id, ps| {
+                InitializeStateData::default()
+                    .with_topic_id(id)
+                    .with_partitions(ps)
+            },
+        );
         let req = InitializeShareGroupStateRequest::default()
             .with_group_id(StrBytes::from_string(group.to_string()))
-            .with_topics(
-                topics
-                    .into_iter()
-                    .map(|(id, ps)| {
-                        InitializeStateData::default()
-                            .with_topic_id(id)
-                            .with_partitions(ps)
-                    })
-                    .collect(),
-            );
+            .with_topics(topics);
         let answered = match ask(broker, node, &req).await {
             Ok(r) => answered(
                 &r.results,
@@ -319,19 +302,15 @@ pub(crate) async fn delete(
             let topics = by_topic(
                 keys.iter()
                     .map(|(k, ())| (k, DeletePartition::default().with_partition(k.partition))),
+                |id, ps| {
+                    DeleteStateData::default()
+                        .with_topic_id(id)
+                        .with_partitions(ps)
+                },
             );
             let req = DeleteShareGroupStateRequest::default()
                 .with_group_id(StrBytes::from_string(group.to_string()))
-                .with_topics(
-                    topics
-                        .into_iter()
-                        .map(|(id, ps)| {
-                            DeleteStateData::default()
-                                .with_topic_id(id)
-                                .with_partitions(ps)
-                        })
-                        .collect(),
-                );
+                .with_topics(topics);
             let r = ask(broker, node, &req).await?;
             let answered = answered(
                 &r.results,
@@ -384,19 +363,15 @@ pub(crate) async fn start_offsets(
         let topics = by_topic(
             keys.iter()
                 .map(|(k, ())| (k, SummaryPartition::default().with_partition(k.partition))),
+            |id, ps| {
+                ReadStateSummaryData::default()
+                    .with_topic_id(id)
+                    .with_partitions(ps)
+            },
         );
         let req = ReadShareGroupStateSummaryRequest::default()
             .with_group_id(StrBytes::from_string(group.to_string()))
-            .with_topics(
-                topics
-                    .into_iter()
-                    .map(|(id, ps)| {
-                        ReadStateSummaryData::default()
-                            .with_topic_id(id)
-                            .with_partitions(ps)
-                    })
-                    .collect(),
-            );
+            .with_topics(topics);
         let answered = match ask(broker, node, &req).await {
             Ok(r) => answered(
                 &r.results,
@@ -422,27 +397,25 @@ async fn write_remote(
     }
     let mut out = Vec::new();
     for (group, writes) in by_group {
-        let topics = by_topic(writes.iter().map(|(k, w)| {
-            let p = WritePartition::default()
-                .with_partition(k.partition)
-                .with_state_epoch(w.state_epoch)
-                .with_leader_epoch(w.leader_epoch)
-                .with_start_offset(w.start_offset)
-                .with_state_batches(w.batches.iter().map(to_write_batch).collect());
-            (k, p)
-        }));
+        let topics = by_topic(
+            writes.iter().map(|(k, w)| {
+                let p = WritePartition::default()
+                    .with_partition(k.partition)
+                    .with_state_epoch(w.state_epoch)
+                    .with_leader_epoch(w.leader_epoch)
+                    .with_start_offset(w.start_offset)
+                    .with_state_batches(w.batches.iter().map(to_write_batch).collect());
+                (k, p)
+            }),
+            |id, ps| {
+                WriteStateData::default()
+                    .with_topic_id(id)
+                    .with_partitions(ps)
+            },
+        );
         let req = WriteShareGroupStateRequest::default()
             .with_group_id(StrBytes::from_string(group))
-            .with_topics(
-                topics
-                    .into_iter()
-                    .map(|(id, ps)| {
-                        WriteStateData::default()
-                            .with_topic_id(id)
-                            .with_partitions(ps)
-                    })
-                    .collect(),
-            );
+            .with_topics(topics);
         let answered = match ask(broker, node, &req).await {
             Ok(r) => answered(
                 &r.results,

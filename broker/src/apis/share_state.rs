@@ -214,6 +214,23 @@ pub async fn write(
     WriteShareGroupStateResponse::default().with_results(results)
 }
 
+/// Keys' partitions grouped into their topics, as share state requests and
+/// responses list them (keys of a topic come together, as a request lists
+/// them or a sort puts them); `topic` builds one from its id and partitions.
+pub(crate) fn by_topic<'k, P, T>(
+    parts: impl IntoIterator<Item = (&'k StateKey, P)>,
+    topic: impl Fn(Uuid, Vec<P>) -> T,
+) -> Vec<T> {
+    let mut topics: Vec<(Uuid, Vec<P>)> = Vec::new();
+    for (k, p) in parts {
+        match topics.last_mut() {
+            Some((id, partitions)) if *id == k.topic_id => partitions.push(p),
+            _ => topics.push((k.topic_id, vec![p])),
+        }
+    }
+    topics.into_iter().map(|(id, ps)| topic(id, ps)).collect()
+}
+
 /// A change of one key's state on its coordinator: where it was appended
 /// (None: nothing to append).
 type StateOp<T> =
@@ -299,20 +316,20 @@ pub async fn initialize(
                 .map(move |p| (key(group, t.topic_id, p.partition), p.start_offset))
         })
         .collect();
-    let mut results: Vec<InitializeStateResult> = Vec::with_capacity(req.topics.len());
-    for (k, outcome) in initialize_local(broker, starts).await {
-        let p = InitializeResult::default()
-            .with_partition(k.partition)
-            .with_error_code(outcome.err().map_or(0, |e| e.code()));
-        match results.last_mut() {
-            Some(t) if t.topic_id == k.topic_id => t.partitions.push(p),
-            _ => results.push(
-                InitializeStateResult::default()
-                    .with_topic_id(k.topic_id)
-                    .with_partitions(vec![p]),
-            ),
-        }
-    }
+    let outcomes = initialize_local(broker, starts).await;
+    let results = by_topic(
+        outcomes.iter().map(|(k, outcome)| {
+            let p = InitializeResult::default()
+                .with_partition(k.partition)
+                .with_error_code(outcome.err().map_or(0, |e| e.code()));
+            (k, p)
+        }),
+        |id, ps| {
+            InitializeStateResult::default()
+                .with_topic_id(id)
+                .with_partitions(ps)
+        },
+    );
     InitializeShareGroupStateResponse::default().with_results(results)
 }
 
@@ -345,20 +362,20 @@ pub async fn delete(
                 .map(move |p| key(group, t.topic_id, p.partition))
         })
         .collect();
-    let mut results: Vec<DeleteStateResult> = Vec::new();
-    for (key, outcome) in delete_local(broker, keys).await {
-        let r = DeleteResult::default()
-            .with_partition(key.partition)
-            .with_error_code(outcome.err().map_or(0, |e| e.code()));
-        match results.last_mut() {
-            Some(t) if t.topic_id == key.topic_id => t.partitions.push(r),
-            _ => results.push(
-                DeleteStateResult::default()
-                    .with_topic_id(key.topic_id)
-                    .with_partitions(vec![r]),
-            ),
-        }
-    }
+    let outcomes = delete_local(broker, keys).await;
+    let results = by_topic(
+        outcomes.iter().map(|(k, outcome)| {
+            let r = DeleteResult::default()
+                .with_partition(k.partition)
+                .with_error_code(outcome.err().map_or(0, |e| e.code()));
+            (k, r)
+        }),
+        |id, rs| {
+            DeleteStateResult::default()
+                .with_topic_id(id)
+                .with_partitions(rs)
+        },
+    );
     DeleteShareGroupStateResponse::default().with_results(results)
 }
 
