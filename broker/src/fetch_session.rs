@@ -44,8 +44,6 @@ pub struct PartitionSeen {
 #[derive(Debug, Clone, Copy)]
 pub struct Answered {
     pub seen: PartitionSeen,
-    /// Where the client fetches next, when records were returned.
-    pub next_fetch_offset: Option<i64>,
     /// Records, an error, a divergence or a replica to read from instead:
     /// an incremental answer includes the partition even if `seen` is as
     /// before.
@@ -189,9 +187,15 @@ impl FetchSessionCache {
     }
 
     /// Records what was answered for each partition of a fetch (in the
-    /// order of `partitions`) and the offsets the client will fetch next;
-    /// returns, for each, whether an incremental response must include it.
-    /// The cache is locked once per fetch, not once per partition.
+    /// order of `partitions`); returns, for each, whether an incremental
+    /// response must include it. The cache is locked once per fetch, not
+    /// once per partition.
+    ///
+    /// The cached fetch offsets stay what the client last sent, as Kafka's
+    /// do: a client that throws a response away (its partitions were
+    /// revoked, or it seeked) does not list the partition again while its
+    /// position is unchanged, so moving the offset here would skip the
+    /// records it never took, or park it at the log end.
     pub fn record_all(
         &self,
         session_id: i32,
@@ -209,14 +213,11 @@ impl FetchSessionCache {
             .iter()
             .zip(answers)
             .map(|((tp, _), answer)| {
-                let Some((fetch, last)) = session.partitions.get_mut(tp) else {
+                let Some((_, last)) = session.partitions.get_mut(tp) else {
                     return true;
                 };
                 let changed = *last != Some(answer.seen);
                 *last = Some(answer.seen);
-                if let Some(o) = answer.next_fetch_offset {
-                    fetch.fetch_offset = o;
-                }
                 answer.must_include || changed
             })
             .collect()
@@ -286,39 +287,32 @@ mod tests {
             last_stable_offset: 5,
             log_start_offset: 0,
         };
-        let answered = |next_fetch_offset, must_include| Answered {
-            seen,
-            next_fetch_offset,
-            must_include,
-        };
+        let answered = |must_include| Answered { seen, must_include };
         assert_eq!(
-            cache.record_all(
-                id,
-                &full.partitions,
-                &[answered(Some(5), true), answered(None, false)]
-            ),
+            cache.record_all(id, &full.partitions, &[answered(true), answered(false)]),
             vec![true, true],
             "first answers are new"
         );
-        // Incremental: no partitions listed, both still fetched.
+        // Incremental: no partitions listed, both still fetched, from where
+        // the client said: records answered but not taken are read again.
         let inc = cache.begin(id, 1, vec![], vec![]).unwrap();
         assert!(inc.incremental);
         assert_eq!(inc.partitions.len(), 2);
         assert_eq!(
-            inc.partitions[0].1.fetch_offset, 5,
-            "the cached offset advanced"
+            inc.partitions[0].1.fetch_offset, 0,
+            "only the client moves its offsets"
         );
         // Unchanged partition with no data is left out of the response.
         assert_eq!(
-            cache.record_all(
-                id,
-                &inc.partitions,
-                &[answered(None, true), answered(None, false)]
-            ),
+            cache.record_all(id, &inc.partitions, &[answered(true), answered(false)]),
             vec![true, false]
         );
-        let inc = cache.begin(id, 2, vec![], vec![tp(1)]).unwrap();
+        // A listed partition takes the client's new offset.
+        let inc = cache
+            .begin(id, 2, vec![(tp(0), fetch(5))], vec![tp(1)])
+            .unwrap();
         assert_eq!(inc.partitions.len(), 1);
+        assert_eq!(inc.partitions[0].1.fetch_offset, 5);
         assert_eq!(
             cache.begin(id, 9, vec![], vec![]).unwrap_err(),
             ResponseError::InvalidFetchSessionEpoch

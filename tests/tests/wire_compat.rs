@@ -291,6 +291,11 @@ fn ottla_answers_like_apache_kafka() {
         produce_keyless_to_compacted,
     );
     checks.run("Fetch v16, errors", &mut ctx, fetch_errors);
+    checks.run(
+        "Fetch v16, an incremental session",
+        &mut ctx,
+        fetch_session_keeps_client_offsets,
+    );
     checks.run("OffsetForLeaderEpoch v4", &mut ctx, offset_for_leader_epoch);
     checks.run("DeleteRecords v2", &mut ctx, delete_records);
     checks.run("DescribeCluster v1", &mut ctx, describe_cluster);
@@ -1642,6 +1647,37 @@ fn produce_fetch(ctx: &mut Ctx) {
     assert_eq!(norm_fetch(o), norm_fetch(k), "Fetch v16 at the log end");
     let problems = compare_list_offsets(ctx, "wire-data", &[-1, -2, -3, T0 + 5, T0 + 100]);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// An incremental fetch that lists no partition reads from the offsets the
+/// client last sent: records answered before but not taken come back (a
+/// consumer whose partitions were revoked and assigned again relies on it).
+fn fetch_session_keeps_client_offsets(ctx: &mut Ctx) {
+    let full = |id| {
+        fetch_request(id, 0)
+            .with_session_epoch(0)
+            .with_max_wait_ms(0)
+    };
+    let k = ctx.kafka.send(16, &full(ctx.kafka_ids["wire-data"]));
+    let o = ctx.ottla.send(16, &full(ctx.ottla_ids["wire-data"]));
+    assert_ne!(k.session_id, 0, "Kafka grants a session");
+    let incremental = |first: &FetchResponse| {
+        FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_max_bytes(1 << 20)
+            .with_session_id(first.session_id)
+            .with_session_epoch(1)
+    };
+    let (k_first, o_first) = (norm_fetch(k.clone()), norm_fetch(o.clone()));
+    assert_eq!(o_first, k_first, "the full fetch");
+    let k = ctx.kafka.send(16, &incremental(&k));
+    let o = ctx.ottla.send(16, &incremental(&o));
+    let (k, o) = (norm_fetch(k), norm_fetch(o));
+    assert_eq!(
+        k.responses[0].partitions[0].records, k_first.responses[0].partitions[0].records,
+        "Kafka answers the same records again"
+    );
+    assert_eq!(o, k, "the incremental fetch");
 }
 
 /// The whole batch is refused with INVALID_RECORD, the keyless record

@@ -227,7 +227,6 @@ pub async fn handle(
                 last_stable_offset: o.last_stable_offset,
                 log_start_offset: o.log_start_offset,
             },
-            next_fetch_offset: o.records.as_ref().map(|r| r.next_offset),
             must_include: reads::record_bytes(o) > 0 || o.must_answer(),
         })
         .collect();
