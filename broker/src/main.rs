@@ -52,9 +52,9 @@ use uuid::Uuid;
 
 /// Requests are decoded by kafka-protocol, which reserves whatever array
 /// length a request claims; this allocator makes such reservations lazy so a
-/// hostile length cannot abort the process (see ottla_protocol::alloc).
+/// hostile length cannot abort the process (see the ottla-allocator crate).
 #[global_allocator]
-static ALLOC: ottla_protocol::alloc::NoReserveAllocator = ottla_protocol::alloc::NoReserveAllocator;
+static ALLOC: ottla_allocator::NoReserveAllocator = ottla_allocator::NoReserveAllocator;
 
 #[derive(Parser)]
 #[command(name = "ottla", version, about = "A Kafka-wire-compatible broker")]
@@ -95,7 +95,7 @@ fn parse_override(s: &str) -> Result<(String, String), String> {
 }
 
 fn main() -> ExitCode {
-    ottla_protocol::alloc::tune_system_allocator();
+    ottla_allocator::tune_system_allocator();
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {

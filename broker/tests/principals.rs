@@ -35,7 +35,7 @@ use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
 #[global_allocator]
-static ALLOC: ottla_protocol::alloc::NoReserveAllocator = ottla_protocol::alloc::NoReserveAllocator;
+static ALLOC: ottla_allocator::NoReserveAllocator = ottla_allocator::NoReserveAllocator;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 

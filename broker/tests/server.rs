@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 #[global_allocator]
-static ALLOC: ottla_protocol::alloc::NoReserveAllocator = ottla_protocol::alloc::NoReserveAllocator;
+static ALLOC: ottla_allocator::NoReserveAllocator = ottla_allocator::NoReserveAllocator;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -1,10 +1,7 @@
 //! Kafka wire protocol pieces shared by the broker, the mirror fetcher and the CLI.
 
-#[cfg(target_os = "linux")]
-pub mod alloc;
 pub mod api_versions;
 pub mod batch;
-pub mod file_records;
 pub mod frame;
 pub mod java_hash;
 #[macro_use]
@@ -15,7 +12,5 @@ pub mod own_api;
 pub mod properties;
 pub mod records;
 pub mod request;
-pub mod response;
-pub mod response_frame;
 pub mod share_group_records;
 pub mod streams;

@@ -12,7 +12,7 @@ use ottla_protocol::request::{decode_request, RequestError};
 use proptest::prelude::*;
 
 #[global_allocator]
-static ALLOC: ottla_protocol::alloc::NoReserveAllocator = ottla_protocol::alloc::NoReserveAllocator;
+static ALLOC: ottla_allocator::NoReserveAllocator = ottla_allocator::NoReserveAllocator;
 
 const DEFAULT_CASES: u32 = 10_000;
 

@@ -9,7 +9,7 @@ use kafka_protocol::messages::ApiKey;
 use ottla_protocol::request::{decode_request, RequestError};
 
 #[global_allocator]
-static ALLOC: ottla_protocol::alloc::NoReserveAllocator = ottla_protocol::alloc::NoReserveAllocator;
+static ALLOC: ottla_allocator::NoReserveAllocator = ottla_allocator::NoReserveAllocator;
 
 fn decode(frame: Bytes) -> Result<ottla_protocol::request::Request, RequestError> {
     decode_request(frame, |_, _| true)

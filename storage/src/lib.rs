@@ -8,6 +8,7 @@ pub mod config;
 pub mod dir_lock;
 pub mod epoch_cache;
 pub mod error;
+pub mod file_range;
 pub mod index;
 pub mod io_throttle;
 pub mod key_map;

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::file_range::FileRange;
 use bytes::{Bytes, BytesMut};
 use ottla_protocol::batch::{batch_size_at, BatchError, BatchView, BATCH_HEADER_LEN, LOG_OVERHEAD};
-use ottla_protocol::file_records::FileRange;
 
 use crate::error::{Result, StorageError};
 use crate::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};

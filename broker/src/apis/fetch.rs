@@ -7,6 +7,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::network::file_records::FileRecords;
+use crate::network::response_frame::SPLICE_MIN;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchRequest;
@@ -17,8 +19,6 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{BrokerId, ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::MetadataImage;
-use ottla_protocol::file_records::FileRecords;
-use ottla_protocol::response_frame::SPLICE_MIN;
 use ottla_storage::log::FetchIsolation;
 use ottla_storage::manager::TopicPartition;
 use ottla_storage::segment::FileSlice;

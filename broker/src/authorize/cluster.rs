@@ -31,9 +31,9 @@ use kafka_protocol::messages::update_features_response::UpdateFeaturesResponse;
 use kafka_protocol::messages::{
     AddRaftVoterResponse, RemoveRaftVoterResponse, UnregisterBrokerResponse,
 };
-use kafka_protocol::messages::{RequestKind, ResponseKind};
+use kafka_protocol::messages::{DescribeClusterRequest, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
-use ottla_controller::acls::{operation, resource};
+use ottla_controller::acls::resource;
 
 use super::{patch, Gate};
 use crate::apis::metadata::ALL_CLUSTER_OPERATIONS;
@@ -46,32 +46,9 @@ fn message() -> Option<StrBytes> {
     Some(StrBytes::from_static_str("Cluster authorization failed."))
 }
 
-pub fn gate(access: &Arc<Access>, version: i16, body: RequestKind) -> Gate {
-    use RequestKind as R;
-    let needed = match &body {
-        R::DescribeCluster(r) => {
-            return describe_cluster(access, r.include_cluster_authorized_operations, body)
-        }
-        R::DescribeLogDirs(_)
-        | R::DescribeQuorum(_)
-        | R::DescribeAcls(_)
-        | R::DescribeUserScramCredentials(_) => operation::DESCRIBE,
-        R::CreateAcls(_)
-        | R::DeleteAcls(_)
-        | R::AlterUserScramCredentials(_)
-        | R::ElectLeaders(_)
-        | R::UnregisterBroker(_)
-        | R::AddRaftVoter(_)
-        | R::RemoveRaftVoter(_)
-        | R::UpdateFeatures(_) => operation::ALTER,
-        R::ListPartitionReassignments(_) => operation::DESCRIBE,
-        R::AlterPartitionReassignments(_) => operation::ALTER,
-        R::DescribeClientQuotas(_) | R::ListConfigResources(_) => operation::DESCRIBE_CONFIGS,
-        R::AlterClientQuotas(_) => operation::ALTER_CONFIGS,
-        // An API nobody wrote a rule for is refused, not let through.
-        _ => return Gate::NoRule,
-    };
-    if access.cluster(needed) {
+/// A cluster-wide request that needs `operation` on the cluster.
+pub fn require(access: &Arc<Access>, version: i16, operation: i8, body: RequestKind) -> Gate {
+    if access.cluster(operation) {
         return Gate::Pass(body, None);
     }
     Gate::Answer(refusal(version, body))
@@ -237,7 +214,9 @@ fn refusal(version: i16, body: RequestKind) -> ResponseKind {
 
 /// DescribeCluster is open to all (as in Kafka); the operations it reports
 /// are the requester's.
-fn describe_cluster(access: &Arc<Access>, requested: bool, body: RequestKind) -> Gate {
+pub fn describe_cluster(access: &Arc<Access>, r: DescribeClusterRequest) -> Gate {
+    let requested = r.include_cluster_authorized_operations;
+    let body = RequestKind::DescribeCluster(r);
     if !requested {
         return Gate::Pass(body, None);
     }

@@ -9,18 +9,21 @@
 //! ...) to the handler's response, as Kafka answers them. The patch also
 //! fills in authorized-operations fields. With the authorizer off every
 //! request passes unchanged.
+//!
+//! Each API names its gate where it is registered (`crate::handlers`'s
+//! `served_apis!`); the gates live here, one module per kind of resource.
 
-mod cluster;
-mod configs;
-mod groups;
+pub mod cluster;
+pub mod configs;
+pub mod groups;
 #[cfg(test)]
 mod matrix;
-mod metadata;
-mod share;
+pub mod metadata;
+pub mod share;
 #[cfg(test)]
 mod tests;
-mod topics;
-mod txn;
+pub mod topics;
+pub mod txn;
 
 use std::sync::Arc;
 
@@ -64,18 +67,32 @@ fn split<T>(items: Vec<T>, allowed: impl Fn(&T) -> bool) -> (Vec<T>, Vec<T>) {
     items.into_iter().partition(|i| allowed(i))
 }
 
+/// What a gate needs of a request besides the request itself.
+pub struct GateArgs {
+    pub version: i16,
+    /// Whether Metadata may create the topics it names.
+    pub auto_create_topics: bool,
+}
+
+/// A listener's gate (generated with its registrations).
+pub type GateFn = fn(&Arc<Access>, &GateArgs, RequestKind) -> Gate;
+
 /// The gate of one request from `ctx`'s principal and host.
-pub fn gate_request(broker: &Broker, ctx: &RequestContext, body: RequestKind) -> Gate {
+pub fn gate_request(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: RequestKind,
+    gate: GateFn,
+) -> Gate {
     if broker.settings.authorizer.is_none() {
         return Gate::Pass(body, None);
     }
     let access = Arc::new(broker.access(&ctx.principal, ctx.peer.ip()));
-    gate(
-        &access,
-        broker.settings.auto_create_topics,
-        ctx.api_version,
-        body,
-    )
+    let args = GateArgs {
+        version: ctx.api_version,
+        auto_create_topics: broker.settings.auto_create_topics,
+    };
+    gate(&access, &args, body)
 }
 
 /// The gate of one request taken by a controller listener, on a node that
@@ -85,6 +102,7 @@ pub fn gate_on_controller(
     image: Arc<MetadataImage>,
     ctx: &RequestContext,
     body: RequestKind,
+    gate: GateFn,
 ) -> Gate {
     if authorizer.is_none() {
         return Gate::Pass(body, None);
@@ -95,59 +113,19 @@ pub fn gate_on_controller(
         &ctx.principal,
         ctx.peer.ip(),
     ));
-    gate(&access, false, ctx.api_version, body)
+    let args = GateArgs {
+        version: ctx.api_version,
+        auto_create_topics: false,
+    };
+    gate(&access, &args, body)
 }
 
+/// The broker listeners' gate, as the tests call it.
+#[cfg(test)]
 fn gate(access: &Arc<Access>, auto_create_topics: bool, version: i16, body: RequestKind) -> Gate {
-    use RequestKind as R;
-    match body {
-        R::Produce(r) => topics::produce(access, version, r),
-        R::Fetch(r) => topics::fetch(access, version, r),
-        R::ListOffsets(r) => topics::list_offsets(access, r),
-        R::OffsetForLeaderEpoch(r) => topics::offset_for_leader_epoch(access, r),
-        R::DeleteRecords(r) => topics::delete_records(access, r),
-        R::Metadata(r) => metadata::metadata(access, version, auto_create_topics, r),
-        R::DescribeTopicPartitions(r) => metadata::describe_topic_partitions(access, r),
-        R::CreateTopics(r) => configs::create_topics(access, version, r),
-        R::DeleteTopics(r) => configs::delete_topics(access, version, r),
-        R::CreatePartitions(r) => configs::create_partitions(access, r),
-        R::DescribeConfigs(r) => configs::describe_configs(access, r),
-        R::AlterConfigs(r) => configs::alter_configs(access, r),
-        R::IncrementalAlterConfigs(r) => configs::incremental_alter_configs(access, r),
-        R::FindCoordinator(r) => groups::find_coordinator(access, version, r),
-        R::JoinGroup(r) => groups::join_group(access, r),
-        R::SyncGroup(r) => groups::sync_group(access, r),
-        R::Heartbeat(r) => groups::heartbeat(access, r),
-        R::LeaveGroup(r) => groups::leave_group(access, r),
-        R::OffsetCommit(r) => groups::offset_commit(access, r),
-        R::OffsetFetch(r) => groups::offset_fetch(access, version, r),
-        R::OffsetDelete(r) => groups::offset_delete(access, r),
-        R::DescribeGroups(r) => groups::describe_groups(access, r),
-        R::ListGroups(r) => groups::list_groups(access, r),
-        R::DeleteGroups(r) => groups::delete_groups(access, r),
-        R::ConsumerGroupHeartbeat(r) => groups::consumer_group_heartbeat(access, r),
-        R::ConsumerGroupDescribe(r) => groups::consumer_group_describe(access, r),
-        R::ShareGroupHeartbeat(r) => share::heartbeat(access, r),
-        R::ShareGroupDescribe(r) => share::describe(access, r),
-        R::ShareFetch(r) => share::fetch(access, r),
-        R::ShareAcknowledge(r) => share::acknowledge(access, r),
-        R::DescribeShareGroupOffsets(r) => share::describe_offsets(access, r),
-        R::AlterShareGroupOffsets(r) => share::alter_offsets(access, r),
-        R::DeleteShareGroupOffsets(r) => share::delete_offsets(access, r),
-        R::InitializeShareGroupState(r) => share::initialize_state(access, r),
-        R::ReadShareGroupState(r) => share::read_state(access, r),
-        R::DeleteShareGroupState(r) => share::delete_state(access, r),
-        R::ReadShareGroupStateSummary(r) => share::read_state_summary(access, r),
-        R::WriteShareGroupState(r) => share::write_state(access, r),
-        R::InitProducerId(r) => txn::init_producer_id(access, r),
-        R::AddPartitionsToTxn(r) => txn::add_partitions_to_txn(access, version, r),
-        R::AddOffsetsToTxn(r) => txn::add_offsets_to_txn(access, r),
-        R::EndTxn(r) => txn::end_txn(access, r),
-        R::TxnOffsetCommit(r) => txn::txn_offset_commit(access, r),
-        R::WriteTxnMarkers(r) => txn::write_txn_markers(access, r),
-        R::DescribeProducers(r) => txn::describe_producers(access, r),
-        R::DescribeTransactions(r) => txn::describe_transactions(access, r),
-        R::ListTransactions(r) => txn::list_transactions(access, r),
-        other => cluster::gate(access, version, other),
-    }
+    let args = GateArgs {
+        version,
+        auto_create_topics,
+    };
+    crate::handlers::broker_apis::gate(access, &args, body)
 }

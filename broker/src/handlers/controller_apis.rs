@@ -8,26 +8,40 @@
 use std::sync::{Arc, OnceLock};
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use kafka_protocol::messages::{ApiKey, BrokerId, RequestHeader, RequestKind, ResponseKind};
+use kafka_protocol::messages::{BrokerId, RequestHeader, RequestKind};
 use kafka_protocol::protocol::StrBytes;
+use ottla_controller::acls::operation::{ALTER, DESCRIBE};
 use ottla_controller::Controller;
 use ottla_protocol::api_versions::ApiTableError;
 
 use crate::apis::describe_cluster::{self, CONTROLLERS};
 use crate::apis::describe_quorum::{self, QuorumContext};
 use crate::apis::raft_voters;
-use crate::authorize::{gate_on_controller, Gate};
+use crate::authorize::{cluster, gate_on_controller, Gate};
 use crate::blocking::blocking;
+use crate::handlers::served::served_apis;
 use crate::handlers::HandlerRegistry;
 use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
 use crate::security::authorizer::Authorizer;
 
-const SERVED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::DescribeCluster, 0, 2),
-    (ApiKey::DescribeQuorum, 0, 2),
-    (ApiKey::AddRaftVoter, 0, 0),
-    (ApiKey::RemoveRaftVoter, 0, 0),
-];
+served_apis! {
+    with (node: &Arc<ControllerNode>, ctx: &RequestContext, v, listener, r; access, args);
+
+    DescribeCluster 0..=2,
+        gate cluster::describe_cluster(access, r),
+        run describe_cluster::answer(v, r, CONTROLLERS, &node.cluster_id, node.node_id, || {
+            node.described(&listener)
+        });
+    DescribeQuorum 0..=2,
+        gate cluster::require(access, v, DESCRIBE, r.into()),
+        run blocking(node, move |n| describe_quorum::handle(&n.quorum(), v, r)).await?;
+    AddRaftVoter 0..=0,
+        gate cluster::require(access, v, ALTER, r.into()),
+        run blocking(node, move |n| raft_voters::add(&n.quorum(), v, r)).await?;
+    RemoveRaftVoter 0..=0,
+        gate cluster::require(access, v, ALTER, r.into()),
+        run blocking(node, move |n| raft_voters::remove(&n.quorum(), v, r)).await?;
+}
 
 /// This node as its controller listeners' APIs see it.
 pub struct ControllerNode {
@@ -92,35 +106,16 @@ impl RequestHandler for ControllerApis {
                 .get()
                 .cloned()
                 .ok_or_else(|| anyhow::anyhow!("request before the controller was started"))?;
-            let v = ctx.api_version;
-            let gated =
-                gate_on_controller(node.authorizer.clone(), node.controller.image(), ctx, body);
+            let image = node.controller.image();
+            let gated = gate_on_controller(node.authorizer.clone(), image, ctx, body, gate);
             let (body, patch) = match gated {
                 Gate::Pass(body, patch) => (body, patch),
                 Gate::Answer(response) => return Ok(Response::Message(response)),
                 Gate::NoRule => anyhow::bail!("{:?} has no authorization rule", ctx.api),
             };
-            let mut response = match body {
-                RequestKind::DescribeCluster(r) => {
-                    ResponseKind::DescribeCluster(describe_cluster::answer(
-                        v,
-                        r,
-                        CONTROLLERS,
-                        &node.cluster_id,
-                        node.node_id,
-                        || node.described(&ctx.listener),
-                    ))
-                }
-                RequestKind::DescribeQuorum(r) => ResponseKind::DescribeQuorum(
-                    blocking(&node, move |n| describe_quorum::handle(&n.quorum(), v, r)).await?,
-                ),
-                RequestKind::AddRaftVoter(r) => ResponseKind::AddRaftVoter(
-                    blocking(&node, move |n| raft_voters::add(&n.quorum(), v, r)).await?,
-                ),
-                RequestKind::RemoveRaftVoter(r) => ResponseKind::RemoveRaftVoter(
-                    blocking(&node, move |n| raft_voters::remove(&n.quorum(), v, r)).await?,
-                ),
-                other => anyhow::bail!("a controller listener does not serve {other:?}"),
+            let listener = ctx.listener.to_string();
+            let Some(mut response) = run(&node, ctx, ctx.api_version, listener, body).await? else {
+                anyhow::bail!("{:?} gave no response", ctx.api);
             };
             if let Some(patch) = patch {
                 patch(&mut response);

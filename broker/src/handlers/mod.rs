@@ -1,14 +1,16 @@
 //! Request handlers, one module per API (`handlers/<api>.rs`), collected in
 //! a [`HandlerRegistry`] per listener.
 //!
-//! To add an API: write a [`RequestHandler`] for it and register it in
-//! [`broker_registry`] with the versions it serves. Registration is what
-//! makes the API appear in ApiVersions, so nothing is advertised that is not
-//! answered.
+//! To add a Kafka API: write its handler in `crate::apis` and its gate in
+//! `crate::authorize`, and add one entry (versions, gate, handler) to the
+//! listener's `served_apis!` table (`broker_apis.rs`, `controller_apis.rs`).
+//! Registration is what makes the API appear in ApiVersions, so nothing is
+//! advertised that is not authorized and answered.
 
 pub mod broker_apis;
 pub mod controller_apis;
 pub mod credentials;
+mod served;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -17,18 +17,18 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::network::file_records::FileRecords;
+use crate::network::response::{
+    encode_response, encode_response_frame, encode_response_head, EncodeError,
+};
+use crate::network::response_frame::ResponseFrame;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use ottla_protocol::api_versions::ApiVersionsTable;
-use ottla_protocol::file_records::FileRecords;
 use ottla_protocol::frame::{FrameError, FrameReader};
 use ottla_protocol::own_api::{decode_own_request, own_response_head, OwnApiKey};
 use ottla_protocol::request::{decode_request, Request, RequestError, RequestPrefix};
-use ottla_protocol::response::{
-    encode_response, encode_response_frame, encode_response_head, EncodeError,
-};
-use ottla_protocol::response_frame::ResponseFrame;
 use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;

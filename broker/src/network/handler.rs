@@ -6,9 +6,9 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::network::file_records::FileRecords;
 use bytes::Bytes;
 use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
-use ottla_protocol::file_records::FileRecords;
 pub use ottla_protocol::own_api::Api;
 use ottla_protocol::own_api::OwnApiKey;
 use tokio::sync::oneshot;

@@ -4,11 +4,14 @@
 //! listener's [`ApiVersionsTable`](ottla_protocol::api_versions::ApiVersionsTable).
 
 mod connection;
+pub mod file_records;
 mod handler;
 mod handler_pool;
 mod limits;
 mod memory;
 mod quorum;
+pub mod response;
+pub mod response_frame;
 mod server;
 mod transport;
 

@@ -8,7 +8,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ottla_protocol::response_frame::ResponseFrame;
+use crate::network::response_frame::ResponseFrame;
 use tokio::io::{AsyncRead, AsyncWrite, WriteHalf};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;

@@ -15,9 +15,10 @@ use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::Encodable;
 use thiserror::Error;
 
-use crate::file_records::FileRecords;
-use crate::frame::SIZE_PREFIX_LEN;
-use crate::response_frame::{ResponseFrame, SpliceBuf, SPLICE_MIN};
+use ottla_protocol::frame::SIZE_PREFIX_LEN;
+
+use super::file_records::FileRecords;
+use super::response_frame::{ResponseFrame, SpliceBuf, SPLICE_MIN};
 
 #[derive(Debug, Error)]
 pub enum EncodeError {
@@ -211,10 +212,10 @@ mod tests {
 
     #[test]
     fn fetch_record_sets_are_spliced_not_copied() {
-        use crate::file_records::FileRange;
         use kafka_protocol::messages::fetch_response::{
             FetchResponse, FetchableTopicResponse, PartitionData,
         };
+        use ottla_storage::file_range::FileRange;
         use std::io::Write;
         let big = Bytes::from(vec![3u8; 3 * SPLICE_MIN]);
         let small = Bytes::from_static(b"tiny");
@@ -263,8 +264,8 @@ mod tests {
 
     #[test]
     fn a_stand_in_left_out_of_the_body_is_an_error() {
-        use crate::file_records::FileRange;
         use kafka_protocol::messages::fetch_response::FetchResponse;
+        use ottla_storage::file_range::FileRange;
         let mut files = FileRecords::default();
         files
             .stand_in(FileRange {

@@ -44,9 +44,11 @@
 //! Install it in every binary (and every test binary feeding hostile input):
 //! ```
 //! #[global_allocator]
-//! static ALLOC: ottla_protocol::alloc::NoReserveAllocator = ottla_protocol::alloc::NoReserveAllocator;
+//! static ALLOC: ottla_allocator::NoReserveAllocator = ottla_allocator::NoReserveAllocator;
 //! # fn main() {}
 //! ```
+
+#![cfg(target_os = "linux")]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;

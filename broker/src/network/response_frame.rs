@@ -6,7 +6,7 @@
 //! fills). Instead, [`SpliceBuf`] ends the current chunk where a record set
 //! would be copied and puts the record set in as a chunk of its own: its
 //! `Bytes` when it was read into memory, or its file range when it stayed in
-//! the segment file ([`crate::file_records`]), which a plaintext socket gets
+//! the segment file ([`super::file_records`]), which a plaintext socket gets
 //! with `sendfile(2)`.
 
 use std::collections::VecDeque;
@@ -19,7 +19,9 @@ use kafka_protocol::protocol::buf::ByteBufMut;
 use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
-use crate::file_records::{shrunk, FileRange, FileRecords};
+use ottla_storage::file_range::{shrunk, FileRange};
+
+use super::file_records::FileRecords;
 
 /// Smaller record sets are copied: a chunk of their own would cost more
 /// (an iovec, a refcount) than the copy saves.
@@ -352,7 +354,7 @@ impl ByteBufMut for SpliceBuf<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::file_records::tests::file_with;
+    use crate::network::file_records::tests::file_with;
     use tokio::io::AsyncReadExt;
 
     #[test]

@@ -7,58 +7,19 @@
 //! record set kept in its file is therefore handed to it as a *stand-in*: a
 //! slice of the same length from a read-only anonymous mapping that is never
 //! touched (it costs address space, not memory). The encoding buffer
-//! ([`crate::response_frame`]) recognises each stand-in by its address and
+//! ([`super::response_frame`]) recognises each stand-in by its address and
 //! puts the file range in the frame in its place, and the encoder checks that
 //! every stand-in was replaced, so a stand-in cannot reach a client.
 
-use std::fs::File;
-use std::io;
-use std::os::unix::fs::FileExt;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use bytes::Bytes;
+use ottla_storage::file_range::FileRange;
 
 /// Address space for the stand-ins of one response. A response frame is at
 /// most 2 GiB (its size is an i32); record sets beyond what fits are read
 /// into memory instead.
 const STAND_IN_SPACE: usize = 1 << 31;
-
-/// A byte range of a file: one partition's record set, whole batches.
-#[derive(Clone)]
-pub struct FileRange {
-    pub file: Arc<File>,
-    pub position: u64,
-    pub len: usize,
-}
-
-impl std::fmt::Debug for FileRange {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "FileRange({}+{})", self.position, self.len)
-    }
-}
-
-impl FileRange {
-    /// Reads `buf.len()` bytes from `at` bytes into the range. A file that
-    /// shrank since the range was planned (a truncation racing the write)
-    /// is an error: the frame's length is already promised to the client.
-    pub fn read_exact_at(&self, at: usize, buf: &mut [u8]) -> io::Result<()> {
-        debug_assert!(at + buf.len() <= self.len);
-        self.file
-            .read_exact_at(buf, self.position + at as u64)
-            .map_err(|e| match e.kind() {
-                io::ErrorKind::UnexpectedEof => shrunk(),
-                _ => e,
-            })
-    }
-}
-
-/// The error for a segment file that got shorter while it was being sent.
-pub fn shrunk() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::UnexpectedEof,
-        "a segment file was truncated while its records were being sent",
-    )
-}
 
 /// The file-backed record sets of one response, each with its stand-in.
 #[derive(Debug, Default)]
@@ -136,7 +97,9 @@ fn stand_in_space() -> Option<&'static [u8]> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use std::fs::File;
     use std::io::Write;
+    use std::sync::Arc;
 
     pub(crate) fn file_with(bytes: &[u8]) -> Arc<File> {
         let mut f = tempfile::tempfile().unwrap();
@@ -182,20 +145,5 @@ pub(crate) mod tests {
         };
         assert!(records.stand_in(too_long).is_err());
         assert!(records.is_empty());
-    }
-
-    #[test]
-    fn a_shrunk_file_is_an_error_not_short_data() {
-        let range = FileRange {
-            file: file_with(&[1u8; 10]),
-            position: 4,
-            len: 10,
-        };
-        let mut buf = [0u8; 6];
-        range.read_exact_at(0, &mut buf).unwrap();
-        assert_eq!(buf, [1u8; 6]);
-        let mut buf = [0u8; 10];
-        let e = range.read_exact_at(0, &mut buf).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
     }
 }
