@@ -8,6 +8,8 @@
 //! end itself.
 
 pub mod progress;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

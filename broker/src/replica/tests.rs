@@ -1,13 +1,133 @@
-//! Leader-side replication on a real broker: the high watermark waits for
-//! the ISR, followers rejoin the ISR, and a follower whose log went past the
-//! leader's history is told where to truncate.
+//! The replica manager on a real broker: who may append and why not, the
+//! high watermark waiting for the ISR, followers rejoining the ISR, and a
+//! follower whose log went past the leader's history told where to truncate.
 
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use ottla_controller::records::{CONFIG_RESOURCE_TOPIC, MIRROR_NAME_CONFIG};
 use ottla_controller::MetadataRecord;
-use ottla_protocol::batch::BatchBuilder;
+use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
+use ottla_protocol::mirror::errors::READ_ONLY_TOPIC;
 use ottla_storage::manager::TopicPartition;
+use ottla_storage::producer_state::AppendOrigin;
 
-use crate::apis::test_support::{append, change_leader, create_topic, test_broker};
+use crate::apis::test_support::{append, change_leader, create_topic, test_broker, wait_for};
 use crate::broker::Broker;
+use crate::replica::ProduceOutcome;
+
+fn one_record() -> Bytes {
+    Bytes::from(BatchBuilder::default().build(&[SimpleRecord {
+        timestamp: 1,
+        value: Some(b"v".to_vec()),
+        ..Default::default()
+    }]))
+}
+
+fn client_append(broker: &Broker, tp: &TopicPartition, acks: i16) -> ProduceOutcome {
+    broker
+        .replicas
+        .append(tp, &one_record(), acks, AppendOrigin::Client)
+}
+
+/// Sets (or, with `None`, deletes) the topic's `mirror.name`.
+fn bind_to_mirror(broker: &Broker, topic: &str, binding: Option<&str>) {
+    let record = MetadataRecord::Config {
+        resource_type: CONFIG_RESOURCE_TOPIC,
+        resource_name: topic.to_string(),
+        name: MIRROR_NAME_CONFIG.to_string(),
+        value: binding.map(str::to_string),
+    };
+    wait_for(
+        &broker.controller,
+        broker.controller.commit_records(vec![record]),
+    )
+    .unwrap();
+    broker.replicas.apply_image(&broker.controller.image());
+}
+
+#[test]
+fn appends_are_refused_where_this_broker_may_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    create_topic(&broker, "orders", 1);
+    let tp = TopicPartition::new("orders", 0);
+
+    let missing = client_append(&broker, &TopicPartition::new("orders", 7), 1);
+    assert_eq!(missing.error, Some(ResponseError::UnknownTopicOrPartition));
+
+    assert_eq!(client_append(&broker, &tp, -1).error, None, "the leader");
+    change_leader(&broker, &tp, 2);
+    let follower = client_append(&broker, &tp, 1);
+    assert_eq!(follower.error, Some(ResponseError::NotLeaderOrFollower));
+    change_leader(&broker, &tp, 1);
+
+    // acks=all below min.insync.replicas: refused before anything is written.
+    set_replicas(&broker, &tp, &[1, 2], &[1]);
+    let isr_config = MetadataRecord::Config {
+        resource_type: CONFIG_RESOURCE_TOPIC,
+        resource_name: "orders".to_string(),
+        name: "min.insync.replicas".to_string(),
+        value: Some("2".to_string()),
+    };
+    wait_for(
+        &broker.controller,
+        broker.controller.commit_records(vec![isr_config]),
+    )
+    .unwrap();
+    broker.replicas.apply_image(&broker.controller.image());
+    let end = broker.replicas.offsets(&tp).unwrap().log_end;
+    let short = client_append(&broker, &tp, -1);
+    assert_eq!(short.error, Some(ResponseError::NotEnoughReplicas));
+    assert!(
+        short.message.unwrap().contains("min.isr requirement of 2"),
+        "the operator is told why"
+    );
+    assert_eq!(broker.replicas.offsets(&tp).unwrap().log_end, end);
+    assert_eq!(client_append(&broker, &tp, 1).error, None, "acks=1 still");
+}
+
+#[test]
+fn a_mirrored_topic_is_read_only_until_its_failover_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    create_topic(&broker, "mirrored", 1);
+    let tp = TopicPartition::new("mirrored", 0);
+    let partition = broker.replicas.partition(&tp).unwrap();
+
+    bind_to_mirror(&broker, "mirrored", Some("east"));
+    assert!(partition.is_mirror_log());
+    let refused = client_append(&broker, &tp, 1);
+    assert_eq!(
+        refused.error,
+        Some(ResponseError::Unknown(READ_ONLY_TOPIC.code))
+    );
+    let message = refused.message.unwrap();
+    assert!(
+        message.contains("mirror 'east'") && message.contains("ottla mirrors --remove"),
+        "{message}"
+    );
+    // The mirror itself and the coordinators still write.
+    let mirrored = broker
+        .replicas
+        .append(&tp, &one_record(), 1, AppendOrigin::Coordinator);
+    assert_eq!(mirrored.error, None);
+
+    // Paused: still read-only, naming the mirror without its suffix.
+    bind_to_mirror(&broker, "mirrored", Some("east.paused"));
+    let paused = client_append(&broker, &tp, 1);
+    assert!(paused.message.unwrap().contains("mirror 'east'"));
+
+    // Failover under way: retriable, so producers wait it out.
+    bind_to_mirror(&broker, "mirrored", Some("east.removed"));
+    let stopping = client_append(&broker, &tp, 1);
+    assert_eq!(stopping.error, Some(ResponseError::NotEnoughReplicas));
+    assert!(stopping.message.unwrap().contains("failover in progress"));
+
+    // The mirror runtime says the failover is done: writable.
+    partition.set_mirror_stopped(true);
+    assert!(!partition.is_mirror_log());
+    assert_eq!(client_append(&broker, &tp, 1).error, None);
+}
 
 fn set_replicas(broker: &Broker, tp: &TopicPartition, replicas: &[i32], isr: &[i32]) {
     let topic_id = broker
