@@ -573,6 +573,48 @@ fn start_offsets(node: &Ottla, group: &str) -> BTreeMap<i32, i64> {
         .collect()
 }
 
+/// The first share operation of a fresh node may be an offset reset: it
+/// creates the group, waiting out the share state topic's creation (it
+/// answered COORDINATOR_NOT_AVAILABLE before). Deleting the offsets of a
+/// group nobody uses is refused, as Kafka refuses it.
+#[test]
+fn a_fresh_node_resets_an_unknown_group_and_refuses_deleting_one() {
+    let node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "fresh", 2, &[]);
+    let reset = share_groups_tool(
+        &node,
+        &[
+            "--reset-offsets",
+            "--group",
+            "newcomers",
+            "--topic",
+            "fresh",
+            "--to-earliest",
+            "--execute",
+        ],
+    );
+    assert!(!reset.contains("Error"), "{reset}");
+    assert!(
+        share_groups_tool(&node, &["--list"])
+            .lines()
+            .any(|l| l.trim() == "newcomers"),
+        "the reset created the group"
+    );
+    assert_eq!(
+        start_offsets(&node, "newcomers"),
+        BTreeMap::from([(0, 0), (1, 0)]),
+        "both partitions start at the earliest offset"
+    );
+    let refused = share_groups_tool(
+        &node,
+        &["--delete-offsets", "--group", "nobody", "--topic", "fresh"],
+    );
+    assert!(
+        refused.contains("Error: Group nobody not found."),
+        "{refused}"
+    );
+}
+
 /// `kafka-share-groups.sh --reset-offsets` and `--delete-offsets`: refused
 /// while the group has members; on the empty group, delivery starts over
 /// where the reset says, or where `share.auto.offset.reset` says once the

@@ -319,12 +319,14 @@ async fn describe_group_offsets(
     answer.with_topics(topics)
 }
 
-/// Whether `group` may have its offsets changed: an empty (or unknown)
-/// share group, as in Kafka; `doing` says what, for the message.
+/// Whether `group` may have its offsets changed: an empty share group, or
+/// an unknown one where the change creates it (`Unknown::Allowed`), as in
+/// Kafka; `doing` says what, for the message.
 async fn check_empty(
     broker: &Arc<Broker>,
     group: &str,
     doing: &str,
+    unknown: Unknown,
 ) -> Result<(), (ResponseError, Option<String>)> {
     let id = group.to_string();
     let found = blocking(broker, move |b| {
@@ -344,17 +346,30 @@ async fn check_empty(
             ResponseError::GroupIdNotFound,
             Some(format!("Group {group} is not a share group.")),
         )),
+        Ok(Ok(Err(false))) if unknown == Unknown::Refused => Err((
+            ResponseError::GroupIdNotFound,
+            Some(format!("Group {group} not found.")),
+        )),
         Ok(Err(e)) => Err((e, None)),
         Err(_) => Err((ResponseError::UnknownServerError, None)),
         Ok(Ok(_)) => Ok(()),
     }
 }
 
+/// What an offsets change does with a group id nobody uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unknown {
+    /// The change creates the group (AlterShareGroupOffsets).
+    Allowed,
+    /// GROUP_ID_NOT_FOUND (DeleteShareGroupOffsets).
+    Refused,
+}
+
 /// DeleteShareGroupOffsets v0 (`kafka-share-groups.sh --delete-offsets`):
 /// each partition of the named topics forgets where the group was; the
-/// next leader starts it by `share.auto.offset.reset`. Only an empty (or
-/// unknown) group, as in Kafka; leaders holding the old state are fenced by
-/// its new state epoch.
+/// next leader starts it by `share.auto.offset.reset`. Only an empty share
+/// group, as in Kafka (an unknown one is GROUP_ID_NOT_FOUND); leaders
+/// holding the old state are fenced by its new state epoch.
 pub async fn delete_offsets(
     broker: &Arc<Broker>,
     req: DeleteShareGroupOffsetsRequest,
@@ -369,7 +384,7 @@ pub async fn delete_offsets(
         return failed(ResponseError::UnsupportedVersion, Some(why));
     }
     let group = req.group_id.to_string();
-    if let Err((error, message)) = check_empty(broker, &group, "deleting").await {
+    if let Err((error, message)) = check_empty(broker, &group, "deleting", Unknown::Refused).await {
         return failed(error, message);
     }
     // Every named topic's partitions start over unset, in one request per
@@ -439,7 +454,7 @@ pub async fn alter_offsets(
         return failed(ResponseError::UnsupportedVersion, Some(why));
     }
     let group = req.group_id.to_string();
-    if let Err((error, message)) = check_empty(broker, &group, "altering").await {
+    if let Err((error, message)) = check_empty(broker, &group, "altering", Unknown::Allowed).await {
         return failed(error, message);
     }
     // Every valid partition starts over in one request per coordinator,

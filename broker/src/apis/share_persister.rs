@@ -5,7 +5,9 @@
 //! one request per coordinator broker (directly when it is this one).
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_share_group_state_request::{
@@ -45,6 +47,56 @@ async fn coordinator_of(broker: &Arc<Broker>, key: &StateKey) -> Result<i32, Res
     blocking(broker, move |b| b.share_coordinator.coordinator_of(&key))
         .await
         .map_err(|_| ResponseError::UnknownServerError)?
+}
+
+/// How long an admin call waits out a share coordinator that is not ready:
+/// the state topic being created on first use or loaded, or its leadership
+/// moving. Kafka's persister retries these too, with backoff.
+const RETRY_FOR: Duration = Duration::from_secs(10);
+
+fn retriable(e: ResponseError) -> bool {
+    matches!(
+        e,
+        ResponseError::CoordinatorNotAvailable
+            | ResponseError::CoordinatorLoadInProgress
+            | ResponseError::NotCoordinator
+    )
+}
+
+/// Runs `attempt` on `items`, then again, backing off, on those that
+/// failed with a retriable error, for at most [`RETRY_FOR`]; each item's
+/// last outcome.
+async fn retrying<T: Clone, V, Fut>(
+    items: Vec<(StateKey, T)>,
+    mut attempt: impl FnMut(Vec<(StateKey, T)>) -> Fut,
+) -> Vec<(StateKey, Result<V, ResponseError>)>
+where
+    Fut: Future<Output = Vec<(StateKey, Result<V, ResponseError>)>>,
+{
+    let deadline = Instant::now() + RETRY_FOR;
+    let mut backoff = Duration::from_millis(50);
+    let mut pending = items;
+    let mut done = Vec::with_capacity(pending.len());
+    loop {
+        let inputs: BTreeMap<StateKey, T> = pending.iter().cloned().collect();
+        let mut again = Vec::new();
+        for (k, outcome) in attempt(pending).await {
+            let retry = match &outcome {
+                Err(e) if retriable(*e) && Instant::now() + backoff < deadline => inputs.get(&k),
+                _ => None,
+            };
+            match retry {
+                Some(input) => again.push((k, input.clone())),
+                None => done.push((k, outcome)),
+            }
+        }
+        if again.is_empty() {
+            return done;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+        pending = again;
+    }
 }
 
 /// Each item's coordinator broker, all found in one trip to the blocking
@@ -232,6 +284,14 @@ pub(crate) async fn initialize(
     group: &str,
     starts: Vec<(StateKey, i64)>,
 ) -> Vec<(StateKey, Result<(), ResponseError>)> {
+    retrying(starts, |starts| initialize_once(broker, group, starts)).await
+}
+
+async fn initialize_once(
+    broker: &Arc<Broker>,
+    group: &str,
+    starts: Vec<(StateKey, i64)>,
+) -> Vec<(StateKey, Result<(), ResponseError>)> {
     let (by_node, failed) = by_coordinator(broker, starts).await;
     let mut out: Vec<_> = failed.into_iter().map(|(k, e)| (k, Err(e))).collect();
     for (node, starts) in by_node {
@@ -290,40 +350,46 @@ pub(crate) async fn delete(
     group: &str,
     keys: Vec<StateKey>,
 ) -> Result<(), ResponseError> {
-    let (by_node, failed) =
-        by_coordinator(broker, keys.into_iter().map(|k| (k, ())).collect()).await;
-    if let Some((_, e)) = failed.into_iter().next() {
-        return Err(e);
-    }
+    let keys = keys.into_iter().map(|k| (k, ())).collect();
+    let done = retrying(keys, |keys| delete_once(broker, group, keys)).await;
+    done.into_iter().try_for_each(|(_, outcome)| outcome)
+}
+
+async fn delete_once(
+    broker: &Arc<Broker>,
+    group: &str,
+    keys: Vec<(StateKey, ())>,
+) -> Vec<(StateKey, Result<(), ResponseError>)> {
+    let (by_node, failed) = by_coordinator(broker, keys).await;
+    let mut out: Vec<_> = failed.into_iter().map(|(k, e)| (k, Err(e))).collect();
     for (node, keys) in by_node {
-        let done = if node == broker.node_id() {
-            delete_local(broker, keys.into_iter().map(|(k, ())| k).collect()).await
-        } else {
-            let topics = by_topic(
-                keys.iter()
-                    .map(|(k, ())| (k, DeletePartition::default().with_partition(k.partition))),
-                |id, ps| {
-                    DeleteStateData::default()
-                        .with_topic_id(id)
-                        .with_partitions(ps)
-                },
-            );
-            let req = DeleteShareGroupStateRequest::default()
-                .with_group_id(StrBytes::from_string(group.to_string()))
-                .with_topics(topics);
-            let r = ask(broker, node, &req).await?;
-            let answered = answered(
+        if node == broker.node_id() {
+            out.extend(delete_local(broker, keys.into_iter().map(|(k, ())| k).collect()).await);
+            continue;
+        }
+        let topics = by_topic(
+            keys.iter()
+                .map(|(k, ())| (k, DeletePartition::default().with_partition(k.partition))),
+            |id, ps| {
+                DeleteStateData::default()
+                    .with_topic_id(id)
+                    .with_partitions(ps)
+            },
+        );
+        let req = DeleteShareGroupStateRequest::default()
+            .with_group_id(StrBytes::from_string(group.to_string()))
+            .with_topics(topics);
+        let answered = match ask(broker, node, &req).await {
+            Ok(r) => answered(
                 &r.results,
                 |t| (t.topic_id, &t.partitions),
                 |p| (p.partition, p.error_code, ()),
-            );
-            outcomes(keys, &answered)
+            ),
+            Err(_) => BTreeMap::new(),
         };
-        for (_, outcome) in done {
-            outcome?;
-        }
+        out.extend(outcomes(keys, &answered));
     }
-    Ok(())
+    out
 }
 
 /// Each key's start offset (ReadShareGroupStateSummary), -1 where unset or
@@ -333,8 +399,16 @@ pub(crate) async fn start_offsets(
     group: &str,
     keys: Vec<StateKey>,
 ) -> Vec<(StateKey, Result<i64, ResponseError>)> {
-    let (by_node, failed) =
-        by_coordinator(broker, keys.into_iter().map(|k| (k, ())).collect()).await;
+    let keys = keys.into_iter().map(|k| (k, ())).collect();
+    retrying(keys, |keys| start_offsets_once(broker, group, keys)).await
+}
+
+async fn start_offsets_once(
+    broker: &Arc<Broker>,
+    group: &str,
+    keys: Vec<(StateKey, ())>,
+) -> Vec<(StateKey, Result<i64, ResponseError>)> {
+    let (by_node, failed) = by_coordinator(broker, keys).await;
     let mut out: Vec<_> = failed.into_iter().map(|(k, e)| (k, Err(e))).collect();
     for (node, keys) in by_node {
         if node == broker.node_id() {
