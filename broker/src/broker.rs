@@ -384,7 +384,8 @@ impl Broker {
     /// Loads the coordinator partitions (groups, transactions, mirror
     /// state) this broker comes to lead and drops those it no longer leads,
     /// after each image's logs are in place (`applied`), as Kafka loads a
-    /// coordinator partition on election. A task of its own, on the
+    /// coordinator partition on election, and has the groups forget the
+    /// topics deleted since the last image. A task of its own, on the
     /// blocking pool: a long load holds up neither metadata changes nor
     /// requests for other partitions. Images applied during a load are
     /// taken together, the latest only.
@@ -395,14 +396,19 @@ impl Broker {
     ) {
         // The image applied before this task started counts too.
         applied.mark_changed();
+        let mut previous: Option<Arc<MetadataImage>> = None;
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return,
                 changed = applied.changed() => if changed.is_err() { return },
             }
             let image = applied.borrow_and_update().clone();
+            let before = previous.replace(image.clone());
             self.blocking(move |b| {
                 b.groups.follow_leadership(&image);
+                if let Some(before) = before {
+                    b.groups.forget_deleted_topics(&before, &image, now_ms());
+                }
                 b.forget_share_partitions_led_elsewhere(&image);
                 b.share_coordinator.follow_leadership(&image);
                 b.txns.follow_leadership(&image);

@@ -60,6 +60,7 @@ mod consumer_records;
 mod consumer_regex;
 mod consumer_shard;
 mod coordinator;
+mod deleted_topics;
 mod member;
 mod membership;
 mod offsets;

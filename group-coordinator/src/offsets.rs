@@ -1,7 +1,7 @@
 //! Committed offsets (Kafka's OffsetMetadataManager, non-transactional
 //! part): OffsetCommit, OffsetFetch and OffsetDelete against one shard.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use kafka_protocol::error::ResponseError;
 
@@ -49,6 +49,19 @@ impl OffsetStore {
         if topics.is_empty() {
             self.by_group.remove(group);
         }
+    }
+
+    /// Tombstones for every group's offsets of `topics`.
+    pub fn tombstones_of_topics(&self, topics: &BTreeSet<String>) -> Vec<CoordinatorRecord> {
+        let mut out = Vec::new();
+        for (group, by_topic) in &self.by_group {
+            for topic in topics {
+                if let Some(partitions) = by_topic.get(topic) {
+                    out.extend(partitions.keys().map(|&p| tombstone(group, topic, p)));
+                }
+            }
+        }
+        out
     }
 
     /// Tombstones for every offset of `group`.

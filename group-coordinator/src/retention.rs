@@ -83,25 +83,7 @@ impl ShardState {
                 return;
             }
             info!(offsets = tombstones.len(), "expired committed offsets");
-            for record in tombstones {
-                if let CoordinatorRecord::OffsetCommit {
-                    group,
-                    topic,
-                    partition,
-                    ..
-                } = record
-                {
-                    offsets::apply(
-                        &mut self.groups,
-                        &mut self.offsets,
-                        &group,
-                        &topic,
-                        partition,
-                        None,
-                        ctx.now,
-                    );
-                }
-            }
+            self.apply_offset_tombstones(tombstones, ctx.now);
         }
         if !emptied.is_empty() {
             let codes = self.delete_groups(&emptied, ctx);

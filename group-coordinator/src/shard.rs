@@ -4,12 +4,13 @@
 //! answer, so the log order is the order of decisions; nothing awaits while
 //! holding the lock (parked requests wait on oneshot receivers instead).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tracing::info;
+use uuid::Uuid;
 
 use super::admin::{self, GroupDescription, ListedGroup};
 use super::answer::GatedAnswer;
@@ -413,6 +414,12 @@ impl Shard {
     }
 
     /// Removes offsets older than `retention_ms` and the groups they leave.
+    /// Forgets the topics deleted since the last image: `names` for the
+    /// committed offsets, `ids` for the share partitions.
+    pub fn forget_deleted_topics(&self, names: &BTreeSet<String>, ids: &BTreeSet<Uuid>, now: i64) {
+        self.with_state(now, |st, ctx| st.forget_deleted_topics(names, ids, ctx));
+    }
+
     pub fn expire_offsets(&self, retention_ms: i64, now: i64) {
         self.with_state(now, |st, ctx| st.expire_offsets(retention_ms, ctx));
     }

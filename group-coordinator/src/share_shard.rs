@@ -34,7 +34,7 @@ impl ShardState {
 
     /// Appends the records taking `group_id` to `after` (None: deleted),
     /// then keeps it.
-    fn write_share(
+    pub(super) fn write_share(
         &mut self,
         group_id: &str,
         after: Option<ShareGroup>,

@@ -895,6 +895,49 @@ async fn offsets_expire_after_the_retention_and_empty_groups_go() {
     run.shutdown().await;
 }
 
+/// A deleted topic's committed offsets go (Kafka's onPartitionsDeleted):
+/// a topic created again under its name starts with none, where a consumer
+/// would otherwise resume at an offset of the old log. The other topics'
+/// offsets stay, and the tombstones outlive a restart.
+#[tokio::test]
+async fn a_deleted_topics_committed_offsets_go_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Running::start(dir.path(), &[("t", 2), ("u", 1)]).await;
+    let broker = run.broker.clone();
+    let group = "g-deleted";
+    coordinator_ready(&broker, group).await;
+    let commit = commit_request(group, &[("t", &[(0, 5), (1, 6)]), ("u", &[(0, 7)])]);
+    let r = offset_commit(&broker, 9, commit).await;
+    assert!(r
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .all(|p| p.error_code == NONE));
+    assert_eq!(fetch_v8(&broker, group, None).await.len(), 3);
+
+    let deleted = broker.controller.delete_topics(&["t".to_string()]).await;
+    assert!(deleted[0].1.is_ok(), "{deleted:?}");
+    let start = std::time::Instant::now();
+    while fetch_v8(&broker, group, None).await.len() != 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the deleted topic's offsets stayed: {:?}",
+            fetch_v8(&broker, group, None).await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        fetch_v8(&broker, group, None).await,
+        vec![("u".to_string(), 0, 7, "meta".to_string())]
+    );
+
+    run.shutdown().await;
+    let run = Running::start(dir.path(), &[]).await;
+    coordinator_ready(&run.broker, group).await;
+    assert_eq!(fetch_v8(&run.broker, group, None).await.len(), 1);
+    run.shutdown().await;
+}
+
 /// At shutdown the coordinator answers a member waiting in a rebalance
 /// with NOT_COORDINATOR at once (as Kafka's unload does) rather than
 /// holding the shutdown up until the rebalance times out, and refuses
