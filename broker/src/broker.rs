@@ -406,8 +406,10 @@ impl Broker {
             let before = previous.replace(image.clone());
             self.blocking(move |b| {
                 b.groups.follow_leadership(&image);
-                if let Some(before) = before {
-                    b.groups.forget_deleted_topics(&before, &image, now_ms());
+                let deleted = before.map(|before| image.topics_deleted_since(&before));
+                if let Some(deleted) = deleted.filter(|d| !d.is_empty()) {
+                    b.groups.forget_deleted_topics(&deleted, now_ms());
+                    b.share_coordinator.forget_deleted_topics(&deleted);
                 }
                 b.forget_share_partitions_led_elsewhere(&image);
                 b.share_coordinator.follow_leadership(&image);

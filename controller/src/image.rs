@@ -1,7 +1,7 @@
 //! The metadata image: the cluster state obtained by applying every committed
 //! metadata record in order. Brokers read it; only records change it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use uuid::Uuid;
 
@@ -66,6 +66,19 @@ pub struct BrokerImage {
     pub fenced: bool,
 }
 
+/// Topics deleted between two images.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeletedTopics {
+    pub names: BTreeSet<String>,
+    pub ids: BTreeSet<Uuid>,
+}
+
+impl DeletedTopics {
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MetadataImage {
     /// Offset of the last record applied (-1 for an empty log).
@@ -102,6 +115,20 @@ impl MetadataImage {
 
     pub fn topic_by_id(&self, id: &Uuid) -> Option<&TopicImage> {
         self.topics.get(id)
+    }
+
+    /// The topics of `before` this image no longer has, by id (a topic
+    /// deleted and created again under its name is among them): their
+    /// names and ids.
+    pub fn topics_deleted_since(&self, before: &MetadataImage) -> DeletedTopics {
+        let mut deleted = DeletedTopics::default();
+        for (id, topic) in &before.topics {
+            if !self.topics.contains_key(id) {
+                deleted.names.insert(topic.name.clone());
+                deleted.ids.insert(*id);
+            }
+        }
+        deleted
     }
 
     pub fn configs_of(&self, resource_type: i8, name: &str) -> Option<&BTreeMap<String, String>> {

@@ -21,7 +21,7 @@ pub use controller::{
     AlterOp, Controller, ControllerError, ControllerResult, ControllerSettings, CreatedTopic,
     NewTopic, TopicDefaults,
 };
-pub use image::{MetadataImage, PartitionImage, TopicImage};
+pub use image::{DeletedTopics, MetadataImage, PartitionImage, TopicImage};
 pub use raft::{
     DynamicQuorum, Node, QuorumConfig, QuorumError, QuorumSummary, QuorumVoters, VoterSummary,
 };

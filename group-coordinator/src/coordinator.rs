@@ -3,14 +3,13 @@
 //! when a client first looks for a coordinator, loads shards (at start-up,
 //! or on first use of a partition hosted later) and drives their timers.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use ottla_controller::{Controller, MetadataImage};
-use uuid::Uuid;
+use ottla_controller::{Controller, DeletedTopics, MetadataImage};
 
 use super::config::{GroupConfig, OFFSETS_TOPIC};
 use super::shard::Shard;
@@ -151,23 +150,11 @@ impl GroupCoordinator {
         )
     }
 
-    /// Every shard this broker leads forgets the topics deleted between
-    /// `before` and `after` (by id, so a topic deleted and created again
-    /// under its name counts): their committed offsets and share partitions.
-    pub fn forget_deleted_topics(&self, before: &MetadataImage, after: &MetadataImage, now: i64) {
-        let deleted: Vec<(&String, Uuid)> = before
-            .topics
-            .iter()
-            .filter(|(id, _)| !after.topics.contains_key(id))
-            .map(|(id, t)| (&t.name, *id))
-            .collect();
-        if deleted.is_empty() {
-            return;
-        }
-        let names: BTreeSet<String> = deleted.iter().map(|(n, _)| (*n).clone()).collect();
-        let ids: BTreeSet<Uuid> = deleted.iter().map(|(_, id)| *id).collect();
+    /// Every shard this broker leads forgets `deleted` topics: their
+    /// committed offsets and share partitions.
+    pub fn forget_deleted_topics(&self, deleted: &DeletedTopics, now: i64) {
         for shard in self.shards() {
-            shard.forget_deleted_topics(&names, &ids, now);
+            shard.forget_deleted_topics(&deleted.names, &deleted.ids, now);
         }
     }
 

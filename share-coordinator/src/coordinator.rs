@@ -11,12 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use ottla_controller::{Controller, MetadataImage};
+use ottla_controller::{Controller, DeletedTopics, MetadataImage};
 use ottla_coordinator_common::internal_topics::InternalTopic;
 use ottla_coordinator_common::lookup::{find_coordinator, partition_count, partition_for};
 use ottla_coordinator_common::partition_writer::{now_ms, HostedPartition, PartitionWriter};
 use ottla_coordinator_common::shards::LedShards;
 use ottla_storage::manager::TopicPartition;
+use tracing::{info, warn};
 
 use crate::shard::{StateShard, StateWrite};
 use crate::state::{ShareState, StateKey};
@@ -179,6 +180,24 @@ impl ShareCoordinator {
             .await_replicated(tp, end, self.config.write_timeout)
             .await
             .map_err(|_| ResponseError::CoordinatorNotAvailable)
+    }
+
+    /// The state partitions this broker leads drop the share-partition
+    /// states of `deleted` topics, as Kafka's coordinator cleans up after
+    /// a topic deletion. Blocking I/O; a failure is logged, and the states
+    /// stay (keyed by topic id, no new topic reads them).
+    pub fn forget_deleted_topics(&self, deleted: &DeletedTopics) {
+        for shard in self.shards.loaded() {
+            match shard.forget_topics(&deleted.ids, now_ms()) {
+                Ok(0) => {}
+                Ok(n) => {
+                    info!(partition = %shard.tp(), states = n, "removed the share states of deleted topics")
+                }
+                Err(e) => {
+                    warn!(partition = %shard.tp(), error = ?e, "could not remove the share states of deleted topics")
+                }
+            }
+        }
     }
 
     /// Loads the state partitions this broker comes to lead and drops the

@@ -27,16 +27,22 @@ pub enum StateRecord {
     Update(StateKey, Option<(i64, Vec<StateBatch>)>),
 }
 
-pub fn encode_snapshot(
-    key: &StateKey,
-    meta: SnapshotMeta,
-    state: &ShareState,
-) -> Result<(Vec<u8>, Vec<u8>), FieldTooLong> {
+/// The ShareSnapshot key of `key`'s state (a tombstone is this key with no
+/// value).
+pub fn snapshot_key(key: &StateKey) -> Result<Vec<u8>, FieldTooLong> {
     let mut k = Writer::default();
     k.i16(SNAPSHOT)
         .string(&key.group)
         .uuid(&key.topic_id)
         .i32(key.partition);
+    k.finish()
+}
+
+pub fn encode_snapshot(
+    key: &StateKey,
+    meta: SnapshotMeta,
+    state: &ShareState,
+) -> Result<(Vec<u8>, Vec<u8>), FieldTooLong> {
     let mut v = Writer::default();
     v.i16(VALUE_VERSION)
         .i32(meta.snapshot_epoch)
@@ -54,7 +60,7 @@ pub fn encode_snapshot(
             .tagged_fields(&[]);
     }
     v.tagged_fields(&[]);
-    Ok((k.finish()?, v.finish()?))
+    Ok((snapshot_key(key)?, v.finish()?))
 }
 
 /// A record of `__share_group_state`; None for record types it does not

@@ -1,7 +1,7 @@
 //! One `__share_group_state` partition's share states, loaded from its log;
 //! each write appends the share partition's new snapshot before it counts.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -13,8 +13,11 @@ use ottla_storage::manager::TopicPartition;
 use ottla_storage::producer_state::AppendOrigin;
 use parking_lot::Mutex;
 use tracing::info;
+use uuid::Uuid;
 
-use crate::records::{apply_update, decode, encode_snapshot, SnapshotMeta, StateRecord};
+use crate::records::{
+    apply_update, decode, encode_snapshot, snapshot_key, SnapshotMeta, StateRecord,
+};
 use crate::state::{ShareState, StateBatch, StateKey};
 use ottla_share::persisted::{ACKNOWLEDGED, ARCHIVED, AVAILABLE};
 
@@ -204,6 +207,23 @@ impl StateShard {
             return Ok(None);
         }
         self.initialize(key, UNSET_START, now).map(Some)
+    }
+
+    /// Removes the state of every share partition of the topics `ids`
+    /// (deleted topics) with tombstones; how many were removed.
+    pub fn forget_topics(&self, ids: &BTreeSet<Uuid>, now: i64) -> Result<usize, ResponseError> {
+        let mut states = self.states.lock();
+        let doomed: Vec<StateKey> = states
+            .keys()
+            .filter(|k| ids.contains(&k.topic_id))
+            .cloned()
+            .collect();
+        for key in &doomed {
+            let k = snapshot_key(key).map_err(|_| ResponseError::InvalidRequest)?;
+            self.append(now, k, None)?;
+            states.remove(key);
+        }
+        Ok(doomed.len())
     }
 
     fn append(&self, now: i64, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<i64, ResponseError> {

@@ -576,7 +576,8 @@ fn start_offsets(node: &Ottla, group: &str) -> BTreeMap<i32, i64> {
 /// The first share operation of a fresh node may be an offset reset: it
 /// creates the group, waiting out the share state topic's creation (it
 /// answered COORDINATOR_NOT_AVAILABLE before). Deleting the offsets of a
-/// group nobody uses is refused, as Kafka refuses it.
+/// group nobody uses is refused, as Kafka refuses it; deleting the topic
+/// clears its share state.
 #[test]
 fn a_fresh_node_resets_an_unknown_group_and_refuses_deleting_one() {
     let node = Ottla::start(SHARE_OVERRIDES);
@@ -613,6 +614,34 @@ fn a_fresh_node_resets_an_unknown_group_and_refuses_deleting_one() {
         refused.contains("Error: Group nobody not found."),
         "{refused}"
     );
+
+    // Deleting the topic takes its share partitions from the group and
+    // their states from the share coordinator, as in Kafka.
+    let bootstrap = node.bootstrap();
+    ok(kafka_tool(
+        "kafka-topics.sh",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--delete",
+            "--topic",
+            "fresh",
+        ],
+        None,
+    ));
+    let start = Instant::now();
+    while !start_offsets(&node, "newcomers").is_empty()
+        || !node
+            .log()
+            .contains("removed the share states of deleted topics")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the deleted topic's share partitions stayed: {:?}",
+            start_offsets(&node, "newcomers")
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 /// `kafka-share-groups.sh --reset-offsets` and `--delete-offsets`: refused
