@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use ottla_coordinator_common::codec::FieldTooLong;
 use ottla_coordinator_common::partition_writer::{HostedPartition, PartitionWriter};
 use ottla_coordinator_common::shards::{replay_records, Unload};
 use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
@@ -210,7 +211,8 @@ impl StateShard {
     }
 
     /// Removes the state of every share partition of the topics `ids`
-    /// (deleted topics) with tombstones; how many were removed.
+    /// (deleted topics) with tombstones, in one batch; how many were
+    /// removed.
     pub fn forget_topics(&self, ids: &BTreeSet<Uuid>, now: i64) -> Result<usize, ResponseError> {
         let mut states = self.states.lock();
         let doomed: Vec<StateKey> = states
@@ -218,22 +220,42 @@ impl StateShard {
             .filter(|k| ids.contains(&k.topic_id))
             .cloned()
             .collect();
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        let tombstones = doomed
+            .iter()
+            .map(|key| Ok((snapshot_key(key)?, None)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_: FieldTooLong| ResponseError::InvalidRequest)?;
+        self.append_all(now, tombstones)?;
         for key in &doomed {
-            let k = snapshot_key(key).map_err(|_| ResponseError::InvalidRequest)?;
-            self.append(now, k, None)?;
             states.remove(key);
         }
         Ok(doomed.len())
     }
 
     fn append(&self, now: i64, key: Vec<u8>, value: Option<Vec<u8>>) -> Result<i64, ResponseError> {
-        let record = SimpleRecord {
-            timestamp: now,
-            key: Some(key),
-            value,
-            headers: Vec::new(),
-        };
-        let batch = Bytes::from(BatchBuilder::default().build(&[record]));
+        self.append_all(now, vec![(key, value)])
+    }
+
+    /// Appends records (key, value; no value: a tombstone) in one batch;
+    /// the log end to wait for.
+    fn append_all(
+        &self,
+        now: i64,
+        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ) -> Result<i64, ResponseError> {
+        let records: Vec<SimpleRecord> = records
+            .into_iter()
+            .map(|(key, value)| SimpleRecord {
+                timestamp: now,
+                key: Some(key),
+                value,
+                headers: Vec::new(),
+            })
+            .collect();
+        let batch = Bytes::from(BatchBuilder::default().build(&records));
         let outcome =
             self.replicas
                 .append_as_leader(self.tp(), &batch, -1, AppendOrigin::Coordinator);
