@@ -32,6 +32,9 @@ pub struct ShareGroupSettings {
     pub partition_max_record_locks: i64,
     pub auto_offset_reset: ShareStart,
     pub read_committed: bool,
+    /// `share.renew.acknowledge.enable`: members may renew their
+    /// acquisition locks (KIP-1222).
+    pub renew_acknowledge_enabled: bool,
     /// `group.share.max.size` (the broker's only).
     pub max_size: usize,
 }
@@ -55,6 +58,9 @@ impl ShareGroupSettings {
             partition_max_record_locks: int("share.partition.max.record.locks", 2_000),
             auto_offset_reset: parse_start(&value("share.auto.offset.reset")),
             read_committed: value("share.isolation.level").trim() == "read_committed",
+            renew_acknowledge_enabled: !value("share.renew.acknowledge.enable")
+                .trim()
+                .eq_ignore_ascii_case("false"),
             max_size: broker_max_size(broker, "group.share.max.size", 200),
         }
     }

@@ -30,9 +30,14 @@ use crate::own_api::OwnApiKey;
 /// connection, as in Kafka: no response can be encoded at those versions.
 const PRODUCE_ADVERTISED_MIN: i16 = 0;
 
-/// The widest range Ottla can serve for `key`.
+/// The widest range Ottla can serve for `key`: kafka-protocol's, and the
+/// later versions [`crate::share_v2`] adds.
 pub fn servable_range(key: ApiKey) -> VersionRange {
-    key.valid_versions()
+    let crate_range = key.valid_versions();
+    VersionRange {
+        max: crate::share_v2::served_max(key).unwrap_or(crate_range.max),
+        ..crate_range
+    }
 }
 
 #[derive(Debug, Error, PartialEq)]

@@ -15,6 +15,9 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
 
+use crate::api_versions::servable_range;
+use crate::share_v2::{self, ShareRequestV2};
+
 /// api_key (i16) + api_version (i16) + correlation_id (i32): the part of the
 /// request header that is laid out the same in every header version.
 pub const REQUEST_PREFIX_LEN: usize = 8;
@@ -62,6 +65,9 @@ pub struct Request {
     pub api_key: ApiKey,
     pub header: RequestHeader,
     pub body: RequestKind,
+    /// ShareFetch and ShareAcknowledge v2's fields, which `body` (laid out
+    /// as v1) has no place for.
+    pub share_v2: ShareRequestV2,
 }
 
 impl Request {
@@ -144,9 +150,9 @@ pub fn decode_request(
     let api_key =
         ApiKey::try_from(prefix.api_key).map_err(|()| RequestError::UnknownApiKey { prefix })?;
     let version = prefix.api_version;
-    // The crate's own range is checked too: header_version() and decode() are
-    // only meaningful inside it.
-    let known = api_key.valid_versions();
+    // What Ottla can decode is checked too: header_version() and decode()
+    // are only meaningful inside it.
+    let known = servable_range(api_key);
     if !(known.min..=known.max).contains(&version) || !accepts(api_key, version) {
         return Err(RequestError::UnsupportedVersion { api_key, prefix });
     }
@@ -154,12 +160,16 @@ pub fn decode_request(
     let header_version = api_key.request_header_version(version);
     let header = guarded(|| RequestHeader::decode(&mut buf, header_version))
         .map_err(|reason| RequestError::InvalidHeader { prefix, reason })?;
-    let body = guarded(|| RequestKind::decode(api_key, &mut buf, version))
-        .map_err(|reason| RequestError::InvalidBody { prefix, reason })?;
+    let invalid_body = |reason| RequestError::InvalidBody { prefix, reason };
+    let (mut buf, share_v2) =
+        share_v2::lift(api_key, version, buf).map_err(|e| invalid_body(e.to_string()))?;
+    let layout = share_v2::layout_version(api_key, version);
+    let body = guarded(|| RequestKind::decode(api_key, &mut buf, layout)).map_err(invalid_body)?;
     Ok(Request {
         api_key,
         header,
         body,
+        share_v2,
     })
 }
 

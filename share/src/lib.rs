@@ -15,7 +15,9 @@ pub mod persisted;
 pub mod registry;
 pub mod sessions;
 
-pub use partition::{AckType, Acquired, DeliveryLimits, FetchedBatch, SharePartition, Window};
+pub use partition::{
+    AckType, AcquireMode, Acquired, DeliveryLimits, FetchedBatch, SharePartition, Window,
+};
 pub use registry::{SharePartitionKey, SharePartitions};
 pub use sessions::{
     SessionChanges, SessionUse, ShareSessions, TopicIdPartition, FINAL_EPOCH, INITIAL_EPOCH,

@@ -30,6 +30,8 @@ pub enum AckType {
     Release,
     /// Never deliver it again.
     Reject,
+    /// Keep it, with its acquisition lock restarted (KIP-1222).
+    Renew,
 }
 
 impl AckType {
@@ -39,9 +41,21 @@ impl AckType {
             1 => Some(Self::Accept),
             2 => Some(Self::Release),
             3 => Some(Self::Reject),
+            4 => Some(Self::Renew),
             _ => None,
         }
     }
+}
+
+/// How a fetch counts the records it may acquire (ShareFetch v2's
+/// ShareAcquireMode, KIP-1206).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcquireMode {
+    /// Whole record batches: the last batch started is taken whole, even
+    /// past the fetch's maximum (Kafka's default, and v1's only mode).
+    BatchOptimized,
+    /// The fetch's maximum exactly, a batch split if need be.
+    RecordLimit,
 }
 
 /// The group's delivery limits (`group.share.*`).
@@ -205,13 +219,16 @@ impl SharePartition {
             || self.spans.values().any(|s| s.state == State::Available)
     }
 
-    /// Acquires, for `member`, up to `max_records` deliverable offsets of
-    /// `batches` (read from the log from [`SharePartition::next_fetch_offset`]).
+    /// Acquires, for `member`, deliverable offsets of `batches` (read from
+    /// the log from [`SharePartition::next_fetch_offset`]): `max_records`
+    /// of them, or with [`AcquireMode::BatchOptimized`] to the end of the
+    /// batch that reaches `max_records`.
     pub fn acquire(
         &mut self,
         member: &str,
         batches: &[FetchedBatch],
         max_records: i64,
+        mode: AcquireMode,
         limits: &DeliveryLimits,
         now: i64,
     ) -> Vec<Acquired> {
@@ -220,19 +237,27 @@ impl SharePartition {
         let mut budget = max_records.max(1);
         let mut out: Vec<Acquired> = Vec::new();
         for batch in batches {
-            if budget == 0 {
+            if budget <= 0 {
                 break;
             }
+            // What this batch may give: a batch once started is taken whole
+            // unless the limit is exact.
+            let batch_budget = match mode {
+                AcquireMode::BatchOptimized => i64::MAX,
+                AcquireMode::RecordLimit => budget,
+            };
             let first = batch.base_offset.max(self.start);
             if batch.last_offset < first {
                 continue;
             }
             // Offsets already in flight: take back those available again.
+            let mut taken = 0;
             if first < self.end {
                 let last = batch.last_offset.min(self.end - 1);
-                budget -= self.reacquire(first, last, &member, expires_at, budget, &mut out);
+                taken = self.reacquire(first, last, &member, expires_at, batch_budget, &mut out);
             }
             if batch.last_offset < self.end {
+                budget -= taken;
                 continue;
             }
             // Offsets the log skips (compacted away) are not records.
@@ -244,7 +269,9 @@ impl SharePartition {
                 continue;
             }
             let room = limits.max_in_flight - (self.end - self.start);
-            let take = (batch.last_offset - self.end + 1).min(budget).min(room);
+            let take = (batch.last_offset - self.end + 1)
+                .min(batch_budget.saturating_sub(taken))
+                .min(room);
             if take <= 0 {
                 break;
             }
@@ -256,7 +283,7 @@ impl SharePartition {
             self.push_span(first_new + take - 1, state, 1);
             self.note_acquired(take, expires_at);
             push_merged(&mut out, first_new, first_new + take - 1, 1);
-            budget -= take;
+            budget -= taken + take;
         }
         self.advance_start();
         out
@@ -281,7 +308,7 @@ impl SharePartition {
             .collect();
         let mut taken = 0;
         for (from, to) in available {
-            let to = to.min(from + (budget - taken) - 1);
+            let to = to.min(from.saturating_add(budget - taken - 1));
             if to < from {
                 break;
             }
@@ -336,9 +363,10 @@ impl SharePartition {
         self.spans.insert(offset, tail);
     }
 
-    /// Settles `[first, last]` for `member`: one type for the whole range,
-    /// or one per offset. Every offset must be acquired by `member`, else
-    /// nothing changes (INVALID_RECORD_STATE), as Kafka checks a batch.
+    /// Settles `[first, last]` for `member` at `now`: one type for the
+    /// whole range, or one per offset. Every offset must be acquired by
+    /// `member`, else nothing changes (INVALID_RECORD_STATE), as Kafka
+    /// checks a batch.
     pub fn acknowledge(
         &mut self,
         member: &str,
@@ -346,6 +374,7 @@ impl SharePartition {
         last: i64,
         types: &[AckType],
         limits: &DeliveryLimits,
+        now: i64,
     ) -> Result<(), ResponseError> {
         // Offsets are never negative; checked first so the count below
         // cannot overflow on a hostile range.
@@ -360,7 +389,7 @@ impl SharePartition {
             return Err(ResponseError::InvalidRecordState);
         }
         if types.len() == 1 {
-            self.settle(first, last, types[0], limits);
+            self.settle(first, last, types[0], limits, now);
         } else {
             // Runs of one type settle together.
             let mut from = first;
@@ -368,7 +397,7 @@ impl SharePartition {
                 let offset = first + i as i64;
                 let ends_run = types.get(i + 1) != Some(t);
                 if ends_run {
-                    self.settle(from, offset, *t, limits);
+                    self.settle(from, offset, *t, limits, now);
                     from = offset + 1;
                 }
             }
@@ -392,20 +421,28 @@ impl SharePartition {
         next > last
     }
 
-    /// Moves acquired `[first, last]` to the state `ack` leads to.
-    fn settle(&mut self, first: i64, last: i64, ack: AckType, limits: &DeliveryLimits) {
+    /// Moves acquired `[first, last]` to the state `ack` leads to; a
+    /// renewal keeps them acquired, locked for the group's whole lock
+    /// duration from `now`, their delivery count unchanged.
+    fn settle(&mut self, first: i64, last: i64, ack: AckType, limits: &DeliveryLimits, now: i64) {
         self.split_at(first);
         self.split_at(last + 1);
         let firsts: Vec<i64> = self.spans.range(first..=last).map(|(&f, _)| f).collect();
+        let renewed_until = now.saturating_add(limits.record_lock_duration_ms);
         for f in firsts {
             let span = self.spans.get_mut(&f).expect("listed");
-            let count = span.last - f + 1;
             span.state = match ack {
                 AckType::Accept => State::Acknowledged,
                 AckType::Gap | AckType::Reject => State::Archived,
                 AckType::Release => released(span.deliveries, limits),
+                AckType::Renew => {
+                    if let State::Acquired { expires_at, .. } = &mut span.state {
+                        *expires_at = renewed_until;
+                    }
+                    continue;
+                }
             };
-            self.acquired -= count;
+            self.acquired -= span.last - f + 1;
         }
     }
 
@@ -534,17 +571,33 @@ mod tests {
     #[test]
     fn records_go_to_one_member_at_a_time_and_accepted_ones_move_the_start() {
         let mut sp = SharePartition::new(0);
-        let got = sp.acquire("a", &[batch(0, 9)], 500, &LIMITS, 0);
+        let got = sp.acquire(
+            "a",
+            &[batch(0, 9)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
         assert_eq!(got, vec![acq(0, 9, 1)]);
         // Nothing left for another member.
         assert_eq!(sp.next_fetch_offset(), 10);
-        assert!(sp.acquire("b", &[batch(0, 9)], 500, &LIMITS, 0).is_empty());
+        assert!(sp
+            .acquire(
+                "b",
+                &[batch(0, 9)],
+                500,
+                AcquireMode::RecordLimit,
+                &LIMITS,
+                0
+            )
+            .is_empty());
         assert_eq!(
-            sp.acknowledge("b", 0, 4, &[AckType::Accept], &LIMITS),
+            sp.acknowledge("b", 0, 4, &[AckType::Accept], &LIMITS, 0),
             Err(ResponseError::InvalidRecordState),
             "b holds none of them"
         );
-        sp.acknowledge("a", 0, 4, &[AckType::Accept], &LIMITS)
+        sp.acknowledge("a", 0, 4, &[AckType::Accept], &LIMITS, 0)
             .unwrap();
         assert_eq!(
             sp.window(),
@@ -554,7 +607,7 @@ mod tests {
                 acquired: 5
             }
         );
-        sp.acknowledge("a", 5, 9, &[AckType::Accept], &LIMITS)
+        sp.acknowledge("a", 5, 9, &[AckType::Accept], &LIMITS, 0)
             .unwrap();
         assert_eq!(
             sp.window(),
@@ -569,7 +622,14 @@ mod tests {
     #[test]
     fn released_records_are_delivered_again_with_a_higher_count() {
         let mut sp = SharePartition::new(0);
-        sp.acquire("a", &[batch(0, 9)], 500, &LIMITS, 0);
+        sp.acquire(
+            "a",
+            &[batch(0, 9)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
         let types: Vec<AckType> = (0..10)
             .map(|i| {
                 if i % 2 == 0 {
@@ -579,10 +639,17 @@ mod tests {
                 }
             })
             .collect();
-        sp.acknowledge("a", 0, 9, &types, &LIMITS).unwrap();
+        sp.acknowledge("a", 0, 9, &types, &LIMITS, 0).unwrap();
         assert_eq!(sp.window().start, 1);
         assert_eq!(sp.next_fetch_offset(), 1);
-        let again = sp.acquire("b", &[batch(0, 9)], 500, &LIMITS, 0);
+        let again = sp.acquire(
+            "b",
+            &[batch(0, 9)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
         assert_eq!(
             again,
             vec![
@@ -600,7 +667,14 @@ mod tests {
         let mut sp = SharePartition::new(0);
         for round in 1..=3 {
             let now = round * 10_000;
-            let got = sp.acquire("a", &[batch(0, 4)], 500, &LIMITS, now);
+            let got = sp.acquire(
+                "a",
+                &[batch(0, 4)],
+                500,
+                AcquireMode::RecordLimit,
+                &LIMITS,
+                now,
+            );
             assert_eq!(got, vec![acq(0, 4, round as i16)], "round {round}");
             assert!(!sp.expire_locks(now + 999, &LIMITS), "lock still held");
             assert!(sp.expire_locks(now + 1000, &LIMITS));
@@ -615,14 +689,28 @@ mod tests {
             }
         );
         assert!(sp
-            .acquire("a", &[batch(0, 4)], 500, &LIMITS, 50_000)
+            .acquire(
+                "a",
+                &[batch(0, 4)],
+                500,
+                AcquireMode::RecordLimit,
+                &LIMITS,
+                50_000
+            )
             .is_empty());
     }
 
     #[test]
     fn rejected_and_gap_records_are_never_delivered_again() {
         let mut sp = SharePartition::new(0);
-        sp.acquire("a", &[batch(0, 5)], 500, &LIMITS, 0);
+        sp.acquire(
+            "a",
+            &[batch(0, 5)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
         let types = [
             AckType::Reject,
             AckType::Gap,
@@ -631,9 +719,16 @@ mod tests {
             AckType::Accept,
             AckType::Reject,
         ];
-        sp.acknowledge("a", 0, 5, &types, &LIMITS).unwrap();
+        sp.acknowledge("a", 0, 5, &types, &LIMITS, 0).unwrap();
         assert_eq!(sp.window().start, 2);
-        let again = sp.acquire("a", &[batch(0, 5)], 500, &LIMITS, 0);
+        let again = sp.acquire(
+            "a",
+            &[batch(0, 5)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
         assert_eq!(again, vec![acq(2, 3, 2)]);
     }
 
@@ -645,23 +740,103 @@ mod tests {
         };
         let mut sp = SharePartition::new(0);
         assert_eq!(
-            sp.acquire("a", &[batch(0, 9)], 3, &limits, 0),
+            sp.acquire("a", &[batch(0, 9)], 3, AcquireMode::RecordLimit, &limits, 0),
             vec![acq(0, 2, 1)]
         );
         // The rest of the batch comes next, up to the in-flight limit.
         assert_eq!(sp.next_fetch_offset(), 3);
         assert_eq!(
-            sp.acquire("b", &[batch(0, 9)], 100, &limits, 0),
+            sp.acquire(
+                "b",
+                &[batch(0, 9)],
+                100,
+                AcquireMode::RecordLimit,
+                &limits,
+                0
+            ),
             vec![acq(3, 7, 1)]
         );
         assert!(!sp.has_deliverable(10, &limits));
-        sp.acknowledge("a", 0, 2, &[AckType::Accept], &limits)
+        sp.acknowledge("a", 0, 2, &[AckType::Accept], &limits, 0)
             .unwrap();
         assert!(sp.has_deliverable(10, &limits));
         assert_eq!(
-            sp.acquire("a", &[batch(0, 9)], 100, &limits, 0),
+            sp.acquire(
+                "a",
+                &[batch(0, 9)],
+                100,
+                AcquireMode::RecordLimit,
+                &limits,
+                0
+            ),
             vec![acq(8, 9, 1)]
         );
+    }
+
+    #[test]
+    fn batch_optimized_acquisition_takes_the_last_batch_it_starts_whole() {
+        let mut sp = SharePartition::new(0);
+        let batches = [batch(0, 3), batch(4, 9), batch(10, 14)];
+        // Five wanted: the first batch (4), then the second whole (6).
+        assert_eq!(
+            sp.acquire("a", &batches, 5, AcquireMode::BatchOptimized, &LIMITS, 0),
+            vec![acq(0, 9, 1)]
+        );
+        // Given back, the second batch is taken whole again.
+        sp.acknowledge("a", 4, 9, &[AckType::Release], &LIMITS, 0)
+            .unwrap();
+        assert_eq!(
+            sp.acquire("b", &batches, 1, AcquireMode::BatchOptimized, &LIMITS, 0),
+            vec![acq(4, 9, 2)]
+        );
+        // The in-flight limit still caps a batch.
+        let limits = DeliveryLimits {
+            max_in_flight: 12,
+            ..LIMITS
+        };
+        assert_eq!(
+            sp.acquire("c", &batches, 1, AcquireMode::BatchOptimized, &limits, 0),
+            vec![acq(10, 11, 1)]
+        );
+    }
+
+    #[test]
+    fn a_renewal_restarts_the_lock_and_keeps_the_count() {
+        let mut sp = SharePartition::new(0);
+        sp.acquire(
+            "a",
+            &[batch(0, 4)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
+        assert_eq!(
+            sp.acknowledge("b", 0, 4, &[AckType::Renew], &LIMITS, 900),
+            Err(ResponseError::InvalidRecordState),
+            "only the holder renews"
+        );
+        // Offsets 0-2 renewed at 900: locked until 1900; 3-4 expire at 1000.
+        sp.acknowledge("a", 0, 2, &[AckType::Renew], &LIMITS, 900)
+            .unwrap();
+        assert!(sp.expire_locks(1000, &LIMITS));
+        assert_eq!(sp.window().acquired, 3);
+        assert_eq!(
+            sp.acquire(
+                "b",
+                &[batch(0, 4)],
+                500,
+                AcquireMode::RecordLimit,
+                &LIMITS,
+                1000
+            ),
+            vec![acq(3, 4, 2)]
+        );
+        assert!(!sp.expire_locks(1899, &LIMITS));
+        // Still a's, on its first delivery, to settle as usual.
+        sp.acknowledge("a", 0, 2, &[AckType::Accept], &LIMITS, 1899)
+            .unwrap();
+        assert_eq!(sp.window().start, 3);
     }
 
     #[test]
@@ -672,9 +847,16 @@ mod tests {
             last_offset: 5,
             skip: true,
         };
-        let got = sp.acquire("a", &[batch(0, 2), marker, batch(8, 9)], 500, &LIMITS, 0);
+        let got = sp.acquire(
+            "a",
+            &[batch(0, 2), marker, batch(8, 9)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
         assert_eq!(got, vec![acq(0, 2, 1), acq(8, 9, 1)]);
-        sp.acknowledge("a", 0, 2, &[AckType::Accept], &LIMITS)
+        sp.acknowledge("a", 0, 2, &[AckType::Accept], &LIMITS, 0)
             .unwrap();
         // 3-7 (gone from the log, and the marker) are done already.
         assert_eq!(sp.window().start, 8);
@@ -683,13 +865,34 @@ mod tests {
     #[test]
     fn a_leaving_member_gives_back_what_it_holds() {
         let mut sp = SharePartition::new(10);
-        sp.acquire("a", &[batch(10, 14)], 500, &LIMITS, 0);
-        sp.acquire("b", &[batch(15, 19)], 500, &LIMITS, 0);
+        sp.acquire(
+            "a",
+            &[batch(10, 14)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
+        sp.acquire(
+            "b",
+            &[batch(15, 19)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
         assert!(sp.release_member("a", &LIMITS));
         assert!(!sp.release_member("a", &LIMITS));
         assert_eq!(sp.window().acquired, 5);
         assert_eq!(
-            sp.acquire("c", &[batch(10, 19)], 500, &LIMITS, 0),
+            sp.acquire(
+                "c",
+                &[batch(10, 19)],
+                500,
+                AcquireMode::RecordLimit,
+                &LIMITS,
+                0
+            ),
             vec![acq(10, 14, 2)]
         );
     }
@@ -697,27 +900,34 @@ mod tests {
     #[test]
     fn acknowledgements_are_checked_whole() {
         let mut sp = SharePartition::new(0);
-        sp.acquire("a", &[batch(0, 4)], 500, &LIMITS, 0);
+        sp.acquire(
+            "a",
+            &[batch(0, 4)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
         assert_eq!(
-            sp.acknowledge("a", 3, 7, &[AckType::Accept], &LIMITS),
+            sp.acknowledge("a", 3, 7, &[AckType::Accept], &LIMITS, 0),
             Err(ResponseError::InvalidRecordState),
             "past the records in flight"
         );
         assert_eq!(
-            sp.acknowledge("a", 0, 4, &[AckType::Accept, AckType::Accept], &LIMITS),
+            sp.acknowledge("a", 0, 4, &[AckType::Accept, AckType::Accept], &LIMITS, 0),
             Err(ResponseError::InvalidRequest),
             "one type, or one per offset"
         );
         assert_eq!(
-            sp.acknowledge("a", i64::MIN, i64::MAX, &[AckType::Accept], &LIMITS),
+            sp.acknowledge("a", i64::MIN, i64::MAX, &[AckType::Accept], &LIMITS, 0),
             Err(ResponseError::InvalidRequest),
             "no offset is negative"
         );
         assert_eq!(sp.window().acquired, 5, "nothing changed");
-        sp.acknowledge("a", 0, 4, &[AckType::Accept], &LIMITS)
+        sp.acknowledge("a", 0, 4, &[AckType::Accept], &LIMITS, 0)
             .unwrap();
         assert_eq!(
-            sp.acknowledge("a", 0, 0, &[AckType::Accept], &LIMITS),
+            sp.acknowledge("a", 0, 0, &[AckType::Accept], &LIMITS, 0),
             Err(ResponseError::InvalidRecordState),
             "already settled"
         );
@@ -726,7 +936,14 @@ mod tests {
     #[test]
     fn persisted_state_restores_what_was_settled_and_redelivers_the_rest() {
         let mut sp = SharePartition::new(0);
-        sp.acquire("a", &[batch(0, 9)], 500, &LIMITS, 0);
+        sp.acquire(
+            "a",
+            &[batch(0, 9)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
         let types: Vec<AckType> = (0..10)
             .map(|i| match i {
                 2 | 3 => AckType::Accept,
@@ -735,8 +952,8 @@ mod tests {
                 _ => AckType::Accept,
             })
             .collect();
-        sp.acknowledge("a", 0, 1, &types[..2], &LIMITS).unwrap();
-        sp.acknowledge("a", 3, 5, &types[3..6], &LIMITS).unwrap();
+        sp.acknowledge("a", 0, 1, &types[..2], &LIMITS, 0).unwrap();
+        sp.acknowledge("a", 3, 5, &types[3..6], &LIMITS, 0).unwrap();
         // 2 and 6-9 still acquired by a.
         let (start, batches) = sp.persisted();
         assert_eq!(start, 2);
@@ -751,7 +968,14 @@ mod tests {
         );
         // A new member gets what was not settled, as a second delivery.
         let mut restored = restored;
-        let got = restored.acquire("b", &[batch(0, 9)], 500, &LIMITS, 0);
+        let got = restored.acquire(
+            "b",
+            &[batch(0, 9)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
         assert_eq!(got, vec![acq(2, 2, 2), acq(5, 9, 2)]);
         assert_eq!(
             restored.persisted().1.len(),
@@ -770,7 +994,14 @@ mod tests {
         );
         let mut gap = gap;
         assert_eq!(
-            gap.acquire("c", &[batch(0, 6)], 500, &LIMITS, 0),
+            gap.acquire(
+                "c",
+                &[batch(0, 6)],
+                500,
+                AcquireMode::RecordLimit,
+                &LIMITS,
+                0
+            ),
             vec![acq(0, 3, 1), acq(5, 6, 1)]
         );
     }
@@ -778,7 +1009,14 @@ mod tests {
     #[test]
     fn retention_past_the_start_drops_what_it_removed() {
         let mut sp = SharePartition::new(0);
-        sp.acquire("a", &[batch(0, 9)], 500, &LIMITS, 0);
+        sp.acquire(
+            "a",
+            &[batch(0, 9)],
+            500,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            0,
+        );
         sp.follow_log_start(4);
         assert_eq!(
             sp.window(),
@@ -798,7 +1036,14 @@ mod tests {
             }
         );
         assert_eq!(
-            sp.acquire("a", &[batch(20, 21)], 500, &LIMITS, 0),
+            sp.acquire(
+                "a",
+                &[batch(20, 21)],
+                500,
+                AcquireMode::RecordLimit,
+                &LIMITS,
+                0
+            ),
             vec![acq(20, 21, 1)]
         );
     }

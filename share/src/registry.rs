@@ -203,7 +203,16 @@ mod tests {
                 last_offset: 4,
                 skip: false,
             };
-            assert!(!state.acquire("m", &[batch], 10, &LIMITS, 0).is_empty());
+            assert!(!state
+                .acquire(
+                    "m",
+                    &[batch],
+                    10,
+                    crate::AcquireMode::RecordLimit,
+                    &LIMITS,
+                    0
+                )
+                .is_empty());
             registry.note_acquired(&busy.key);
         }
         assert_eq!(

@@ -19,7 +19,11 @@
 //! - librdkafka's share consumer (confluent-kafka) acknowledges, releases
 //!   and rejects, and two of them split a topic;
 //! - the group itself outlives a restart (`__consumer_offsets`), and
-//!   deleting it deletes its share state.
+//!   deleting it deletes its share state;
+//! - Kafka 4.4's share consumer over ShareFetch and ShareAcknowledge v2
+//!   (`tests/java/ShareRenew.java`): the record-limit acquire mode hands
+//!   out max.poll.records exactly, the batch-optimized one whole batches,
+//!   and renewed records stay with their member past their lock.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -41,7 +45,7 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_tests::console_consumer::{ConsoleConsumer, ShareRecord};
 use ottla_tests::groups::{coordinator_of, GROUP_KEY};
 use ottla_tests::ottla::Ottla;
-use ottla_tests::tools::{kafka_tool, ok, python_script, refused};
+use ottla_tests::tools::{kafka_bin, kafka_tool, ok, python_script, refused, repo_root};
 use ottla_tests::topics::{
     create_assigned_topic, create_topic, describe as describe_topic, produce_keyed, topic_uuid,
 };
@@ -362,6 +366,7 @@ fn ack(first: i64, last: i64, kind: i8) -> AckBatch {
 
 const ACCEPT: i8 = 1;
 const RELEASE: i8 = 2;
+const RENEW: i8 = 4;
 
 /// (first, last, delivery count) of each acquired range of partition 0.
 fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
@@ -426,6 +431,18 @@ fn share_sessions_and_acknowledgements_are_checked_as_kafka_checks_them() {
     assert_eq!(acquired(&other.fetch(topic, Vec::new(), 300)), Vec::new());
     assert!(started.elapsed() >= Duration::from_millis(250));
 
+    // v1 knows no renewals (type 4, KIP-1222), and a partition's batches
+    // go in order: either refuses the partition's acknowledgements whole.
+    for refused in [
+        vec![ack(0, 0, RENEW)],
+        vec![ack(5, 6, ACCEPT), ack(0, 1, ACCEPT)],
+    ] {
+        let r = m.acknowledge(topic, refused);
+        assert_eq!(
+            r.responses[0].partitions[0].error_code,
+            ResponseError::InvalidRequest.code()
+        );
+    }
     let a = m.acknowledge(topic, vec![ack(0, 4, ACCEPT), ack(5, 9, RELEASE)]);
     assert_eq!(a.error_code, 0);
     assert_eq!(a.responses[0].partitions[0].error_code, 0);
@@ -932,4 +949,85 @@ fn read_committed_share_groups_skip_aborted_transactions() {
     let all = values(lines_of(&[&everything], 17));
     assert_eq!(all.len(), 17);
     assert_eq!(all.iter().filter(|v| v.starts_with("aborted")).count(), 6);
+}
+
+/// Runs `tests/java/ShareRenew.java` on `topic` as `group` with 2 s
+/// locks; its output, then stdout and stderr for a failure's report.
+fn share_renew(node: &Ottla, topic: &str, group: &str) -> (std::process::Output, String) {
+    let libs = kafka_bin().parent().unwrap().join("libs");
+    let run = std::process::Command::new("timeout")
+        .arg("180")
+        .arg("java")
+        .arg("-cp")
+        .arg(format!("{}/*", libs.display()))
+        .arg(repo_root().join("tests/java/ShareRenew.java"))
+        .args([&node.bootstrap(), topic, group, "2000"])
+        .output()
+        .expect("running java");
+    let report = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    (run, report)
+}
+
+/// (offset, delivery count) pairs of a ShareRenew.java line's records.
+fn share_renew_records(line: &str) -> Vec<(i64, i16)> {
+    line.split_whitespace()
+        .skip(1)
+        .map(|r| {
+            let (offset, count) = r.split_once(':').expect("offset:count");
+            (offset.parse().unwrap(), count.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn kafka_44_share_consumers_limit_records_and_renew_their_locks() {
+    let node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "renewed", 1, &[]);
+    configure_group(
+        &node,
+        "renewers",
+        "share.auto.offset.reset=earliest,share.record.lock.duration.ms=2000",
+    );
+    let (run, report) = share_renew(&node, "renewed", "renewers");
+    assert!(run.status.success() && report.contains("DONE"), "{report}");
+    let out = String::from_utf8_lossy(&run.stdout);
+    let lines = |tag: &str| -> Vec<Vec<(i64, i16)>> {
+        out.lines()
+            .filter(|l| l.split_whitespace().next() == Some(tag))
+            .map(share_renew_records)
+            .collect()
+    };
+    // Record limit: three of the ten-record batch, not the whole batch.
+    let held = vec![(0, 1), (1, 1), (2, 1)];
+    assert_eq!(lines("LIMITED"), vec![held.clone()], "{report}");
+    // Renewed for three lock durations: still the member's, first delivery.
+    let renewed = lines("RENEWED");
+    assert!(renewed.len() >= 3, "{report}");
+    assert!(renewed.iter().all(|r| *r == held), "{report}");
+    assert_eq!(lines("ACCEPTED"), vec![held], "{report}");
+    // The other member never saw them, and accepted the rest once each;
+    // batch-optimized, it got more than its max.poll.records at once.
+    let batched = lines("BATCHED");
+    let mut offsets: Vec<i64> = batched.iter().flatten().map(|(o, _)| *o).collect();
+    offsets.sort_unstable();
+    assert_eq!(offsets, (3..10).collect::<Vec<_>>(), "{report}");
+    assert!(batched.iter().any(|b| b.len() > 3), "{report}");
+
+    // A group that disabled renewals refuses them, as Kafka does.
+    configure_group(
+        &node,
+        "no-renewals",
+        "share.auto.offset.reset=earliest,share.renew.acknowledge.enable=false",
+    );
+    let (run, out) = share_renew(&node, "renewed", "no-renewals");
+    assert!(!run.status.success(), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("ACK-ERROR") && l.contains("InvalidRecordStateException")),
+        "{out}"
+    );
 }

@@ -1,10 +1,15 @@
-//! ShareFetch v1 and ShareAcknowledge v1 (KIP-932): a share-group member
+//! ShareFetch and ShareAcknowledge v1-v2 (KIP-932): a share-group member
 //! fetches from the leaders of its assigned partitions in a share session,
 //! acknowledging what it was delivered on the same requests or on
 //! ShareAcknowledge. Records are acquired for the member under a time lock
 //! (`partitions`); a fetch that finds nothing waits, as a long-polling
 //! Fetch does, until one of its partitions changes (an append, records
 //! released or their lock expiring) or `max_wait_ms` passes.
+//!
+//! v2 adds the acquire mode (KIP-1206: whole batches, or MaxRecords
+//! exactly) and renewals (KIP-1222): a member keeps records it is still
+//! working on by acknowledging them with RENEW, which restarts their lock;
+//! a ShareFetch carrying renewals fetches nothing.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +29,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use ottla_controller::MetadataImage;
 use ottla_group_coordinator::ShareGroupSettings;
-use ottla_share::{SessionChanges, SessionUse, SharePartitionKey, TopicIdPartition};
+use ottla_protocol::share_v2::{self, ShareRequestV2};
+use ottla_share::{AcquireMode, SessionChanges, SessionUse, SharePartitionKey, TopicIdPartition};
 use ottla_share_coordinator::StateKey;
 use tracing::warn;
 
@@ -38,7 +44,7 @@ use crate::purgatory::Waiter;
 use crate::replica::now_ms;
 use partitions::{AckBatch, Budget, Delivery};
 
-/// Kafka's default `max.poll.records`, for a request that sets no limit.
+/// Kafka's default `max.poll.records`, for a v1 request that sets no limit.
 const DEFAULT_MAX_RECORDS: i64 = 500;
 /// How soon a long poll tries again to read a share partition's state.
 const LOAD_RETRY: Duration = Duration::from_millis(100);
@@ -81,6 +87,7 @@ fn state_key(group: &str, (topic_id, partition): TopicIdPartition) -> StateKey {
 async fn settle_acknowledgements(
     broker: &Arc<Broker>,
     image: &MetadataImage,
+    settings: &ShareGroupSettings,
     (group, member): (&str, &str),
     acks: Vec<(TopicIdPartition, Option<Vec<AckBatch>>)>,
     answers: &mut BTreeMap<TopicIdPartition, PartitionAnswer>,
@@ -88,15 +95,24 @@ async fn settle_acknowledgements(
     let mut to_persist = Vec::new();
     for (tp, batches) in acks {
         let outcome = match batches {
-            Some(batches) => partitions::acknowledge(broker, image, group, member, tp, &batches),
+            Some(batches) => partitions::acknowledge(
+                broker,
+                image,
+                (group, member),
+                tp,
+                &batches,
+                settings.renew_acknowledge_enabled,
+            ),
             None => Err(ResponseError::InvalidRequest),
         };
         let acked = outcome.and_then(|settled| {
-            to_persist.push(persister::ToPersist {
-                key: state_key(group, tp),
-                entry: settled.entry,
-                leader_epoch: settled.partition.state().leader_epoch,
-            });
+            if settled.changed {
+                to_persist.push(persister::ToPersist {
+                    key: state_key(group, tp),
+                    entry: settled.entry,
+                    leader_epoch: settled.partition.state().leader_epoch,
+                });
+            }
             settled.first_error.map_or(Ok(()), Err)
         });
         answers.entry(tp).or_default().acked = Some(acked);
@@ -274,7 +290,9 @@ pub fn tick(broker: &Arc<Broker>, now: i64) {
 pub async fn fetch(
     broker: &Arc<Broker>,
     listener: &str,
+    version: i16,
     req: ShareFetchRequest,
+    v2: ShareRequestV2,
 ) -> (ShareFetchResponse, Duration) {
     let image = broker.controller.image();
     let failed = |e: ResponseError, message: Option<String>| {
@@ -295,6 +313,15 @@ pub async fn fetch(
         Ok(id) => id,
         Err(e) => return (failed(e, None), Duration::ZERO),
     };
+    let budget = match fetch_budget(version, &req, v2) {
+        Ok(budget) => budget,
+        Err(why) => {
+            return (
+                failed(ResponseError::InvalidRequest, Some(why)),
+                Duration::ZERO,
+            )
+        }
+    };
     let mut added = Vec::new();
     let mut acks = Vec::new();
     for topic in &req.topics {
@@ -305,9 +332,8 @@ pub async fn fetch(
                 let batches = p
                     .acknowledgement_batches
                     .iter()
-                    .map(|b| AckBatch::parse(b.first_offset, b.last_offset, &b.acknowledge_types))
-                    .collect::<Option<Vec<_>>>();
-                acks.push((tp, batches));
+                    .map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types[..]));
+                acks.push((tp, partitions::parse_acks(batches, v2.is_renew_ack)));
             }
         }
     }
@@ -332,24 +358,20 @@ pub async fn fetch(
     };
     let settings = settings(broker, &image, &group);
     let mut answers: BTreeMap<TopicIdPartition, PartitionAnswer> = BTreeMap::new();
-    settle_acknowledgements(broker, &image, (&group, &member), acks, &mut answers).await;
+    let identity = (group.as_str(), member.as_str());
+    settle_acknowledgements(broker, &image, &settings, identity, acks, &mut answers).await;
     let mut waited = Duration::ZERO;
     let order = match session {
         SessionUse::Closed { partitions } => {
             release(broker, &image, &group, &member, &partitions).await;
             Vec::new()
         }
+        // Renewing fetches nothing: only the acknowledgements are answered.
+        SessionUse::Open { .. } if v2.is_renew_ack => Vec::new(),
         SessionUse::Open { partitions, full } => {
             let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64);
             let started = tokio::time::Instant::now();
-            let mut budget = Budget {
-                records: if req.max_records > 0 {
-                    i64::from(req.max_records)
-                } else {
-                    DEFAULT_MAX_RECORDS
-                },
-                bytes: req.max_bytes.max(0) as usize,
-            };
+            let mut budget = budget;
             let deadline = started + max_wait;
             loop {
                 // A partition whose state could not be read yet (the state
@@ -387,6 +409,47 @@ pub async fn fetch(
     };
     let response = fetch_response(&image, listener, &settings, order, answers);
     (response, waited)
+}
+
+/// What a fetch may acquire, or why the request is invalid: v2's acquire
+/// mode must be known, and a renewing fetch must ask for nothing (Kafka's
+/// messages). A v1 fetch without a record limit gets Kafka's default
+/// `max.poll.records`; v2 takes MaxRecords as sent, 0 acquiring nothing
+/// (a record-limit consumer fetches from one leader at a time).
+fn fetch_budget(
+    version: i16,
+    req: &ShareFetchRequest,
+    v2: ShareRequestV2,
+) -> Result<Budget, String> {
+    let mode = match v2.acquire_mode {
+        share_v2::BATCH_OPTIMIZED => AcquireMode::BatchOptimized,
+        share_v2::RECORD_LIMIT => AcquireMode::RecordLimit,
+        other => return Err(format!("Unknown share acquire mode id: {other}")),
+    };
+    if v2.is_renew_ack {
+        let nonzero: String = [
+            ("maxBytes", req.max_bytes),
+            ("minBytes", req.min_bytes),
+            ("maxRecords", req.max_records),
+            ("maxWaitMs", req.max_wait_ms),
+        ]
+        .iter()
+        .filter(|(_, value)| *value != 0)
+        .map(|(name, _)| format!("{name} must be set to 0, "))
+        .collect();
+        if !nonzero.is_empty() {
+            return Err(format!("{nonzero}if isRenewAck is true."));
+        }
+    }
+    let records = match req.max_records {
+        n if n <= 0 && version < share_v2::V2 => DEFAULT_MAX_RECORDS,
+        n => i64::from(n.max(0)),
+    };
+    Ok(Budget {
+        records,
+        bytes: req.max_bytes.max(0) as usize,
+        mode,
+    })
 }
 
 /// Delivers from the session's partitions; while nothing is delivered and
@@ -497,9 +560,7 @@ fn fetch_response(
         }
     }
     ShareFetchResponse::default()
-        .with_acquisition_lock_timeout_ms(
-            settings.record_lock_duration_ms.min(i64::from(i32::MAX)) as i32
-        )
+        .with_acquisition_lock_timeout_ms(lock_timeout_ms(settings))
         .with_responses(topics)
         .with_node_endpoints(
             leader_hints::endpoints(image, leaders, listener)
@@ -528,16 +589,23 @@ fn current_leader(
     (p.leader >= 0).then_some((p.leader, p.leader_epoch))
 }
 
+/// A ShareAcknowledge's answer, and the group's acquisition lock duration,
+/// which v2 answers carry.
 pub async fn acknowledge(
     broker: &Arc<Broker>,
     listener: &str,
     req: ShareAcknowledgeRequest,
-) -> ShareAcknowledgeResponse {
+    v2: ShareRequestV2,
+) -> (ShareAcknowledgeResponse, i32) {
     let image = broker.controller.image();
+    let group_id = req.group_id.as_ref().map_or("", |g| g.as_str());
+    let settings = settings(broker, &image, group_id);
+    let lock_timeout = lock_timeout_ms(&settings);
     let failed = |e: ResponseError, message: Option<String>| {
-        ShareAcknowledgeResponse::default()
+        let response = ShareAcknowledgeResponse::default()
             .with_error_code(e.code())
-            .with_error_message(message.map(text))
+            .with_error_message(message.map(text));
+        (response, lock_timeout)
     };
     if let Some(why) = disabled(&image) {
         return failed(ResponseError::UnsupportedVersion, Some(why));
@@ -565,14 +633,17 @@ pub async fn acknowledge(
                 let batches = p
                     .acknowledgement_batches
                     .iter()
-                    .map(|b| AckBatch::parse(b.first_offset, b.last_offset, &b.acknowledge_types))
-                    .collect::<Option<Vec<_>>>();
-                ((t.topic_id, p.partition_index), batches)
+                    .map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types[..]));
+                (
+                    (t.topic_id, p.partition_index),
+                    partitions::parse_acks(batches, v2.is_renew_ack),
+                )
             })
         })
         .collect();
     let mut answers = BTreeMap::new();
-    settle_acknowledgements(broker, &image, (&group, &member), acks, &mut answers).await;
+    let identity = (group.as_str(), member.as_str());
+    settle_acknowledgements(broker, &image, &settings, identity, acks, &mut answers).await;
     if let SessionUse::Closed { partitions } = session {
         release(broker, &image, &group, &member, &partitions).await;
     }
@@ -600,7 +671,7 @@ pub async fn acknowledge(
             ),
         }
     }
-    ShareAcknowledgeResponse::default()
+    let response = ShareAcknowledgeResponse::default()
         .with_responses(topics)
         .with_node_endpoints(
             leader_hints::endpoints(&image, leaders, listener)
@@ -613,5 +684,58 @@ pub async fn acknowledge(
                         .with_rack(e.rack.map(text))
                 })
                 .collect(),
-        )
+        );
+    (response, lock_timeout)
+}
+
+/// The group's acquisition lock duration, as the answers carry it.
+fn lock_timeout_ms(settings: &ShareGroupSettings) -> i32 {
+    settings.record_lock_duration_ms.min(i64::from(i32::MAX)) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v2(acquire_mode: i8, is_renew_ack: bool) -> ShareRequestV2 {
+        ShareRequestV2 {
+            acquire_mode,
+            is_renew_ack,
+        }
+    }
+
+    #[test]
+    fn a_fetch_budget_follows_the_version_and_the_acquire_mode() {
+        let req = ShareFetchRequest::default()
+            .with_max_records(3)
+            .with_max_bytes(1000);
+        let b = fetch_budget(2, &req, v2(share_v2::RECORD_LIMIT, false)).unwrap();
+        assert_eq!(
+            (b.records, b.bytes, b.mode),
+            (3, 1000, AcquireMode::RecordLimit)
+        );
+        let b = fetch_budget(1, &req, ShareRequestV2::default()).unwrap();
+        assert_eq!(b.mode, AcquireMode::BatchOptimized);
+        // No limit: v1 gets max.poll.records' default, v2 nothing at all.
+        let unlimited = req.clone().with_max_records(0);
+        let v1 = fetch_budget(1, &unlimited, ShareRequestV2::default()).unwrap();
+        assert_eq!(v1.records, DEFAULT_MAX_RECORDS);
+        let v2_budget = fetch_budget(2, &unlimited, ShareRequestV2::default()).unwrap();
+        assert_eq!(v2_budget.records, 0);
+        assert_eq!(
+            fetch_budget(2, &req, v2(7, false)).err().as_deref(),
+            Some("Unknown share acquire mode id: 7")
+        );
+    }
+
+    #[test]
+    fn a_renewing_fetch_must_ask_for_nothing() {
+        let nothing = ShareFetchRequest::default().with_max_bytes(0);
+        let req = nothing.clone().with_max_records(3).with_max_wait_ms(500);
+        assert_eq!(
+            fetch_budget(2, &req, v2(0, true)).err().as_deref(),
+            Some("maxRecords must be set to 0, maxWaitMs must be set to 0, if isRenewAck is true.")
+        );
+        assert!(fetch_budget(2, &nothing, v2(0, true)).is_ok());
+    }
 }

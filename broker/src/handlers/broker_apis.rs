@@ -11,9 +11,11 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{
     FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, RequestHeader, RequestKind,
+    ResponseKind,
 };
 use ottla_controller::acls::operation::{ALTER, ALTER_CONFIGS, DESCRIBE, DESCRIBE_CONFIGS};
 use ottla_protocol::api_versions::ApiTableError;
+use ottla_protocol::share_v2;
 
 use crate::apis::describe_quorum::QuorumContext;
 use crate::apis::{
@@ -153,17 +155,23 @@ served_apis! {
     ShareGroupDescribe 1..=1,
         gate share::describe(access, r),
         run blocking(b, move |b| share_group::describe(b, r)).await?;
-    ShareFetch 1..=1,
+    ShareFetch 1..=2,
         gate share::fetch(access, r),
         run {
             c.ctx.release_next();
-            let (response, waited) = share_fetch::fetch(b, &listener, r).await;
+            let (response, waited) =
+                share_fetch::fetch(b, &listener, v, r, c.ctx.share_v2).await;
             c.waited = waited;
             response
         };
-    ShareAcknowledge 1..=1,
+    ShareAcknowledge 1..=2,
         gate share::acknowledge(access, r),
-        run share_fetch::acknowledge(b, &listener, r).await;
+        run {
+            let (response, lock_timeout) =
+                share_fetch::acknowledge(b, &listener, r, c.ctx.share_v2).await;
+            c.share_lock_timeout_ms = Some(lock_timeout);
+            response
+        };
     DescribeShareGroupOffsets 0..=0,
         gate share::describe_offsets(access, r),
         run share_group::describe_offsets(b, r).await;
@@ -311,6 +319,9 @@ struct Call<'a> {
     byte_throttle: Duration,
     /// Not counted against request quotas.
     exempt: bool,
+    /// ShareAcknowledge v2's AcquisitionLockTimeoutMs, for which
+    /// kafka-protocol's response has no field.
+    share_lock_timeout_ms: Option<i32>,
 }
 
 impl RequestHandler for BrokerApis {
@@ -348,6 +359,7 @@ impl RequestHandler for BrokerApis {
                 files: FileRecords::default(),
                 byte_throttle: Duration::ZERO,
                 exempt: false,
+                share_lock_timeout_ms: None,
             };
             let Some(mut response) = run(b, &mut call, v, ctx.listener.to_string(), body).await?
             else {
@@ -369,6 +381,12 @@ impl RequestHandler for BrokerApis {
                 if let Some(field) = throttle_time_field(&mut response, v) {
                     *field = throttle.as_millis().min(i32::MAX as u128) as i32;
                 }
+            }
+            if let (ResponseKind::ShareAcknowledge(r), Some(lock_timeout)) =
+                (&response, call.share_lock_timeout_ms)
+            {
+                let body = share_v2::encode_share_acknowledge_response(r, v, lock_timeout)?;
+                return Ok(Response::Encoded(body.freeze()));
             }
             Ok(if call.files.is_empty() {
                 Response::Message(response)

@@ -296,6 +296,7 @@ impl Connection {
                 api_key: ApiKey::ApiVersions,
                 header,
                 body: RequestKind::ApiVersions(body),
+                ..
             }) => {
                 let version = header.request_api_version;
                 metrics.received(ApiKey::ApiVersions, version);
@@ -344,16 +345,18 @@ impl Connection {
             api_key,
             header,
             body,
+            share_v2,
         } = request;
         let (version, correlation_id) = (header.request_api_version, header.correlation_id);
         let client_id = client_id_of(&header);
-        let (ctx, release) = RequestContext::new(
+        let (mut ctx, release) = RequestContext::new(
             &self.info,
             principal,
             client_id,
             Api::Kafka(api_key),
             version,
         );
+        ctx.share_v2 = share_v2;
         let handler = Arc::clone(&self.service.handler);
         let task = tokio::spawn(self.settings.handler_pool.run(async move {
             let response = handler
@@ -445,6 +448,7 @@ fn sasl_step(
         api_key,
         header,
         body,
+        ..
     } = request;
     let version = header.request_api_version;
     let (response, failure) = match body {

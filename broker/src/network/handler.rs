@@ -11,6 +11,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 pub use ottla_protocol::own_api::Api;
 use ottla_protocol::own_api::OwnApiKey;
+use ottla_protocol::share_v2::ShareRequestV2;
 use tokio::sync::oneshot;
 
 use crate::security::KafkaPrincipal;
@@ -121,6 +122,9 @@ pub struct RequestContext {
     pub client_id: Arc<str>,
     pub api: Api,
     pub api_version: i16,
+    /// ShareFetch and ShareAcknowledge v2's fields, which kafka-protocol's
+    /// bodies have no place for (default for every other request).
+    pub share_v2: ShareRequestV2,
     pub throttle: Arc<ConnectionThrottle>,
     release: Mutex<Option<oneshot::Sender<()>>>,
 }
@@ -145,6 +149,7 @@ impl RequestContext {
             client_id,
             api,
             api_version,
+            share_v2: ShareRequestV2::default(),
             throttle: Arc::clone(&connection.throttle),
             release: Mutex::new(Some(tx)),
         };

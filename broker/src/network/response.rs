@@ -16,6 +16,7 @@ use kafka_protocol::protocol::Encodable;
 use thiserror::Error;
 
 use ottla_protocol::frame::SIZE_PREFIX_LEN;
+use ottla_protocol::share_v2::layout_version;
 
 use super::file_records::FileRecords;
 use super::response_frame::{ResponseFrame, SpliceBuf, SPLICE_MIN};
@@ -112,7 +113,7 @@ fn encode_spliced(
         // Only Fetch carries record sets to splice; `ResponseKind` itself
         // encodes into a BytesMut alone.
         ResponseKind::Fetch(fetch) => fetch.encode(&mut buf, api_version),
-        other => other.encode(buf.unspliced(), api_version),
+        other => other.encode(buf.unspliced(), layout_version(api_key, api_version)),
     }
     .map_err(fail)?;
     // A stand-in the encoder did not meet would reach the client as zeros.

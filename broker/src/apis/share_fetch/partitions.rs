@@ -11,8 +11,8 @@ use ottla_group_coordinator::{ShareGroupSettings, ShareStart};
 use ottla_protocol::batch::BatchIter;
 use ottla_share::registry::Entry;
 use ottla_share::{
-    AckType, Acquired, DeliveryLimits, FetchedBatch, SharePartition, SharePartitionKey,
-    TopicIdPartition,
+    AckType, AcquireMode, Acquired, DeliveryLimits, FetchedBatch, SharePartition,
+    SharePartitionKey, TopicIdPartition,
 };
 use ottla_storage::log::FetchIsolation;
 use ottla_storage::manager::TopicPartition;
@@ -28,15 +28,31 @@ pub(super) struct AckBatch {
     pub types: Vec<AckType>,
 }
 
-impl AckBatch {
-    /// None for an unknown acknowledge type (INVALID_REQUEST).
-    pub(super) fn parse(first: i64, last: i64, codes: &[i8]) -> Option<Self> {
+/// One partition's acknowledgement batches as sent (first, last, types),
+/// checked as Kafka checks them: in order, each range the right way round
+/// with one type or one per offset, every type known, and renewals only on
+/// a request that says it renews. None makes the partition's answer
+/// INVALID_REQUEST.
+pub(super) fn parse_acks<'a>(
+    batches: impl IntoIterator<Item = (i64, i64, &'a [i8])>,
+    renews: bool,
+) -> Option<Vec<AckBatch>> {
+    let mut previous_last = -1;
+    let mut out = Vec::new();
+    for (first, last, codes) in batches {
+        let count = last.checked_sub(first)?.checked_add(1)?;
+        let sized = codes.len() == 1 || codes.len() as i64 == count;
+        if first > last || first < previous_last || codes.is_empty() || !sized {
+            return None;
+        }
         let types = codes
             .iter()
-            .map(|&c| AckType::from_code(c))
+            .map(|&c| AckType::from_code(c).filter(|t| renews || *t != AckType::Renew))
             .collect::<Option<Vec<_>>>()?;
-        Some(Self { first, last, types })
+        previous_last = last;
+        out.push(AckBatch { first, last, types });
     }
+    Some(out)
 }
 
 pub(super) fn limits(settings: &ShareGroupSettings) -> DeliveryLimits {
@@ -76,17 +92,21 @@ pub(super) struct Settled {
     pub partition: Arc<Partition>,
     /// The first error, if a batch was refused.
     pub first_error: Option<ResponseError>,
+    /// Whether a record's state changed (renewals only restart locks,
+    /// which are not persisted).
+    pub changed: bool,
 }
 
 /// Settles a member's acknowledgements on one partition. Records given
-/// back wake waiting fetches.
+/// back wake waiting fetches. Renewals are refused (INVALID_RECORD_STATE)
+/// where the group disabled them.
 pub(super) fn acknowledge(
     broker: &Broker,
     image: &MetadataImage,
-    group: &str,
-    member: &str,
+    (group, member): (&str, &str),
     tp: TopicIdPartition,
     batches: &[AckBatch],
+    renew_enabled: bool,
 ) -> Result<Settled, ResponseError> {
     let partition = led_partition(broker, image, tp)?;
     let entry = broker
@@ -94,13 +114,24 @@ pub(super) fn acknowledge(
         .get(&SharePartitionKey::new(group, tp))
         .ok_or(ResponseError::InvalidRecordState)?;
     let limits = *entry.limits.lock();
+    let now = crate::replica::now_ms();
     let mut first_error = None;
     let mut released = false;
+    let mut changed = false;
     {
         let mut state = entry.state.lock();
         for b in batches {
-            match state.acknowledge(member, b.first, b.last, &b.types, &limits) {
-                Ok(()) => released |= b.types.contains(&AckType::Release),
+            let renews = b.types.contains(&AckType::Renew);
+            let settled = if renews && !renew_enabled {
+                Err(ResponseError::InvalidRecordState)
+            } else {
+                state.acknowledge(member, b.first, b.last, &b.types, &limits, now)
+            };
+            match settled {
+                Ok(()) => {
+                    released |= b.types.contains(&AckType::Release);
+                    changed |= b.types.iter().any(|t| *t != AckType::Renew);
+                }
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
@@ -114,6 +145,7 @@ pub(super) fn acknowledge(
         entry,
         partition,
         first_error,
+        changed,
     })
 }
 
@@ -129,6 +161,7 @@ pub(super) struct Delivery {
 pub(super) struct Budget {
     pub records: i64,
     pub bytes: usize,
+    pub mode: AcquireMode,
 }
 
 /// A share partition with nothing persisted yet starts at the group's
@@ -208,11 +241,12 @@ fn acquire(
     };
     let records = slice.read().map_err(|_| ResponseError::KafkaStorageError)?;
     let batches = fetched_batches(&records, outcome.aborted.as_deref().unwrap_or_default());
-    let acquired = state.acquire(member, &batches, budget.records, &limits, now);
-    if acquired.is_empty() {
+    let acquired = state.acquire(member, &batches, budget.records, budget.mode, &limits, now);
+    let (Some(first), Some(last)) = (acquired.first(), acquired.last()) else {
         return Ok(Delivery::default());
-    }
+    };
     broker.share_partitions.note_acquired(&entry.key);
+    let records = batches_spanning(records, first.first, last.last);
     budget.records -= acquired.iter().map(|a| a.last - a.first + 1).sum::<i64>();
     budget.bytes = budget.bytes.saturating_sub(records.len());
     Ok(Delivery {
@@ -220,6 +254,24 @@ fn acquire(
         records,
         acquired,
     })
+}
+
+/// The whole batches of `records` that hold offsets `first..=last`: what
+/// was read past the acquired records is not sent, as Kafka slices it.
+fn batches_spanning(records: Bytes, first: i64, last: i64) -> Bytes {
+    let (mut from, mut to, mut at) = (None, 0, 0);
+    for batch in BatchIter::new(&records).map_while(Result::ok) {
+        let end = at + batch.size();
+        if batch.last_offset() >= first && batch.base_offset() <= last {
+            from.get_or_insert(at);
+            to = end;
+        }
+        at = end;
+    }
+    match from {
+        Some(from) => records.slice(from..to),
+        None => records,
+    }
 }
 
 /// The batches of `records`, those of aborted transactions (listed in
