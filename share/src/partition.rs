@@ -52,8 +52,11 @@ impl AckType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AcquireMode {
     /// Whole record batches: the last batch started is taken whole, even
-    /// past the fetch's maximum (Kafka's default, and v1's only mode).
-    BatchOptimized,
+    /// past the fetch's maximum (Kafka's default, and v1's only mode). A
+    /// run of acquired records is cut at the first batch that starts
+    /// `batch_size` or more offsets after it (ShareFetch's BatchSize), as
+    /// Kafka hands them out.
+    BatchOptimized { batch_size: i64 },
     /// The fetch's maximum exactly, a batch split if need be.
     RecordLimit,
 }
@@ -236,6 +239,8 @@ impl SharePartition {
         let expires_at = now.saturating_add(limits.record_lock_duration_ms);
         let mut budget = max_records.max(1);
         let mut out: Vec<Acquired> = Vec::new();
+        // Runs before `sealed` are complete: nothing merges into them.
+        let mut sealed = 0;
         for batch in batches {
             if budget <= 0 {
                 break;
@@ -243,7 +248,15 @@ impl SharePartition {
             // What this batch may give: a batch once started is taken whole
             // unless the limit is exact.
             let batch_budget = match mode {
-                AcquireMode::BatchOptimized => i64::MAX,
+                AcquireMode::BatchOptimized { batch_size } => {
+                    let run_first = out.get(sealed).map(|a| a.first);
+                    if run_first
+                        .is_some_and(|f| batch_size > 0 && batch.base_offset - f >= batch_size)
+                    {
+                        sealed = out.len();
+                    }
+                    i64::MAX
+                }
                 AcquireMode::RecordLimit => budget,
             };
             let first = batch.base_offset.max(self.start);
@@ -254,7 +267,13 @@ impl SharePartition {
             let mut taken = 0;
             if first < self.end {
                 let last = batch.last_offset.min(self.end - 1);
-                taken = self.reacquire(first, last, &member, expires_at, batch_budget, &mut out);
+                taken = self.reacquire(
+                    (first, last),
+                    &member,
+                    expires_at,
+                    batch_budget,
+                    (&mut out, sealed),
+                );
             }
             if batch.last_offset < self.end {
                 budget -= taken;
@@ -282,8 +301,14 @@ impl SharePartition {
             };
             self.push_span(first_new + take - 1, state, 1);
             self.note_acquired(take, expires_at);
-            push_merged(&mut out, first_new, first_new + take - 1, 1);
+            push_merged((&mut out, sealed), first_new, first_new + take - 1, 1);
             budget -= taken + take;
+            // Cut short (the in-flight limit, or an exact record limit):
+            // the rest of this batch comes first next time, and a later
+            // batch must not make it look like offsets the log skips.
+            if first_new + take - 1 < batch.last_offset {
+                break;
+            }
         }
         self.advance_start();
         out
@@ -293,12 +318,11 @@ impl SharePartition {
     /// at most `budget`; how many it took.
     fn reacquire(
         &mut self,
-        first: i64,
-        last: i64,
+        (first, last): (i64, i64),
         member: &Arc<str>,
         expires_at: i64,
         budget: i64,
-        out: &mut Vec<Acquired>,
+        (out, sealed): (&mut Vec<Acquired>, usize),
     ) -> i64 {
         let available: Vec<(i64, i64)> = self
             .spans
@@ -322,7 +346,7 @@ impl SharePartition {
             };
             let deliveries = span.deliveries;
             self.note_acquired(to - from + 1, expires_at);
-            push_merged(out, from, to, deliveries);
+            push_merged((out, sealed), from, to, deliveries);
             taken += to - from + 1;
         }
         taken
@@ -528,7 +552,22 @@ fn released(deliveries: i16, limits: &DeliveryLimits) -> State {
     }
 }
 
-fn push_merged(out: &mut Vec<Acquired>, first: i64, last: i64, delivery_count: i16) {
+/// Adds `[first, last]` to `out`, extending its last run unless that run is
+/// one of the first `sealed`.
+fn push_merged(
+    (out, sealed): (&mut Vec<Acquired>, usize),
+    first: i64,
+    last: i64,
+    delivery_count: i16,
+) {
+    if out.len() <= sealed {
+        out.push(Acquired {
+            first,
+            last,
+            delivery_count,
+        });
+        return;
+    }
     if let Some(prev) = out.last_mut() {
         if prev.last + 1 == first && prev.delivery_count == delivery_count {
             prev.last = last;
@@ -779,14 +818,28 @@ mod tests {
         let batches = [batch(0, 3), batch(4, 9), batch(10, 14)];
         // Five wanted: the first batch (4), then the second whole (6).
         assert_eq!(
-            sp.acquire("a", &batches, 5, AcquireMode::BatchOptimized, &LIMITS, 0),
+            sp.acquire(
+                "a",
+                &batches,
+                5,
+                AcquireMode::BatchOptimized { batch_size: 0 },
+                &LIMITS,
+                0
+            ),
             vec![acq(0, 9, 1)]
         );
         // Given back, the second batch is taken whole again.
         sp.acknowledge("a", 4, 9, &[AckType::Release], &LIMITS, 0)
             .unwrap();
         assert_eq!(
-            sp.acquire("b", &batches, 1, AcquireMode::BatchOptimized, &LIMITS, 0),
+            sp.acquire(
+                "b",
+                &batches,
+                1,
+                AcquireMode::BatchOptimized { batch_size: 0 },
+                &LIMITS,
+                0
+            ),
             vec![acq(4, 9, 2)]
         );
         // The in-flight limit still caps a batch.
@@ -795,8 +848,49 @@ mod tests {
             ..LIMITS
         };
         assert_eq!(
-            sp.acquire("c", &batches, 1, AcquireMode::BatchOptimized, &limits, 0),
+            sp.acquire(
+                "c",
+                &batches,
+                1,
+                AcquireMode::BatchOptimized { batch_size: 0 },
+                &limits,
+                0
+            ),
             vec![acq(10, 11, 1)]
+        );
+    }
+
+    #[test]
+    fn a_batch_cut_by_the_in_flight_limit_is_finished_later_not_skipped() {
+        let limits = DeliveryLimits {
+            max_in_flight: 12,
+            ..LIMITS
+        };
+        let mut sp = SharePartition::new(0);
+        let batches = [batch(0, 9), batch(10, 19), batch(20, 29)];
+        let mode = AcquireMode::BatchOptimized { batch_size: 0 };
+        assert_eq!(
+            sp.acquire("a", &batches, 100, mode, &limits, 0),
+            vec![acq(0, 11, 1)]
+        );
+        sp.acknowledge("a", 0, 11, &[AckType::Accept], &limits, 0)
+            .unwrap();
+        // Read again from 12: the rest of the cut batch, then the next.
+        assert_eq!(
+            sp.acquire("a", &batches[1..], 100, mode, &limits, 0),
+            vec![acq(12, 23, 1)]
+        );
+    }
+
+    #[test]
+    fn batch_optimized_runs_are_cut_at_the_batch_size() {
+        let mut sp = SharePartition::new(0);
+        let batches = [batch(0, 3), batch(4, 7), batch(8, 11), batch(12, 15)];
+        // Batch size 8: the batch at 8 starts a new run, the one at 12 not.
+        let mode = AcquireMode::BatchOptimized { batch_size: 8 };
+        assert_eq!(
+            sp.acquire("a", &batches, 100, mode, &LIMITS, 0),
+            vec![acq(0, 7, 1), acq(8, 15, 1)]
         );
     }
 

@@ -32,7 +32,7 @@ use ottla_group_coordinator::ShareGroupSettings;
 use ottla_protocol::share_v2::{self, ShareRequestV2};
 use ottla_share::{AcquireMode, SessionChanges, SessionUse, SharePartitionKey, TopicIdPartition};
 use ottla_share_coordinator::StateKey;
-use tracing::warn;
+use tracing::{debug, warn};
 
 mod partitions;
 
@@ -115,6 +115,9 @@ async fn settle_acknowledgements(
             }
             settled.first_error.map_or(Ok(()), Err)
         });
+        if let Err(e) = acked {
+            debug!(group, member, topic_id = %tp.0, partition = tp.1, error = ?e, "acknowledgements refused");
+        }
         answers.entry(tp).or_default().acked = Some(acked);
     }
     for (key, outcome) in persister::write(broker, to_persist).await {
@@ -422,7 +425,9 @@ fn fetch_budget(
     v2: ShareRequestV2,
 ) -> Result<Budget, String> {
     let mode = match v2.acquire_mode {
-        share_v2::BATCH_OPTIMIZED => AcquireMode::BatchOptimized,
+        share_v2::BATCH_OPTIMIZED => AcquireMode::BatchOptimized {
+            batch_size: i64::from(req.batch_size),
+        },
         share_v2::RECORD_LIMIT => AcquireMode::RecordLimit,
         other => return Err(format!("Unknown share acquire mode id: {other}")),
     };
@@ -714,8 +719,13 @@ mod tests {
             (b.records, b.bytes, b.mode),
             (3, 1000, AcquireMode::RecordLimit)
         );
-        let b = fetch_budget(1, &req, ShareRequestV2::default()).unwrap();
-        assert_eq!(b.mode, AcquireMode::BatchOptimized);
+        let b = fetch_budget(
+            1,
+            &req.clone().with_batch_size(5),
+            ShareRequestV2::default(),
+        )
+        .unwrap();
+        assert_eq!(b.mode, AcquireMode::BatchOptimized { batch_size: 5 });
         // No limit: v1 gets max.poll.records' default, v2 nothing at all.
         let unlimited = req.clone().with_max_records(0);
         let v1 = fetch_budget(1, &unlimited, ShareRequestV2::default()).unwrap();
