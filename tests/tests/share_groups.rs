@@ -165,6 +165,42 @@ fn share_consumers_split_a_topic_and_each_record_is_delivered_once() {
     assert!(!listed.lines().any(|l| l.trim() == "workers"), "{listed}");
 }
 
+/// A record batch bigger than `share.partition.max.record.locks` is handed
+/// out in parts, none skipped: a batch cut by the limit once made its rest
+/// look like offsets the log had skipped, archived and never delivered.
+#[test]
+fn batches_larger_than_the_in_flight_limit_are_delivered_whole() {
+    let node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "big-batches", 1, &[]);
+    configure_group(
+        &node,
+        "limited",
+        "share.auto.offset.reset=earliest,share.partition.max.record.locks=100",
+    );
+    let props = format!(
+        "bootstrap.servers={} batch.size=65536 linger.ms=200",
+        node.bootstrap()
+    );
+    let mut args = vec![
+        "--topic",
+        "big-batches",
+        "--num-records",
+        "3000",
+        "--record-size",
+        "100",
+        "--throughput",
+        "-1",
+        "--producer-props",
+    ];
+    args.extend(props.split(' '));
+    ok(kafka_tool("kafka-producer-perf-test.sh", &args, None));
+    let c = ConsoleConsumer::start_share(&node, "only", "big-batches", "limited", &[]);
+    let lines = lines_of(&[&c], 3000);
+    let mut offsets: Vec<(i64, u32)> = lines.iter().map(|(_, o, d, _)| (*o, *d)).collect();
+    offsets.sort_unstable();
+    assert_eq!(offsets, (0..3000).map(|o| (o, 1)).collect::<Vec<_>>());
+}
+
 /// Three nodes: the group's coordinator is one node, and each partition's
 /// records are acquired on its own leader; deleting the group deletes the
 /// partitions' state at their share coordinators; offsets are reset and
