@@ -8,7 +8,8 @@
 //! Ranges are capped by [`servable_range`]: kafka-protocol 0.18 is generated
 //! from the Kafka 4.1 schemas with the KIP-896 floors applied (Produce 3–13,
 //! Fetch 4–18, ListOffsets 1–10, ...), so it is exactly "what Kafka 4.x serves
-//! that this crate can decode and encode".
+//! that this crate can decode and encode", plus the ShareFetch and
+//! ShareAcknowledge v2 that [`crate::share_v2`] adds.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -23,22 +24,13 @@ pub use kafka_protocol::protocol::VersionRange;
 use thiserror::Error;
 
 use crate::own_api::OwnApiKey;
+pub use crate::share_v2::servable_range;
 
 /// Kafka 4.x advertises Produce from v0 although it rejects v0–2: librdkafka
 /// silently disables compression against a broker whose Produce minimum is 3
 /// (KAFKA-18659, librdkafka #4956). Receipt of v0–2 still closes the
 /// connection, as in Kafka: no response can be encoded at those versions.
 const PRODUCE_ADVERTISED_MIN: i16 = 0;
-
-/// The widest range Ottla can serve for `key`: kafka-protocol's, and the
-/// later versions [`crate::share_v2`] adds.
-pub fn servable_range(key: ApiKey) -> VersionRange {
-    let crate_range = key.valid_versions();
-    VersionRange {
-        max: crate::share_v2::served_max(key).unwrap_or(crate_range.max),
-        ..crate_range
-    }
-}
 
 #[derive(Debug, Error, PartialEq)]
 pub enum ApiTableError {

@@ -15,8 +15,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::Decodable;
 use thiserror::Error;
 
-use crate::api_versions::servable_range;
-use crate::share_v2::{self, ShareRequestV2};
+use crate::share_v2::{self, servable_range, ShareRequestV2};
 
 /// api_key (i16) + api_version (i16) + correlation_id (i32): the part of the
 /// request header that is laid out the same in every header version.

@@ -10,7 +10,7 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ShareAcknowledgeResponse};
-use kafka_protocol::protocol::Encodable;
+use kafka_protocol::protocol::{Encodable, VersionRange};
 
 use crate::schema::wire::{DecodeError, Reader};
 
@@ -39,6 +39,16 @@ pub struct ShareRequestV2 {
 /// kafka-protocol's.
 pub fn served_max(key: ApiKey) -> Option<i16> {
     matches!(key, ApiKey::ShareFetch | ApiKey::ShareAcknowledge).then_some(V2)
+}
+
+/// The widest range Ottla can serve for `key`: kafka-protocol's, and the
+/// later versions this module adds.
+pub fn servable_range(key: ApiKey) -> VersionRange {
+    let crate_range = key.valid_versions();
+    VersionRange {
+        max: served_max(key).unwrap_or(crate_range.max),
+        ..crate_range
+    }
 }
 
 /// The kafka-protocol version whose layout a `key` body at `version`

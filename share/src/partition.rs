@@ -599,6 +599,24 @@ mod tests {
         }
     }
 
+    /// Acquires with the default limits, `max_records` exactly.
+    fn take(
+        sp: &mut SharePartition,
+        member: &str,
+        batches: &[FetchedBatch],
+        max_records: i64,
+        now: i64,
+    ) -> Vec<Acquired> {
+        sp.acquire(
+            member,
+            batches,
+            max_records,
+            AcquireMode::RecordLimit,
+            &LIMITS,
+            now,
+        )
+    }
+
     fn acq(first: i64, last: i64, delivery_count: i16) -> Acquired {
         Acquired {
             first,
@@ -610,27 +628,11 @@ mod tests {
     #[test]
     fn records_go_to_one_member_at_a_time_and_accepted_ones_move_the_start() {
         let mut sp = SharePartition::new(0);
-        let got = sp.acquire(
-            "a",
-            &[batch(0, 9)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
+        let got = take(&mut sp, "a", &[batch(0, 9)], 500, 0);
         assert_eq!(got, vec![acq(0, 9, 1)]);
         // Nothing left for another member.
         assert_eq!(sp.next_fetch_offset(), 10);
-        assert!(sp
-            .acquire(
-                "b",
-                &[batch(0, 9)],
-                500,
-                AcquireMode::RecordLimit,
-                &LIMITS,
-                0
-            )
-            .is_empty());
+        assert!(take(&mut sp, "b", &[batch(0, 9)], 500, 0).is_empty());
         assert_eq!(
             sp.acknowledge("b", 0, 4, &[AckType::Accept], &LIMITS, 0),
             Err(ResponseError::InvalidRecordState),
@@ -661,14 +663,7 @@ mod tests {
     #[test]
     fn released_records_are_delivered_again_with_a_higher_count() {
         let mut sp = SharePartition::new(0);
-        sp.acquire(
-            "a",
-            &[batch(0, 9)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
+        take(&mut sp, "a", &[batch(0, 9)], 500, 0);
         let types: Vec<AckType> = (0..10)
             .map(|i| {
                 if i % 2 == 0 {
@@ -681,14 +676,7 @@ mod tests {
         sp.acknowledge("a", 0, 9, &types, &LIMITS, 0).unwrap();
         assert_eq!(sp.window().start, 1);
         assert_eq!(sp.next_fetch_offset(), 1);
-        let again = sp.acquire(
-            "b",
-            &[batch(0, 9)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
+        let again = take(&mut sp, "b", &[batch(0, 9)], 500, 0);
         assert_eq!(
             again,
             vec![
@@ -706,14 +694,7 @@ mod tests {
         let mut sp = SharePartition::new(0);
         for round in 1..=3 {
             let now = round * 10_000;
-            let got = sp.acquire(
-                "a",
-                &[batch(0, 4)],
-                500,
-                AcquireMode::RecordLimit,
-                &LIMITS,
-                now,
-            );
+            let got = take(&mut sp, "a", &[batch(0, 4)], 500, now);
             assert_eq!(got, vec![acq(0, 4, round as i16)], "round {round}");
             assert!(!sp.expire_locks(now + 999, &LIMITS), "lock still held");
             assert!(sp.expire_locks(now + 1000, &LIMITS));
@@ -727,29 +708,13 @@ mod tests {
                 acquired: 0
             }
         );
-        assert!(sp
-            .acquire(
-                "a",
-                &[batch(0, 4)],
-                500,
-                AcquireMode::RecordLimit,
-                &LIMITS,
-                50_000
-            )
-            .is_empty());
+        assert!(take(&mut sp, "a", &[batch(0, 4)], 500, 50_000).is_empty());
     }
 
     #[test]
     fn rejected_and_gap_records_are_never_delivered_again() {
         let mut sp = SharePartition::new(0);
-        sp.acquire(
-            "a",
-            &[batch(0, 5)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
+        take(&mut sp, "a", &[batch(0, 5)], 500, 0);
         let types = [
             AckType::Reject,
             AckType::Gap,
@@ -760,14 +725,7 @@ mod tests {
         ];
         sp.acknowledge("a", 0, 5, &types, &LIMITS, 0).unwrap();
         assert_eq!(sp.window().start, 2);
-        let again = sp.acquire(
-            "a",
-            &[batch(0, 5)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
+        let again = take(&mut sp, "a", &[batch(0, 5)], 500, 0);
         assert_eq!(again, vec![acq(2, 3, 2)]);
     }
 
@@ -897,14 +855,7 @@ mod tests {
     #[test]
     fn a_renewal_restarts_the_lock_and_keeps_the_count() {
         let mut sp = SharePartition::new(0);
-        sp.acquire(
-            "a",
-            &[batch(0, 4)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
+        take(&mut sp, "a", &[batch(0, 4)], 500, 0);
         assert_eq!(
             sp.acknowledge("b", 0, 4, &[AckType::Renew], &LIMITS, 900),
             Err(ResponseError::InvalidRecordState),
@@ -916,14 +867,7 @@ mod tests {
         assert!(sp.expire_locks(1000, &LIMITS));
         assert_eq!(sp.window().acquired, 3);
         assert_eq!(
-            sp.acquire(
-                "b",
-                &[batch(0, 4)],
-                500,
-                AcquireMode::RecordLimit,
-                &LIMITS,
-                1000
-            ),
+            take(&mut sp, "b", &[batch(0, 4)], 500, 1000),
             vec![acq(3, 4, 2)]
         );
         assert!(!sp.expire_locks(1899, &LIMITS));
@@ -941,14 +885,7 @@ mod tests {
             last_offset: 5,
             skip: true,
         };
-        let got = sp.acquire(
-            "a",
-            &[batch(0, 2), marker, batch(8, 9)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
+        let got = take(&mut sp, "a", &[batch(0, 2), marker, batch(8, 9)], 500, 0);
         assert_eq!(got, vec![acq(0, 2, 1), acq(8, 9, 1)]);
         sp.acknowledge("a", 0, 2, &[AckType::Accept], &LIMITS, 0)
             .unwrap();
@@ -959,34 +896,13 @@ mod tests {
     #[test]
     fn a_leaving_member_gives_back_what_it_holds() {
         let mut sp = SharePartition::new(10);
-        sp.acquire(
-            "a",
-            &[batch(10, 14)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
-        sp.acquire(
-            "b",
-            &[batch(15, 19)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
+        take(&mut sp, "a", &[batch(10, 14)], 500, 0);
+        take(&mut sp, "b", &[batch(15, 19)], 500, 0);
         assert!(sp.release_member("a", &LIMITS));
         assert!(!sp.release_member("a", &LIMITS));
         assert_eq!(sp.window().acquired, 5);
         assert_eq!(
-            sp.acquire(
-                "c",
-                &[batch(10, 19)],
-                500,
-                AcquireMode::RecordLimit,
-                &LIMITS,
-                0
-            ),
+            take(&mut sp, "c", &[batch(10, 19)], 500, 0),
             vec![acq(10, 14, 2)]
         );
     }
@@ -994,14 +910,7 @@ mod tests {
     #[test]
     fn acknowledgements_are_checked_whole() {
         let mut sp = SharePartition::new(0);
-        sp.acquire(
-            "a",
-            &[batch(0, 4)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
+        take(&mut sp, "a", &[batch(0, 4)], 500, 0);
         assert_eq!(
             sp.acknowledge("a", 3, 7, &[AckType::Accept], &LIMITS, 0),
             Err(ResponseError::InvalidRecordState),
@@ -1030,14 +939,7 @@ mod tests {
     #[test]
     fn persisted_state_restores_what_was_settled_and_redelivers_the_rest() {
         let mut sp = SharePartition::new(0);
-        sp.acquire(
-            "a",
-            &[batch(0, 9)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
+        take(&mut sp, "a", &[batch(0, 9)], 500, 0);
         let types: Vec<AckType> = (0..10)
             .map(|i| match i {
                 2 | 3 => AckType::Accept,
@@ -1062,14 +964,7 @@ mod tests {
         );
         // A new member gets what was not settled, as a second delivery.
         let mut restored = restored;
-        let got = restored.acquire(
-            "b",
-            &[batch(0, 9)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
+        let got = take(&mut restored, "b", &[batch(0, 9)], 500, 0);
         assert_eq!(got, vec![acq(2, 2, 2), acq(5, 9, 2)]);
         assert_eq!(
             restored.persisted().1.len(),
@@ -1088,14 +983,7 @@ mod tests {
         );
         let mut gap = gap;
         assert_eq!(
-            gap.acquire(
-                "c",
-                &[batch(0, 6)],
-                500,
-                AcquireMode::RecordLimit,
-                &LIMITS,
-                0
-            ),
+            take(&mut gap, "c", &[batch(0, 6)], 500, 0),
             vec![acq(0, 3, 1), acq(5, 6, 1)]
         );
     }
@@ -1103,14 +991,7 @@ mod tests {
     #[test]
     fn retention_past_the_start_drops_what_it_removed() {
         let mut sp = SharePartition::new(0);
-        sp.acquire(
-            "a",
-            &[batch(0, 9)],
-            500,
-            AcquireMode::RecordLimit,
-            &LIMITS,
-            0,
-        );
+        take(&mut sp, "a", &[batch(0, 9)], 500, 0);
         sp.follow_log_start(4);
         assert_eq!(
             sp.window(),
@@ -1130,14 +1011,7 @@ mod tests {
             }
         );
         assert_eq!(
-            sp.acquire(
-                "a",
-                &[batch(20, 21)],
-                500,
-                AcquireMode::RecordLimit,
-                &LIMITS,
-                0
-            ),
+            take(&mut sp, "a", &[batch(20, 21)], 500, 0),
             vec![acq(20, 21, 1)]
         );
     }
