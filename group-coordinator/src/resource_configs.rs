@@ -43,7 +43,8 @@ enum Check {
     AutoOffsetReset,
     /// One of the broker's `group.streams.assignors`.
     StreamsAssignor,
-    Text,
+    /// A share group's dead-letter topic: not an internal topic's name.
+    DlqTopicName,
     List,
 }
 
@@ -62,9 +63,10 @@ impl GroupConfigKey {
         match self.check {
             Check::Boolean => TYPE_BOOLEAN,
             Check::List => TYPE_LIST,
-            Check::OneOf(_) | Check::AutoOffsetReset | Check::StreamsAssignor | Check::Text => {
-                TYPE_STRING
-            }
+            Check::OneOf(_)
+            | Check::AutoOffsetReset
+            | Check::StreamsAssignor
+            | Check::DlqTopicName => TYPE_STRING,
             Check::AtLeast(_) | Check::Within(..) | Check::AtMost(..) => TYPE_INT,
         }
     }
@@ -157,7 +159,11 @@ impl GroupConfigKey {
                     ))
                 }
             }
-            Check::Text | Check::List => Ok(()),
+            Check::DlqTopicName if value.starts_with("__") => Err(format!(
+                "{}: DLQ topic name must not start with '__'",
+                self.name
+            )),
+            Check::DlqTopicName | Check::List => Ok(()),
         }
     }
 }
@@ -283,7 +289,7 @@ pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
         "errors.deadletterqueue.topic.name",
         "errors.deadletterqueue.topic.name",
         "",
-        Check::Text,
+        Check::DlqTopicName,
         "The dead-letter topic of a share group; blank for none.",
     ),
     key(
@@ -545,6 +551,15 @@ mod tests {
             refused("no.such", "1"),
             "Unknown group config name: no.such"
         );
+        assert_eq!(
+            refused("errors.deadletterqueue.topic.name", "__dlq"),
+            "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"
+        );
+        assert!(validate(
+            &set(&[("errors.deadletterqueue.topic.name", "dlq.orders")]),
+            &broker
+        )
+        .is_ok());
         assert!(validate(
             &set(&[("share.auto.offset.reset", "by_duration:PT1H")]),
             &broker
