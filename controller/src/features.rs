@@ -16,8 +16,8 @@ pub const TRANSACTION_VERSION: &str = "transaction.version";
 /// eligible.leader.replicas.version 1 turns on KIP-966: replicas that left
 /// the ISR while it was below min.insync.replicas stay eligible to lead.
 pub const ELR_VERSION: &str = "eligible.leader.replicas.version";
-/// share.version 1 serves share groups (KIP-932, Kafka 4.1's level; 2
-/// adds the renew acknowledgement of KIP-1222, not served yet).
+/// share.version 1 serves share groups (KIP-932, Kafka 4.1's level); 2
+/// adds their dead-letter queues (KIP-1191, Kafka 4.4's level).
 pub const SHARE_VERSION: &str = "share.version";
 /// streams.version 1 serves streams groups (KIP-1071, Kafka 4.2+'s level).
 pub const STREAMS_VERSION: &str = "streams.version";
@@ -62,12 +62,12 @@ pub const FEATURES: [Feature; 6] = [
         max: 1,
         initial: 1,
     },
-    // And, as Kafka 4.1+, with share groups.
+    // And, as Kafka 4.4, with share groups and their dead-letter queues.
     Feature {
         name: SHARE_VERSION,
         min: 0,
-        max: 1,
-        initial: 1,
+        max: 2,
+        initial: 2,
     },
     // And, as Kafka 4.2+, with streams groups.
     Feature {
@@ -137,7 +137,7 @@ mod tests {
                 (ELR_VERSION.to_string(), 1),
                 (GROUP_VERSION.to_string(), 1),
                 (METADATA_VERSION.to_string(), 27),
-                (SHARE_VERSION.to_string(), 1),
+                (SHARE_VERSION.to_string(), 2),
                 (STREAMS_VERSION.to_string(), 1),
                 (TRANSACTION_VERSION.to_string(), 2)
             ]
@@ -152,7 +152,7 @@ mod tests {
             levels,
             [
                 (METADATA_VERSION.to_string(), 27),
-                (SHARE_VERSION.to_string(), 1),
+                (SHARE_VERSION.to_string(), 2),
                 (STREAMS_VERSION.to_string(), 1),
                 (TRANSACTION_VERSION.to_string(), 2)
             ]

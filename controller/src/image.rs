@@ -160,6 +160,13 @@ impl MetadataImage {
         self.configs_of(CONFIG_RESOURCE_MIRROR, name)
     }
 
+    /// A topic's own setting of config `key` (not its broker default).
+    pub fn topic_config(&self, topic: &str, key: &str) -> Option<&str> {
+        self.configs_of(CONFIG_RESOURCE_TOPIC, topic)
+            .and_then(|c| c.get(key))
+            .map(String::as_str)
+    }
+
     /// A topic's `mirror.name` config: the mirror it is bound to, with the
     /// `.paused` / `.removed` suffix of what was last asked of it.
     pub fn mirror_binding(&self, topic: &str) -> Option<&str> {

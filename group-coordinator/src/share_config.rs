@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use ottla_controller::features::{self, SHARE_VERSION};
 use ottla_controller::MetadataImage;
 
 use super::resource_configs::{broker_default, group_config_key, group_overrides};
@@ -23,7 +24,7 @@ pub enum ShareStart {
 /// to heartbeat again in.
 pub const DEFAULT_SESSION_TIMEOUT_MS: i64 = 45_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShareGroupSettings {
     pub session_timeout_ms: i64,
     pub heartbeat_interval_ms: i32,
@@ -37,6 +38,12 @@ pub struct ShareGroupSettings {
     pub renew_acknowledge_enabled: bool,
     /// `group.share.max.size` (the broker's only).
     pub max_size: usize,
+    /// `errors.deadletterqueue.topic.name`, while share.version 2 serves
+    /// dead-letter queues (KIP-1191); None: the group has none.
+    pub dead_letter_topic: Option<String>,
+    /// `errors.deadletterqueue.copy.record.enable`: dead letters carry the
+    /// record's key and value.
+    pub copy_dead_letter_records: bool,
 }
 
 impl ShareGroupSettings {
@@ -62,6 +69,15 @@ impl ShareGroupSettings {
                 .trim()
                 .eq_ignore_ascii_case("false"),
             max_size: broker_max_size(broker, "group.share.max.size", 200),
+            dead_letter_topic: Some(
+                value("errors.deadletterqueue.topic.name")
+                    .trim()
+                    .to_string(),
+            )
+            .filter(|t| !t.is_empty() && features::level(image, SHARE_VERSION) >= 2),
+            copy_dead_letter_records: value("errors.deadletterqueue.copy.record.enable")
+                .trim()
+                .eq_ignore_ascii_case("true"),
         }
     }
 

@@ -13,5 +13,6 @@ pub mod properties;
 pub mod records;
 pub mod request;
 pub mod share_group_records;
+pub mod share_lag;
 pub mod share_v2;
 pub mod streams;

@@ -1,6 +1,7 @@
 //! ShareFetch and ShareAcknowledge v2 (Kafka 4.4: KIP-1206's acquire mode,
-//! KIP-1222's renew acknowledgements), which kafka-protocol 0.18, generated
-//! from Kafka 4.1's schemas, does not know.
+//! KIP-1222's renew acknowledgements), and DescribeShareGroupOffsets v1
+//! (KIP-1226's lag, `share_lag`), which kafka-protocol 0.18, generated from
+//! Kafka 4.1's schemas, does not know.
 //!
 //! v2 only inserts fields at one place of v1's layout, so a v2 request is
 //! decoded by lifting the new fields out ([`lift`]) and handing the rest to
@@ -36,9 +37,14 @@ pub struct ShareRequestV2 {
 }
 
 /// The highest version Ottla serves of `key` where it exceeds
-/// kafka-protocol's.
+/// kafka-protocol's (by one version, laid out as the one before it apart
+/// from the fields this module and `share_lag` handle).
 pub fn served_max(key: ApiKey) -> Option<i16> {
-    matches!(key, ApiKey::ShareFetch | ApiKey::ShareAcknowledge).then_some(V2)
+    match key {
+        ApiKey::ShareFetch | ApiKey::ShareAcknowledge => Some(V2),
+        ApiKey::DescribeShareGroupOffsets => Some(crate::share_lag::V1),
+        _ => None,
+    }
 }
 
 /// The widest range Ottla can serve for `key`: kafka-protocol's, and the
@@ -55,7 +61,7 @@ pub fn servable_range(key: ApiKey) -> VersionRange {
 /// shares, apart from the fields this module handles.
 pub fn layout_version(key: ApiKey, version: i16) -> i16 {
     match served_max(key) {
-        Some(max) if version == max => V2 - 1,
+        Some(max) if version == max => max - 1,
         _ => version,
     }
 }

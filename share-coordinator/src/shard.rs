@@ -20,7 +20,7 @@ use crate::records::{
     apply_update, decode, encode_snapshot, snapshot_key, SnapshotMeta, StateRecord,
 };
 use crate::state::{ShareState, StateBatch, StateKey};
-use ottla_share::persisted::{ACKNOWLEDGED, ARCHIVED, AVAILABLE};
+use ottla_share::persisted::{ACKNOWLEDGED, ARCHIVED, ARCHIVING, AVAILABLE};
 
 /// A start offset not set yet (the state of deleted offsets).
 pub const UNSET_START: i64 = -1;
@@ -56,7 +56,7 @@ impl StateWrite {
                     && b.first_offset <= b.last_offset
                     && b.last_offset < i64::MAX
                     && b.delivery_count >= 0
-                    && [AVAILABLE, ACKNOWLEDGED, ARCHIVED].contains(&b.delivery_state)
+                    && [AVAILABLE, ACKNOWLEDGED, ARCHIVING, ARCHIVED].contains(&b.delivery_state)
             })
     }
 }
@@ -315,5 +315,10 @@ mod tests {
             !write_of(0, 9, 1).is_well_formed(),
             "acquired is not persisted"
         );
+        assert!(
+            write_of(0, 9, ARCHIVING).is_well_formed(),
+            "bound for a dead-letter queue"
+        );
+        assert!(!write_of(0, 9, 5).is_well_formed(), "no such state");
     }
 }

@@ -6,17 +6,20 @@
 //! ShareAcknowledge to this crate.
 //!
 //! - `partition`: one share partition's state machine;
+//! - `dead_letter`: what goes to a group's dead-letter queue (KIP-1191);
 //! - `persisted`: the state as the share coordinator keeps it;
 //! - `sessions`: share sessions (epochs, partitions per member);
 //! - `registry`: the share partitions led here.
 
+pub mod dead_letter;
 pub mod partition;
 pub mod persisted;
 pub mod registry;
 pub mod sessions;
 
 pub use partition::{
-    AckType, AcquireMode, Acquired, DeliveryLimits, FetchedBatch, SharePartition, Window,
+    AckType, AcquireMode, Acquired, DeadLetters, DeliveryLimits, FetchedBatch, SharePartition,
+    Window,
 };
 pub use registry::{SharePartitionKey, SharePartitions};
 pub use sessions::{

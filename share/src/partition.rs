@@ -11,13 +11,18 @@
 //! State is kept per range of offsets with one state, split where an
 //! acknowledgement or a partial acquisition cuts one, as Kafka keeps its
 //! in-flight batches with per-offset state inside them.
+//!
+//! A group with a dead-letter queue (KIP-1191) archives rejected records,
+//! and those delivered too often, in two steps: they are *archiving* until
+//! the broker has written them to the queue (`take_dead_letters`,
+//! `dead_lettered`); the start does not pass them before.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 
-use crate::persisted::{StateBatch, ACKNOWLEDGED, ARCHIVED, AVAILABLE};
+use crate::persisted::{StateBatch, ACKNOWLEDGED, ARCHIVED, ARCHIVING, AVAILABLE};
 
 /// How a member settles a record (ShareFetch and ShareAcknowledge's
 /// AcknowledgeTypes).
@@ -70,13 +75,25 @@ pub struct DeliveryLimits {
     pub delivery_count_limit: i16,
     /// Offsets in flight at most (`group.share.partition.max.record.locks`).
     pub max_in_flight: i64,
+    /// Whether records archived for a rejection or the delivery limit go
+    /// to the group's dead-letter queue first (share.version 2 and
+    /// `errors.deadletterqueue.topic.name` set).
+    pub dead_letter_queue: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
     Available,
-    Acquired { member: Arc<str>, expires_at: i64 },
+    Acquired {
+        member: Arc<str>,
+        expires_at: i64,
+    },
     Acknowledged,
+    /// Bound for the dead-letter queue; `sending` once handed to the
+    /// broker to write.
+    Archiving {
+        sending: bool,
+    },
     Archived,
 }
 
@@ -107,6 +124,16 @@ pub struct FetchedBatch {
     pub skip: bool,
 }
 
+/// Archiving offsets to write to the dead-letter queue, and how often
+/// they were delivered (which says why: at the delivery limit, else
+/// rejected).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetters {
+    pub first: i64,
+    pub last: i64,
+    pub delivery_count: i16,
+}
+
 /// A share partition's offsets for describing it (DescribeShareGroupOffsets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
@@ -125,6 +152,9 @@ pub struct SharePartition {
     /// be early, never late: a tick with nothing due rescans once).
     acquired: i64,
     next_expiry: i64,
+    /// Set when offsets become archiving, cleared when they are taken to
+    /// be written (may be stale, never wrongly clear).
+    unsent_dead_letters: bool,
 }
 
 impl SharePartition {
@@ -136,6 +166,7 @@ impl SharePartition {
             spans: BTreeMap::new(),
             acquired: 0,
             next_expiry: i64::MAX,
+            unsent_dead_letters: false,
         }
     }
 
@@ -158,9 +189,11 @@ impl SharePartition {
             }
             let state = match b.delivery_state {
                 ACKNOWLEDGED => State::Acknowledged,
+                ARCHIVING => State::Archiving { sending: false },
                 ARCHIVED => State::Archived,
                 _ => State::Available,
             };
+            sp.unsent_dead_letters |= b.delivery_state == ARCHIVING;
             sp.push_span(b.last_offset, state, b.delivery_count.max(0));
         }
         sp.advance_start();
@@ -176,6 +209,7 @@ impl SharePartition {
             let delivery_state = match span.state {
                 State::Available | State::Acquired { .. } => AVAILABLE,
                 State::Acknowledged => ACKNOWLEDGED,
+                State::Archiving { .. } => ARCHIVING,
                 State::Archived => ARCHIVED,
             };
             match out.last_mut() {
@@ -457,7 +491,8 @@ impl SharePartition {
             let span = self.spans.get_mut(&f).expect("listed");
             span.state = match ack {
                 AckType::Accept => State::Acknowledged,
-                AckType::Gap | AckType::Reject => State::Archived,
+                AckType::Gap => State::Archived,
+                AckType::Reject => archived(limits),
                 AckType::Release => released(span.deliveries, limits),
                 AckType::Renew => {
                     if let State::Acquired { expires_at, .. } = &mut span.state {
@@ -467,6 +502,7 @@ impl SharePartition {
                 }
             };
             self.acquired -= span.last - f + 1;
+            self.unsent_dead_letters |= span.state == DEAD_LETTER;
         }
     }
 
@@ -482,6 +518,7 @@ impl SharePartition {
                 if expires_at <= now {
                     span.state = released(span.deliveries, limits);
                     self.acquired -= span.last - first + 1;
+                    self.unsent_dead_letters |= span.state == DEAD_LETTER;
                     released_any = true;
                 } else {
                     next_expiry = next_expiry.min(expires_at);
@@ -501,6 +538,7 @@ impl SharePartition {
             if matches!(&span.state, State::Acquired { member: m, .. } if &**m == member) {
                 span.state = released(span.deliveries, limits);
                 self.acquired -= span.last - first + 1;
+                self.unsent_dead_letters |= span.state == DEAD_LETTER;
                 released_any = true;
             }
         }
@@ -526,6 +564,42 @@ impl SharePartition {
         self.end = self.end.max(log_start);
     }
 
+    /// Whether offsets may be waiting to be written to the dead-letter
+    /// queue ([`SharePartition::take_dead_letters`] says which).
+    pub fn has_unsent_dead_letters(&self) -> bool {
+        self.unsent_dead_letters
+    }
+
+    /// The archiving offsets not yet handed out to be written to the
+    /// dead-letter queue; they count as being written from now on.
+    pub fn take_dead_letters(&mut self) -> Vec<DeadLetters> {
+        self.unsent_dead_letters = false;
+        let mut out = Vec::new();
+        for (&first, span) in self.spans.iter_mut() {
+            if span.state == DEAD_LETTER {
+                span.state = State::Archiving { sending: true };
+                out.push(DeadLetters {
+                    first,
+                    last: span.last,
+                    delivery_count: span.deliveries,
+                });
+            }
+        }
+        out
+    }
+
+    /// The write of archiving offsets `[first, last]` to the dead-letter
+    /// queue is over (done or given up, as Kafka gives up): they are
+    /// archived.
+    pub fn dead_lettered(&mut self, first: i64, last: i64) {
+        for (_, span) in self.spans.range_mut(..=last) {
+            if span.last >= first && matches!(span.state, State::Archiving { .. }) {
+                span.state = State::Archived;
+            }
+        }
+        self.advance_start();
+    }
+
     /// Drops finished spans at the front: the start moves past them.
     fn advance_start(&mut self) {
         while let Some(entry) = self.spans.first_entry() {
@@ -542,13 +616,26 @@ impl SharePartition {
     }
 }
 
+/// Archiving offsets waiting to be handed out for writing.
+const DEAD_LETTER: State = State::Archiving { sending: false };
+
 /// A released record is delivered again, unless it has been delivered as
 /// often as the group allows.
 fn released(deliveries: i16, limits: &DeliveryLimits) -> State {
     if deliveries >= limits.delivery_count_limit {
-        State::Archived
+        archived(limits)
     } else {
         State::Available
+    }
+}
+
+/// Where a record that is never delivered again goes: through the group's
+/// dead-letter queue if it has one.
+fn archived(limits: &DeliveryLimits) -> State {
+    if limits.dead_letter_queue {
+        DEAD_LETTER
+    } else {
+        State::Archived
     }
 }
 
@@ -589,6 +676,7 @@ mod tests {
         record_lock_duration_ms: 1000,
         delivery_count_limit: 3,
         max_in_flight: 100,
+        dead_letter_queue: false,
     };
 
     fn batch(base: i64, last: i64) -> FetchedBatch {
@@ -953,7 +1041,7 @@ mod tests {
         // 2 and 6-9 still acquired by a.
         let (start, batches) = sp.persisted();
         assert_eq!(start, 2);
-        let restored = SharePartition::restore(start, &batches);
+        let mut restored = SharePartition::restore(start, &batches);
         assert_eq!(
             restored.window(),
             Window {
@@ -963,7 +1051,6 @@ mod tests {
             }
         );
         // A new member gets what was not settled, as a second delivery.
-        let mut restored = restored;
         let got = take(&mut restored, "b", &[batch(0, 9)], 500, 0);
         assert_eq!(got, vec![acq(2, 2, 2), acq(5, 9, 2)]);
         assert_eq!(
@@ -1014,5 +1101,91 @@ mod tests {
             take(&mut sp, "a", &[batch(20, 21)], 500, 0),
             vec![acq(20, 21, 1)]
         );
+    }
+
+    #[test]
+    fn with_a_dead_letter_queue_rejected_and_exhausted_records_are_archiving_until_written() {
+        let limits = DeliveryLimits {
+            delivery_count_limit: 2,
+            dead_letter_queue: true,
+            ..LIMITS
+        };
+        let mut sp = SharePartition::new(0);
+        sp.acquire(
+            "a",
+            &[batch(0, 9)],
+            10,
+            AcquireMode::RecordLimit,
+            &limits,
+            0,
+        );
+        // 0-1 rejected, 2-4 accepted, 5-9 released (delivered once).
+        let mut types = vec![AckType::Reject; 2];
+        types.extend([AckType::Accept; 3]);
+        types.extend([AckType::Release; 5]);
+        sp.acknowledge("a", 0, 9, &types, &limits, 0).unwrap();
+        assert!(sp.has_unsent_dead_letters());
+        assert_eq!(sp.window().start, 0, "the start waits for the queue");
+        let (_, persisted) = sp.persisted();
+        assert_eq!(persisted[0].delivery_state, ARCHIVING);
+        // 5-9 delivered again, and their lock expires: the limit is reached.
+        sp.acquire(
+            "b",
+            &[batch(0, 9)],
+            10,
+            AcquireMode::RecordLimit,
+            &limits,
+            0,
+        );
+        assert!(sp.expire_locks(1000, &limits));
+        assert_eq!(
+            sp.take_dead_letters(),
+            vec![
+                DeadLetters {
+                    first: 0,
+                    last: 1,
+                    delivery_count: 1
+                },
+                DeadLetters {
+                    first: 5,
+                    last: 9,
+                    delivery_count: 2
+                }
+            ]
+        );
+        assert!(!sp.has_unsent_dead_letters());
+        assert!(sp.take_dead_letters().is_empty(), "handed out once");
+        assert!(!sp.has_deliverable(10, &limits));
+        sp.dead_lettered(0, 1);
+        assert_eq!(sp.window().start, 5);
+        sp.dead_lettered(5, 9);
+        assert_eq!(sp.window().start, 10);
+        // Persisted archiving offsets are written again by a new leader.
+        let mut restored = SharePartition::restore(
+            0,
+            &[StateBatch {
+                first_offset: 3,
+                last_offset: 4,
+                delivery_state: ARCHIVING,
+                delivery_count: 1,
+            }],
+        );
+        assert!(restored.has_unsent_dead_letters());
+        assert_eq!(
+            restored.take_dead_letters(),
+            vec![DeadLetters {
+                first: 3,
+                last: 4,
+                delivery_count: 1
+            }]
+        );
+        // Without a queue, they are archived at once.
+        let mut plain = SharePartition::new(0);
+        plain.acquire("a", &[batch(0, 1)], 2, AcquireMode::RecordLimit, &LIMITS, 0);
+        plain
+            .acknowledge("a", 0, 1, &[AckType::Reject], &LIMITS, 0)
+            .unwrap();
+        assert!(!plain.has_unsent_dead_letters());
+        assert_eq!(plain.window().start, 2);
     }
 }

@@ -6,6 +6,9 @@
 /// The persisted delivery states (Kafka's RecordState ids).
 pub const AVAILABLE: i8 = 0;
 pub const ACKNOWLEDGED: i8 = 2;
+/// Bound for the group's dead-letter queue, not yet written there
+/// (KIP-1191): a new leader writes them again.
+pub const ARCHIVING: i8 = 3;
 pub const ARCHIVED: i8 = 4;
 
 /// Offsets `first_offset..=last_offset` in one delivery state.

@@ -49,6 +49,9 @@ pub struct SharePartitions {
     /// the lock-expiry tick visits. Added to under the entry's state lock
     /// when records are acquired, removed under it once none are.
     holding: Mutex<HashSet<SharePartitionKey>>,
+    /// The share partitions that may hold records to write to their
+    /// group's dead-letter queue (the broker takes them in rounds).
+    dead_letters: Mutex<HashSet<SharePartitionKey>>,
 }
 
 impl SharePartitions {
@@ -67,6 +70,9 @@ impl SharePartitions {
         state_epoch: i32,
     ) -> Arc<Entry> {
         let mut map = self.map.write();
+        if partition.has_unsent_dead_letters() {
+            self.note_dead_letters(key);
+        }
         let entry = map.entry(key.clone()).or_insert_with(|| {
             Arc::new(Entry {
                 key: key.clone(),
@@ -86,6 +92,22 @@ impl SharePartitions {
         self.holding.lock().insert(key.clone());
     }
 
+    /// `key`'s share partition may hold records for its group's
+    /// dead-letter queue.
+    pub fn note_dead_letters(&self, key: &SharePartitionKey) {
+        self.dead_letters.lock().insert(key.clone());
+    }
+
+    /// The share partitions that may hold records for their group's
+    /// dead-letter queue, forgotten here: the caller takes them.
+    pub fn take_dead_letters(&self) -> Vec<SharePartitionKey> {
+        self.dead_letters.lock().drain().collect()
+    }
+
+    pub fn has_dead_letters(&self) -> bool {
+        !self.dead_letters.lock().is_empty()
+    }
+
     /// Releases expired locks in the share partitions holding acquired
     /// records (not every share partition); the topic partitions where
     /// records became deliverable again (their waiting fetches wake).
@@ -101,6 +123,9 @@ impl SharePartitions {
             let mut state = e.state.lock();
             if state.expire_locks(now, &limits) {
                 released.push((key.topic_id, key.partition));
+            }
+            if state.has_unsent_dead_letters() {
+                self.note_dead_letters(&key);
             }
             if state.window().acquired == 0 {
                 self.holding.lock().remove(&key);
@@ -123,7 +148,12 @@ impl SharePartitions {
                 self.get(&SharePartitionKey::new(group, **tp))
                     .is_some_and(|e| {
                         let limits = *e.limits.lock();
-                        e.state.lock().release_member(member, &limits)
+                        let mut state = e.state.lock();
+                        let released = state.release_member(member, &limits);
+                        if state.has_unsent_dead_letters() {
+                            self.note_dead_letters(&e.key);
+                        }
+                        released
                     })
             })
             .copied()
@@ -188,6 +218,7 @@ mod tests {
         record_lock_duration_ms: 1000,
         delivery_count_limit: 5,
         max_in_flight: 100,
+        dead_letter_queue: false,
     };
 
     #[test]

@@ -202,6 +202,14 @@ pub static TOPIC_CONFIG_KEYS: &[TopicConfigKey] = &[
         "how long tombstones are kept on compacted topics",
     ),
     key(
+        "errors.deadletterqueue.group.enable",
+        ConfigType::Boolean,
+        "false",
+        None,
+        None,
+        "whether share groups may use this topic as their dead-letter queue",
+    ),
+    key(
         "file.delete.delay.ms",
         ConfigType::Long,
         "60000",

@@ -20,6 +20,12 @@
 //!   and rejects, and two of them split a topic;
 //! - the group itself outlives a restart (`__consumer_offsets`), and
 //!   deleting it deletes its share state;
+//! - share.version 2's dead-letter queues (KIP-1191): rejected records,
+//!   and those released up to the delivery limit, land on the group's
+//!   queue topic as Kafka 4.4 writes them (headers, copies on request), a
+//!   queue topic Kafka would refuse gets nothing and the records are
+//!   archived all the same, and a missing one is created when the broker
+//!   allows it;
 //! - Kafka 4.4's share consumer over ShareFetch and ShareAcknowledge v2
 //!   (`tests/java/ShareRenew.java`): the record-limit acquire mode hands
 //!   out max.poll.records exactly, the batch-optimized one whole batches,
@@ -1065,5 +1071,206 @@ fn kafka_44_share_consumers_limit_records_and_renew_their_locks() {
         out.lines()
             .any(|l| l.starts_with("ACK-ERROR") && l.contains("InvalidRecordStateException")),
         "{out}"
+    );
+}
+
+/// The queue topic's records as kafka-console-consumer.sh prints them with
+/// headers and keys: (headers, key, value) each.
+fn dead_letters(node: &Ottla, topic: &str, count: usize) -> Vec<(String, String, String)> {
+    let count = count.to_string();
+    let out = ok(kafka_tool(
+        "kafka-console-consumer.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--max-messages",
+            &count,
+            "--timeout-ms",
+            "30000",
+            "--formatter-property",
+            "print.headers=true",
+            "--formatter-property",
+            "print.key=true",
+        ],
+        None,
+    ));
+    let mut letters: Vec<(String, String, String)> = out
+        .lines()
+        .filter(|l| l.starts_with("__dlq."))
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            Some((f.next()?.into(), f.next()?.into(), f.next()?.into()))
+        })
+        .collect();
+    letters.sort();
+    letters
+}
+
+/// Each partition's end offset, by kafka-get-offsets.sh.
+fn end_offsets(node: &Ottla, topic: &str) -> BTreeMap<i32, i64> {
+    ok(kafka_tool(
+        "kafka-get-offsets.sh",
+        &["--bootstrap-server", &node.bootstrap(), "--topic", topic],
+        None,
+    ))
+    .lines()
+    .filter_map(|l| {
+        let mut f = l.strip_prefix(topic)?.strip_prefix(':')?.split(':');
+        Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+    })
+    .collect()
+}
+
+fn await_starts(node: &Ottla, group: &str, want: &BTreeMap<i32, i64>) {
+    let start = Instant::now();
+    loop {
+        let starts = start_offsets(node, group);
+        if &starts == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{group}: {starts:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// share.version 2 (Kafka 4.4's level): a share group's dead-letter queue.
+/// What lands there was compared with Kafka 4.4.0 running the same steps:
+/// the same records, headers and copies.
+#[test]
+fn rejected_and_exhausted_records_go_to_the_groups_dead_letter_queue() {
+    let mut overrides = SHARE_OVERRIDES.to_vec();
+    overrides.push(("errors.deadletterqueue.auto.create.topics.enable", "true"));
+    let node = Ottla::start(&overrides);
+    create_topic(&node, "orders", 2, &[]);
+    create_topic(
+        &node,
+        "dlq.orders",
+        1,
+        &["--config", "errors.deadletterqueue.group.enable=true"],
+    );
+    create_topic(&node, "dlq.closed", 1, &[]);
+    let features = ok(kafka_tool(
+        "kafka-features.sh",
+        &["--bootstrap-server", &node.bootstrap(), "describe"],
+        None,
+    ));
+    assert!(
+        features
+            .lines()
+            .any(|l| l.contains("share.version") && l.contains("FinalizedVersionLevel: 2")),
+        "{features}"
+    );
+    let reset = "share.auto.offset.reset=earliest";
+    configure_group(
+        &node,
+        "rejecting",
+        &format!("{reset},errors.deadletterqueue.topic.name=dlq.orders,errors.deadletterqueue.copy.record.enable=true"),
+    );
+    configure_group(
+        &node,
+        "releasing",
+        &format!(
+            "{reset},errors.deadletterqueue.topic.name=dlq.orders,share.delivery.count.limit=2"
+        ),
+    );
+    configure_group(
+        &node,
+        "closed",
+        &format!("{reset},errors.deadletterqueue.topic.name=dlq.closed"),
+    );
+    configure_group(
+        &node,
+        "creating",
+        &format!("{reset},errors.deadletterqueue.topic.name=dlq.created"),
+    );
+    produce(&node, "orders", 6);
+    let runs: [(&str, &str, usize); 4] = [
+        ("rejecting", "--reject", 6),
+        ("releasing", "--release", 12),
+        ("closed", "--reject", 6),
+        ("creating", "--reject", 6),
+    ];
+    for (group, how, deliveries) in runs {
+        let mut c = ConsoleConsumer::start_share(&node, group, "orders", group, &[how]);
+        assert_eq!(lines_of(&[&c], deliveries).len(), deliveries, "{group}");
+        c.stop();
+    }
+    let letters = dead_letters(&node, "dlq.orders", 12);
+    assert_eq!(letters.len(), 12, "{letters:?}");
+    for (group, copied, count, message) in [
+        ("rejecting", true, 1, "Offset rejected by client."),
+        (
+            "releasing",
+            false,
+            2,
+            "Offset delivery count exceeded the threshold.",
+        ),
+    ] {
+        let of_group: Vec<&(String, String, String)> = letters
+            .iter()
+            .filter(|(h, _, _)| h.contains(&format!("__dlq.errors.group:{group},")))
+            .collect();
+        assert_eq!(of_group.len(), 6, "{group}: {letters:?}");
+        let mut values: Vec<&str> = Vec::new();
+        for (headers, key, value) in of_group {
+            assert!(headers.starts_with("__dlq.errors.topic:orders,__dlq.errors.partition:"));
+            assert!(
+                headers.ends_with(&format!(
+                    "__dlq.errors.delivery.count:{count},__dlq.errors.message:{message}"
+                )),
+                "{headers}"
+            );
+            if copied {
+                assert_eq!(&key.replace("key", "value"), value);
+                values.push(value);
+            } else {
+                assert_eq!((key.as_str(), value.as_str()), ("null", "null"));
+            }
+        }
+        if copied {
+            values.sort();
+            let want: Vec<String> = (0..6).map(|i| format!("value-{i}")).collect();
+            assert_eq!(values, want);
+        }
+    }
+    // Each source offset once per group: partitions hold 0..n each.
+    let offsets: Vec<&str> = letters
+        .iter()
+        .filter_map(|(h, _, _)| h.split("__dlq.errors.offset:").nth(1)?.split(',').next())
+        .collect();
+    assert_eq!(offsets.len(), 12);
+    // A queue topic not opened to share groups gets nothing, and the
+    // records are archived all the same: every group moved past them.
+    assert_eq!(end_offsets(&node, "dlq.closed"), BTreeMap::from([(0, 0)]));
+    let ends = end_offsets(&node, "orders");
+    assert_eq!(ends.values().sum::<i64>(), 6, "{ends:?}");
+    for group in ["rejecting", "releasing", "closed", "creating"] {
+        await_starts(&node, group, &ends);
+    }
+    // A missing queue topic is created, open to share groups.
+    let created = dead_letters(&node, "dlq.created", 6);
+    assert_eq!(created.len(), 6, "{created:?}");
+    let configs = ok(kafka_tool(
+        "kafka-configs.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--describe",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "dlq.created",
+        ],
+        None,
+    ));
+    assert!(
+        configs.contains("errors.deadletterqueue.group.enable=true"),
+        "{configs}"
     );
 }

@@ -117,10 +117,6 @@ const KAFKA_ONLY_TOPIC_KEYS: &[(&str, &str)] = &[
         "tiered storage (new in 4.4) is not implemented",
     ),
     (
-        "errors.deadletterqueue.group.enable",
-        "share groups and their dead-letter queues (KIP-1191) are not implemented",
-    ),
-    (
         "max.decompressed.message.bytes",
         "Kafka 4.4's limit on a decompressed record is not enforced by Ottla",
     ),

@@ -34,6 +34,7 @@ use ottla_share::{AcquireMode, SessionChanges, SessionUse, SharePartitionKey, To
 use ottla_share_coordinator::StateKey;
 use tracing::{debug, warn};
 
+mod dead_letters;
 mod partitions;
 
 use crate::apis::leader_hints;
@@ -269,11 +270,13 @@ fn wake(broker: &Broker, image: &MetadataImage, tps: &[TopicIdPartition]) {
 /// The share partitions' timers: records whose acquisition lock expired
 /// are given back, and so is what members hold whose share session went
 /// unused for their group's session timeout (they left without closing
-/// it). The broker calls this periodically.
+/// it); records bound for a dead-letter queue are written there. The
+/// broker calls this periodically.
 pub fn tick(broker: &Arc<Broker>, now: i64) {
     let image = broker.controller.image();
     let expired = broker.share_partitions.expire_locks(now);
     wake(broker, &image, &expired);
+    dead_letters::start_round(broker);
     let left = broker.share_sessions.close_idle(|group, last_used| {
         last_used + settings(broker, &image, group).session_timeout_ms <= now
     });

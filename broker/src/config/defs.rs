@@ -397,6 +397,10 @@ configs! {
     GROUP_SHARE_MIN_PARTITION_MAX_RECORD_LOCKS: i32 = "group.share.min.partition.max.record.locks", Int, Some("100"), Valid::AtLeast(100);
     /// Maximum per-partition record lock limit a share group may configure.
     GROUP_SHARE_MAX_PARTITION_MAX_RECORD_LOCKS: i32 = "group.share.max.partition.max.record.locks", Int, Some("4000"), Valid::AtLeast(100);
+    /// The prefix a share group's dead-letter queue topic must have (KIP-1191); "" allows any name.
+    ERRORS_DEADLETTERQUEUE_TOPIC_NAME_PREFIX: String = "errors.deadletterqueue.topic.name.prefix", String, Some("dlq."), Valid::Any;
+    /// Whether a share group's missing dead-letter queue topic is created when first written.
+    ERRORS_DEADLETTERQUEUE_AUTO_CREATE_TOPICS_ENABLE: bool = "errors.deadletterqueue.auto.create.topics.enable", Boolean, Some("false"), Valid::Any;
     /// Partitions of __share_group_state, the share partitions' delivery state.
     SHARE_COORDINATOR_STATE_TOPIC_NUM_PARTITIONS: i32 = "share.coordinator.state.topic.num.partitions", Int, Some("50"), Valid::AtLeast(1);
     /// Replication factor of __share_group_state; it is not created while

@@ -60,6 +60,7 @@ pub(super) fn limits(settings: &ShareGroupSettings) -> DeliveryLimits {
         record_lock_duration_ms: settings.record_lock_duration_ms,
         delivery_count_limit: settings.delivery_count_limit,
         max_in_flight: settings.partition_max_record_locks,
+        dead_letter_queue: settings.dead_letter_topic.is_some(),
     }
 }
 
@@ -136,6 +137,9 @@ pub(super) fn acknowledge(
                     first_error.get_or_insert(e);
                 }
             }
+        }
+        if state.has_unsent_dead_letters() {
+            broker.share_partitions.note_dead_letters(&entry.key);
         }
     }
     if released {
