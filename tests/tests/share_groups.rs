@@ -241,6 +241,19 @@ fn on_three_nodes_each_leader_delivers_its_partition() {
     }
     a.stop();
     b.stop();
+    // DescribeShareGroupOffsets v1 (KIP-1226): each partition's lag, its
+    // end read from its leader and its state from its coordinator, which
+    // are other nodes for two partitions of three.
+    let ends = end_offsets(&nodes[0], "spread");
+    assert_eq!(
+        lags(&nodes[1], "crew"),
+        ends.keys().map(|p| (*p, 0)).collect()
+    );
+    produce(&nodes[0], "spread", 30);
+    let grown = end_offsets(&nodes[0], "spread");
+    let behind: BTreeMap<i32, i64> = grown.iter().map(|(p, e)| (*p, e - ends[p])).collect();
+    assert_eq!(behind.values().sum::<i64>(), 30);
+    assert_eq!(lags(&nodes[2], "crew"), behind);
     // Offsets reset and deleted across the three coordinators at once
     // (one request per coordinator broker).
     share_groups_tool(
@@ -257,6 +270,7 @@ fn on_three_nodes_each_leader_delivers_its_partition() {
     );
     let reset = start_offsets(&nodes[2], "crew");
     assert_eq!(reset, (0..3).map(|p| (p, 0)).collect(), "{reset:?}");
+    assert_eq!(lags(&nodes[0], "crew"), grown, "everything again");
     share_groups_tool(
         &nodes[0],
         &["--delete-offsets", "--group", "crew", "--topic", "spread"],
@@ -266,7 +280,7 @@ fn on_three_nodes_each_leader_delivers_its_partition() {
     let deleted = share_groups_tool(&nodes[1], &["--delete", "--group", "crew"]);
     assert!(deleted.contains("was successful"), "{deleted}");
     let again = ConsoleConsumer::start_share(&nodes[1], "again", "spread", "crew", &[]);
-    assert_eq!(lines_of(&[&again], 300).len(), 300, "all 300 again");
+    assert_eq!(lines_of(&[&again], 330).len(), 330, "all 330 again");
 }
 
 #[test]
@@ -628,6 +642,18 @@ fn start_offsets(node: &Ottla, group: &str) -> BTreeMap<i32, i64> {
         .filter_map(|l| {
             let fields: Vec<&str> = l.split_whitespace().collect();
             Some((fields.get(2)?.parse().ok()?, fields.get(3)?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Each partition's LAG as kafka-share-groups.sh --describe prints it.
+fn lags(node: &Ottla, group: &str) -> BTreeMap<i32, i64> {
+    share_groups_tool(node, &["--describe", "--group", group])
+        .lines()
+        .filter(|l| l.starts_with(group))
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            Some((fields.get(2)?.parse().ok()?, fields.get(4)?.parse().ok()?))
         })
         .collect()
 }

@@ -31,6 +31,7 @@ pub mod sasl;
 pub mod scram_credentials;
 pub mod share_fetch;
 pub mod share_group;
+pub mod share_lag;
 pub mod share_persister;
 pub mod share_state;
 pub mod streams_group;

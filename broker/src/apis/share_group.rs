@@ -1,5 +1,6 @@
 //! Share groups' coordinator APIs (KIP-932): ShareGroupHeartbeat v1,
-//! ShareGroupDescribe v1, DescribeShareGroupOffsets v0 and
+//! ShareGroupDescribe v1, DescribeShareGroupOffsets v0-v1 (v1 with each
+//! partition's lag, `share_lag`) and
 //! AlterShareGroupOffsets v0. The membership is
 //! `ottla_group_coordinator::share_group`; delivery is `apis::share_fetch`.
 
@@ -35,10 +36,12 @@ use ottla_group_coordinator::{ShareAssignment, ShareGroupSettings, ShareHeartbea
 use ottla_share_coordinator::{StateKey, UNSET_START};
 
 use super::group::{client_host, ALL_GROUP_OPERATIONS};
-use super::share_persister;
+use super::share_lag::{self, Lags};
+use super::share_persister::{self, Summary};
 use crate::blocking::blocking;
 use crate::broker::Broker;
 use crate::replica::now_ms;
+use ottla_storage::manager::TopicPartition;
 
 /// The only assignor share groups have.
 const SIMPLE_ASSIGNOR: &str = "simple";
@@ -206,22 +209,29 @@ fn described_assignment(image: &MetadataImage, a: &ShareAssignment) -> Described
 /// its state's coordinator has it (-1 where the group has none). With no
 /// topics named, the partitions the group has share state in, as Kafka
 /// lists its initialized ones.
+/// The groups' start offsets, and each partition's lag for v1 (which
+/// kafka-protocol's response has no field for).
 pub async fn describe_offsets(
     broker: &Arc<Broker>,
     req: DescribeShareGroupOffsetsRequest,
-) -> DescribeShareGroupOffsetsResponse {
+) -> (DescribeShareGroupOffsetsResponse, Lags) {
     let image = broker.controller.image();
     let mut groups = Vec::with_capacity(req.groups.len());
+    let mut lags = Lags::new();
     for g in req.groups {
-        groups.push(describe_group_offsets(broker, &image, g).await);
+        groups.push(describe_group_offsets(broker, &image, g, &mut lags).await);
     }
-    DescribeShareGroupOffsetsResponse::default().with_groups(groups)
+    (
+        DescribeShareGroupOffsetsResponse::default().with_groups(groups),
+        lags,
+    )
 }
 
 async fn describe_group_offsets(
     broker: &Arc<Broker>,
     image: &MetadataImage,
     g: DescribeShareGroupOffsetsRequestGroup,
+    lags: &mut Lags,
 ) -> DescribeShareGroupOffsetsResponseGroup {
     let answer =
         DescribeShareGroupOffsetsResponseGroup::default().with_group_id(g.group_id.clone());
@@ -287,11 +297,22 @@ async fn describe_group_offsets(
                 })
         })
         .collect();
-    let starts: BTreeMap<(uuid::Uuid, i32), Result<i64, ResponseError>> =
-        share_persister::start_offsets(broker, &group, keys)
+    let ends = share_lag::high_watermarks(
+        broker,
+        image,
+        keys.iter()
+            .filter_map(|k| {
+                let name = &image.topic_by_id(&k.topic_id)?.name;
+                Some(TopicPartition::new(name.clone(), k.partition))
+            })
+            .collect(),
+    )
+    .await;
+    let summaries: BTreeMap<(uuid::Uuid, i32), Result<Summary, ResponseError>> =
+        share_persister::summaries(broker, &group, keys)
             .await
             .into_iter()
-            .map(|(k, start)| ((k.topic_id, k.partition), start))
+            .map(|(k, summary)| ((k.topic_id, k.partition), summary))
             .collect();
     let mut topics = Vec::with_capacity(named.len());
     for (name, topic, ids) in named {
@@ -301,12 +322,24 @@ async fn describe_group_offsets(
                 let p = DescribeShareGroupOffsetsResponsePartition::default()
                     .with_partition_index(partition)
                     .with_leader_epoch(-1);
-                let start = topic.and_then(|t| starts.get(&(t.id, partition)));
-                match start {
-                    None => p.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
-                    Some(Ok(start)) => p.with_start_offset(*start),
-                    Some(Err(e)) => p.with_start_offset(-1).with_error_code(e.code()),
-                }
+                let Some(t) = topic else {
+                    return p.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                };
+                let summary = match summaries.get(&(t.id, partition)) {
+                    None => {
+                        return p.with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                    }
+                    Some(Err(e)) => return p.with_start_offset(-1).with_error_code(e.code()),
+                    Some(Ok(summary)) => *summary,
+                };
+                let end = ends
+                    .get(&TopicPartition::new(name.clone(), partition))
+                    .copied();
+                lags.insert(
+                    (group.clone(), t.id, partition),
+                    share_lag::lag(Some(summary), end),
+                );
+                p.with_start_offset(summary.start_offset)
             })
             .collect();
         topics.push(

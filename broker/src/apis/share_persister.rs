@@ -19,15 +19,12 @@ use kafka_protocol::messages::initialize_share_group_state_request::{
 use kafka_protocol::messages::read_share_group_state_request::{
     PartitionData as ReadPartition, ReadStateData,
 };
-use kafka_protocol::messages::read_share_group_state_summary_request::{
-    PartitionData as SummaryPartition, ReadStateSummaryData,
-};
 use kafka_protocol::messages::write_share_group_state_request::{
     PartitionData as WritePartition, WriteStateData,
 };
 use kafka_protocol::messages::{
     DeleteShareGroupStateRequest, InitializeShareGroupStateRequest, ReadShareGroupStateRequest,
-    ReadShareGroupStateSummaryRequest, WriteShareGroupStateRequest,
+    WriteShareGroupStateRequest,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 use ottla_share::registry::Entry;
@@ -392,22 +389,50 @@ async fn delete_once(
     out
 }
 
-/// Each key's start offset (ReadShareGroupStateSummary), -1 where unset or
-/// never initialized; all of `group`, one request per coordinator broker.
-pub(crate) async fn start_offsets(
+/// What describing a share partition's offsets needs of its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Summary {
+    /// -1 where unset or never initialized.
+    pub start_offset: i64,
+    /// The records past the start done with (KIP-1226), which the lag
+    /// leaves out.
+    pub delivery_complete: i64,
+}
+
+impl Summary {
+    fn of(state: Option<&ShareState>) -> Self {
+        match state {
+            Some(s) => Self {
+                start_offset: s.start_offset,
+                delivery_complete: s.delivery_complete_count(),
+            },
+            None => Self {
+                start_offset: -1,
+                delivery_complete: 0,
+            },
+        }
+    }
+}
+
+/// Each key's [`Summary`], all of `group`, one request per coordinator
+/// broker. Other brokers are asked for the whole state
+/// (ReadShareGroupState, which reads without side effects) and the count is
+/// taken from its batches, as ReadShareGroupStateSummary v0 does not carry
+/// it.
+pub(crate) async fn summaries(
     broker: &Arc<Broker>,
     group: &str,
     keys: Vec<StateKey>,
-) -> Vec<(StateKey, Result<i64, ResponseError>)> {
+) -> Vec<(StateKey, Result<Summary, ResponseError>)> {
     let keys = keys.into_iter().map(|k| (k, ())).collect();
-    retrying(keys, |keys| start_offsets_once(broker, group, keys)).await
+    retrying(keys, |keys| summaries_once(broker, group, keys)).await
 }
 
-async fn start_offsets_once(
+async fn summaries_once(
     broker: &Arc<Broker>,
     group: &str,
     keys: Vec<(StateKey, ())>,
-) -> Vec<(StateKey, Result<i64, ResponseError>)> {
+) -> Vec<(StateKey, Result<Summary, ResponseError>)> {
     let (by_node, failed) = by_coordinator(broker, keys).await;
     let mut out: Vec<_> = failed.into_iter().map(|(k, e)| (k, Err(e))).collect();
     for (node, keys) in by_node {
@@ -418,8 +443,8 @@ async fn start_offsets_once(
                 reading
                     .into_iter()
                     .map(|k| {
-                        let start = b.share_coordinator.read(&k);
-                        (k, start.map(|s| s.map_or(-1, |s| s.start_offset)))
+                        let state = b.share_coordinator.read(&k);
+                        (k, state.map(|s| Summary::of(s.as_ref())))
                     })
                     .collect::<Vec<_>>()
             })
@@ -436,21 +461,28 @@ async fn start_offsets_once(
         }
         let topics = by_topic(
             keys.iter()
-                .map(|(k, ())| (k, SummaryPartition::default().with_partition(k.partition))),
+                .map(|(k, ())| (k, ReadPartition::default().with_partition(k.partition))),
             |id, ps| {
-                ReadStateSummaryData::default()
+                ReadStateData::default()
                     .with_topic_id(id)
                     .with_partitions(ps)
             },
         );
-        let req = ReadShareGroupStateSummaryRequest::default()
+        let req = ReadShareGroupStateRequest::default()
             .with_group_id(StrBytes::from_string(group.to_string()))
             .with_topics(topics);
         let answered = match ask(broker, node, &req).await {
             Ok(r) => answered(
                 &r.results,
                 |t| (t.topic_id, &t.partitions),
-                |p| (p.partition, p.error_code, p.start_offset),
+                |p| {
+                    let state = (p.start_offset >= 0).then(|| ShareState {
+                        start_offset: p.start_offset,
+                        batches: p.state_batches.iter().map(from_read_batch).collect(),
+                        ..ShareState::default()
+                    });
+                    (p.partition, p.error_code, Summary::of(state.as_ref()))
+                },
             ),
             Err(_) => BTreeMap::new(),
         };

@@ -15,9 +15,10 @@ use kafka_protocol::messages::{
 };
 use ottla_controller::acls::operation::{ALTER, ALTER_CONFIGS, DESCRIBE, DESCRIBE_CONFIGS};
 use ottla_protocol::api_versions::ApiTableError;
-use ottla_protocol::share_v2;
+use ottla_protocol::{share_lag, share_v2};
 
 use crate::apis::describe_quorum::QuorumContext;
+use crate::apis::share_lag::Lags;
 use crate::apis::{
     acls, client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
@@ -172,9 +173,13 @@ served_apis! {
             c.share_lock_timeout_ms = Some(lock_timeout);
             response
         };
-    DescribeShareGroupOffsets 0..=0,
+    DescribeShareGroupOffsets 0..=1,
         gate share::describe_offsets(access, r),
-        run share_group::describe_offsets(b, r).await;
+        run {
+            let (response, lags) = share_group::describe_offsets(b, r).await;
+            c.share_offset_lags = Some(lags);
+            response
+        };
     AlterShareGroupOffsets 0..=0,
         gate share::alter_offsets(access, r),
         run share_group::alter_offsets(b, r).await;
@@ -322,6 +327,8 @@ struct Call<'a> {
     /// ShareAcknowledge v2's AcquisitionLockTimeoutMs, for which
     /// kafka-protocol's response has no field.
     share_lock_timeout_ms: Option<i32>,
+    /// DescribeShareGroupOffsets v1's lags, likewise.
+    share_offset_lags: Option<Lags>,
 }
 
 impl RequestHandler for BrokerApis {
@@ -360,6 +367,7 @@ impl RequestHandler for BrokerApis {
                 byte_throttle: Duration::ZERO,
                 exempt: false,
                 share_lock_timeout_ms: None,
+                share_offset_lags: None,
             };
             let Some(mut response) = run(b, &mut call, v, ctx.listener.to_string(), body).await?
             else {
@@ -386,6 +394,16 @@ impl RequestHandler for BrokerApis {
                 (&response, call.share_lock_timeout_ms)
             {
                 let body = share_v2::encode_share_acknowledge_response(r, v, lock_timeout)?;
+                return Ok(Response::Encoded(body.freeze()));
+            }
+            if let (ResponseKind::DescribeShareGroupOffsets(r), Some(lags), true) =
+                (&response, &call.share_offset_lags, v >= share_lag::V1)
+            {
+                let lag = |g: &str, t: &uuid::Uuid, p: i32| {
+                    let key = (g.to_string(), *t, p);
+                    lags.get(&key).copied().unwrap_or(share_lag::UNKNOWN_LAG)
+                };
+                let body = share_lag::encode_describe_offsets_v1(r, lag)?;
                 return Ok(Response::Encoded(body.freeze()));
             }
             Ok(if call.files.is_empty() {
