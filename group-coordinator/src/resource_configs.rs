@@ -13,6 +13,7 @@ use ottla_controller::MetadataImage;
 const TYPE_BOOLEAN: i8 = 1;
 const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
+const TYPE_LONG: i8 = 5;
 const TYPE_LIST: i8 = 7;
 
 /// A broker setting that bounds a group key, with its default.
@@ -33,6 +34,8 @@ impl Bound {
 enum Check {
     /// An INT of at least this much.
     AtLeast(i64),
+    /// A LONG of at least this much.
+    LongAtLeast(i64),
     /// An INT of at least `.0`, then within the broker's bounds.
     Within(i64, Bound, Bound),
     /// An INT of at least `.0`, then at most the broker's bound.
@@ -56,6 +59,8 @@ pub struct GroupConfigKey {
     pub default: &'static str,
     check: Check,
     pub doc: &'static str,
+    /// One of Kafka's internal configs: accepted, not described.
+    pub internal: bool,
 }
 
 impl GroupConfigKey {
@@ -68,6 +73,7 @@ impl GroupConfigKey {
             | Check::StreamsAssignor
             | Check::DlqTopicName => TYPE_STRING,
             Check::AtLeast(_) | Check::Within(..) | Check::AtMost(..) => TYPE_INT,
+            Check::LongAtLeast(_) => TYPE_LONG,
         }
     }
 
@@ -99,6 +105,16 @@ impl GroupConfigKey {
         };
         match self.check {
             Check::AtLeast(at_least) => int(at_least).map(drop),
+            Check::LongAtLeast(at_least) => {
+                let v: i64 = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| invalid("Not a number of type LONG"))?;
+                if v < at_least {
+                    return Err(invalid(&format!("Value must be at least {at_least}")));
+                }
+                Ok(())
+            }
             Check::Within(at_least, min, max) => {
                 let v = int(at_least)?;
                 let (lo, hi) = (min.value(broker), max.value(broker));
@@ -244,6 +260,7 @@ const fn key(
         default,
         check,
         doc,
+        internal: false,
     }
 }
 
@@ -375,6 +392,16 @@ pub const GROUP_CONFIG_KEYS: &[GroupConfigKey] = &[
         ),
         "The timeout to detect client failures when using the share group protocol.",
     ),
+    GroupConfigKey {
+        internal: true,
+        ..key(
+            "streams.acceptable.recovery.lag",
+            "group.streams.acceptable.recovery.lag",
+            "10000",
+            Check::LongAtLeast(0),
+            "The maximum acceptable lag (number of offsets to catch up) for a client to be considered caught-up enough to receive an active task assignment.",
+        )
+    },
     key(
         "streams.assignment.interval.ms",
         "group.streams.assignment.interval.ms",

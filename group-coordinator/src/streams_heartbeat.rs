@@ -39,6 +39,8 @@ const TASK_OFFSET_INTERVAL_MS: i32 = 60_000;
 
 pub struct StreamsHeartbeat {
     pub request: StreamsGroupHeartbeatRequest,
+    /// The request's version: v1 members also hear MISSING_CLIENT_TAGS.
+    pub api_version: i16,
     pub client_id: String,
     pub client_host: String,
     pub settings: StreamsGroupSettings,
@@ -464,7 +466,13 @@ pub fn heartbeat(
     if send_tasks && m.metadata.user_endpoint.is_some() {
         group.endpoint_epoch += 1;
     }
-    let status = statuses(&group, &configured, &topology, &member, delayed);
+    let mut status = statuses(&group, &configured, &topology, &member, delayed);
+    if hb.api_version >= 1 {
+        status.extend(missing_client_tags(
+            &member,
+            &hb.settings.rack_aware_assignment_tags,
+        ));
+    }
     let endpoints = (req.endpoint_information_epoch != group.endpoint_epoch)
         .then(|| endpoint_partitions(&group, &topology, image, &req.member_id));
     let response = response(&group, hb, &next, send_tasks, status, endpoints);
@@ -839,6 +847,25 @@ fn statuses(
     status
 }
 
+/// MISSING_CLIENT_TAGS, if the member lacks client tags the group's
+/// rack-aware standby assignment spreads over (in Kafka's words).
+fn missing_client_tags(member: &StreamsMember, required: &[String]) -> Option<Status> {
+    let missing: Vec<&str> = required
+        .iter()
+        .filter(|tag| !member.metadata.client_tags.iter().any(|t| &t.key == *tag))
+        .map(String::as_str)
+        .collect();
+    (!missing.is_empty()).then(|| {
+        Status::new(
+            StatusCode::MissingClientTags,
+            format!(
+                "Missing required client tags for rack-aware standby assignment: [{}]. Configure them via 'client.tag.<tagKey>' in your Streams config.",
+                missing.join(", ")
+            ),
+        )
+    })
+}
+
 fn response(
     group: &StreamsGroup,
     hb: &StreamsHeartbeat,
@@ -855,6 +882,9 @@ fn response(
         member_epoch: next.epoch,
         heartbeat_interval_ms: hb.settings.heartbeat_interval_ms,
         task_offset_interval_ms: TASK_OFFSET_INTERVAL_MS,
+        acceptable_recovery_lag: hb.settings.acceptable_recovery_lag,
+        acceptable_recovery_lag_legacy: hb.settings.acceptable_recovery_lag.min(i64::from(i32::MAX))
+            as i32,
         status: Some(status),
         active_tasks: tasks(|r| &r.active),
         standby_tasks: tasks(|r| &r.standby),
@@ -974,6 +1004,7 @@ mod tests {
                 process_id: Some(process.into()),
                 ..Default::default()
             },
+            api_version: 1,
             client_id: "c".into(),
             client_host: "/127.0.0.1".into(),
             // Assign at once; the delay has its own test.
@@ -1291,13 +1322,13 @@ mod tests {
         assert!(d.response.member_epoch > 0);
         // A second member joins within the delay: still waiting.
         let mut second = join("m2", "p2");
-        second.settings = first.settings;
+        second.settings = first.settings.clone();
         let d = heartbeat(Some(&d.group), &second, &image, 2_000).unwrap();
         assert!(delayed(&d.response));
         let group = d.group;
         // Once it is over, the first heartbeat assigns all 8 tasks at once.
         let mut later = beat("m1", group.members["m1"].current.epoch, &Tasks::new());
-        later.settings = first.settings;
+        later.settings = first.settings.clone();
         let d = heartbeat(Some(&group), &later, &image, 4_000).unwrap();
         assert!(!delayed(&d.response));
         assert_eq!(count(&d.group.targets["m1"].active), 4);
@@ -1312,13 +1343,13 @@ mod tests {
         reloaded.on_loaded(2_500, 45_000);
         let loaded = reloaded.get(GROUP).unwrap();
         let mut after_load = beat("m1", loaded.members["m1"].current.epoch, &Tasks::new());
-        after_load.settings = first.settings;
+        after_load.settings = first.settings.clone();
         let d2 = heartbeat(Some(loaded), &after_load, &image, 2_600).unwrap();
         assert!(!delayed(&d2.response), "the reloaded group assigns");
         assert_eq!(count(&d2.group.targets["m1"].active), 4);
         // A group that already has members assigns a newcomer at once.
         let mut third = join("m3", "p3");
-        third.settings = first.settings;
+        third.settings = first.settings.clone();
         let d = heartbeat(Some(&d.group), &third, &image, 4_100).unwrap();
         assert!(!delayed(&d.response));
         assert!(d.group.assignment_epoch == d.group.epoch());
@@ -1423,6 +1454,61 @@ mod tests {
         assert_eq!(
             e.message.as_deref(),
             Some("The streams group has reached its maximum capacity of 1 members.")
+        );
+    }
+
+    /// Version 1 tells the acceptable recovery lag as configured, and a
+    /// member without the client tags rack-aware standbys spread over hears
+    /// MISSING_CLIENT_TAGS, in Kafka's words; a version 0 member does not.
+    #[test]
+    fn v1_members_hear_the_recovery_lag_and_their_missing_client_tags() {
+        let image = image_with(&[
+            ("in", 1, 4),
+            ("app-rep", 2, 4),
+            ("app-store-changelog", 3, 4),
+        ]);
+        let mut hb = join("m1", "p1");
+        hb.settings.acceptable_recovery_lag = 5_000_000_000;
+        hb.settings.rack_aware_assignment_tags = vec!["zone".into(), "cluster".into()];
+        hb.request.client_tags = Some(vec![ottla_protocol::streams::KeyValue {
+            key: "zone".into(),
+            value: "a".into(),
+            ..Default::default()
+        }]);
+        let mut group = Group {
+            state: None,
+            log: Vec::new(),
+        };
+        let (r, _) = group.beat(&hb, &image);
+        assert_eq!(r.error_code, 0);
+        assert_eq!(r.acceptable_recovery_lag, 5_000_000_000);
+        assert_eq!(
+            r.acceptable_recovery_lag_legacy,
+            i32::MAX,
+            "v0's int32, capped"
+        );
+        let missing: Vec<&Status> = r
+            .status
+            .iter()
+            .flatten()
+            .filter(|s| s.status_code == StatusCode::MissingClientTags as i8)
+            .collect();
+        assert_eq!(missing.len(), 1, "{:?}", r.status);
+        assert_eq!(
+            missing[0].status_detail,
+            "Missing required client tags for rack-aware standby assignment: [cluster]. Configure them via 'client.tag.<tagKey>' in your Streams config."
+        );
+        let mut v0 = beat("m1", r.member_epoch, &Tasks::default());
+        v0.api_version = 0;
+        v0.settings = hb.settings.clone();
+        let (r, _) = group.beat(&v0, &image);
+        assert!(
+            !r.status
+                .iter()
+                .flatten()
+                .any(|s| s.status_code == StatusCode::MissingClientTags as i8),
+            "{:?}",
+            r.status
         );
     }
 }

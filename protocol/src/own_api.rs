@@ -158,7 +158,7 @@ mod tests {
             OwnApiKey::Streams(StreamsApiKey::StreamsGroupHeartbeat)
         );
         assert_eq!(heartbeat.to_string(), "StreamsGroupHeartbeat");
-        assert_eq!(heartbeat.versions(), 0..=0);
+        assert_eq!(heartbeat.versions(), 0..=1);
         assert_eq!(OwnApiKey::from_i16(0), None);
         // A streams body decodes through the same framing.
         let body = StreamsGroupHeartbeatRequest::default().encode(0).unwrap();

@@ -13,8 +13,10 @@
 //! - the group and its assignment survive a broker kill -9 and restart;
 //! - a static instance (`group.instance.id`, RocksDB stores) restarted
 //!   within its session gets its tasks back with no rebalance;
-//! - the tool lists and describes (state, members) the group, resets and
-//!   deletes its offsets, and deletes it with its internal topics;
+//! - the tool lists and describes (state with the assignor, members) the
+//!   group over the v1 APIs (KIP-1331; no topology description stored, as
+//!   Kafka without a description plugin), resets and deletes its offsets,
+//!   and deletes it with its internal topics;
 //! - on three nodes, standby tasks go to the other instance, and the group
 //!   survives its coordinator's death.
 
@@ -26,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use ottla_tests::groups::{committed, coordinator_of, GROUP_KEY};
 use ottla_tests::ottla::Ottla;
-use ottla_tests::tools::{kafka_bin, kafka_tool, ok, repo_root};
+use ottla_tests::tools::{kafka_bin, kafka_tool, ok, refused, repo_root};
 use ottla_tests::topics::{create_topic, produce_keyed};
 
 const APP: &str = "wc-app";
@@ -295,6 +297,29 @@ fn a_kafka_streams_word_count_runs_exactly_once_as_a_streams_group() {
     await_exact_counts(&node, &expected);
     let state = streams_groups(&node, &["--describe", "--group", APP, "--state"]);
     assert!(state.contains("Stable"), "{state}");
+    // StreamsGroupDescribe v1 (KIP-1331): the group's assignor, and no
+    // topology description stored, as Kafka without a description plugin.
+    let assignor = state
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().nth(3));
+    assert_eq!(assignor, Some("sticky"), "{state}");
+    let topology = refused(kafka_tool(
+        "kafka-streams-groups.sh",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--describe",
+            "--group",
+            APP,
+            "--topology",
+        ],
+        None,
+    ));
+    assert!(
+        topology.contains("No topology description is stored for streams group 'wc-app'."),
+        "{topology}"
+    );
 
     // The last instance leaves; the empty group can be deleted.
     b.stop();

@@ -68,6 +68,7 @@ const OFFSET_OUT_OF_RANGE: i16 = 1;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const NOT_COORDINATOR: i16 = 16;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const UNSUPPORTED_VERSION: i16 = 35;
 const INVALID_PARTITIONS: i16 = 37;
@@ -297,6 +298,11 @@ fn ottla_answers_like_apache_kafka() {
     checks.run("DescribeCluster v1", &mut ctx, describe_cluster);
     checks.run("FindCoordinator v4", &mut ctx, find_coordinator);
     checks.run("ListGroups v5", &mut ctx, list_groups);
+    checks.run(
+        "StreamsGroupDescribe v1 + StreamsGroupTopologyDescriptionUpdate v0",
+        &mut ctx,
+        streams_v1,
+    );
     checks.run(
         "DescribeTopicPartitions v0",
         &mut ctx,
@@ -1913,6 +1919,64 @@ fn find_coordinator(ctx: &mut Ctx) {
 }
 
 // ----------------------------------------------------------------- ListGroups
+
+/// KIP-1331's streams-group APIs, answered alike: describing an unknown
+/// group at v1 with its topology description asked for, and a description
+/// pushed (which Kafka, without a description plugin, refuses).
+fn streams_v1(ctx: &mut Ctx) {
+    use ottla_protocol::streams::describe::{
+        StreamsGroupDescribeRequest, StreamsGroupDescribeResponse,
+    };
+    use ottla_protocol::streams::topology_description::{
+        StreamsGroupTopologyDescriptionUpdateRequest, StreamsGroupTopologyDescriptionUpdateResponse,
+    };
+    use ottla_protocol::streams::{StreamsApiKey, StreamsMessage};
+    fn ask<R: StreamsMessage, A: StreamsMessage>(
+        client: &mut WireClient,
+        version: i16,
+        req: &R,
+    ) -> A {
+        let body = req.encode(version).expect("encodable");
+        let reply = client.send_raw(R::API_KEY.as_i16(), version, 2, &body, 1);
+        A::decode(&reply, version).expect("decodable")
+    }
+    // The group's coordinator may still be loading its partition.
+    let loading = |r: &StreamsGroupDescribeResponse| {
+        let settling = [
+            COORDINATOR_LOAD_IN_PROGRESS,
+            COORDINATOR_NOT_AVAILABLE,
+            NOT_COORDINATOR,
+        ];
+        r.groups.iter().any(|g| settling.contains(&g.error_code))
+    };
+    let describe = StreamsGroupDescribeRequest {
+        group_ids: vec!["wire-no-streams-group".into()],
+        include_topology_description: true,
+        ..Default::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let (k, o) = loop {
+        let k: StreamsGroupDescribeResponse = ask(&mut ctx.kafka, 1, &describe);
+        let o: StreamsGroupDescribeResponse = ask(&mut ctx.ottla, 1, &describe);
+        if !(loading(&k) || loading(&o)) || Instant::now() > deadline {
+            break (k, o);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(o, k);
+    let update = StreamsGroupTopologyDescriptionUpdateRequest {
+        group_id: "wire-no-streams-group".into(),
+        member_id: "m".into(),
+        ..Default::default()
+    };
+    let k: StreamsGroupTopologyDescriptionUpdateResponse = ask(&mut ctx.kafka, 0, &update);
+    let o: StreamsGroupTopologyDescriptionUpdateResponse = ask(&mut ctx.ottla, 0, &update);
+    assert_eq!(o, k);
+    assert_eq!(
+        StreamsApiKey::StreamsGroupTopologyDescriptionUpdate.as_i16(),
+        93
+    );
+}
 
 fn list_groups(ctx: &mut Ctx) {
     let mut problems = Vec::new();

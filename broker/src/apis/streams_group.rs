@@ -1,6 +1,7 @@
-//! Streams groups' coordinator APIs (KIP-1071): StreamsGroupHeartbeat v0
-//! and StreamsGroupDescribe v0, through Ottla's own codec
-//! (`ottla_protocol::streams`). The group logic is
+//! Streams groups' coordinator APIs (KIP-1071): StreamsGroupHeartbeat v0-v1,
+//! StreamsGroupDescribe v0-v1 and StreamsGroupTopologyDescriptionUpdate v0
+//! (KIP-1331; answered as Kafka answers it without a topology description
+//! plugin), through Ottla's own codec (`ottla_protocol::streams`). The group logic is
 //! `ottla_group_coordinator::streams_*`; this module authorizes, runs it on
 //! the blocking pool (a shard may have to load, and appends are file I/O),
 //! and asks the controller for the internal topics a group still needs,
@@ -23,10 +24,13 @@ use ottla_group_coordinator::{
 use ottla_protocol::own_api::OwnApiKey;
 use ottla_protocol::streams::describe::{
     Assignment, DescribedGroup, DescribedMember, DescribedSubtopology, DescribedTopology,
-    StreamsGroupDescribeRequest, StreamsGroupDescribeResponse,
+    StreamsGroupDescribeRequest, StreamsGroupDescribeResponse, TopologyDescriptionStatus,
 };
 use ottla_protocol::streams::heartbeat::{
     StatusCode, StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse,
+};
+use ottla_protocol::streams::topology_description::{
+    StreamsGroupTopologyDescriptionUpdateRequest, StreamsGroupTopologyDescriptionUpdateResponse,
 };
 use ottla_protocol::streams::{StreamsApiKey, StreamsMessage, TopicInfo};
 use parking_lot::Mutex;
@@ -167,10 +171,44 @@ impl RequestHandler for StreamsApis {
                         .await?
                         .encode(version)?
                 }
+                OwnApiKey::Streams(StreamsApiKey::StreamsGroupTopologyDescriptionUpdate) => {
+                    let req = StreamsGroupTopologyDescriptionUpdateRequest::decode(&body, version)
+                        .with_context(|| format!("decoding {key}"))?;
+                    let image = broker.controller.image();
+                    let allowed = access.group(operation::READ, &req.group_id);
+                    topology_description_update(&image, allowed).encode(version)?
+                }
                 OwnApiKey::Mirror(_) => anyhow::bail!("the streams handler does not serve {key}"),
             };
             Ok(encoded.freeze())
         })
+    }
+}
+
+/// StreamsGroupTopologyDescriptionUpdate, as Kafka answers it without a
+/// topology description plugin (its default): the heartbeat never asks for
+/// a description, so a member sending one is told the broker keeps none.
+fn topology_description_update(
+    image: &MetadataImage,
+    allowed: bool,
+) -> StreamsGroupTopologyDescriptionUpdateResponse {
+    let (error, message) = if let Some(why) = disabled(image) {
+        (ResponseError::UnsupportedVersion, Some(why))
+    } else if !allowed {
+        (
+            ResponseError::GroupAuthorizationFailed,
+            Some("Group authorization failed.".to_string()),
+        )
+    } else {
+        (
+            ResponseError::UnsupportedVersion,
+            Some("The broker has no streams group topology description plugin configured.".into()),
+        )
+    };
+    StreamsGroupTopologyDescriptionUpdateResponse {
+        error_code: error.code(),
+        error_message: message,
+        ..Default::default()
     }
 }
 
@@ -212,6 +250,7 @@ async fn heartbeat(
         StreamsGroupSettings::resolve(&image, &broker.settings.static_configs, &req.group_id);
     let hb = StreamsHeartbeat {
         request: req,
+        api_version: ctx.api_version,
         client_id: ctx.client_id.to_string(),
         client_host: client_host(ctx.peer.ip()),
         settings,
@@ -309,6 +348,14 @@ fn describe(
                     if req.include_authorized_operations {
                         d.authorized_operations = ALL_GROUP_OPERATIONS;
                     }
+                    // Kafka without a topology description plugin (off by
+                    // default; Ottla has none) stores no descriptions.
+                    if req.include_topology_description {
+                        d.topology_description_status = TopologyDescriptionStatus::NotStored as i8;
+                    }
+                    let settings =
+                        StreamsGroupSettings::resolve(&image, &broker.settings.static_configs, id);
+                    d.assignor_name = Some(settings.assignor_name);
                     d
                 }
                 Err(true) => failed(

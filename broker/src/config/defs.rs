@@ -361,6 +361,8 @@ configs! {
     GROUP_STREAMS_NUM_STANDBY_REPLICAS: i32 = "group.streams.num.standby.replicas", Int, Some("0"), Valid::AtLeast(0);
     /// Most standby replicas a streams group may configure.
     GROUP_STREAMS_MAX_STANDBY_REPLICAS: i32 = "group.streams.max.standby.replicas", Int, Some("2"), Valid::AtLeast(0);
+    /// Offsets a member may lag behind a task's changelog and still be given it as active.
+    GROUP_STREAMS_ACCEPTABLE_RECOVERY_LAG: i64 = "group.streams.acceptable.recovery.lag", Long, Some("10000"), Valid::AtLeast(0);
     /// Most members a streams group may have; joins beyond are refused.
     GROUP_STREAMS_MAX_SIZE: i32 = "group.streams.max.size", Int, Some("2147483647"), Valid::AtLeast(1);
 

@@ -41,6 +41,7 @@ fn join(member: &str) -> StreamsHeartbeat {
             process_id: Some("p1".into()),
             ..Default::default()
         },
+        api_version: 1,
         client_id: "client".into(),
         client_host: "/127.0.0.1".into(),
         // Assigned at once: this test is about the records.

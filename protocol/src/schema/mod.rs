@@ -16,14 +16,17 @@ pub(crate) mod testing;
 use wire::{DecodeError, DecodeErrorKind, EncodeError, Reader, WireField, Writer};
 
 /// Declares a schema struct: its fields in wire order (each optionally
-/// `= default`, Kafka's `"default"`), then the preserved unknown tagged
-/// fields, with the codec (and, in tests, a proptest strategy) generated from
-/// that order.
+/// `= default`, Kafka's `"default"`, and `; versions lo..=hi`, Kafka's
+/// `"versions"` where a field is not in every version: it is read and
+/// written only at those, and is its default at others), then the preserved
+/// unknown tagged fields, with the codec (and, in tests, a proptest
+/// strategy) generated from that order.
 macro_rules! wire_struct {
     (
         $(#[$meta:meta])*
         pub struct $name:ident {
-            $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty $(= $default:expr)?, )*
+            $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty $(= $default:expr)?
+                $(; versions $lo:literal ..= $hi:literal)?, )*
         }
     ) => {
         $(#[$meta])*
@@ -50,8 +53,12 @@ macro_rules! wire_struct {
                 r: &mut $crate::schema::wire::Reader<'_>,
             ) -> Result<Self, $crate::schema::wire::DecodeError> {
                 Ok(Self {
-                    $( $field: <$ty as $crate::schema::wire::WireField>::read(r)
-                        .map_err(|e| e.at(concat!(stringify!($name), ".", stringify!($field))))?, )*
+                    $( $field: if field_in_version!(r.version() $(, $lo, $hi)?) {
+                        <$ty as $crate::schema::wire::WireField>::read(r)
+                            .map_err(|e| e.at(concat!(stringify!($name), ".", stringify!($field))))?
+                    } else {
+                        field_default!($($default)?)
+                    }, )*
                     unknown_tagged_fields: $crate::schema::wire::UnknownTaggedFields::read(r)
                         .map_err(|e| e.at(concat!(stringify!($name), ".tagged_fields")))?,
                 })
@@ -61,8 +68,23 @@ macro_rules! wire_struct {
                 &self,
                 w: &mut $crate::schema::wire::Writer,
             ) -> Result<(), $crate::schema::wire::EncodeError> {
-                $( $crate::schema::wire::WireField::write(&self.$field, w)?; )*
+                $( if field_in_version!(w.version() $(, $lo, $hi)?) {
+                    $crate::schema::wire::WireField::write(&self.$field, w)?;
+                } )*
                 self.unknown_tagged_fields.write(w)
+            }
+
+            #[cfg(test)]
+            fn at_version(self, version: i16) -> Self {
+                let _ = version; // a struct without fields
+                Self {
+                    $( $field: if field_in_version!(version $(, $lo, $hi)?) {
+                        $crate::schema::wire::WireField::at_version(self.$field, version)
+                    } else {
+                        field_default!($($default)?)
+                    }, )*
+                    unknown_tagged_fields: self.unknown_tagged_fields,
+                }
             }
         }
 
@@ -105,6 +127,17 @@ macro_rules! nested_pattern {
     };
 }
 
+/// Whether a field of the versions `lo..=hi` (every version when not
+/// given) is in `version`'s encoding.
+macro_rules! field_in_version {
+    ($version:expr) => {
+        true
+    };
+    ($version:expr, $lo:literal, $hi:literal) => {
+        ($lo..=$hi).contains(&$version)
+    };
+}
+
 /// A field's default: the declared one, else the type's.
 macro_rules! field_default {
     () => {
@@ -126,7 +159,7 @@ pub fn encode_body<M: WireField>(
     if !versions.contains(&version) {
         return Err(EncodeError::UnsupportedVersion { api: name, version });
     }
-    let mut w = Writer::new();
+    let mut w = Writer::at_version(version);
     message.write(&mut w)?;
     Ok(w.into_bytes())
 }
@@ -148,7 +181,7 @@ pub fn decode_body<M: WireField>(
         }
         .into());
     }
-    let mut r = Reader::new(body);
+    let mut r = Reader::at_version(body, version);
     let message = M::read(&mut r)?;
     r.finish()?;
     Ok(message)
@@ -182,6 +215,11 @@ macro_rules! nullable_struct {
                         $crate::schema::wire::WireField::write(value, w)
                     }
                 }
+            }
+
+            #[cfg(test)]
+            fn at_version(self, version: i16) -> Self {
+                self.map(|v| $crate::schema::wire::WireField::at_version(v, version))
             }
         }
 

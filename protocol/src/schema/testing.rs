@@ -74,14 +74,15 @@ impl Arbitrary for UnknownTaggedFields {
 
 /// Encoding then decoding gives the message back; re-encoding gives the
 /// same bytes; every strict prefix fails to decode, as does a trailing byte.
-pub fn check_round_trip<M: WireField + PartialEq + std::fmt::Debug>(
+pub fn check_round_trip<M: WireField + PartialEq + Clone + std::fmt::Debug>(
     message: &M,
+    version: i16,
 ) -> Result<(), TestCaseError> {
-    let encode = |m: &M| encode_body(m, "test", 0..=0, 0).expect("encodable");
-    let decode = |b: &[u8]| decode_body::<M>(b, "test", 0..=0, 0);
+    let encode = |m: &M| encode_body(m, "test", version..=version, version).expect("encodable");
+    let decode = |b: &[u8]| decode_body::<M>(b, "test", version..=version, version);
     let bytes = encode(message);
     let decoded = decode(&bytes).expect("decodable");
-    prop_assert_eq!(&decoded, message);
+    prop_assert_eq!(&decoded, &message.clone().at_version(version));
     prop_assert_eq!(encode(&decoded), bytes.clone());
     for len in 0..bytes.len() {
         prop_assert!(decode(&bytes[..len]).is_err(), "prefix {len} decoded");
@@ -96,13 +97,13 @@ pub fn check_round_trip<M: WireField + PartialEq + std::fmt::Debug>(
 }
 
 macro_rules! round_trips {
-    ($($test:ident: $message:ty,)*) => {
+    ($($test:ident: $message:ty $(; at version $version:literal)?,)*) => {
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(64))]
             $(
                 #[test]
                 fn $test(message in <$message as Arbitrary>::strategy()) {
-                    check_round_trip(&message)?;
+                    check_round_trip(&message, 0 $(+ $version)?)?;
                 }
             )*
         }

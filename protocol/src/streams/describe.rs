@@ -1,11 +1,13 @@
-//! StreamsGroupDescribe (key 89), version 0:
+//! StreamsGroupDescribe (key 89), versions 0-1 (v1, KIP-1331, adds the
+//! topology description and the group's assignor):
 //!
 //! ```json
 //! { "apiKey": 89, "type": "request", "name": "StreamsGroupDescribeRequest",
 //!   "validVersions": "0-1", "flexibleVersions": "0+",
 //!   "fields": [
 //!     { "name": "GroupIds", "type": "[]string", "versions": "0+" },
-//!     { "name": "IncludeAuthorizedOperations", "type": "bool", "versions": "0+" } ] }
+//!     { "name": "IncludeAuthorizedOperations", "type": "bool", "versions": "0+" },
+//!     { "name": "IncludeTopologyDescription", "type": "bool", "versions": "1+", "default": "false" } ] }
 //!
 //! { "apiKey": 89, "type": "response", "name": "StreamsGroupDescribeResponse",
 //!   "fields": [
@@ -43,22 +45,28 @@
 //!         { "name": "Assignment", "type": "Assignment" },
 //!         { "name": "TargetAssignment", "type": "Assignment" },
 //!         { "name": "IsClassic", "type": "bool" } ] },
-//!       { "name": "AuthorizedOperations", "type": "int32", "default": "-2147483648" } ] } ],
+//!       { "name": "AuthorizedOperations", "type": "int32", "default": "-2147483648" },
+//!       { "name": "TopologyDescription", "type": "TopologyDescription", "versions": "1+",
+//!         "nullableVersions": "1+", "default": "null" },
+//!       { "name": "TopologyDescriptionStatus", "type": "int8", "versions": "1+", "default": "0" },
+//!       { "name": "AssignorName", "type": "string", "versions": "1+", "nullableVersions": "1+",
+//!         "default": "null" } ] } ],
 //!   "commonStructs": [
 //!     { "name": "Assignment", "fields": [
 //!       { "name": "ActiveTasks", "type": "[]TaskIds" },
 //!       { "name": "StandbyTasks", "type": "[]TaskIds" },
 //!       { "name": "WarmupTasks", "type": "[]TaskIds" } ] } ] }
 //! ```
-//! (every field `"versions": "0+"`; the shared structs are in the module
-//! above.)
+//! (every field `"versions": "0+"` unless shown; the shared structs,
+//! TopologyDescription among them, are in the module above.)
 
-use super::{Endpoint, KeyValue, TaskIds, TaskOffset, TopicInfo};
+use super::{Endpoint, KeyValue, TaskIds, TaskOffset, TopicInfo, TopologyDescription};
 
 wire_struct! {
     pub struct StreamsGroupDescribeRequest {
         pub group_ids: Vec<String>,
         pub include_authorized_operations: bool,
+        pub include_topology_description: bool; versions 1..=32767,
     }
 }
 
@@ -80,6 +88,11 @@ wire_struct! {
         pub topology: Option<DescribedTopology>,
         pub members: Vec<DescribedMember>,
         pub authorized_operations: i32 = i32::MIN,
+        /// Non-null only with [`TopologyDescriptionStatus::Available`].
+        pub topology_description: Option<TopologyDescription>; versions 1..=32767,
+        pub topology_description_status: i8; versions 1..=32767,
+        /// The task assignor the next assignment will use.
+        pub assignor_name: Option<String>; versions 1..=32767,
     }
 }
 
@@ -137,3 +150,16 @@ streams_message!(
     StreamsGroupDescribeRequest,
     StreamsGroupDescribeResponse
 );
+
+/// DescribedGroup's TopologyDescriptionStatus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i8)]
+pub enum TopologyDescriptionStatus {
+    /// The request did not ask for descriptions.
+    NotRequested = 0,
+    /// No description is stored for the group (Ottla, as Kafka without a
+    /// topology description plugin, stores none).
+    NotStored = 1,
+    Error = 2,
+    Available = 3,
+}

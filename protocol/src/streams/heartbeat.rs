@@ -1,4 +1,5 @@
-//! StreamsGroupHeartbeat (key 88), version 0:
+//! StreamsGroupHeartbeat (key 88), versions 0-1 (v1's request is v0's; its
+//! response has the lag as an int64 and TopologyDescriptionRequired):
 //!
 //! ```json
 //! { "apiKey": 88, "type": "request", "name": "StreamsGroupHeartbeatRequest",
@@ -32,10 +33,12 @@
 //!     { "name": "HeartbeatIntervalMs", "type": "int32" },
 //!     { "name": "AcceptableRecoveryLagLegacy", "type": "int32", "versions": "0" },
 //!     { "name": "TaskOffsetIntervalMs", "type": "int32" },
+//!     { "name": "AcceptableRecoveryLag", "type": "int64", "versions": "1+", "default": "-1" },
 //!     { "name": "Status", "type": "[]Status", "nullableVersions": "0+" },
 //!     { "name": "ActiveTasks", "type": "[]TaskIds", "nullableVersions": "0+", "default": "null" },
 //!     { "name": "StandbyTasks", "type": "[]TaskIds", "nullableVersions": "0+", "default": "null" },
 //!     { "name": "WarmupTasks", "type": "[]TaskIds", "nullableVersions": "0+", "default": "null" },
+//!     { "name": "TopologyDescriptionRequired", "type": "bool", "versions": "1+", "default": "false" },
 //!     { "name": "EndpointInformationEpoch", "type": "int32" },
 //!     { "name": "PartitionsByUserEndpoint", "type": "[]EndpointToPartitions",
 //!       "nullableVersions": "0+", "default": "null", "fields": [
@@ -110,12 +113,17 @@ wire_struct! {
         pub member_id: String,
         pub member_epoch: i32,
         pub heartbeat_interval_ms: i32,
-        pub acceptable_recovery_lag: i32,
+        /// v0's AcceptableRecoveryLagLegacy.
+        pub acceptable_recovery_lag_legacy: i32; versions 0..=0,
         pub task_offset_interval_ms: i32,
+        pub acceptable_recovery_lag: i64 = -1; versions 1..=32767,
         pub status: Option<Vec<Status>>,
         pub active_tasks: Option<Vec<TaskIds>>,
         pub standby_tasks: Option<Vec<TaskIds>>,
         pub warmup_tasks: Option<Vec<TaskIds>>,
+        /// The member should send its topology's description
+        /// (StreamsGroupTopologyDescriptionUpdate).
+        pub topology_description_required: bool; versions 1..=32767,
         pub endpoint_information_epoch: i32,
         pub partitions_by_user_endpoint: Option<Vec<EndpointToPartitions>>,
     }
@@ -143,6 +151,9 @@ pub enum StatusCode {
     ShutdownApplication = 4,
     /// No assignment yet: a new group waits for more members first.
     AssignmentDelayed = 5,
+    /// The member lacks client tags the group's rack-aware standby
+    /// assignment uses (v1 only).
+    MissingClientTags = 6,
 }
 
 impl Status {

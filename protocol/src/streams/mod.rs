@@ -3,10 +3,13 @@
 //! written from Kafka 4.4's JSON message specs
 //! (`clients/src/main/resources/common/message/StreamsGroup*.json`).
 //!
-//! Both are served at version 0. Version 1 (KIP-1331) adds the topology
-//! description (a response flag and the StreamsGroupTopologyDescriptionUpdate
-//! API) and the MISSING_CLIENT_TAGS status; clients negotiate version 0
-//! when the broker advertises it as its highest.
+//! Both are served at versions 0-1. Version 1 (KIP-1331) adds topology
+//! descriptions (a heartbeat flag asking a member for one, pushed with
+//! StreamsGroupTopologyDescriptionUpdate, key 93, `topology_description`;
+//! describe returns them), the group's assignor name, the acceptable
+//! recovery lag as an int64, and the MISSING_CLIENT_TAGS status. Kafka keeps
+//! descriptions only through a broker plugin (a Java class), off by default;
+//! Ottla serves the APIs as Kafka does with it off.
 //!
 //! The structs shared by requests, responses and the `__consumer_offsets`
 //! records (topology, task ids, endpoints) are declared once here: the
@@ -24,10 +27,15 @@ use crate::schema::wire::{DecodeError, EncodeError, WireField};
 pub enum StreamsApiKey {
     StreamsGroupHeartbeat = 88,
     StreamsGroupDescribe = 89,
+    StreamsGroupTopologyDescriptionUpdate = 93,
 }
 
 impl StreamsApiKey {
-    pub const ALL: [StreamsApiKey; 2] = [Self::StreamsGroupHeartbeat, Self::StreamsGroupDescribe];
+    pub const ALL: [StreamsApiKey; 3] = [
+        Self::StreamsGroupHeartbeat,
+        Self::StreamsGroupDescribe,
+        Self::StreamsGroupTopologyDescriptionUpdate,
+    ];
 
     pub fn from_i16(key: i16) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.as_i16() == key)
@@ -39,7 +47,10 @@ impl StreamsApiKey {
 
     /// The versions served, for ApiVersions.
     pub fn versions(self) -> RangeInclusive<i16> {
-        0..=0
+        match self {
+            Self::StreamsGroupHeartbeat | Self::StreamsGroupDescribe => 0..=1,
+            Self::StreamsGroupTopologyDescriptionUpdate => 0..=0,
+        }
     }
 }
 
@@ -140,10 +151,46 @@ wire_struct! {
     }
 }
 
-nullable_struct!(Topology, Endpoint);
+wire_struct! {
+    /// A node of a topology description: a source, processor or sink.
+    pub struct TopologyDescriptionNode {
+        pub name: String,
+        pub node_type: i8,
+        pub source_topics: Vec<String>,
+        pub sink_topic: Option<String>,
+        pub stores: Vec<String>,
+        pub successors: Vec<String>,
+    }
+}
+
+wire_struct! {
+    pub struct TopologyDescriptionSubtopology {
+        pub subtopology_id: String,
+        pub nodes: Vec<TopologyDescriptionNode>,
+    }
+}
+
+wire_struct! {
+    pub struct TopologyDescriptionGlobalStore {
+        pub source: TopologyDescriptionNode,
+        pub processor: TopologyDescriptionNode,
+    }
+}
+
+wire_struct! {
+    /// A streams application's topology as its `Topology.describe()`
+    /// shows it (KIP-1331).
+    pub struct TopologyDescription {
+        pub subtopologies: Vec<TopologyDescriptionSubtopology>,
+        pub global_stores: Vec<TopologyDescriptionGlobalStore>,
+    }
+}
+
+nullable_struct!(Topology, Endpoint, TopologyDescription);
 
 pub mod describe;
 pub mod heartbeat;
 pub mod records;
 #[cfg(test)]
 mod tests;
+pub mod topology_description;

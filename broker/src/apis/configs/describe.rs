@@ -202,6 +202,7 @@ fn group_entries(
     let overrides = group_overrides(image, group);
     Ok(GROUP_CONFIG_KEYS
         .iter()
+        .filter(|k| !k.internal)
         .map(|k| {
             let mut synonyms = Vec::new();
             let value = match overrides.and_then(|o| o.get(k.name)) {
