@@ -42,7 +42,9 @@ pub struct ShareRequestV2 {
 pub fn served_max(key: ApiKey) -> Option<i16> {
     match key {
         ApiKey::ShareFetch | ApiKey::ShareAcknowledge => Some(V2),
-        ApiKey::DescribeShareGroupOffsets => Some(crate::share_lag::V1),
+        ApiKey::DescribeShareGroupOffsets
+        | ApiKey::WriteShareGroupState
+        | ApiKey::ReadShareGroupStateSummary => Some(crate::share_lag::V1),
         _ => None,
     }
 }
@@ -74,6 +76,12 @@ pub fn lift(
 ) -> Result<(Bytes, ShareRequestV2), DecodeError> {
     // Where the new fields sit: after GroupId, MemberId and these.
     let (before, len) = match key {
+        ApiKey::WriteShareGroupState if version == crate::share_lag::V1 => {
+            return Ok((
+                crate::share_lag::write_state_as_v0(&body)?,
+                ShareRequestV2::default(),
+            ))
+        }
         _ if version < V2 => return Ok((body, ShareRequestV2::default())),
         // ShareSessionEpoch, MaxWaitMs, MinBytes, MaxBytes, MaxRecords,
         // BatchSize; then ShareAcquireMode and IsRenewAck.

@@ -13,7 +13,9 @@ use std::time::Duration;
 use kafka_protocol::error::ResponseError;
 use ottla_controller::{Controller, DeletedTopics, MetadataImage};
 use ottla_coordinator_common::internal_topics::InternalTopic;
-use ottla_coordinator_common::lookup::{find_coordinator, partition_count, partition_for};
+use ottla_coordinator_common::lookup::{
+    find_coordinator, partition_count, partition_for, CoordinatorNode,
+};
 use ottla_coordinator_common::partition_writer::{now_ms, HostedPartition, PartitionWriter};
 use ottla_coordinator_common::shards::LedShards;
 use ottla_storage::manager::TopicPartition;
@@ -111,6 +113,24 @@ impl ShareCoordinator {
     /// The node coordinating `key`'s state, creating the state topic on
     /// first use (COORDINATOR_NOT_AVAILABLE until it has a leader). May
     /// ask the controller: blocking.
+    /// FindCoordinator's answer for a share-partition key
+    /// (`group:topic id:partition`, KIP-932), as `listener` reaches it; the
+    /// state topic is created on first use. Blocking.
+    pub fn find(&self, key: &str, listener: &str) -> Result<CoordinatorNode, ResponseError> {
+        let mut parts = key.rsplitn(3, ':');
+        let well_formed = matches!(
+            (parts.next(), parts.next(), parts.next()),
+            (Some(p), Some(t), Some(g))
+                if p.parse::<i32>().is_ok_and(|p| p >= 0)
+                    && ottla_protocol::names::uuid_from_text(t).is_some()
+                    && !g.is_empty()
+        );
+        if !well_formed {
+            return Err(ResponseError::InvalidRequest);
+        }
+        find_coordinator(&self.controller, &self.topic(), key, listener)
+    }
+
     pub fn coordinator_of(&self, key: &StateKey) -> Result<i32, ResponseError> {
         find_coordinator(&self.controller, &self.topic(), &key.coordinator_key(), "")
             .map(|node| node.node_id)

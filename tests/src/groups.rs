@@ -13,6 +13,9 @@ use crate::wire::WireClient;
 /// FindCoordinator's key types.
 pub const GROUP_KEY: i8 = 0;
 pub const TRANSACTION_KEY: i8 = 1;
+/// Share partitions (`group:topic id:partition`), KIP-932: FindCoordinator
+/// v6 on.
+pub const SHARE_KEY: i8 = 2;
 
 /// The node id coordinating `key` (a group or a transactional id, by
 /// `key_type`), asked of `node` until its log exists and has a leader.
@@ -22,7 +25,8 @@ pub fn coordinator_of(node: &Ottla, key_type: i8, key: &str) -> i32 {
         .with_coordinator_keys(vec![StrBytes::from_string(key.to_string())]);
     let start = Instant::now();
     loop {
-        let r = WireClient::connect(&node.bootstrap()).send(4, &request);
+        let version = if key_type == SHARE_KEY { 6 } else { 4 };
+        let r = WireClient::connect(&node.bootstrap()).send(version, &request);
         let c = &r.coordinators[0];
         if c.error_code == 0 {
             return c.node_id.0;

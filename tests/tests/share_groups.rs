@@ -49,7 +49,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use ottla_tests::console_consumer::{ConsoleConsumer, ShareRecord};
-use ottla_tests::groups::{coordinator_of, GROUP_KEY};
+use ottla_tests::groups::{coordinator_of, GROUP_KEY, SHARE_KEY};
 use ottla_tests::ottla::Ottla;
 use ottla_tests::tools::{kafka_bin, kafka_tool, ok, python_script, refused, repo_root};
 use ottla_tests::topics::{
@@ -1299,4 +1299,121 @@ fn rejected_and_exhausted_records_go_to_the_groups_dead_letter_queue() {
         configs.contains("errors.deadletterqueue.group.enable=true"),
         "{configs}"
     );
+}
+
+/// The share coordinator's APIs at Kafka 4.4's versions (KIP-1226), found
+/// with FindCoordinator's share key type (malformed keys refused): a
+/// WriteShareGroupState v1 carries the leader's delivery complete count,
+/// which the coordinator counts itself from the batches, and
+/// ReadShareGroupStateSummary v1 answers it.
+#[test]
+fn state_writes_and_summaries_carry_the_delivery_complete_count_at_v1() {
+    use kafka_protocol::messages::initialize_share_group_state_request::{
+        InitializeStateData, PartitionData as InitPartition,
+    };
+    use kafka_protocol::messages::read_share_group_state_summary_request::{
+        PartitionData as SummaryPartition, ReadStateSummaryData,
+    };
+    use kafka_protocol::messages::{
+        FindCoordinatorRequest, InitializeShareGroupStateRequest,
+        ReadShareGroupStateSummaryRequest, WriteShareGroupStateResponse,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable};
+    use ottla_protocol::schema::{decode_body, encode_body};
+    use ottla_protocol::share_lag::{
+        StateSummaryResponseBody, WriteShareGroupStateBody, WriteStateBatch, WriteStatePartition,
+        WriteStateTopic,
+    };
+
+    let node = Ottla::start(SHARE_OVERRIDES);
+    create_topic(&node, "counted", 1, &[]);
+    let topic = topic_uuid(&node.bootstrap(), "counted");
+    // The state topic is created on the first lookup of a share key.
+    let key = format!("counting:{}:0", ottla_protocol::names::uuid_text(&topic));
+    coordinator_of(&node, SHARE_KEY, &key);
+    let mut client = WireClient::connect(&node.bootstrap());
+    for malformed in ["counting", "counting:not-an-id:0", &format!("{key}x")] {
+        let r = client.send(
+            6,
+            &FindCoordinatorRequest::default()
+                .with_key_type(SHARE_KEY)
+                .with_coordinator_keys(vec![s(malformed)]),
+        );
+        assert_eq!(
+            r.coordinators[0].error_code,
+            ResponseError::InvalidRequest.code(),
+            "{malformed}"
+        );
+    }
+    let init = InitializeShareGroupStateRequest::default()
+        .with_group_id(s("counting"))
+        .with_topics(vec![InitializeStateData::default()
+            .with_topic_id(topic)
+            .with_partitions(vec![InitPartition::default()
+                .with_partition(0)
+                .with_state_epoch(1)
+                .with_start_offset(0)])]);
+    let start = Instant::now();
+    loop {
+        let r = client.send(0, &init);
+        let code = r.results[0].partitions[0].error_code;
+        if code == 0 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "error {code}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let batch = |first, last, delivery_state| WriteStateBatch {
+        first_offset: first,
+        last_offset: last,
+        delivery_state,
+        delivery_count: 1,
+        ..Default::default()
+    };
+    let write = WriteShareGroupStateBody {
+        group_id: "counting".into(),
+        topics: vec![WriteStateTopic {
+            topic_id: topic,
+            partitions: vec![WriteStatePartition {
+                partition: 0,
+                state_epoch: 1,
+                leader_epoch: 0,
+                start_offset: 2,
+                // What a leader says; the coordinator counts 3 + 2 itself.
+                delivery_complete_count: 99,
+                state_batches: vec![batch(2, 4, 2), batch(5, 5, 0), batch(6, 7, 4)],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let body = encode_body(&write, "WriteShareGroupStateRequest", 1..=1, 1).unwrap();
+    let mut reply = client.send_raw(85, 1, 2, &body, 1);
+    // v1's response is v0's layout (kafka-protocol 0.18 stops at v0).
+    let written = WriteShareGroupStateResponse::decode(&mut reply, 0).unwrap();
+    assert_eq!(
+        written.results[0].partitions[0].error_code, 0,
+        "{written:?}"
+    );
+
+    let summary = ReadShareGroupStateSummaryRequest::default()
+        .with_group_id(s("counting"))
+        .with_topics(vec![ReadStateSummaryData::default()
+            .with_topic_id(topic)
+            .with_partitions(
+                vec![SummaryPartition::default().with_partition(0)],
+            )]);
+    // v1's request is v0's layout.
+    let mut v1 = bytes::BytesMut::new();
+    summary.encode(&mut v1, 0).unwrap();
+    let reply = client.send_raw(87, 1, 2, &v1, 1);
+    let answer: StateSummaryResponseBody =
+        decode_body(&reply, "ReadShareGroupStateSummaryResponse", 1..=1, 1).unwrap();
+    let p = &answer.results[0].partitions[0];
+    assert_eq!((p.error_code, p.start_offset), (0, 2), "{p:?}");
+    assert_eq!(p.delivery_complete_count, 5);
+    // v0 has no count.
+    let v0 = client.send(0, &summary);
+    assert_eq!(v0.results[0].partitions[0].start_offset, 2);
 }

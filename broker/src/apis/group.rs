@@ -66,6 +66,7 @@ pub const GROUP_API_VERSIONS: [(ApiKey, VersionRange); 11] = [
 /// FindCoordinator key types.
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
+const KEY_TYPE_SHARE: i8 = 2;
 /// Every group ACL operation (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
 /// ALTER_CONFIGS) as a bit set; no ACLs are enforced yet.
 pub(crate) const ALL_GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
@@ -109,7 +110,10 @@ pub fn find_coordinator(
     let locate = |key: &str| match key_type {
         KEY_TYPE_GROUP => broker.groups.find(key, listener),
         KEY_TYPE_TRANSACTION => broker.txns.find(key, listener),
-        // Share groups (2) are not supported; Kafka answers the same then.
+        // Share partitions' coordinators (KIP-932), while share groups are on.
+        KEY_TYPE_SHARE if share_group::disabled(&broker.controller.image()).is_none() => {
+            broker.share_coordinator.find(key, listener)
+        }
         _ => Err(ResponseError::InvalidRequest),
     };
     let no_node = CoordinatorNode {

@@ -453,12 +453,16 @@ pub(crate) fn failed_summaries(
         .collect()
 }
 
-/// ReadShareGroupStateSummary v0: each named share partition's epochs and
-/// start offset.
+/// Each share partition's delivery complete count (KIP-1226), by topic id
+/// and partition, for ReadShareGroupStateSummary v1.
+pub type DeliveryCounts = BTreeMap<(Uuid, i32), i32>;
+
+/// ReadShareGroupStateSummary v0-v1: each named share partition's epochs
+/// and start offset, and for v1 the records past it done with.
 pub async fn read_summary(
     broker: &Arc<Broker>,
     req: ReadShareGroupStateSummaryRequest,
-) -> ReadShareGroupStateSummaryResponse {
+) -> (ReadShareGroupStateSummaryResponse, DeliveryCounts) {
     let topics = req
         .topics
         .iter()
@@ -469,14 +473,41 @@ pub async fn read_summary(
             )
         })
         .collect();
-    let topic = |id, partitions| {
-        ReadStateSummaryResult::default()
-            .with_topic_id(id)
-            .with_partitions(partitions)
+    let answer = |partition, state: Result<Option<ShareState>, ResponseError>| {
+        let count = match &state {
+            Ok(Some(s)) => Some(s.delivery_complete_count()),
+            _ => None,
+        };
+        (summary_result(partition, state), count)
     };
+    let topic = |id, answers| (id, answers);
     let group = req.group_id.to_string();
-    let results = read_each(broker, group, topics, summary_result, topic)
-        .await
-        .unwrap_or_else(|| failed_summaries(&req, ResponseError::UnknownServerError));
-    ReadShareGroupStateSummaryResponse::default().with_results(results)
+    let mut counts = DeliveryCounts::new();
+    let results = match read_each(broker, group, topics, answer, topic).await {
+        Some(read) => read
+            .into_iter()
+            .map(|(id, answers): (Uuid, Vec<(SummaryResult, Option<i64>)>)| {
+                let partitions = answers
+                    .into_iter()
+                    .map(|(result, count)| {
+                        if let Some(c) = count {
+                            counts.insert(
+                                (id, result.partition),
+                                i32::try_from(c).unwrap_or(i32::MAX),
+                            );
+                        }
+                        result
+                    })
+                    .collect();
+                ReadStateSummaryResult::default()
+                    .with_topic_id(id)
+                    .with_partitions(partitions)
+            })
+            .collect(),
+        None => failed_summaries(&req, ResponseError::UnknownServerError),
+    };
+    (
+        ReadShareGroupStateSummaryResponse::default().with_results(results),
+        counts,
+    )
 }

@@ -55,6 +55,8 @@ const GROUP_DENIED: ResponseError = ResponseError::GroupAuthorizationFailed;
 const TOPIC_DENIED: ResponseError = ResponseError::TopicAuthorizationFailed;
 /// FindCoordinator key types.
 const KEY_TYPE_TRANSACTION: i8 = 1;
+/// Share partitions (`group:topic id:partition`), KIP-932.
+const KEY_TYPE_SHARE: i8 = 2;
 
 fn text(s: &'static str) -> Option<StrBytes> {
     Some(StrBytes::from_static_str(s))
@@ -62,7 +64,13 @@ fn text(s: &'static str) -> Option<StrBytes> {
 
 /// Kafka's CoordinatorType: a group or a transactional id, each needing DESCRIBE.
 fn coordinator_check(access: &Access, key_type: i8, key: &str) -> Result<(), ResponseError> {
-    if key_type == KEY_TYPE_TRANSACTION {
+    if key_type == KEY_TYPE_SHARE {
+        // Share coordinators are for brokers' persisters, as in Kafka.
+        access
+            .cluster(operation::CLUSTER_ACTION)
+            .then_some(())
+            .ok_or(ResponseError::ClusterAuthorizationFailed)
+    } else if key_type == KEY_TYPE_TRANSACTION {
         access
             .transactional_id(operation::DESCRIBE, key)
             .then_some(())

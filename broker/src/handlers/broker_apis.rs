@@ -19,6 +19,7 @@ use ottla_protocol::{share_lag, share_v2};
 
 use crate::apis::describe_quorum::QuorumContext;
 use crate::apis::share_lag::Lags;
+use crate::apis::share_state::DeliveryCounts;
 use crate::apis::{
     acls, client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
@@ -194,15 +195,19 @@ served_apis! {
     ReadShareGroupState 0..=0,
         gate share::read_state(access, r),
         run share_state::read(b, r).await;
-    WriteShareGroupState 0..=0,
+    WriteShareGroupState 0..=1,
         gate share::write_state(access, r),
         run share_state::write(b, r).await;
     DeleteShareGroupState 0..=0,
         gate share::delete_state(access, r),
         run share_state::delete(b, r).await;
-    ReadShareGroupStateSummary 0..=0,
+    ReadShareGroupStateSummary 0..=1,
         gate share::read_state_summary(access, r),
-        run share_state::read_summary(b, r).await;
+        run {
+            let (response, counts) = share_state::read_summary(b, r).await;
+            c.share_delivery_counts = Some(counts);
+            response
+        };
 
     // Transactions. Markers between brokers count against no quota.
     InitProducerId 0..=5,
@@ -329,6 +334,8 @@ struct Call<'a> {
     share_lock_timeout_ms: Option<i32>,
     /// DescribeShareGroupOffsets v1's lags, likewise.
     share_offset_lags: Option<Lags>,
+    /// ReadShareGroupStateSummary v1's delivery complete counts, likewise.
+    share_delivery_counts: Option<DeliveryCounts>,
 }
 
 impl RequestHandler for BrokerApis {
@@ -368,6 +375,7 @@ impl RequestHandler for BrokerApis {
                 exempt: false,
                 share_lock_timeout_ms: None,
                 share_offset_lags: None,
+                share_delivery_counts: None,
             };
             let Some(mut response) = run(b, &mut call, v, ctx.listener.to_string(), body).await?
             else {
@@ -404,6 +412,13 @@ impl RequestHandler for BrokerApis {
                     lags.get(&key).copied().unwrap_or(share_lag::UNKNOWN_LAG)
                 };
                 let body = share_lag::encode_describe_offsets_v1(r, lag)?;
+                return Ok(Response::Encoded(body.freeze()));
+            }
+            if let (ResponseKind::ReadShareGroupStateSummary(r), Some(counts), true) =
+                (&response, &call.share_delivery_counts, v >= share_lag::V1)
+            {
+                let count = |t: &uuid::Uuid, p: i32| counts.get(&(*t, p)).copied().unwrap_or(-1);
+                let body = share_lag::encode_state_summary_v1(r, count)?;
                 return Ok(Response::Encoded(body.freeze()));
             }
             Ok(if call.files.is_empty() {
