@@ -2,6 +2,7 @@
 //! (share group, topic partition) that a member has fetched from here.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -52,6 +53,10 @@ pub struct SharePartitions {
     /// The share partitions that may hold records to write to their
     /// group's dead-letter queue (the broker takes them in rounds).
     dead_letters: Mutex<HashSet<SharePartitionKey>>,
+    /// Dead letters written to their group's queue, and archived without
+    /// being written (the queue refused, or the write failed).
+    written_dead_letters: AtomicU64,
+    unwritten_dead_letters: AtomicU64,
 }
 
 impl SharePartitions {
@@ -106,6 +111,23 @@ impl SharePartitions {
 
     pub fn has_dead_letters(&self) -> bool {
         !self.dead_letters.lock().is_empty()
+    }
+
+    /// A dead-letter round wrote `written` records and archived
+    /// `unwritten` without writing them.
+    pub fn count_dead_letters(&self, written: u64, unwritten: u64) {
+        self.written_dead_letters
+            .fetch_add(written, Ordering::Relaxed);
+        self.unwritten_dead_letters
+            .fetch_add(unwritten, Ordering::Relaxed);
+    }
+
+    /// Dead letters written, and archived unwritten, since the start.
+    pub fn dead_letter_counts(&self) -> (u64, u64) {
+        (
+            self.written_dead_letters.load(Ordering::Relaxed),
+            self.unwritten_dead_letters.load(Ordering::Relaxed),
+        )
     }
 
     /// Releases expired locks in the share partitions holding acquired

@@ -50,7 +50,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use ottla_tests::console_consumer::{ConsoleConsumer, ShareRecord};
 use ottla_tests::groups::{coordinator_of, GROUP_KEY, SHARE_KEY};
-use ottla_tests::ottla::Ottla;
+use ottla_tests::metrics::{scrape, sum};
+use ottla_tests::ottla::{free_port, Ottla};
 use ottla_tests::tools::{kafka_bin, kafka_tool, ok, python_script, refused, repo_root};
 use ottla_tests::topics::{
     create_assigned_topic, create_topic, describe as describe_topic, produce_keyed, topic_uuid,
@@ -1170,8 +1171,11 @@ fn await_starts(node: &Ottla, group: &str, want: &BTreeMap<i32, i64>) {
 /// the same records, headers and copies.
 #[test]
 fn rejected_and_exhausted_records_go_to_the_groups_dead_letter_queue() {
+    let metrics_port = free_port();
+    let metrics = format!("http://127.0.0.1:{metrics_port}");
     let mut overrides = SHARE_OVERRIDES.to_vec();
     overrides.push(("errors.deadletterqueue.auto.create.topics.enable", "true"));
+    overrides.push(("metrics.listener", &metrics));
     let node = Ottla::start(&overrides);
     create_topic(&node, "orders", 2, &[]);
     create_topic(
@@ -1299,6 +1303,18 @@ fn rejected_and_exhausted_records_go_to_the_groups_dead_letter_queue() {
         configs.contains("errors.deadletterqueue.group.enable=true"),
         "{configs}"
     );
+    // 12 + 6 written; the 6 the closed queue refused archived unwritten.
+    let scraped = scrape(metrics_port);
+    let dead_letters = |outcome: &str| {
+        let label = format!("outcome=\"{outcome}\"");
+        sum(
+            &scraped,
+            "kafka_server_share_group_dead_letters_total",
+            &[&label],
+        )
+    };
+    assert_eq!(dead_letters("written"), Some(18.0));
+    assert_eq!(dead_letters("unwritten"), Some(6.0));
 }
 
 /// The share coordinator's APIs at Kafka 4.4's versions (KIP-1226), found

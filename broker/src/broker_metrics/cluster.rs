@@ -293,6 +293,16 @@ impl BrokerCollector {
             "kafka_server_group_coordinator_rebalances",
             "Rebalances started by classic groups (Kafka group-coordinator-metrics classic-group-rebalance-count).",
             [(NO_LABELS, ottla_group_coordinator::stats::rebalances())],
+        )?;
+        let (written, unwritten) = self.0.share_partitions.dead_letter_counts();
+        counter(
+            e,
+            "kafka_server_share_group_dead_letters",
+            "Records share groups will not deliver again, by whether they were written to the group's dead-letter queue (KIP-1191) or archived without it (its queue refused or unreachable).",
+            [
+                ([("outcome", "written")], written),
+                ([("outcome", "unwritten")], unwritten),
+            ],
         )
     }
 }

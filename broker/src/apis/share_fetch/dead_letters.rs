@@ -8,7 +8,7 @@
 //! the records are archived once the write is over, whether it worked or
 //! not (a queue that is misconfigured or gone loses nothing else).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use kafka_protocol::protocol::StrBytes;
 use ottla_controller::controller::NewTopic;
 use ottla_controller::MetadataImage;
 use ottla_group_coordinator::ShareGroupSettings;
-use ottla_protocol::batch::SimpleRecord;
+use ottla_protocol::batch::{BatchView, SimpleRecord};
 use ottla_share::dead_letter::{self, QueueTopic, Source};
 use ottla_share::registry::Entry;
 use ottla_share::{DeadLetters, SharePartitionKey};
@@ -74,6 +74,9 @@ struct Plan {
     writes: BTreeMap<String, BTreeMap<i32, Vec<SimpleRecord>>>,
     /// Queue topics to create first (`errors.deadletterqueue.auto.create.topics.enable`).
     create: BTreeSet<String>,
+    /// Dead letters archived without a write: their group's queue was
+    /// unset meanwhile, or cannot be written.
+    unwritten: u64,
 }
 
 async fn round(broker: &Arc<Broker>, keys: Vec<SharePartitionKey>) {
@@ -84,11 +87,20 @@ async fn round(broker: &Arc<Broker>, keys: Vec<SharePartitionKey>) {
     for topic in &plan.create {
         create_queue(broker, topic).await;
     }
+    let mut unwritten = plan.unwritten;
+    let mut written = 0;
     for (topic, by_source) in plan.writes {
-        if let Err(why) = write_queue(broker, &topic, by_source).await {
+        let total: u64 = by_source.values().map(|r| r.len() as u64).sum();
+        let (done, outcome) = write_queue(broker, &topic, by_source).await;
+        written += done;
+        unwritten += total - done;
+        if let Err(why) = outcome {
             warn!(topic, error = %why, "dead letters not written to the share group's dead-letter queue; the records are archived");
         }
     }
+    broker
+        .share_partitions
+        .count_dead_letters(written, unwritten);
     archive(broker, plan.taken).await;
 }
 
@@ -124,8 +136,9 @@ fn plan(broker: &Broker, keys: Vec<SharePartitionKey>) -> Plan {
                     .extend(records);
             }
             // The group's queue was unset meanwhile: archived as they are.
-            Ok(None) => {}
+            Ok(None) => plan.unwritten += offsets(&letters),
             Err(why) => {
+                plan.unwritten += offsets(&letters);
                 ottla_coordinator_common::log_limited!(
                     tracing::Level::WARN,
                     key: &key.group,
@@ -138,6 +151,10 @@ fn plan(broker: &Broker, keys: Vec<SharePartitionKey>) -> Plan {
         plan.taken.push(Taken { entry, letters });
     }
     plan
+}
+
+fn offsets(letters: &[DeadLetters]) -> u64 {
+    letters.iter().map(|l| (l.last - l.first + 1) as u64).sum()
 }
 
 /// The group's queue topic and whether it exists, if the group has one
@@ -279,12 +296,13 @@ async fn create_queue(broker: &Broker, name: &str) {
 
 /// Writes dead letters to queue topic `topic`: each source partition's to
 /// queue partition `source % partitions`, in batches within the topic's
-/// `max.message.bytes`, each batch acks=all on its leader.
+/// `max.message.bytes`, each batch acks=all on its leader. How many were
+/// written, and whether all were.
 async fn write_queue(
     broker: &Arc<Broker>,
     topic: &str,
     by_source: BTreeMap<i32, Vec<SimpleRecord>>,
-) -> Result<(), String> {
+) -> (u64, Result<(), String>) {
     let deadline = tokio::time::Instant::now() + WRITE_FOR;
     let image = loop {
         let image = broker.controller.image();
@@ -295,7 +313,10 @@ async fn write_queue(
             break image;
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err("the topic does not exist or has no leaders".to_string());
+            return (
+                0,
+                Err("the topic does not exist or has no leaders".to_string()),
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
@@ -319,14 +340,19 @@ async fn write_queue(
             .extend(records);
     }
     // Round i sends each queue partition's batch i, one request per leader.
-    let mut pending: BTreeMap<i32, std::collections::VecDeque<Bytes>> = by_queue
+    let mut pending: BTreeMap<i32, VecDeque<(Bytes, u64)>> = by_queue
         .into_iter()
         .map(|(p, records)| {
             let batches = dead_letter::batches(&records, max_bytes);
-            (p, batches.into_iter().map(Bytes::from).collect())
+            let counted = batches.into_iter().map(|b| {
+                let count = BatchView::parse(&b).map_or(0, |v| v.record_count() as u64);
+                (Bytes::from(b), count)
+            });
+            (p, counted.collect())
         })
         .collect();
     let mut errors = Vec::new();
+    let mut written = 0;
     let mut backoff = Duration::from_millis(50);
     while !pending.is_empty() {
         let image = broker.controller.image();
@@ -336,7 +362,7 @@ async fn write_queue(
                 .topic_by_name(topic)
                 .and_then(|t| t.partitions.get(p))
                 .map_or(-1, |pi| pi.leader);
-            if let Some(batch) = batches.front() {
+            if let Some((batch, _)) = batches.front() {
                 by_leader
                     .entry(leader)
                     .or_default()
@@ -350,7 +376,7 @@ async fn write_queue(
                 match outcome {
                     Ok(()) => {
                         let done = pending.get_mut(&p).is_some_and(|q| {
-                            q.pop_front();
+                            written += q.pop_front().map_or(0, |(_, count)| count);
                             q.is_empty()
                         });
                         if done {
@@ -370,11 +396,12 @@ async fn write_queue(
             backoff = (backoff * 2).min(Duration::from_secs(1));
         }
     }
-    if errors.is_empty() {
+    let outcome = if errors.is_empty() {
         Ok(())
     } else {
         Err(errors.join(", "))
-    }
+    };
+    (written, outcome)
 }
 
 fn retriable(e: ResponseError) -> bool {
