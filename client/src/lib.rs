@@ -1,9 +1,11 @@
 //! Ottla's Kafka client: one connection to one broker (`connection`), with
 //! TLS and SASL (`security`), as the broker's inter-broker calls, the
 //! mirror fetcher, the controller's forwarding and the CLI use it. The
-//! codecs are `ottla-protocol`'s; this crate adds the sockets.
+//! codecs are `ottla-protocol`'s; this crate adds the sockets, and the
+//! requests several callers build alike (`list_offsets`).
 
 mod connection;
+pub mod list_offsets;
 mod security;
 
 pub use connection::*;

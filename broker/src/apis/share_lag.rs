@@ -6,11 +6,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kafka_protocol::messages::list_offsets_request::{
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
+use ottla_client::list_offsets::{
+    list_offsets_request, listed_offsets, LATEST_TIMESTAMP, LIST_OFFSETS_VERSION,
 };
-use kafka_protocol::messages::{BrokerId, TopicName};
-use kafka_protocol::protocol::StrBytes;
 use ottla_controller::MetadataImage;
 use ottla_protocol::share_lag::UNKNOWN_LAG;
 use ottla_storage::manager::TopicPartition;
@@ -22,10 +20,6 @@ use crate::broker::Broker;
 
 /// Each described (group, topic id, partition)'s lag.
 pub type Lags = BTreeMap<(String, Uuid, i32), i64>;
-
-/// ListOffsets v1 (LATEST is the high watermark).
-const LIST_OFFSETS_VERSION: i16 = 1;
-const LATEST_TIMESTAMP: i64 = -1;
 
 /// The lag of a share partition whose state is `summary` and whose log
 /// ends at `end`; unknown without either, or before its start is set.
@@ -71,41 +65,19 @@ pub(crate) async fn high_watermarks(
             out.extend(read.unwrap_or_default());
             continue;
         }
-        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-        for tp in &tps {
-            by_topic.entry(&tp.topic).or_default().push(tp.partition);
-        }
-        let req = ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_topics(
-                by_topic
-                    .into_iter()
-                    .map(|(topic, ps)| {
-                        ListOffsetsTopic::default()
-                            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-                            .with_partitions(
-                                ps.into_iter()
-                                    .map(|p| {
-                                        ListOffsetsPartition::default()
-                                            .with_partition_index(p)
-                                            .with_timestamp(LATEST_TIMESTAMP)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            );
+        let asked: Vec<(String, i32)> =
+            tps.into_iter().map(|tp| (tp.topic, tp.partition)).collect();
+        let req = list_offsets_request(&asked, LATEST_TIMESTAMP);
         if let Ok(r) = broker
             .brokers
             .send(leader, LIST_OFFSETS_VERSION, &req)
             .await
         {
-            for t in &r.topics {
-                for p in t.partitions.iter().filter(|p| p.error_code == 0) {
-                    let tp = TopicPartition::new(t.name.to_string(), p.partition_index);
-                    out.insert(tp, p.offset);
-                }
-            }
+            out.extend(
+                listed_offsets(&r)
+                    .into_iter()
+                    .map(|((topic, p), offset)| (TopicPartition::new(topic, p), offset)),
+            );
         }
     }
     out

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{BrokerId, FetchRequest};
+use ottla_client::list_offsets::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use ottla_client::KafkaClient;
 use ottla_coordinator_common::partition_writer::{now_ms, HostedPartition};
 use ottla_fetcher::{
@@ -29,9 +30,7 @@ use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::source::{
-    list_offsets, Brokers, SourceCluster, TopicsNamed, EARLIEST_OFFSET, LATEST_OFFSET,
-};
+use super::source::{list_offsets, Brokers, SourceCluster, TopicsNamed};
 use super::stats::MirrorStats;
 use super::MirrorReplicas;
 
@@ -482,8 +481,8 @@ impl LeaderEndpoint for SourceBroker {
     async fn reset_offset(&self, client: &mut KafkaClient, r: &Arc<Registration>) {
         let timeout = self.fetchers.source.timeout;
         let (Some(start), Some(end)) = (
-            list_offset(client, r.tp(), EARLIEST_OFFSET, timeout).await,
-            list_offset(client, r.tp(), LATEST_OFFSET, timeout).await,
+            list_offset(client, r.tp(), EARLIEST_TIMESTAMP, timeout).await,
+            list_offset(client, r.tp(), LATEST_TIMESTAMP, timeout).await,
         ) else {
             return;
         };

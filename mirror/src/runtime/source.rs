@@ -6,17 +6,16 @@ use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::list_offsets_request::{
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
-};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
-    ApiVersionsRequest, BrokerId, DescribeAclsRequest, DescribeConfigsRequest,
-    FindCoordinatorRequest, GroupId, ListGroupsRequest, MetadataRequest, OffsetFetchRequest,
-    TopicName,
+    ApiVersionsRequest, DescribeAclsRequest, DescribeConfigsRequest, FindCoordinatorRequest,
+    GroupId, ListGroupsRequest, MetadataRequest, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use ottla_client::list_offsets::{
+    list_offsets_request, listed_offsets, LATEST_TIMESTAMP, LIST_OFFSETS_VERSION,
+};
 use ottla_client::ClientSecurity;
 use ottla_client::KafkaClient;
 use ottla_controller::acls::Acl;
@@ -35,11 +34,6 @@ const FIND_COORDINATOR_VERSION: i16 = 4;
 /// v8: batched groups; committed leader epochs.
 const OFFSET_FETCH_VERSION: i16 = 8;
 const DESCRIBE_ACLS_VERSION: i16 = 2;
-/// v1: offsets only (v0's offset arrays are gone from Kafka 4).
-const LIST_OFFSETS_VERSION: i16 = 1;
-/// ListOffsets' timestamps for the high watermark and the log start.
-pub const LATEST_OFFSET: i64 = -1;
-pub const EARLIEST_OFFSET: i64 = -2;
 /// Largest answer accepted from the source (a fetch is bounded below this).
 const MAX_RESPONSE: usize = 128 << 20;
 
@@ -419,7 +413,7 @@ impl SourceCluster {
             let source = self.clone();
             asking.spawn(async move {
                 let mut client = source.connect(&host, port).await?;
-                list_offsets(&mut client, &partitions, LATEST_OFFSET, source.timeout).await
+                list_offsets(&mut client, &partitions, LATEST_TIMESTAMP, source.timeout).await
             });
         }
         let mut found = HashMap::new();
@@ -505,44 +499,12 @@ pub async fn list_offsets(
     timestamp: i64,
     timeout: Duration,
 ) -> Result<Vec<((String, i32), i64)>, String> {
-    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-    for (topic, p) in partitions {
-        by_topic.entry(topic).or_default().push(*p);
-    }
-    let request = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_topics(
-            by_topic
-                .into_iter()
-                .map(|(topic, ps)| {
-                    ListOffsetsTopic::default()
-                        .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-                        .with_partitions(
-                            ps.into_iter()
-                                .map(|p| {
-                                    ListOffsetsPartition::default()
-                                        .with_partition_index(p)
-                                        .with_timestamp(timestamp)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        );
+    let request = list_offsets_request(partitions, timestamp);
     let response = client
         .send(LIST_OFFSETS_VERSION, &request, timeout)
         .await
         .map_err(|e| e.to_string())?;
-    Ok(response
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions
-                .iter()
-                .filter(|p| p.error_code == 0 && p.offset >= 0)
-                .map(|p| ((t.name.to_string(), p.partition_index), p.offset))
-        })
-        .collect())
+    Ok(listed_offsets(&response))
 }
 
 /// The source's brokers by id, from a metadata answer.
