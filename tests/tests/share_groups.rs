@@ -1054,7 +1054,11 @@ fn share_renew_records(line: &str) -> Vec<(i64, i16)> {
 
 #[test]
 fn kafka_44_share_consumers_limit_records_and_renew_their_locks() {
-    let node = Ottla::start(SHARE_OVERRIDES);
+    let metrics_port = free_port();
+    let metrics = format!("http://127.0.0.1:{metrics_port}");
+    let mut overrides = SHARE_OVERRIDES.to_vec();
+    overrides.push(("metrics.listener", &metrics));
+    let node = Ottla::start(&overrides);
     create_topic(&node, "renewed", 1, &[]);
     configure_group(
         &node,
@@ -1099,6 +1103,17 @@ fn kafka_44_share_consumers_limit_records_and_renew_their_locks() {
             .any(|l| l.starts_with("ACK-ERROR") && l.contains("InvalidRecordStateException")),
         "{out}"
     );
+    // ShareAcknowledge v2's answers are Ottla's own encoding; their errors
+    // are counted all the same.
+    let refused = sum(
+        &scrape(metrics_port),
+        "kafka_network_request_errors_total",
+        &[
+            "request=\"ShareAcknowledge\"",
+            "error=\"INVALID_RECORD_STATE\"",
+        ],
+    );
+    assert!(refused.is_some_and(|n| n >= 1.0), "{refused:?}");
 }
 
 /// The queue topic's records as kafka-console-consumer.sh prints them with

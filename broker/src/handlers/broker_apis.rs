@@ -11,15 +11,12 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{
     FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, RequestHeader, RequestKind,
-    ResponseKind,
 };
 use ottla_controller::acls::operation::{ALTER, ALTER_CONFIGS, DESCRIBE, DESCRIBE_CONFIGS};
 use ottla_protocol::api_versions::ApiTableError;
-use ottla_protocol::{share_lag, share_v2};
+use ottla_protocol::own_api::Api;
 
 use crate::apis::describe_quorum::QuorumContext;
-use crate::apis::share_lag::Lags;
-use crate::apis::share_state::DeliveryCounts;
 use crate::apis::{
     acls, client_quotas, configs, consumer_group, create_partitions, create_topics, delete_records,
     delete_topics, describe_cluster, describe_log_dirs, describe_quorum, describe_topic_partitions,
@@ -33,8 +30,10 @@ use crate::authorize::{
 };
 use crate::blocking::blocking;
 use crate::broker::Broker;
+use crate::handlers::past_versions::PastVersionFields;
 use crate::handlers::served::served_apis;
 use crate::handlers::HandlerRegistry;
+use crate::metrics::network;
 use crate::network::file_records::FileRecords;
 use crate::network::{HandlerFuture, RequestContext, RequestHandler, Response};
 use crate::quotas::{thread_percent, throttle_time_field, QuotaClient, QuotaType};
@@ -171,14 +170,14 @@ served_apis! {
         run {
             let (response, lock_timeout) =
                 share_fetch::acknowledge(b, &listener, r, c.ctx.share_v2).await;
-            c.share_lock_timeout_ms = Some(lock_timeout);
+            c.past.share_lock_timeout_ms = Some(lock_timeout);
             response
         };
     DescribeShareGroupOffsets 0..=1,
         gate share::describe_offsets(access, r),
         run {
             let (response, lags) = share_group::describe_offsets(b, r).await;
-            c.share_offset_lags = Some(lags);
+            c.past.share_offset_lags = Some(lags);
             response
         };
     AlterShareGroupOffsets 0..=0,
@@ -205,7 +204,7 @@ served_apis! {
         gate share::read_state_summary(access, r),
         run {
             let (response, counts) = share_state::read_summary(b, r).await;
-            c.share_delivery_counts = Some(counts);
+            c.past.share_delivery_counts = Some(counts);
             response
         };
 
@@ -329,13 +328,9 @@ struct Call<'a> {
     byte_throttle: Duration,
     /// Not counted against request quotas.
     exempt: bool,
-    /// ShareAcknowledge v2's AcquisitionLockTimeoutMs, for which
-    /// kafka-protocol's response has no field.
-    share_lock_timeout_ms: Option<i32>,
-    /// DescribeShareGroupOffsets v1's lags, likewise.
-    share_offset_lags: Option<Lags>,
-    /// ReadShareGroupStateSummary v1's delivery complete counts, likewise.
-    share_delivery_counts: Option<DeliveryCounts>,
+    /// What the answer carries that kafka-protocol's types have no field
+    /// for.
+    past: PastVersionFields,
 }
 
 impl RequestHandler for BrokerApis {
@@ -373,9 +368,7 @@ impl RequestHandler for BrokerApis {
                 files: FileRecords::default(),
                 byte_throttle: Duration::ZERO,
                 exempt: false,
-                share_lock_timeout_ms: None,
-                share_offset_lags: None,
-                share_delivery_counts: None,
+                past: PastVersionFields::default(),
             };
             let Some(mut response) = run(b, &mut call, v, ctx.listener.to_string(), body).await?
             else {
@@ -398,27 +391,10 @@ impl RequestHandler for BrokerApis {
                     *field = throttle.as_millis().min(i32::MAX as u128) as i32;
                 }
             }
-            if let (ResponseKind::ShareAcknowledge(r), Some(lock_timeout)) =
-                (&response, call.share_lock_timeout_ms)
-            {
-                let body = share_v2::encode_share_acknowledge_response(r, v, lock_timeout)?;
-                return Ok(Response::Encoded(body.freeze()));
-            }
-            if let (ResponseKind::DescribeShareGroupOffsets(r), Some(lags), true) =
-                (&response, &call.share_offset_lags, v >= share_lag::V1)
-            {
-                let lag = |g: &str, t: &uuid::Uuid, p: i32| {
-                    let key = (g.to_string(), *t, p);
-                    lags.get(&key).copied().unwrap_or(share_lag::UNKNOWN_LAG)
-                };
-                let body = share_lag::encode_describe_offsets_v1(r, lag)?;
-                return Ok(Response::Encoded(body.freeze()));
-            }
-            if let (ResponseKind::ReadShareGroupStateSummary(r), Some(counts), true) =
-                (&response, &call.share_delivery_counts, v >= share_lag::V1)
-            {
-                let count = |t: &uuid::Uuid, p: i32| counts.get(&(*t, p)).copied().unwrap_or(-1);
-                let body = share_lag::encode_state_summary_v1(r, count)?;
+            if let Some(body) = call.past.encode(&response, v)? {
+                if let Api::Kafka(key) = ctx.api {
+                    network().response_errors(key, &response);
+                }
                 return Ok(Response::Encoded(body.freeze()));
             }
             Ok(if call.files.is_empty() {

@@ -10,6 +10,7 @@
 pub mod broker_apis;
 pub mod controller_apis;
 pub mod credentials;
+mod past_versions;
 mod served;
 
 use std::collections::HashMap;

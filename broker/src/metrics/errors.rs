@@ -140,6 +140,42 @@ pub fn for_each_error(response: &ResponseKind, mut f: impl FnMut(i16)) {
         ResponseKind::ListTransactions(r) => each(r.error_code),
         ResponseKind::ConsumerGroupHeartbeat(r) => each(r.error_code),
         ResponseKind::ConsumerGroupDescribe(r) => r.groups.iter().for_each(|g| each(g.error_code)),
+        ResponseKind::ShareGroupHeartbeat(r) => each(r.error_code),
+        ResponseKind::ShareGroupDescribe(r) => r.groups.iter().for_each(|g| each(g.error_code)),
+        ResponseKind::ShareFetch(r) => {
+            each(r.error_code);
+            for p in r.responses.iter().flat_map(|t| &t.partitions) {
+                each(p.error_code);
+                each(p.acknowledge_error_code);
+            }
+        }
+        ResponseKind::ShareAcknowledge(r) => {
+            each(r.error_code);
+            r.responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| each(p.error_code));
+        }
+        ResponseKind::DescribeShareGroupOffsets(r) => {
+            for g in &r.groups {
+                each(g.error_code);
+                g.topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .for_each(|p| each(p.error_code));
+            }
+        }
+        ResponseKind::AlterShareGroupOffsets(r) => {
+            each(r.error_code);
+            r.responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| each(p.error_code));
+        }
+        ResponseKind::DeleteShareGroupOffsets(r) => {
+            each(r.error_code);
+            r.responses.iter().for_each(|t| each(t.error_code));
+        }
         _ => {}
     }
 }
@@ -167,5 +203,25 @@ mod tests {
         let mut codes = Vec::new();
         for_each_error(&response, |c| codes.push(c));
         assert_eq!(codes, [6, 6, 3]);
+    }
+
+    #[test]
+    fn share_fetch_reports_fetch_and_acknowledgement_codes() {
+        use kafka_protocol::messages::share_fetch_response::{
+            PartitionData, ShareFetchResponse, ShareFetchableTopicResponse,
+        };
+        let partition = PartitionData::default()
+            .with_error_code(6)
+            .with_acknowledge_error_code(121);
+        let response = ResponseKind::ShareFetch(
+            ShareFetchResponse::default()
+                .with_error_code(0)
+                .with_responses(vec![
+                    ShareFetchableTopicResponse::default().with_partitions(vec![partition])
+                ]),
+        );
+        let mut codes = Vec::new();
+        for_each_error(&response, |c| codes.push(c));
+        assert_eq!(codes, [6, 121]);
     }
 }
