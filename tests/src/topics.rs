@@ -44,6 +44,27 @@ fn create_with(bootstrap: &str, topic: &str, layout: &[&str]) -> String {
     ok(kafka_tool("kafka-topics.sh", &args, None))
 }
 
+/// `kafka-console-consumer.sh` through `node`: up to `max` records of
+/// `topic` from the beginning (30 s at most), with `extra` arguments
+/// (`--formatter-property print.key=true`, ...); the tool's output.
+pub fn consume_from_beginning(node: &Ottla, topic: &str, max: usize, extra: &[&str]) -> String {
+    let bootstrap = node.bootstrap();
+    let max = max.to_string();
+    let mut args = vec![
+        "--bootstrap-server",
+        bootstrap.as_str(),
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--max-messages",
+        max.as_str(),
+        "--timeout-ms",
+        "30000",
+    ];
+    args.extend_from_slice(extra);
+    ok(kafka_tool("kafka-console-consumer.sh", &args, None))
+}
+
 /// `kafka-console-producer.sh` through `node`, one record per line of
 /// `lines`, each `key:value`.
 pub fn produce_keyed(node: &Ottla, topic: &str, lines: &str) {

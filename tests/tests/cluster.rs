@@ -9,7 +9,9 @@ use ottla_tests::broker_configs::try_alter_broker_configs;
 use ottla_tests::console_consumer::{every_offset_read, ConsoleConsumer};
 use ottla_tests::ottla::{free_port, ottla_binary, Ottla, Role};
 use ottla_tests::tools::{kafka_tool, ok};
-use ottla_tests::topics::{create_assigned_topic, create_topic, describe, PartitionView};
+use ottla_tests::topics::{
+    consume_from_beginning, create_assigned_topic, create_topic, describe, PartitionView,
+};
 use ottla_tests::wire::WireClient;
 
 /// Short timeouts so failures are detected within seconds.
@@ -84,22 +86,9 @@ fn total_offsets(node: &Ottla, topic: &str) -> i64 {
 }
 
 fn consume_count(node: &Ottla, topic: &str, expected: usize) -> usize {
-    let out = ok(kafka_tool(
-        "kafka-console-consumer.sh",
-        &[
-            "--bootstrap-server",
-            &node.bootstrap(),
-            "--topic",
-            topic,
-            "--from-beginning",
-            "--max-messages",
-            &expected.to_string(),
-            "--timeout-ms",
-            "30000",
-        ],
-        None,
-    ));
-    out.lines().count()
+    consume_from_beginning(node, topic, expected, &[])
+        .lines()
+        .count()
 }
 
 #[test]

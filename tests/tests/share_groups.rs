@@ -54,7 +54,8 @@ use ottla_tests::metrics::{scrape, sum};
 use ottla_tests::ottla::{free_port, Ottla};
 use ottla_tests::tools::{kafka_bin, kafka_tool, ok, python_script, refused, repo_root};
 use ottla_tests::topics::{
-    create_assigned_topic, create_topic, describe as describe_topic, produce_keyed, topic_uuid,
+    consume_from_beginning, create_assigned_topic, create_topic, describe as describe_topic,
+    produce_keyed, topic_uuid,
 };
 use ottla_tests::wire::WireClient;
 use uuid::Uuid;
@@ -1119,26 +1120,13 @@ fn kafka_44_share_consumers_limit_records_and_renew_their_locks() {
 /// The queue topic's records as kafka-console-consumer.sh prints them with
 /// headers and keys: (headers, key, value) each.
 fn dead_letters(node: &Ottla, topic: &str, count: usize) -> Vec<(String, String, String)> {
-    let count = count.to_string();
-    let out = ok(kafka_tool(
-        "kafka-console-consumer.sh",
-        &[
-            "--bootstrap-server",
-            &node.bootstrap(),
-            "--topic",
-            topic,
-            "--from-beginning",
-            "--max-messages",
-            &count,
-            "--timeout-ms",
-            "30000",
-            "--formatter-property",
-            "print.headers=true",
-            "--formatter-property",
-            "print.key=true",
-        ],
-        None,
-    ));
+    let printing = [
+        "--formatter-property",
+        "print.headers=true",
+        "--formatter-property",
+        "print.key=true",
+    ];
+    let out = consume_from_beginning(node, topic, count, &printing);
     let mut letters: Vec<(String, String, String)> = out
         .lines()
         .filter(|l| l.starts_with("__dlq."))
