@@ -24,6 +24,28 @@ pub enum Api {
     Own(OwnApiKey),
 }
 
+impl From<kafka_protocol::messages::ApiKey> for Api {
+    fn from(key: kafka_protocol::messages::ApiKey) -> Self {
+        Self::Kafka(key)
+    }
+}
+
+impl From<OwnApiKey> for Api {
+    fn from(key: OwnApiKey) -> Self {
+        Self::Own(key)
+    }
+}
+
+impl Api {
+    /// The API key on the wire.
+    pub fn as_i16(self) -> i16 {
+        match self {
+            Self::Kafka(key) => key as i16,
+            Self::Own(key) => key.as_i16(),
+        }
+    }
+}
+
 /// An API served through Ottla's own codec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OwnApiKey {

@@ -27,7 +27,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ottla_tests::groups::{committed, coordinator_of, GROUP_KEY};
-use ottla_tests::ottla::Ottla;
+use ottla_tests::metrics::{scrape, sum};
+use ottla_tests::ottla::{free_port, Ottla};
 use ottla_tests::tools::{kafka_bin, kafka_tool, ok, refused, repo_root};
 use ottla_tests::topics::{create_topic, produce_keyed};
 
@@ -414,6 +415,9 @@ fn a_static_instance_restarts_into_its_tasks_without_a_rebalance() {
     // Long enough for a JVM to restart within it.
     overrides.retain(|(k, _)| *k != "group.streams.session.timeout.ms");
     overrides.push(("group.streams.session.timeout.ms", "30000"));
+    let metrics_port = free_port();
+    let metrics = format!("http://127.0.0.1:{metrics_port}");
+    overrides.push(("metrics.listener", &metrics));
     let node = Ottla::start(&overrides);
     create_topic(&node, INPUT, 4, &[]);
     create_topic(&node, OUTPUT, 1, &[]);
@@ -459,6 +463,24 @@ fn a_static_instance_restarts_into_its_tasks_without_a_rebalance() {
     assert_eq!(group_epoch(&node), epoch, "no rebalance");
     await_exact_counts(&node, &expected);
     b.stop();
+    // The streams APIs, served by Ottla's own codec, are in the request
+    // metrics as Kafka's are.
+    let text = scrape(metrics_port);
+    for api in ["StreamsGroupHeartbeat", "StreamsGroupDescribe"] {
+        let request = format!("request=\"{api}\"");
+        let served = sum(&text, "kafka_network_requests_total", &[&request]);
+        assert!(served.is_some_and(|n| n >= 1.0), "{api}: {served:?}");
+        // A heartbeat may be in flight while the metrics are read.
+        let timed = sum(
+            &text,
+            "kafka_network_request_duration_seconds_count",
+            &[&request],
+        );
+        assert!(
+            timed.is_some_and(|t| t >= 1.0 && Some(t) <= served),
+            "{api}: {timed:?} timed of {served:?}"
+        );
+    }
 }
 
 /// Three nodes, every topic with three replicas: standby tasks sit on the

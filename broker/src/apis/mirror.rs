@@ -46,6 +46,7 @@ use tracing::info;
 
 use crate::broker::Broker;
 use crate::broker::BrokerSlot;
+use crate::metrics::network;
 use crate::network::{OwnHandlerFuture, RequestContext, RequestHandler};
 use crate::security::authorizer::Access;
 use ottla_mirror::runtime::source::SourceCluster;
@@ -93,6 +94,7 @@ impl RequestHandler for MirrorApis {
                         #[allow(clippy::redundant_closure_call)]
                         ($refuse)(request)
                     };
+                    network().own_response_errors(OwnApiKey::Mirror(key), &response);
                     response.encode(version)?.freeze()
                 }};
             }

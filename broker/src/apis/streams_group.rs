@@ -40,6 +40,7 @@ use super::group::{client_host, ALL_GROUP_OPERATIONS};
 use crate::blocking::blocking;
 use crate::broker::Broker;
 use crate::broker::BrokerSlot;
+use crate::metrics::network;
 use crate::network::{OwnHandlerFuture, RequestContext, RequestHandler};
 use crate::replica::now_ms;
 use ottla_controller::acls::operation;
@@ -156,7 +157,7 @@ impl RequestHandler for StreamsApis {
                             Some("Group authorization failed.".into()),
                         )
                     };
-                    response.encode(version)?
+                    counted(response, version)?
                 }
                 OwnApiKey::Streams(StreamsApiKey::StreamsGroupDescribe) => {
                     let req = StreamsGroupDescribeRequest::decode(&body, version)
@@ -167,22 +168,28 @@ impl RequestHandler for StreamsApis {
                         .map(|id| access.group(operation::DESCRIBE, id))
                         .collect();
                     // Shard lookups may load a shard: the blocking pool.
-                    blocking(&broker, move |b| describe(b, req, &allowed))
-                        .await?
-                        .encode(version)?
+                    let response = blocking(&broker, move |b| describe(b, req, &allowed)).await?;
+                    counted(response, version)?
                 }
                 OwnApiKey::Streams(StreamsApiKey::StreamsGroupTopologyDescriptionUpdate) => {
                     let req = StreamsGroupTopologyDescriptionUpdateRequest::decode(&body, version)
                         .with_context(|| format!("decoding {key}"))?;
                     let image = broker.controller.image();
                     let allowed = access.group(operation::READ, &req.group_id);
-                    topology_description_update(&image, allowed).encode(version)?
+                    counted(topology_description_update(&image, allowed), version)?
                 }
                 OwnApiKey::Mirror(_) => anyhow::bail!("the streams handler does not serve {key}"),
             };
             Ok(encoded.freeze())
         })
     }
+}
+
+/// `response` encoded at `version`, its error codes counted first (Kafka's
+/// RequestMetrics ErrorsPerSec).
+fn counted<M: StreamsMessage>(response: M, version: i16) -> anyhow::Result<bytes::BytesMut> {
+    network().own_response_errors(OwnApiKey::Streams(M::API_KEY), &response);
+    Ok(response.encode(version)?)
 }
 
 /// StreamsGroupTopologyDescriptionUpdate, as Kafka answers it without a

@@ -46,6 +46,67 @@ fn assert_well_formed(text: &str) {
     }
 }
 
+/// Ottla's own APIs (streams groups, mirrors) are counted as Kafka's are,
+/// under their names; their error codes come from every level of the answer.
+#[test]
+fn own_apis_are_counted_with_their_error_codes() {
+    use ottla_protocol::mirror::topics::{AddTopicsToMirrorResponse, MirrorTopicResult};
+    use ottla_protocol::mirror::MirrorApiKey;
+    use ottla_protocol::own_api::OwnApiKey;
+    use ottla_protocol::streams::StreamsApiKey;
+
+    let m: &'static NetworkMetrics = Box::leak(Box::default());
+    let update = OwnApiKey::Streams(StreamsApiKey::StreamsGroupTopologyDescriptionUpdate);
+    let add = OwnApiKey::Mirror(MirrorApiKey::AddTopicsToMirror);
+    m.received(update, 0);
+    m.received(add, 0);
+    m.received(add, 0);
+    let response = AddTopicsToMirrorResponse {
+        topics: [3, 0, 3]
+            .map(|error_code| MirrorTopicResult {
+                error_code,
+                ..Default::default()
+            })
+            .to_vec(),
+        ..Default::default()
+    };
+    m.own_response_errors(add, &response);
+    m.error(update, 35); // UNSUPPORTED_VERSION
+    m.completed(update, Instant::now());
+
+    let text = render_one(NetworkCollector(m));
+    assert_well_formed(&text);
+    let v = |s: &str| value(&text, s);
+    assert_eq!(
+        v(r#"kafka_network_requests_total{request="AddTopicsToMirror",version="0"}"#),
+        Some(2.0)
+    );
+    assert_eq!(
+        v(
+            r#"kafka_network_requests_total{request="StreamsGroupTopologyDescriptionUpdate",version="0"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        v(
+            r#"kafka_network_request_errors_total{request="AddTopicsToMirror",error="UNKNOWN_TOPIC_OR_PARTITION"}"#
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        v(
+            r#"kafka_network_request_errors_total{request="StreamsGroupTopologyDescriptionUpdate",error="UNSUPPORTED_VERSION"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        v(
+            r#"kafka_network_request_duration_seconds_count{request="StreamsGroupTopologyDescriptionUpdate"}"#
+        ),
+        Some(1.0)
+    );
+}
+
 #[test]
 fn request_counters_errors_and_latency_histograms() {
     let m: &'static NetworkMetrics = Box::leak(Box::default());

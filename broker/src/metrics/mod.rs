@@ -4,7 +4,9 @@
 //!
 //! Names follow Kafka's JMX metrics as the Prometheus JMX exporter usually
 //! renders them (`kafka_<domain>_<type>_<name>`, counters in `_total`,
-//! durations in seconds), so Kafka dashboards and alerts carry over:
+//! durations in seconds), so Kafka dashboards and alerts carry over. The
+//! request metrics cover every API, Ottla's own codec's too (the streams
+//! groups' and the mirrors', under their names):
 //!
 //! | Ottla | Kafka (JMX) |
 //! | --- | --- |

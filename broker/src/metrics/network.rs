@@ -12,6 +12,8 @@ use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use kafka_protocol::messages::{ApiKey, ResponseKind};
+use ottla_protocol::own_api::{Api, OwnApiKey};
+use ottla_protocol::schema::wire::WireField;
 use parking_lot::Mutex;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
@@ -21,10 +23,11 @@ use super::errors::{error_name, for_each_error};
 use super::histogram::Histogram;
 use super::{counter, gauge};
 
-/// Slots for API keys (kafka-protocol 0.18 stops at 92), request versions
-/// and error codes (-1 to 133 today, stored at code + 1). Anything outside
-/// is not counted rather than mislabelled.
-const API_SLOTS: usize = 96;
+/// Slots for API keys (kafka-protocol 0.18 stops at 92; Ottla's own APIs,
+/// the streams-group and mirror ones, go to 106), request versions and
+/// error codes (-1 to 133 today, stored at code + 1). Anything outside is
+/// not counted rather than mislabelled.
+const API_SLOTS: usize = 107;
 const VERSION_SLOTS: usize = 32;
 const ERROR_SLOTS: usize = 160;
 
@@ -92,8 +95,8 @@ impl Default for NetworkMetrics {
 }
 
 impl NetworkMetrics {
-    fn api(&self, api: ApiKey) -> Option<&ApiMetrics> {
-        self.apis.get(api as i16 as usize)
+    fn api(&self, api: impl Into<Api>) -> Option<&ApiMetrics> {
+        self.apis.get(usize::try_from(api.into().as_i16()).ok()?)
     }
 
     /// The counters of listener `name`, created on first use; resolved once
@@ -109,7 +112,7 @@ impl NetworkMetrics {
     }
 
     /// A request was decoded.
-    pub fn received(&self, api: ApiKey, version: i16) {
+    pub fn received(&self, api: impl Into<Api>, version: i16) {
         let slot = usize::try_from(version).ok();
         if let Some(v) = self.api(api).zip(slot).and_then(|(a, v)| a.versions.get(v)) {
             v.fetch_add(1, Ordering::Relaxed);
@@ -118,7 +121,7 @@ impl NetworkMetrics {
 
     /// One error code (not NONE) was returned, or stands for a failure
     /// that had no response (UNKNOWN_SERVER_ERROR when a handler failed).
-    pub fn error(&self, api: ApiKey, code: i16) {
+    pub fn error(&self, api: impl Into<Api>, code: i16) {
         let slot = usize::try_from(i32::from(code) + 1).ok();
         if let Some(e) = self.api(api).zip(slot).and_then(|(a, c)| a.errors.get(c)) {
             e.fetch_add(1, Ordering::Relaxed);
@@ -130,9 +133,19 @@ impl NetworkMetrics {
         for_each_error(response, |code| self.error(api, code));
     }
 
+    /// Counts every error code (not NONE) in a response of Ottla's own
+    /// codec about to be encoded.
+    pub fn own_response_errors(&self, api: OwnApiKey, response: &impl WireField) {
+        response.error_codes(false, &mut |code| {
+            if code != 0 {
+                self.error(api, code);
+            }
+        });
+    }
+
     /// The response to a request decoded at `started` was written (or, for
     /// one that gets no response, its handler finished).
-    pub fn completed(&self, api: ApiKey, started: Instant) {
+    pub fn completed(&self, api: impl Into<Api>, started: Instant) {
         if let Some(a) = self.api(api) {
             a.duration.observe(started.elapsed());
         }
@@ -140,8 +153,11 @@ impl NetworkMetrics {
 }
 
 fn api_name(index: usize) -> Option<String> {
-    let key = ApiKey::try_from(i16::try_from(index).ok()?).ok()?;
-    Some(format!("{key:?}"))
+    let key = i16::try_from(index).ok()?;
+    match ApiKey::try_from(key) {
+        Ok(kafka) => Some(format!("{kafka:?}")),
+        Err(_) => Some(OwnApiKey::from_i16(key)?.to_string()),
+    }
 }
 
 /// Scrape-time encoder over a [`NetworkMetrics`].

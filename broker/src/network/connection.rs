@@ -406,6 +406,7 @@ impl Connection {
             request.header.request_api_version,
             request.header.correlation_id,
         );
+        network().received(key, version);
         let client_id = client_id_of(&request.header);
         let (ctx, release) =
             RequestContext::new(&self.info, principal, client_id, Api::Own(key), version);
@@ -575,15 +576,11 @@ async fn write_responses<W: FrameSink>(
                     failed = true;
                     break;
                 }
-                if let Api::Kafka(key) = api {
-                    metrics.completed(key, started);
-                }
+                metrics.completed(api, started);
                 log_request(api, started, bytes);
             }
             Ok(Outcome::Silent) => {
-                if let Api::Kafka(key) = api {
-                    metrics.completed(key, started);
-                }
+                metrics.completed(api, started);
                 log_request(api, started, 0);
             }
             Ok(Outcome::Close) => {
@@ -593,9 +590,7 @@ async fn write_responses<W: FrameSink>(
             }
             Err(reason) => {
                 // Kafka would have answered UNKNOWN_SERVER_ERROR.
-                if let Api::Kafka(key) = api {
-                    metrics.error(key, ResponseError::UnknownServerError.code());
-                }
+                metrics.error(api, ResponseError::UnknownServerError.code());
                 ottla_coordinator_common::log_limited!(tracing::Level::WARN, key: &(), "closing connection: {reason}");
                 failed = true;
                 break;

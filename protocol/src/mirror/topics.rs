@@ -152,3 +152,37 @@ impl AddTopicsToMirrorRequest {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::wire::WireField;
+    use crate::streams::TopicInfo;
+
+    fn codes(value: &impl WireField) -> Vec<i16> {
+        let mut codes = Vec::new();
+        value.error_codes(false, &mut |c| codes.push(c));
+        codes
+    }
+
+    #[test]
+    fn error_codes_are_gathered_from_every_level_and_only_from_error_code_fields() {
+        let topic = |error_code| MirrorTopicResult {
+            error_code,
+            ..Default::default()
+        };
+        let response = AddTopicsToMirrorResponse {
+            throttle_time_ms: 7,
+            error_code: 0,
+            topics: vec![topic(3), topic(0), topic(29)],
+            ..Default::default()
+        };
+        assert_eq!(codes(&response), [0, 3, 0, 29]);
+        // Other i16 fields are not error codes.
+        let info = TopicInfo {
+            replication_factor: 3,
+            ..Default::default()
+        };
+        assert_eq!(codes(&info), Vec::<i16>::new());
+    }
+}

@@ -74,6 +74,16 @@ macro_rules! wire_struct {
                 self.unknown_tagged_fields.write(w)
             }
 
+            // A struct is not an error code itself; its fields may be.
+            fn error_codes(&self, _is_error_code: bool, f: &mut dyn FnMut(i16)) {
+                let _ = &f; // a struct without fields
+                $( $crate::schema::wire::WireField::error_codes(
+                    &self.$field,
+                    stringify!($field) == "error_code",
+                    f,
+                ); )*
+            }
+
             #[cfg(test)]
             fn at_version(self, version: i16) -> Self {
                 let _ = version; // a struct without fields

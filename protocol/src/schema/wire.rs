@@ -469,6 +469,13 @@ pub trait WireField: Sized {
     fn at_version(self, _version: i16) -> Self {
         self
     }
+
+    /// Calls `f` with every error code this value holds: the fields named
+    /// `error_code` (`is_error_code`), in it and in the structs it nests,
+    /// as Kafka's `errorCounts` gathers a response's codes.
+    fn error_codes(&self, is_error_code: bool, f: &mut dyn FnMut(i16)) {
+        let _ = (is_error_code, f); // most fields hold none
+    }
 }
 
 macro_rules! fixed_width_field {
@@ -485,7 +492,22 @@ macro_rules! fixed_width_field {
     )*};
 }
 
-fixed_width_field!(i8 => i8, i16 => i16, u16 => u16, i32 => i32, i64 => i64, bool => bool);
+fixed_width_field!(i8 => i8, u16 => u16, i32 => i32, i64 => i64, bool => bool);
+
+impl WireField for i16 {
+    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.i16()
+    }
+    fn write(&self, w: &mut Writer) -> Result<(), EncodeError> {
+        w.i16(*self);
+        Ok(())
+    }
+    fn error_codes(&self, is_error_code: bool, f: &mut dyn FnMut(i16)) {
+        if is_error_code {
+            f(*self);
+        }
+    }
+}
 
 impl WireField for Uuid {
     fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -531,6 +553,11 @@ impl<T: WireField> WireField for Vec<T> {
     fn at_version(self, version: i16) -> Self {
         self.into_iter().map(|v| v.at_version(version)).collect()
     }
+
+    fn error_codes(&self, is_error_code: bool, f: &mut dyn FnMut(i16)) {
+        self.iter()
+            .for_each(|item| item.error_codes(is_error_code, f));
+    }
 }
 
 /// Nullable arrays (`"nullableVersions": "0+"`), where null means "all".
@@ -545,6 +572,12 @@ impl<T: WireField> WireField for Option<Vec<T>> {
     #[cfg(test)]
     fn at_version(self, version: i16) -> Self {
         self.map(|items| items.into_iter().map(|v| v.at_version(version)).collect())
+    }
+
+    fn error_codes(&self, is_error_code: bool, f: &mut dyn FnMut(i16)) {
+        self.iter()
+            .flatten()
+            .for_each(|item| item.error_codes(is_error_code, f));
     }
 }
 
