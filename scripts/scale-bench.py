@@ -36,9 +36,11 @@ alternating from one N to the next, and measured the same way:
                the per-partition cost of a produce request, not bulk
                throughput;
   consume      kafka-consumer-perf-test reading them all back (bench.py's
-               helper): records/s once it has its partitions, the time to
-               join its group (N partitions to assign and fetch offsets
-               for), and the broker's CPU seconds;
+               helper), `--consumer-runs` times (3; one run varies by a
+               quarter from the next): the medians of records/s once it has
+               its partitions, of the time to join its group (N partitions to
+               assign and fetch offsets for), and of the broker's CPU
+               seconds;
   connections  `--connections` (10,000) plain sockets opened by this
                script (asyncio, `--connect-concurrency` at a time), each
                sending one ApiVersions request, so each is a real client
@@ -687,10 +689,18 @@ def measure_produce(bin_dir, broker, topic, partitions, records):
                 f"{held}, fewer than the {records} acknowledged")}
 
 
-def measure_consume(bin_dir, broker, topic, records):
-    c = bench.measured(broker, lambda: bench.consume(bin_dir, broker, topic, records))
-    return {"consume: records/s": c["rec/s"] or Failed("read nothing before kafka-consumer-perf-test's timeout"),
-            "consume: join ms": c["join ms"], "consume: broker CPU s": c["cpu s"]}
+def measure_consume(bin_dir, broker, topic, records, runs):
+    """`runs` consumers read the topic one after another (one consumer run
+    varies by a quarter from the next): the medians."""
+    samples = []
+    for _ in range(runs):
+        c = bench.measured(broker, lambda: bench.consume(bin_dir, broker, topic, records))
+        if not c["rec/s"]:
+            return {"consume: records/s": Failed("read nothing before kafka-consumer-perf-test's timeout")}
+        samples.append(c)
+    median = lambda key: statistics.median(c[key] for c in samples)
+    return {"consume: records/s": median("rec/s"), "consume: join ms": median("join ms"),
+            "consume: broker CPU s": median("cpu s")}
 
 
 def measure_restart(broker, topic, partitions, kill):
@@ -974,7 +984,7 @@ def scale_pass(broker, bin_dir, partitions, args, results):
         ("metadata", "metadata", lambda: measure_metadata(broker, topic, partitions, args.metadata_runs)),
         ("idle", "idle", lambda: measure_idle(broker, args.idle_seconds)),
         ("produce", "produce", lambda: measure_produce(bin_dir, broker, topic, partitions, records)),
-        ("produce", "consume", lambda: measure_consume(bin_dir, broker, topic, records)),
+        ("produce", "consume", lambda: measure_consume(bin_dir, broker, topic, records, args.consumer_runs)),
         ("connections", "connections", lambda: measure_connections(
             broker, args.connections, args.active, args.active_seconds, args.connect_concurrency)),
         ("restart", "restart clean", lambda: measure_restart(broker, topic, partitions, kill=False)),
@@ -1013,6 +1023,7 @@ def main():
     ap.add_argument("--kafka-heap", default="-Xmx2g")
     ap.add_argument("--records", type=int, help="records to produce (default max(200 * N, 1,000,000))")
     ap.add_argument("--metadata-runs", type=int, default=5)
+    ap.add_argument("--consumer-runs", type=int, default=3, help="consumers reading the produced records")
     ap.add_argument("--idle-seconds", type=float, default=15)
     ap.add_argument("--connections", type=int, default=10_000)
     ap.add_argument("--active", type=int, default=1_000, help="connections kept busy")

@@ -627,6 +627,21 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// Every i64 reads back as written, one-byte varints (-64..=63)
+        /// and longer ones alike, and a varint cut short reads as nothing.
+        #[test]
+        fn varlongs_read_back_as_written(value in prop_oneof![-64i64..=63, any::<i64>()]) {
+            let mut out = Vec::new();
+            put_varlong(&mut out, value);
+            let mut cursor = VarintCursor::new(&out);
+            prop_assert_eq!(cursor.varlong(), Some(value));
+            prop_assert_eq!(cursor.position(), out.len());
+            let mut cut = VarintCursor::new(&out[..out.len() - 1]);
+            prop_assert_eq!(cut.varlong(), None);
+        }
+    }
+
     #[test]
     fn whole_batches_stop_before_a_cut_batch() {
         let one = BatchBuilder::default().build(&[rec(1, "k", "v")]);
