@@ -3,8 +3,10 @@
 //!
 //! The reader never trusts the size prefix for allocation: it validates it
 //! against `socket.request.max.bytes` and then grows its buffer only as bytes
-//! actually arrive (doubling, so a large frame costs O(size) copying), so a
-//! client claiming 100 MiB and sending nothing holds a few KiB.
+//! actually arrive, so a client claiming 100 MiB and sending nothing holds a
+//! few KiB. Where the stream can say how many bytes it already holds (a TCP
+//! socket's receive queue), the buffer grows to take them in one read;
+//! otherwise it doubles, so a large frame costs O(size) copying.
 
 use bytes::{Buf, Bytes, BytesMut};
 use thiserror::Error;
@@ -77,12 +79,17 @@ fn missing_bytes(buf: &BytesMut, max: usize) -> usize {
     }
 }
 
+/// How many bytes a stream holds that a read would return at once: bytes
+/// the peer has really sent, so the buffer may grow to take them.
+pub type ReadyBytes<R> = fn(&R) -> usize;
+
 /// Reads size-prefixed frames from a byte stream.
 #[derive(Debug)]
 pub struct FrameReader<R> {
     inner: R,
     buf: BytesMut,
     max: usize,
+    ready: Option<ReadyBytes<R>>,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -92,7 +99,15 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             inner,
             buf: BytesMut::new(),
             max,
+            ready: None,
         }
+    }
+
+    /// Lets a large frame be read into one buffer of the size that has
+    /// arrived, instead of a doubling one copied at each step.
+    pub fn with_ready_bytes(mut self, ready: ReadyBytes<R>) -> Self {
+        self.ready = Some(ready);
+        self
     }
 
     /// The stream and what was read from it beyond the frames returned so
@@ -148,9 +163,13 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 return Ok(Some(frame));
             }
             // Grow with what is missing, but never by more than the buffer's
-            // current size: memory follows received bytes, not the claim.
+            // current size or what has already arrived: memory follows
+            // received bytes, not the claim.
             let missing = missing_bytes(&self.buf, self.max);
-            let grow = missing.min(self.buf.capacity().max(MIN_READ)).max(MIN_READ);
+            let arrived = self.ready.map_or(0, |ready| ready(&self.inner));
+            let grow = missing
+                .min(self.buf.capacity().max(arrived).max(MIN_READ))
+                .max(MIN_READ);
             self.make_room(grow);
             if self.inner.read_buf(&mut self.buf).await? == 0 {
                 return match self.buf.len() {
@@ -287,6 +306,68 @@ mod tests {
         assert_eq!(&frame[..], &payload[..]);
         writer.await.unwrap();
         assert!(reader.next_frame().await.unwrap().is_none());
+    }
+
+    /// A stream that counts the reads it answers and can say how many
+    /// bytes it holds, as a socket's receive queue can.
+    struct CountingStream<'a> {
+        data: &'a [u8],
+        reads: usize,
+    }
+
+    impl tokio::io::AsyncRead for CountingStream<'_> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            self.reads += 1;
+            std::pin::Pin::new(&mut self.data).poll_read(cx, buf)
+        }
+    }
+
+    async fn reads_for_one_frame<'a>(
+        wire: &'a [u8],
+        probe: Option<ReadyBytes<CountingStream<'a>>>,
+    ) -> usize {
+        let stream = CountingStream {
+            data: wire,
+            reads: 0,
+        };
+        let mut reader = FrameReader::new(stream, DEFAULT_MAX_REQUEST_SIZE);
+        if let Some(probe) = probe {
+            reader = reader.with_ready_bytes(probe);
+        }
+        let frame = reader.next_frame().await.unwrap().unwrap();
+        assert_eq!(frame.len(), wire.len() - SIZE_PREFIX_LEN);
+        reader.inner.reads
+    }
+
+    #[tokio::test]
+    async fn a_frame_that_has_arrived_is_taken_in_one_read() {
+        let wire = framed(&[&vec![3u8; 500_000]]);
+        let ready: ReadyBytes<CountingStream<'_>> = |s| s.data.len();
+        // The prefix's read, then the rest at once.
+        assert_eq!(reads_for_one_frame(&wire, Some(ready)).await, 2);
+        // Without the probe the buffer doubles its way there.
+        assert!(reads_for_one_frame(&wire, None).await > 5);
+    }
+
+    #[tokio::test]
+    async fn what_has_arrived_bounds_the_buffer_not_the_claim() {
+        let mut wire = (DEFAULT_MAX_REQUEST_SIZE as i32).to_be_bytes().to_vec();
+        wire.extend_from_slice(&[0; 100_000]);
+        let stream = CountingStream {
+            data: &wire,
+            reads: 0,
+        };
+        let mut reader =
+            FrameReader::new(stream, DEFAULT_MAX_REQUEST_SIZE).with_ready_bytes(|s| s.data.len());
+        assert!(matches!(
+            reader.next_frame().await,
+            Err(FrameError::Truncated { .. })
+        ));
+        assert!(reader.buf.capacity() < 1 << 20);
     }
 
     #[tokio::test]

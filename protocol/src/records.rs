@@ -97,18 +97,18 @@ pub fn walk_records<'a>(
     mut visit: impl FnMut(RecordRef<'a>),
 ) -> Result<usize, BatchError> {
     const BAD: BatchError = BatchError::Invalid("malformed record");
-    let mut cursor = VarintCursor::new(section);
+    // One cursor for the whole section: a record whose fields run past its
+    // length ends elsewhere than its length says, which is refused below.
+    let mut r = VarintCursor::new(section);
     let mut count = 0;
-    while cursor.position() < section.len() {
-        let start = cursor.position();
-        let len = cursor.varint().ok_or(BAD)?;
-        if len < 0 {
-            return Err(BAD);
-        }
-        let body_start = cursor.position();
-        let body = cursor.take(len as usize).ok_or(BAD)?;
-        let raw = &section[start..body_start + len as usize];
-        let mut r = VarintCursor::new(body);
+    while r.position() < section.len() {
+        let start = r.position();
+        let len = r.varint().ok_or(BAD)?;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|len| r.position().checked_add(len))
+            .filter(|&end| end <= section.len())
+            .ok_or(BAD)?;
         let _attributes = r.byte().ok_or(BAD)?;
         let timestamp_delta = r.varlong().ok_or(BAD)?;
         let offset_delta = r.varint().ok_or(BAD)?;
@@ -126,7 +126,7 @@ pub fn walk_records<'a>(
             r.take(name_len as usize).ok_or(BAD)?;
             nullable_bytes(&mut r).ok_or(BAD)?;
         }
-        if r.position() != body.len() {
+        if r.position() != end {
             return Err(BAD);
         }
         visit(RecordRef {
@@ -134,13 +134,14 @@ pub fn walk_records<'a>(
             timestamp_delta,
             key,
             value,
-            raw,
+            raw: &section[start..end],
         });
         count += 1;
     }
     Ok(count)
 }
 
+#[inline(always)]
 fn nullable_bytes<'a>(r: &mut VarintCursor<'a>) -> Option<Option<&'a [u8]>> {
     let len = r.varint()?;
     if len < 0 {
@@ -293,6 +294,22 @@ mod tests {
             records_section(&v).unwrap_err(),
             BatchError::Invalid("decompressed batch exceeds the size limit")
         );
+    }
+
+    #[test]
+    fn a_record_must_end_where_its_length_says() {
+        let b = batch(&[(10, "a"), (20, "b")]);
+        let section = BatchView::parse(&b).unwrap().records_payload().to_vec();
+        let mut raws = Vec::new();
+        walk_records(&section, |r| raws.push(r.raw.to_vec())).unwrap();
+        assert_eq!(raws.concat(), section, "the records tile the section");
+        // The first record's length (a one-byte zigzag varint, 2 x length)
+        // claiming a byte less, then a byte more, than its fields take.
+        for claim in [section[0] - 2, section[0] + 2] {
+            let mut bad = section.clone();
+            bad[0] = claim;
+            assert!(walk_records(&bad, |_| {}).is_err(), "claim {claim}");
+        }
     }
 
     #[test]
