@@ -35,6 +35,14 @@ pub fn scrape(port: u16) -> String {
     }
 }
 
+/// The value of the sample `series`: its name and labels exactly as
+/// printed, e.g. `kafka_log_size_bytes{topic="t",partition="0"}`.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Sum of the samples of `name` whose labels contain every one of `labels`
 /// (`key="value"`); None when there is no such sample.
 pub fn sum(text: &str, name: &str, labels: &[&str]) -> Option<f64> {

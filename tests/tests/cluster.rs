@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use ottla_tests::broker_configs::try_alter_broker_configs;
 use ottla_tests::console_consumer::{every_offset_read, ConsoleConsumer};
+use ottla_tests::metrics::{self, sample};
 use ottla_tests::ottla::{free_port, ottla_binary, Ottla, Role};
 use ottla_tests::tools::{kafka_tool, ok};
 use ottla_tests::topics::{
@@ -566,24 +567,16 @@ fn reassignment_grows_the_replication_factor_and_moves_a_partition() {
     assert_eq!(consume_count(&nodes[2], "moves", 5_000), 5_000);
 }
 
-/// The Prometheus text of `node`, whose metrics listener took a free port
-/// (`metrics.listener=http://127.0.0.1:0`) and logged it.
+/// The node's `/metrics`, from the metrics listener its log names (bound
+/// to port 0).
 fn scrape(node: &Ottla) -> String {
     let log = node.log();
-    let marker = "metrics listening on http://";
+    let marker = "metrics listening on http://127.0.0.1:";
     let start = log.find(marker).expect("the metrics listener is logged") + marker.len();
-    let address = &log[start..start + log[start..].find('/').unwrap()];
-    ok(ottla_tests::tools::python_script(
-        "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1]).read().decode())",
-        &[&format!("http://{address}/metrics")],
-    ))
-}
-
-/// The value of the sample `series` (name and labels exactly as printed).
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
+    let port = log[start..start + log[start..].find('/').unwrap()]
+        .parse()
+        .unwrap();
+    metrics::scrape(port)
 }
 
 /// Also the cluster metrics scrape: the active controller's quorum figures,

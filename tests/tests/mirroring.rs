@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use ottla_protocol::batch::BatchIter;
 use ottla_protocol::mirror::admin::DescribedMirrorPartition;
 use ottla_tests::apache_kafka::ApacheKafka;
+use ottla_tests::metrics::{sample, scrape};
 use ottla_tests::mirror::{
     create_mirror, describe, log_bytes, topics_op, try_log_bytes, wait_for_state, TopicOp,
 };
@@ -122,22 +123,6 @@ fn max_epoch(bytes: &[u8]) -> i32 {
         .unwrap_or(-1)
 }
 
-/// The destination's Prometheus text, scraped with Python's urllib.
-fn scrape(port: u16) -> String {
-    ok(ottla_tests::tools::python_script(
-        "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1]).read().decode())",
-        &[&format!("http://127.0.0.1:{port}/metrics")],
-    ))
-}
-
-/// The value of the sample `name{labels}` (labels exactly as printed).
-fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
-    let prefix = format!("{name}{{{labels}}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 #[test]
 fn ottla_mirror_is_byte_identical_read_only_and_fails_over() {
     let source = Ottla::start(&[]);
@@ -157,9 +142,10 @@ fn ottla_mirror_is_byte_identical_read_only_and_fails_over() {
     let labels = r#"mirror="east",topic="orders",partition="0""#;
     eventually("mirror metrics", || {
         let text = scrape(metrics_port);
-        let state = sample(&text, "ottla_mirror_partition_state", labels);
-        let lag = sample(&text, "ottla_mirror_lag_records", labels);
-        let bytes = sample(&text, "ottla_mirror_bytes_total", labels);
+        let value = |name: &str| sample(&text, &format!("{name}{{{labels}}}"));
+        let state = value("ottla_mirror_partition_state");
+        let lag = value("ottla_mirror_lag_records");
+        let bytes = value("ottla_mirror_bytes_total");
         (state == Some(2.0) && lag == Some(0.0) && bytes.is_some_and(|b| b > 0.0))
             .then_some(())
             .ok_or(format!("state {state:?} lag {lag:?} bytes {bytes:?}"))
