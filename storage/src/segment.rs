@@ -48,35 +48,72 @@ impl FileSlice {
     /// (a follower truncation racing a read), returns only the whole batches
     /// still present.
     pub fn read(&self) -> io::Result<Bytes> {
-        let FileRange {
-            file,
-            position,
-            len,
-        } = &self.range;
-        let mut buf = BytesMut::zeroed(*len);
-        let mut filled = 0;
-        while filled < *len {
+        let mut buf = BytesMut::new();
+        self.fill(&mut buf, self.range.len)?;
+        buf.truncate(whole_batches_len(&buf));
+        Ok(buf.freeze())
+    }
+
+    /// Reads the slice's first whole batches, stopping once those read span
+    /// `max_records` offsets (one batch at least): a share fetch acquires a
+    /// few hundred records from a slice that may span the request's whole
+    /// byte budget. The read starts at 64 KiB and doubles, so it takes at
+    /// most twice the bytes of the batches it needs beyond that.
+    pub fn read_records(&self, max_records: i64) -> io::Result<Bytes> {
+        let mut buf = BytesMut::new();
+        let mut want = self.range.len.min(FIRST_RECORDS_READ);
+        loop {
+            let complete = self.fill(&mut buf, want)?;
+            let (whole, offsets) = whole_batches(&buf);
+            if offsets >= max_records || !complete || want == self.range.len {
+                buf.truncate(whole);
+                return Ok(buf.freeze());
+            }
+            want = self.range.len.min(want.saturating_mul(2));
+        }
+    }
+
+    /// Reads on into `buf` until it holds the slice's first `want` bytes.
+    /// False when the file ended first (truncated since the slice was
+    /// planned).
+    fn fill(&self, buf: &mut BytesMut, want: usize) -> io::Result<bool> {
+        let FileRange { file, position, .. } = &self.range;
+        let mut filled = buf.len();
+        buf.resize(want, 0);
+        while filled < want {
             let n = file.read_at(&mut buf[filled..], position + filled as u64)?;
             if n == 0 {
-                break;
+                buf.truncate(filled);
+                return Ok(false);
             }
             filled += n;
         }
-        buf.truncate(whole_batches_len(&buf[..filled]));
-        Ok(buf.freeze())
+        Ok(true)
     }
 }
 
+/// The first read of [`FileSlice::read_records`].
+const FIRST_RECORDS_READ: usize = 64 * 1024;
+
 /// Length of the prefix of `buf` made of whole batches.
 pub fn whole_batches_len(buf: &[u8]) -> usize {
+    whole_batches(buf).0
+}
+
+/// The length of the whole batches at the start of `buf` and the offsets
+/// they span (a batch whose header cannot be read counts one).
+fn whole_batches(buf: &[u8]) -> (usize, i64) {
     let mut pos = 0;
+    let mut offsets = 0;
     while let Some(Ok(size)) = batch_size_at(&buf[pos..]) {
         if pos + size > buf.len() {
             break;
         }
+        offsets += BatchView::parse(&buf[pos..])
+            .map_or(1, |b| (b.last_offset() - b.base_offset() + 1).max(1));
         pos += size;
     }
-    pos
+    (pos, offsets)
 }
 
 /// Header fields of one batch found by scanning a segment.

@@ -115,6 +115,54 @@ fn leader_append_assigns_offsets_and_epochs() {
 }
 
 #[test]
+fn a_read_for_some_records_stops_after_the_batches_that_hold_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), true);
+    for _ in 0..200 {
+        append(&mut log, 10, 0);
+    }
+    let slice = log
+        .read(0, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap()
+        .slice
+        .unwrap();
+    let everything = slice.read().unwrap();
+    assert_eq!(slice.read_records(i64::MAX).unwrap(), everything);
+    let some = slice.read_records(25).unwrap();
+    assert!(
+        some.len() < everything.len() / 2,
+        "{} of {}",
+        some.len(),
+        everything.len()
+    );
+    assert_eq!(
+        some,
+        everything.slice(..some.len()),
+        "whole batches from the start"
+    );
+    let last = BatchIter::new(&some)
+        .map(|b| b.unwrap().last_offset())
+        .last();
+    assert!(last.is_some_and(|l| l >= 24), "{last:?}");
+
+    // A batch larger than the first read still comes whole.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), true);
+    append(&mut log, 1_000, 0);
+    append(&mut log, 1_000, 0);
+    let slice = log
+        .read(0, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap()
+        .slice
+        .unwrap();
+    let first = slice.read_records(1).unwrap();
+    let batches: Vec<_> = BatchIter::new(&first)
+        .map(|b| b.unwrap().last_offset())
+        .collect();
+    assert_eq!(batches, vec![999]);
+}
+
+#[test]
 fn corrupt_and_oversized_input_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = open(dir.path(), small_config(), false);

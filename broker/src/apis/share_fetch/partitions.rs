@@ -243,7 +243,11 @@ fn acquire(
     let Some(slice) = outcome.records else {
         return Ok(Delivery::default());
     };
-    let records = slice.read().map_err(|_| ResponseError::KafkaStorageError)?;
+    // Only the batches the record budget can take: the slice may span the
+    // request's whole byte budget (50 MiB by default).
+    let records = slice
+        .read_records(budget.records)
+        .map_err(|_| ResponseError::KafkaStorageError)?;
     let batches = fetched_batches(&records, outcome.aborted.as_deref().unwrap_or_default());
     let acquired = state.acquire(member, &batches, budget.records, budget.mode, &limits, now);
     let (Some(first), Some(last)) = (acquired.first(), acquired.last()) else {
