@@ -4,9 +4,10 @@
 //! The reader never trusts the size prefix for allocation: it validates it
 //! against `socket.request.max.bytes` and then grows its buffer only as bytes
 //! actually arrive, so a client claiming 100 MiB and sending nothing holds a
-//! few KiB. Where the stream can say how many bytes it already holds (a TCP
-//! socket's receive queue), the buffer grows to take them in one read;
-//! otherwise it doubles, so a large frame costs O(size) copying.
+//! few KiB. The buffer doubles as bytes arrive (a large frame costs O(size)
+//! copying), or grows at once to the size of the last frame the same stream
+//! sent whole: a producer's requests are alike, and its next one is then
+//! read into one buffer without copies.
 
 use bytes::{Buf, Bytes, BytesMut};
 use thiserror::Error;
@@ -79,17 +80,14 @@ fn missing_bytes(buf: &BytesMut, max: usize) -> usize {
     }
 }
 
-/// How many bytes a stream holds that a read would return at once: bytes
-/// the peer has really sent, so the buffer may grow to take them.
-pub type ReadyBytes<R> = fn(&R) -> usize;
-
 /// Reads size-prefixed frames from a byte stream.
 #[derive(Debug)]
 pub struct FrameReader<R> {
     inner: R,
     buf: BytesMut,
     max: usize,
-    ready: Option<ReadyBytes<R>>,
+    /// The length of the last frame returned: bytes this stream did send.
+    last_frame_len: usize,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -99,15 +97,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             inner,
             buf: BytesMut::new(),
             max,
-            ready: None,
+            last_frame_len: 0,
         }
-    }
-
-    /// Lets a large frame be read into one buffer of the size that has
-    /// arrived, instead of a doubling one copied at each step.
-    pub fn with_ready_bytes(mut self, ready: ReadyBytes<R>) -> Self {
-        self.ready = Some(ready);
-        self
     }
 
     /// The stream and what was read from it beyond the frames returned so
@@ -160,15 +151,15 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub async fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
         loop {
             if let Some(frame) = decode_frame(&mut self.buf, self.max)? {
+                self.last_frame_len = frame.len();
                 return Ok(Some(frame));
             }
             // Grow with what is missing, but never by more than the buffer's
-            // current size or what has already arrived: memory follows
-            // received bytes, not the claim.
+            // current size or the last frame's: memory follows bytes this
+            // stream has sent, not the claim.
             let missing = missing_bytes(&self.buf, self.max);
-            let arrived = self.ready.map_or(0, |ready| ready(&self.inner));
             let grow = missing
-                .min(self.buf.capacity().max(arrived).max(MIN_READ))
+                .min(self.buf.capacity().max(self.last_frame_len).max(MIN_READ))
                 .max(MIN_READ);
             self.make_room(grow);
             if self.inner.read_buf(&mut self.buf).await? == 0 {
@@ -308,8 +299,7 @@ mod tests {
         assert!(reader.next_frame().await.unwrap().is_none());
     }
 
-    /// A stream that counts the reads it answers and can say how many
-    /// bytes it holds, as a socket's receive queue can.
+    /// A stream that counts the reads it answers.
     struct CountingStream<'a> {
         data: &'a [u8],
         reads: usize,
@@ -326,43 +316,37 @@ mod tests {
         }
     }
 
-    async fn reads_for_one_frame<'a>(
-        wire: &'a [u8],
-        probe: Option<ReadyBytes<CountingStream<'a>>>,
-    ) -> usize {
-        let stream = CountingStream {
-            data: wire,
-            reads: 0,
-        };
-        let mut reader = FrameReader::new(stream, DEFAULT_MAX_REQUEST_SIZE);
-        if let Some(probe) = probe {
-            reader = reader.with_ready_bytes(probe);
-        }
-        let frame = reader.next_frame().await.unwrap().unwrap();
-        assert_eq!(frame.len(), wire.len() - SIZE_PREFIX_LEN);
-        reader.inner.reads
-    }
-
     #[tokio::test]
-    async fn a_frame_that_has_arrived_is_taken_in_one_read() {
-        let wire = framed(&[&vec![3u8; 500_000]]);
-        let ready: ReadyBytes<CountingStream<'_>> = |s| s.data.len();
-        // The prefix's read, then the rest at once.
-        assert_eq!(reads_for_one_frame(&wire, Some(ready)).await, 2);
-        // Without the probe the buffer doubles its way there.
-        assert!(reads_for_one_frame(&wire, None).await > 5);
-    }
-
-    #[tokio::test]
-    async fn what_has_arrived_bounds_the_buffer_not_the_claim() {
-        let mut wire = (DEFAULT_MAX_REQUEST_SIZE as i32).to_be_bytes().to_vec();
-        wire.extend_from_slice(&[0; 100_000]);
+    async fn a_frame_like_the_last_one_is_read_into_one_buffer() {
+        let body = vec![3u8; 500_000];
+        let wire = framed(&[&body, &body]);
         let stream = CountingStream {
             data: &wire,
             reads: 0,
         };
-        let mut reader =
-            FrameReader::new(stream, DEFAULT_MAX_REQUEST_SIZE).with_ready_bytes(|s| s.data.len());
+        let mut reader = FrameReader::new(stream, DEFAULT_MAX_REQUEST_SIZE);
+        assert_eq!(
+            reader.next_frame().await.unwrap().unwrap().len(),
+            body.len()
+        );
+        let first = reader.inner.reads;
+        assert!(first > 5, "the first frame doubles its way: {first} reads");
+        assert_eq!(
+            reader.next_frame().await.unwrap().unwrap().len(),
+            body.len()
+        );
+        // The prefix's read (or the first frame's last), then the rest at once.
+        let second = reader.inner.reads - first;
+        assert!(second <= 2, "{second} reads");
+    }
+
+    #[tokio::test]
+    async fn a_small_frame_does_not_open_the_way_to_a_huge_claim() {
+        let mut wire = framed(&[b"small"]);
+        wire.extend_from_slice(&(DEFAULT_MAX_REQUEST_SIZE as i32).to_be_bytes());
+        wire.extend_from_slice(&[0; 100_000]);
+        let mut reader = FrameReader::new(&wire[..], DEFAULT_MAX_REQUEST_SIZE);
+        assert_eq!(reader.next_frame().await.unwrap().unwrap(), &b"small"[..]);
         assert!(matches!(
             reader.next_frame().await,
             Err(FrameError::Truncated { .. })

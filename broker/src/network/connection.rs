@@ -106,7 +106,7 @@ impl Connection {
     /// `shutdown` (after which queued responses are still written).
     pub(super) async fn serve<R, W>(
         self,
-        frames: FrameReader<R>,
+        read: R,
         write: W,
         auth: Auth,
         shutdown: CancellationToken,
@@ -117,7 +117,7 @@ impl Connection {
         let closing = shutdown.child_token();
         let (tx, rx) = mpsc::channel(self.settings.max_in_flight_per_connection);
         let (switch, write) = tokio::join!(
-            self.read_requests(frames, auth, tx, &closing),
+            self.read_requests(read, auth, tx, &closing),
             write_responses(write, rx, &closing)
         );
         match (switch, write) {
@@ -136,11 +136,12 @@ impl Connection {
     /// quorum RPC hands it over to the metadata quorum.
     async fn read_requests<R: AsyncRead + Unpin>(
         &self,
-        mut frames: FrameReader<R>,
+        read: R,
         mut auth: Auth,
         queue: mpsc::Sender<Queued>,
         closing: &CancellationToken,
     ) -> Option<QuorumSwitch<R>> {
+        let mut frames = FrameReader::new(read, self.settings.max_request_size);
         loop {
             if let Auth::Sasl(session) = &auth {
                 // Until a client authenticates it may only send small frames.

@@ -5,14 +5,12 @@
 
 use std::future::Future;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::network::response_frame::ResponseFrame;
-use ottla_protocol::frame::FrameReader;
 use tokio::io::{AsyncRead, AsyncWrite, WriteHalf};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
@@ -35,23 +33,7 @@ pub(super) async fn serve(connection: Connection, stream: TcpStream, shutdown: C
     }
     let auth = initial_auth(&connection, KafkaPrincipal::anonymous());
     let (read, write) = stream.into_split();
-    let frames = FrameReader::new(read, connection.settings.max_request_size)
-        .with_ready_bytes(socket_ready_bytes);
-    connection.serve(frames, write, auth, shutdown).await
-}
-
-/// Bytes in the socket's receive queue (FIONREAD): what the client has
-/// already sent, which a large request's buffer may grow to at once.
-fn socket_ready_bytes(read: &OwnedReadHalf) -> usize {
-    let mut ready: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one c_int into `ready`; the descriptor stays
-    // open while `read` is borrowed.
-    let rc = unsafe { libc::ioctl(read.as_ref().as_raw_fd(), libc::FIONREAD, &mut ready) };
-    if rc == 0 {
-        usize::try_from(ready).unwrap_or(0)
-    } else {
-        0
-    }
+    connection.serve(read, write, auth, shutdown).await
 }
 
 /// The TLS handshake, bounded in time, then the connection over TLS.
@@ -75,8 +57,7 @@ async fn serve_tls(
             debug!(%principal, "TLS handshake complete");
             let auth = initial_auth(&connection, principal);
             let (read, write) = tokio::io::split(tls);
-            let frames = FrameReader::new(read, connection.settings.max_request_size);
-            connection.serve(frames, write, auth, shutdown).await;
+            connection.serve(read, write, auth, shutdown).await;
         }
         Ok(Err((e, stream))) => {
             // INFO as in Kafka: health checks and port scans end here too.
