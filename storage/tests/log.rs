@@ -14,6 +14,7 @@ use ottla_storage::epoch_cache::{LeaderEpochCache, LEADER_EPOCH_CHECKPOINT_FILE}
 use ottla_storage::io_throttle::IoThrottle;
 use ottla_storage::log::{FetchIsolation, LogOpenOptions, PartitionLog};
 use ottla_storage::producer_state::AppendOrigin;
+use ottla_storage::segment::FileSlice;
 use ottla_storage::StorageError;
 use proptest::prelude::*;
 
@@ -114,6 +115,14 @@ fn leader_append_assigns_offsets_and_epochs() {
     assert_eq!(log.latest_epoch(), Some(5));
 }
 
+/// The slice of a read of 1 MiB from offset 0.
+fn first_mib(log: &PartitionLog) -> FileSlice {
+    log.read(0, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap()
+        .slice
+        .unwrap()
+}
+
 #[test]
 fn a_read_for_some_records_stops_after_the_batches_that_hold_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -121,11 +130,7 @@ fn a_read_for_some_records_stops_after_the_batches_that_hold_them() {
     for _ in 0..200 {
         append(&mut log, 10, 0);
     }
-    let slice = log
-        .read(0, 1 << 20, FetchIsolation::LogEnd, true)
-        .unwrap()
-        .slice
-        .unwrap();
+    let slice = first_mib(&log);
     let everything = slice.read().unwrap();
     assert_eq!(slice.read_records(i64::MAX).unwrap(), everything);
     let some = slice.read_records(25).unwrap();
@@ -150,12 +155,7 @@ fn a_read_for_some_records_stops_after_the_batches_that_hold_them() {
     let mut log = open(dir.path(), LogConfig::default(), true);
     append(&mut log, 1_000, 0);
     append(&mut log, 1_000, 0);
-    let slice = log
-        .read(0, 1 << 20, FetchIsolation::LogEnd, true)
-        .unwrap()
-        .slice
-        .unwrap();
-    let first = slice.read_records(1).unwrap();
+    let first = first_mib(&log).read_records(1).unwrap();
     let batches: Vec<_> = BatchIter::new(&first)
         .map(|b| b.unwrap().last_offset())
         .collect();
