@@ -14,6 +14,7 @@ use ottla_controller::service::Heartbeat;
 use ottla_controller::{Controller, MetadataImage, MetadataRecord};
 use ottla_protocol::api_versions::FinalizedFeatures;
 use ottla_storage::dir_lock::DirLocks;
+use ottla_storage::log_file::OpenLogFiles;
 use ottla_storage::manager::{CleanerConfig, LogManager};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
@@ -45,6 +46,10 @@ use crate::txn_config::txn_config;
 use ottla_coordinator_common::inter_broker::BrokerClients;
 use ottla_txn_coordinator::{ProducerIdManager, Services as TxnServices, TxnCoordinator};
 
+/// How often segment files beyond `log.segment.max.open.files` are looked
+/// at: one idle for a whole period is closed.
+const LOG_FILE_SWEEP_INTERVAL: Duration = Duration::from_secs(5);
+
 /// The settings the broker's request handling needs, taken from the broker
 /// configuration at start-up.
 #[derive(Debug, Clone)]
@@ -73,6 +78,8 @@ pub struct BrokerSettings {
     pub fetch_session_slots: usize,
     pub retention_check_interval: Duration,
     pub flush_check_interval: Duration,
+    /// The budget of open segment `.log` files (`log.segment.max.open.files`).
+    pub max_open_log_files: usize,
     pub checkpoint_interval: Duration,
     pub cleaner_backoff: Duration,
     /// The `log.cleaner.*` settings as configured at start-up (all of them
@@ -172,15 +179,19 @@ impl Broker {
             controller.image(),
         ));
         let threads = recovery_threads_per_dir(&controller.image(), &settings);
-        let logs = match &settings.dir_locks {
-            Some(locks) => LogManager::open_locked(
-                settings.log_dirs.clone(),
-                locks.clone(),
-                configs.as_ref(),
-                threads,
-            ),
-            None => LogManager::open(settings.log_dirs.clone(), configs.as_ref(), threads),
+        let locks = match &settings.dir_locks {
+            Some(locks) => locks.clone(),
+            None => Arc::new(DirLocks::acquire(
+                settings.log_dirs.iter().map(PathBuf::as_path),
+            )?),
         };
+        let logs = LogManager::open_locked(
+            settings.log_dirs.clone(),
+            locks,
+            configs.as_ref(),
+            threads,
+            OpenLogFiles::new(settings.max_open_log_files),
+        );
         let logs = Arc::new(logs.context("opening the log dirs")?);
         let (replicas, isr_changes) = ReplicaManager::new(
             settings.node_id,
@@ -463,6 +474,12 @@ impl Broker {
         every(
             s.flush_check_interval,
             Box::new(|b| b.replicas.logs().run_time_flush(now_ms())),
+        );
+        every(
+            LOG_FILE_SWEEP_INTERVAL,
+            Box::new(|b| {
+                b.replicas.logs().close_idle_files();
+            }),
         );
         every(
             s.producer_expiration_check_interval,

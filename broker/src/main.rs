@@ -146,29 +146,45 @@ fn init_logging(format: LogFormat) {
 }
 
 /// Raises the soft open-file limit to the hard one, as the JVM does for
-/// Kafka: every partition keeps its active `.log` open and every client
-/// connection is a descriptor, so a soft limit of 1,024 would cap a broker
-/// at a few hundred partitions.
+/// Kafka: every client connection is a descriptor and so is every open
+/// segment, so a soft limit of 1,024 would cap a broker at a few hundred
+/// connections and partitions.
 fn raise_open_file_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write the struct given.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+    let Some(mut limit) = open_file_limit() else {
         return;
-    }
+    };
     if limit.rlim_cur < limit.rlim_max {
         let raised = libc::rlimit {
             rlim_cur: limit.rlim_max,
             ..limit
         };
-        // SAFETY: as above.
+        // SAFETY: setrlimit only reads the struct given.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
             limit = raised;
         }
     }
     info!(limit = limit.rlim_cur, "open file limit");
+}
+
+fn open_file_limit() -> Option<libc::rlimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct given.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit)
+}
+
+/// `log.segment.max.open.files`, by default a quarter of the open-file
+/// limit: the rest is left to connections (index files are maps and hold
+/// no descriptor).
+fn max_open_log_files(config: &BrokerConfig) -> usize {
+    match config.get(keys::LOG_SEGMENT_MAX_OPEN_FILES) {
+        -1 => open_file_limit().map_or(usize::MAX, |l| {
+            usize::try_from(l.rlim_cur / 4).unwrap_or(usize::MAX)
+        }),
+        n => usize::try_from(n).unwrap_or(0),
+    }
 }
 
 /// Locks the dirs this node writes, as Kafka does: a broker's log dirs and
@@ -535,6 +551,7 @@ fn broker_settings(
         .unwrap_or(0),
         retention_check_interval: ms(config.get(keys::LOG_RETENTION_CHECK_INTERVAL_MS)),
         flush_check_interval: ms(config.get(keys::LOG_FLUSH_SCHEDULER_INTERVAL_MS).min(1000)),
+        max_open_log_files: max_open_log_files(config),
         checkpoint_interval: ms(i64::from(
             config.get(keys::LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS),
         )),

@@ -46,6 +46,7 @@ use crate::error::{Result, StorageError};
 use crate::io_throttle::IoThrottle;
 use crate::key_map::{self, KeyMap};
 use crate::log::{fsync_dir, PartitionLog};
+use crate::log_file::LogFile;
 use crate::segment::{remove_if_exists, scan_file, segment_file_name, LogSegment};
 use crate::txn_index::AbortedTxn;
 
@@ -64,6 +65,8 @@ pub struct CompactionStats {
 struct SegmentFile {
     base: i64,
     file: Arc<File>,
+    /// The segment's identity (see [`CleanedSegment::log_file`]).
+    log_file: Arc<LogFile>,
     size: u64,
     next_offset: i64,
     max_timestamp: i64,
@@ -138,9 +141,9 @@ impl CleanedLog {
 /// A segment's cleaned copy, to be swapped in if the segment is unchanged.
 pub struct CleanedSegment {
     base: i64,
-    /// The file that was read: a segment recreated at the same base (after
-    /// a truncation) is another file.
-    file: Arc<File>,
+    /// The segment's file that was read: a segment recreated at the same
+    /// base (after a truncation) has another.
+    log_file: Arc<LogFile>,
     size_before: u64,
     /// `<base>.log.cleaned`, fsynced; deleted on drop unless installed.
     copy: CleanedCopy,
@@ -184,7 +187,7 @@ impl PartitionLog {
         throttle: &IoThrottle,
         buffers: &CleanerBuffers,
     ) -> Result<CompactionStats> {
-        match self.compaction_input(now_ms) {
+        match self.compaction_input(now_ms)? {
             Some(input) => {
                 let cleaned = input.clean(throttle, buffers)?;
                 self.install_cleaned(cleaned)
@@ -199,9 +202,9 @@ impl PartitionLog {
     /// `max.compaction.lag.ms`, or a segment's tombstones have outlived
     /// `delete.retention.ms` since the last pass. `now_ms` decides those
     /// ages and which records are still within `min.compaction.lag.ms`.
-    pub fn compaction_input(&mut self, now_ms: i64) -> Option<CompactionInput> {
+    pub fn compaction_input(&mut self, now_ms: i64) -> Result<Option<CompactionInput>> {
         if !self.config().cleanup_policy.compact {
-            return None;
+            return Ok(None);
         }
         let end = self.cleanable_end();
         let config = self.config().clone();
@@ -218,14 +221,17 @@ impl PartitionLog {
                     && now_ms.saturating_sub(s.max_timestamp()) >= config.min_compaction_lag_ms
             })
             .filter(|s| !s.is_empty())
-            .map(|s| SegmentFile {
-                base: s.base_offset(),
-                file: s.file(),
-                size: s.size(),
-                next_offset: s.next_offset(),
-                max_timestamp: s.max_timestamp(),
+            .map(|s| {
+                Ok(SegmentFile {
+                    base: s.base_offset(),
+                    file: s.file()?,
+                    log_file: s.log_file().clone(),
+                    size: s.size(),
+                    next_offset: s.next_offset(),
+                    max_timestamp: s.max_timestamp(),
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let total: u64 = segments.iter().map(|s| s.size).sum();
         let dirty: Vec<&SegmentFile> = segments
             .iter()
@@ -243,16 +249,16 @@ impl PartitionLog {
             .iter()
             .any(|s| (progress.tombstone_horizon..tombstone_horizon).contains(&s.max_timestamp));
         if !filthy && !tombstones_due {
-            return None;
+            return Ok(None);
         }
-        Some(CompactionInput {
+        Ok(Some(CompactionInput {
             dir: self.dir().to_path_buf(),
             segments,
             first_dirty,
             aborted: self.aborted_txns(),
             keep_empty: self.last_batch_offsets_of_producers(),
             tombstone_horizon,
-        })
+        }))
     }
 
     /// Swaps in the cleaned segments that are still as the pass read them;
@@ -264,7 +270,7 @@ impl PartitionLog {
         let mut all_current = true;
         for mut c in cleaned.segments {
             let unchanged = self.segments_mut().get(&c.base).is_some_and(|s| {
-                Arc::ptr_eq(&s.file(), &c.file)
+                Arc::ptr_eq(s.log_file(), &c.log_file)
                     && s.size() == c.size_before
                     && s.next_offset() <= end
             });
@@ -327,6 +333,7 @@ impl PartitionLog {
             base,
             cfg.segment_index_bytes,
             cfg.index_interval_bytes,
+            self.open_files(),
         )?;
         seg.recover(usize::MAX, None, |_| None)?;
         for txn in &aborted {
@@ -364,7 +371,7 @@ impl CompactionInput {
             throttle.account(copy.len);
             out.push(CleanedSegment {
                 base: seg.base,
-                file: seg.file.clone(),
+                log_file: seg.log_file.clone(),
                 size_before: seg.size,
                 copy,
                 removed,

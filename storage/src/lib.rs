@@ -13,6 +13,7 @@ pub mod index;
 pub mod io_throttle;
 pub mod key_map;
 pub mod log;
+pub mod log_file;
 pub mod manager;
 pub mod parallel;
 pub mod producer_state;

@@ -18,6 +18,7 @@ use crate::cleaner_progress::CleanerProgress;
 use crate::config::LogConfig;
 use crate::epoch_cache::LeaderEpochCache;
 use crate::error::{Result, StorageError};
+use crate::log_file::OpenLogFiles;
 use crate::producer_state::{AppendCheck, AppendOrigin, CompletedTxn, ProducerStateManager};
 use crate::segment::{
     now_wall_ms, parse_offset_file_name, remove_if_exists, segment_file_name, BatchLocation,
@@ -37,7 +38,7 @@ pub enum FetchIsolation {
 }
 
 /// What the caller knows when it opens a log.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct LogOpenOptions {
     /// Offset up to which data is known to be flushed (from the log dir's
     /// recovery-point checkpoint). Only segments from here on are rescanned
@@ -48,6 +49,8 @@ pub struct LogOpenOptions {
     /// Whether the log dir was shut down cleanly (indexes and producer
     /// snapshots can be trusted).
     pub clean_shutdown: bool,
+    /// The open-file budget the log's segments share.
+    pub open_files: OpenLogFiles,
 }
 
 /// Outcome of an append.
@@ -102,6 +105,7 @@ pub struct PartitionLog {
     segments_created: bool,
     offline: bool,
     cleaner: CleanerProgress,
+    open_files: OpenLogFiles,
 }
 
 impl PartitionLog {
@@ -151,6 +155,7 @@ impl PartitionLog {
                 config.segment_index_bytes,
                 config.index_interval_bytes,
                 active,
+                &opts.open_files,
             ) {
                 Ok(seg) => {
                     segments.insert(base, seg);
@@ -232,6 +237,7 @@ impl PartitionLog {
                 base,
                 config.segment_index_bytes,
                 config.index_interval_bytes,
+                &opts.open_files,
             )?;
             let next_base = bases.iter().find(|&&b| b > base).copied();
             let truncated = seg.recover(usize::MAX, next_base, |view| {
@@ -264,6 +270,7 @@ impl PartitionLog {
             offline: false,
             cleaner: CleanerProgress::default(),
             config,
+            open_files: opts.open_files.clone(),
         };
         if log.segments.is_empty() {
             log.add_segment(opts.log_start_offset.max(0), now)?;
@@ -296,6 +303,7 @@ impl PartitionLog {
             self.config.segment_index_bytes,
             self.config.index_interval_bytes,
             now,
+            &self.open_files,
         )?;
         self.segments.insert(base, seg);
         self.segments_created = true;
@@ -400,6 +408,12 @@ impl PartitionLog {
             });
         }
         Ok(())
+    }
+
+    /// Takes the log offline after an I/O error found outside its own
+    /// operations (an fsync before its closed file's descriptor went).
+    pub fn fail(&mut self, error: std::io::Error) {
+        let _ = self.guard::<()>(Err(StorageError::Io(error)));
     }
 
     /// Marks the log offline on I/O errors: nothing more is written, so an
@@ -1065,6 +1079,11 @@ impl PartitionLog {
     /// Segments that compaction may rewrite (all but the active one).
     pub(crate) fn cleaner_progress_mut(&mut self) -> &mut CleanerProgress {
         &mut self.cleaner
+    }
+
+    /// The open-file budget the log's segments share.
+    pub(crate) fn open_files(&self) -> &OpenLogFiles {
+        &self.open_files
     }
 
     pub(crate) fn segments_mut(&mut self) -> &mut BTreeMap<i64, LogSegment> {

@@ -29,6 +29,7 @@ use crate::dir_lock::DirLocks;
 use crate::error::{Result, StorageError};
 use crate::io_throttle::IoThrottle;
 use crate::log::{LogOpenOptions, PartitionLog};
+use crate::log_file::OpenLogFiles;
 use crate::parallel::on_threads;
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -115,6 +116,7 @@ pub struct LogManager {
     /// What the last clean shutdown wrote in every log dir's marker; None
     /// when any dir was not shut down cleanly.
     clean_shutdown_marker: Option<Vec<u8>>,
+    open_files: OpenLogFiles,
 }
 
 impl LogManager {
@@ -130,17 +132,26 @@ impl LogManager {
         threads_per_dir: usize,
     ) -> Result<Self> {
         let locks = DirLocks::acquire(log_dirs.iter().map(PathBuf::as_path))?;
-        Self::open_locked(log_dirs, Arc::new(locks), configs, threads_per_dir)
+        let open_files = OpenLogFiles::default();
+        Self::open_locked(
+            log_dirs,
+            Arc::new(locks),
+            configs,
+            threads_per_dir,
+            open_files,
+        )
     }
 
     /// [`LogManager::open`] with the dirs' locks already taken, for a
     /// process that locks its dirs before anything else reads them (the
-    /// broker locks its metadata dir and log dirs at start-up).
+    /// broker locks its metadata dir and log dirs at start-up). The logs'
+    /// segments share `open_files`, their budget of open `.log` files.
     pub fn open_locked(
         log_dirs: Vec<PathBuf>,
         locks: Arc<DirLocks>,
         configs: &dyn LogConfigSource,
         threads_per_dir: usize,
+        open_files: OpenLogFiles,
     ) -> Result<Self> {
         if let Some(dir) = log_dirs.iter().find(|dir| !locks.covers(dir)) {
             return Err(StorageError::Io(std::io::Error::other(format!(
@@ -153,7 +164,10 @@ impl LogManager {
             let loading: Vec<_> = log_dirs
                 .iter()
                 .enumerate()
-                .map(|(index, dir)| scope.spawn(move || load_dir(index, dir, configs, threads)))
+                .map(|(index, dir)| {
+                    let open_files = &open_files;
+                    scope.spawn(move || load_dir(index, dir, configs, threads, open_files))
+                })
                 .collect();
             loading
                 .into_iter()
@@ -183,6 +197,7 @@ impl LogManager {
             offline_dirs: Mutex::new(Vec::new()),
             timed_flush: Mutex::new(timed_flush),
             clean_shutdown_marker,
+            open_files,
         })
     }
 
@@ -265,7 +280,11 @@ impl LogManager {
         fs::create_dir_all(&dir)?;
         write_partition_metadata(&dir, topic_id)?;
         self.note_flush_policy(tp, &config);
-        let log = PartitionLog::open(&dir, config, LogOpenOptions::default())?;
+        let opts = LogOpenOptions {
+            open_files: self.open_files.clone(),
+            ..LogOpenOptions::default()
+        };
+        let log = PartitionLog::open(&dir, config, opts)?;
         let shared = Arc::new(RwLock::new(log));
         logs.insert(
             tp.clone(),
@@ -371,6 +390,41 @@ impl LogManager {
         })
         .into_iter()
         .sum()
+    }
+
+    /// The budget of open `.log` files the logs' segments share.
+    pub fn open_files(&self) -> &OpenLogFiles {
+        &self.open_files
+    }
+
+    /// Closes the `.log` files beyond the open-file budget that nobody used
+    /// since the last call (see [`OpenLogFiles`]). A file whose fsync fails
+    /// takes its log offline, as any failed flush does. Returns how many
+    /// closed.
+    pub fn close_idle_files(&self) -> usize {
+        let mut closed = 0;
+        for file in self.open_files.idle_beyond_budget() {
+            match file.close_if_idle() {
+                Ok(done) => closed += usize::from(done),
+                Err(e) => self.fail_log_of(file.path(), e),
+            }
+        }
+        closed
+    }
+
+    /// Takes offline the log that holds `segment`, after an I/O error.
+    fn fail_log_of(&self, segment: &Path, error: std::io::Error) {
+        let log = segment
+            .parent()
+            .and_then(|dir| dir.file_name()?.to_str())
+            .and_then(TopicPartition::from_dir_name)
+            .and_then(|tp| self.get(&tp));
+        match log {
+            Some(log) => log.write().fail(error),
+            None => {
+                error!(segment = %segment.display(), %error, "fsync failed before closing the file of a segment no longer hosted")
+            }
+        }
     }
 
     /// Flushes logs whose `flush.ms` has passed.
@@ -523,6 +577,7 @@ fn load_dir(
     dir: &Path,
     configs: &dyn LogConfigSource,
     threads: usize,
+    open_files: &OpenLogFiles,
 ) -> Result<LoadedDir> {
     fs::create_dir_all(dir)?;
     let marker = dir.join(CLEAN_SHUTDOWN_FILE);
@@ -566,6 +621,7 @@ fn load_dir(
             log_start_offset: starts.get(tp).copied().unwrap_or(0),
             high_watermark: hws.get(tp).copied().unwrap_or(0),
             clean_shutdown: clean,
+            open_files: open_files.clone(),
         };
         let log = PartitionLog::open(path, configs.log_config(&tp.topic), opts);
         let topic_id = read_partition_metadata(path).unwrap_or_else(|e| {
@@ -675,7 +731,7 @@ fn compact_one(
         if log.is_offline() {
             return Ok(());
         }
-        log.compaction_input(now_ms)
+        log.compaction_input(now_ms)?
     };
     let Some(input) = input else { return Ok(()) };
     let cleaned = input.clean(throttle, buffers)?;
@@ -903,7 +959,9 @@ mod tests {
         assert!(text.contains("another process"), "{text}");
         // Dirs not locked by this manager cannot be opened through its locks.
         let locks = Arc::new(DirLocks::acquire([root.path().join("c").as_path()]).unwrap());
-        assert!(LogManager::open_locked(dirs.clone(), locks, &cfg, 1).is_err());
+        assert!(
+            LogManager::open_locked(dirs.clone(), locks, &cfg, 1, OpenLogFiles::default()).is_err()
+        );
         drop(first);
         let second = LogManager::open(dirs.clone(), &cfg, 1).expect("the first manager is gone");
         second.shutdown(1, b"").unwrap();

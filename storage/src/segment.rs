@@ -1,7 +1,7 @@
 //! One log segment: `<base>.log` plus its `.index`, `.timeindex` and
 //! `.txnindex`, all named by the 20-digit base offset as Kafka names them.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
@@ -15,6 +15,7 @@ use ottla_protocol::batch::{batch_size_at, BatchError, BatchView, BATCH_HEADER_L
 
 use crate::error::{Result, StorageError};
 use crate::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
+use crate::log_file::{LogFile, OpenLogFiles};
 use crate::txn_index::{AbortedTxn, TransactionIndex};
 
 /// Size of the buffer used for sequential scans (recovery, compaction, time lookups).
@@ -129,7 +130,7 @@ pub struct BatchLocation {
 pub struct LogSegment {
     dir: PathBuf,
     base_offset: i64,
-    log: Arc<File>,
+    log: Arc<LogFile>,
     size: u64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
@@ -151,14 +152,9 @@ impl LogSegment {
         index_bytes: usize,
         index_interval: usize,
         now_ms: i64,
+        files: &OpenLogFiles,
     ) -> Result<Self> {
-        let log_path = segment_file_name(dir, base_offset, ".log");
-        let log = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .write(true)
-            .truncate(true)
-            .open(&log_path)?;
+        let log = files.open_file(&segment_file_name(dir, base_offset, ".log"), true)?;
         remove_if_exists(&segment_file_name(dir, base_offset, ".txnindex"))?;
         Self::with_fresh_indexes(dir, base_offset, log, index_bytes, index_interval, now_ms)
     }
@@ -168,7 +164,7 @@ impl LogSegment {
     fn with_fresh_indexes(
         dir: &Path,
         base_offset: i64,
-        log: File,
+        log: Arc<LogFile>,
         index_bytes: usize,
         index_interval: usize,
         created_ms: i64,
@@ -176,11 +172,11 @@ impl LogSegment {
         for suffix in [".index", ".timeindex"] {
             remove_if_exists(&segment_file_name(dir, base_offset, suffix))?;
         }
-        let size = log.metadata()?.len();
+        let size = log.handle()?.metadata()?.len();
         Ok(Self {
             dir: dir.to_path_buf(),
             base_offset,
-            log: Arc::new(log),
+            log,
             size,
             offset_index: OffsetIndex::open_active(
                 &segment_file_name(dir, base_offset, ".index"),
@@ -209,10 +205,10 @@ impl LogSegment {
         index_bytes: usize,
         index_interval: usize,
         active: bool,
+        files: &OpenLogFiles,
     ) -> Result<Self> {
-        let log_path = segment_file_name(dir, base_offset, ".log");
-        let log = OpenOptions::new().read(true).write(true).open(&log_path)?;
-        let meta = log.metadata()?;
+        let log = files.open_file(&segment_file_name(dir, base_offset, ".log"), false)?;
+        let meta = log.handle()?.metadata()?;
         let size = meta.len();
         let created_ms = meta
             .created()
@@ -239,7 +235,7 @@ impl LogSegment {
         let mut seg = Self {
             dir: dir.to_path_buf(),
             base_offset,
-            log: Arc::new(log),
+            log,
             size,
             offset_index,
             time_index,
@@ -252,6 +248,11 @@ impl LogSegment {
             index_interval_bytes: index_interval,
         };
         seg.load_tail()?;
+        if !active {
+            // A sealed segment is read again only when a reader reaches
+            // back to it: loading thousands need not hold their files.
+            seg.log.close_if_over_budget()?;
+        }
         Ok(seg)
     }
 
@@ -262,9 +263,9 @@ impl LogSegment {
         base_offset: i64,
         index_bytes: usize,
         index_interval: usize,
+        files: &OpenLogFiles,
     ) -> Result<Self> {
-        let log_path = segment_file_name(dir, base_offset, ".log");
-        let log = OpenOptions::new().read(true).write(true).open(&log_path)?;
+        let log = files.open_file(&segment_file_name(dir, base_offset, ".log"), false)?;
         Self::with_fresh_indexes(
             dir,
             base_offset,
@@ -297,7 +298,7 @@ impl LogSegment {
             ));
         }
         let mut end = start;
-        let log = self.log.clone();
+        let log = self.log.handle()?;
         let scan = scan_file(&log, self.size, start, |loc, _| {
             end = loc.position + loc.size as u64;
             self.next_offset = loc.last_offset + 1;
@@ -324,9 +325,9 @@ impl LogSegment {
         self.size
     }
     /// The `.log` file, for readers that must not hold the log's lock
-    /// (`scan_file` over it up to `size`).
-    pub fn file(&self) -> Arc<File> {
-        self.log.clone()
+    /// (`scan_file` over it up to `size`); reopened if it was closed.
+    pub fn file(&self) -> Result<Arc<File>> {
+        Ok(self.log.handle()?)
     }
     pub fn is_empty(&self) -> bool {
         self.size == 0
@@ -347,7 +348,9 @@ impl LogSegment {
     pub fn txn_index(&self) -> &TransactionIndex {
         &self.txn_index
     }
-    pub fn log_file(&self) -> &Arc<File> {
+    /// The segment's file, open or closed (its identity: a segment
+    /// replaced by one of the same base has another).
+    pub fn log_file(&self) -> &Arc<LogFile> {
         &self.log
     }
 
@@ -426,7 +429,8 @@ impl LogSegment {
         position: u64,
         visit: impl FnMut(BatchLocation, BatchView<'_>) -> ControlFlow<()>,
     ) -> Result<Option<(u64, BatchError)>> {
-        scan_file(&self.log, self.size, position, visit)
+        let file = self.log.handle()?;
+        scan_file(&file, self.size, position, visit)
     }
 
     /// Rebuilds the indexes from the `.log`, validating every batch's CRC and
@@ -453,7 +457,7 @@ impl LogSegment {
         self.bytes_since_index_entry = 0;
         let mut valid_end = 0u64;
         let mut failure: Option<StorageError> = None;
-        let log = self.log.clone();
+        let log = self.log.handle()?;
         scan_file(&log, self.size, 0, |loc, view| {
             let valid = view.validate().is_ok()
                 && loc.size <= max_batch_bytes.max(BATCH_HEADER_LEN)
@@ -489,6 +493,17 @@ impl LogSegment {
 
     /// Position and location of the first batch whose last offset is >= `offset`.
     pub fn find_batch(&self, offset: i64, from_position: u64) -> Result<Option<BatchLocation>> {
+        let file = self.log.handle()?;
+        self.find_batch_in(&file, offset, from_position)
+    }
+
+    /// [`LogSegment::find_batch`] in `file`, the segment's open file.
+    fn find_batch_in(
+        &self,
+        file: &File,
+        offset: i64,
+        from_position: u64,
+    ) -> Result<Option<BatchLocation>> {
         let rel = (offset - self.base_offset).clamp(0, u32::MAX as i64);
         let start = self
             .offset_index
@@ -496,7 +511,7 @@ impl LogSegment {
             .map_or(0, |e| e.position as u64)
             .max(from_position);
         let mut found = None;
-        self.scan_headers(start, |loc| {
+        self.scan_headers(file, start, |loc| {
             if loc.last_offset >= offset {
                 found = Some(loc);
                 ControlFlow::Break(())
@@ -511,12 +526,13 @@ impl LogSegment {
     /// lookups that cross a few batches).
     fn scan_headers(
         &self,
+        file: &File,
         mut position: u64,
         mut visit: impl FnMut(BatchLocation) -> ControlFlow<()>,
     ) -> Result<()> {
         let mut header = [0u8; BATCH_HEADER_LEN];
         while position + BATCH_HEADER_LEN as u64 <= self.size {
-            self.log.read_exact_at(&mut header, position)?;
+            file.read_exact_at(&mut header, position)?;
             let size = match batch_size_at(&header) {
                 Some(Ok(s)) => s,
                 _ => break,
@@ -551,7 +567,8 @@ impl LogSegment {
         max_position: Option<u64>,
         first_batch_whole: bool,
     ) -> Result<Option<FileSlice>> {
-        let Some(first) = self.find_batch(offset, 0)? else {
+        let file = self.log.handle()?;
+        let Some(first) = self.find_batch_in(&file, offset, 0)? else {
             return Ok(None);
         };
         let limit = max_position.unwrap_or(self.size).min(self.size);
@@ -576,7 +593,7 @@ impl LogSegment {
                     scan_from = indexed_at;
                 }
             }
-            self.scan_headers(scan_from, |loc| {
+            self.scan_headers(&file, scan_from, |loc| {
                 let end = loc.position + loc.size as u64;
                 if end > limit || len + loc.size > max_bytes {
                     return ControlFlow::Break(());
@@ -588,7 +605,7 @@ impl LogSegment {
         }
         Ok(Some(FileSlice {
             range: FileRange {
-                file: self.log.clone(),
+                file,
                 position: first.position,
                 len,
             },
@@ -620,11 +637,12 @@ impl LogSegment {
                 self.base_offset + t.relative_offset as i64
             })
             .max(min_offset);
+        let file = self.log.handle()?;
         let start = self
-            .find_batch(from_offset, 0)?
+            .find_batch_in(&file, from_offset, 0)?
             .map_or(self.size, |l| l.position);
         let mut found = None;
-        self.scan_headers(start, |loc| {
+        self.scan_headers(&file, start, |loc| {
             if loc.max_timestamp >= timestamp && loc.last_offset >= min_offset {
                 found = Some(loc);
                 ControlFlow::Break(())
@@ -636,7 +654,7 @@ impl LogSegment {
             None => Ok(None),
             Some(loc) => {
                 let mut buf = vec![0u8; loc.size];
-                self.log.read_exact_at(&mut buf, loc.position)?;
+                file.read_exact_at(&mut buf, loc.position)?;
                 Ok(Some((loc, Bytes::from(buf))))
             }
         }

@@ -797,7 +797,10 @@ fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
     write_keyed(&mut log, 0, 60, 4);
 
     // Deleted meanwhile: the whole cleanable range goes.
-    let input = log.compaction_input(NOW).expect("sealed segments to clean");
+    let input = log
+        .compaction_input(NOW)
+        .unwrap()
+        .expect("sealed segments to clean");
     let cleaned = input
         .clean(&IoThrottle::unlimited(), &CleanerBuffers::default())
         .unwrap();
@@ -810,7 +813,10 @@ fn a_pass_leaves_segments_that_changed_while_it_cleaned() {
     // Truncated and written again meanwhile: new segments at the old bases.
     write_keyed(&mut log, 0, 60, 4);
     let start = log.log_start_offset();
-    let input = log.compaction_input(NOW).expect("sealed segments to clean");
+    let input = log
+        .compaction_input(NOW)
+        .unwrap()
+        .expect("sealed segments to clean");
     let cleaned = input
         .clean(&IoThrottle::unlimited(), &CleanerBuffers::default())
         .unwrap();
@@ -851,22 +857,25 @@ fn compaction_waits_for_enough_dirty_data() {
             > 0
     );
     assert!(
-        log.compaction_input(NOW).is_none(),
+        log.compaction_input(NOW).unwrap().is_none(),
         "nothing new: nothing to do"
     );
 
     write_keyed(&mut log, 100, 5, 10);
     assert!(
-        log.compaction_input(NOW).is_none(),
+        log.compaction_input(NOW).unwrap().is_none(),
         "a little dirt under the ratio waits"
     );
     assert!(
-        log.compaction_input(NOW + 60_000).is_some(),
+        log.compaction_input(NOW + 60_000).unwrap().is_some(),
         "unless it waited max.compaction.lag.ms"
     );
     write_keyed(&mut log, 105, 100, 10);
     let expected = latest_values(&log);
-    assert!(log.compaction_input(NOW).is_some(), "over the ratio");
+    assert!(
+        log.compaction_input(NOW).unwrap().is_some(),
+        "over the ratio"
+    );
     assert!(
         log.compact(NOW, &unlimited(), &CleanerBuffers::default())
             .unwrap()
@@ -874,7 +883,7 @@ fn compaction_waits_for_enough_dirty_data() {
             > 0
     );
     assert_eq!(latest_values(&log), expected);
-    assert!(log.compaction_input(NOW).is_none());
+    assert!(log.compaction_input(NOW).unwrap().is_none());
 }
 
 /// `log.cleaner.dedupe.buffer.size`: a key map too small for the dirty part
@@ -896,7 +905,7 @@ fn a_small_key_map_compacts_in_several_passes() {
         ..CleanerBuffers::default()
     };
     let mut passes = 0;
-    while let Some(input) = log.compaction_input(NOW) {
+    while let Some(input) = log.compaction_input(NOW).unwrap() {
         let cleaned = input.clean(&IoThrottle::unlimited(), &buffers).unwrap();
         log.install_cleaned(cleaned).unwrap();
         passes += 1;
@@ -959,7 +968,7 @@ fn cleaned_copies_are_files_that_do_not_outlive_the_pass() {
             })
             .count()
     };
-    let input = log.compaction_input(NOW).unwrap();
+    let input = log.compaction_input(NOW).unwrap().unwrap();
     let cleaned = input
         .clean(&IoThrottle::unlimited(), &CleanerBuffers::default())
         .unwrap();
@@ -969,7 +978,7 @@ fn cleaned_copies_are_files_that_do_not_outlive_the_pass() {
     assert_eq!(cleaned_files(), 0, "a dropped pass leaves nothing");
 
     let expected = latest_values(&log);
-    let input = log.compaction_input(NOW).unwrap();
+    let input = log.compaction_input(NOW).unwrap().unwrap();
     let cleaned = input
         .clean(&IoThrottle::unlimited(), &CleanerBuffers::default())
         .unwrap();

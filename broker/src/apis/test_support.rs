@@ -46,6 +46,7 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
         rack_aware_reads: false,
         retention_check_interval: Duration::from_secs(5),
         flush_check_interval: Duration::from_secs(5),
+        max_open_log_files: usize::MAX,
         checkpoint_interval: Duration::from_secs(5),
         cleaner_backoff: Duration::from_secs(5),
         cleaner: CleanerConfig {

@@ -166,6 +166,19 @@ impl BrokerCollector {
             "Hosted partitions whose log went offline after an I/O error (Kafka ReplicaManager OfflineReplicaCount).",
             count(|r| r.offline),
         )?;
+        let open_files = self.0.replicas.logs().open_files();
+        gauge(
+            e,
+            "ottla_log_open_segment_files",
+            "Ottla's own: segment .log files open now; beyond log.segment.max.open.files, idle ones are closed.",
+            [(NO_LABELS, open_files.open() as u64)],
+        )?;
+        gauge(
+            e,
+            "ottla_log_max_open_segment_files",
+            "Ottla's own: log.segment.max.open.files as applied (by default a quarter of the open-file limit).",
+            [(NO_LABELS, open_files.max_open().min(i64::MAX as usize) as u64)],
+        )?;
         gauge(
             e,
             "kafka_log_offline_log_directories",

@@ -237,6 +237,8 @@ configs! {
     LOG_PREALLOCATE: bool = "log.preallocate", Boolean, Some("false"), Valid::Any;
     /// Delay before a deleted segment's files are removed.
     LOG_SEGMENT_DELETE_DELAY_MS: i64 = "log.segment.delete.delay.ms", Long, Some("60000"), Valid::AtLeast(0);
+    /// Ottla's own: the most segment `.log` files kept open. Beyond it, files nobody read or wrote for a few seconds are closed (fsynced first if written) and reopened when next used, so that many partitions leave descriptors for connections. -1 (the default): a quarter of the process's open-file limit.
+    LOG_SEGMENT_MAX_OPEN_FILES: i64 = "log.segment.max.open.files", Long, Some("-1"), Valid::AtLeast(-1);
     /// Whether record timestamps are the producer's (CreateTime) or the broker's (LogAppendTime).
     LOG_MESSAGE_TIMESTAMP_TYPE: String = "log.message.timestamp.type", String, Some("CreateTime"), Valid::OneOf(&["CreateTime", "LogAppendTime"]);
     /// How far in the past a CreateTime timestamp may be.

@@ -46,6 +46,7 @@
 //! | `kafka_server_quota_throttled_responses_total{quota}`, `kafka_server_quota_throttle_time_seconds_total{quota}` | `kafka.server:type=Produce/Fetch/Request` `throttle-time` (quota = produce, fetch, request) |
 //! | `ottla_replica_fetchers{leader}` | Ottla's own: fetch loops per leader (`num.replica.fetchers`; Kafka names the threads `ReplicaFetcherThread-<id>-<leader>`) |
 //! | `ottla_mirror_partition_state`, `ottla_mirror_lag_records`, `ottla_mirror_lag_ms`, `ottla_mirror_bytes_total`, `ottla_mirror_fetch_errors_total` `{mirror,topic,partition}` | Ottla's own: mirror partitions led here |
+//! | `ottla_log_open_segment_files`, `ottla_log_max_open_segment_files` | Ottla's own: segment `.log` files open, and their budget (`log.segment.max.open.files`) |
 //! | `ottla_mirror_fetchers{mirror,source_broker}` | Ottla's own: mirror fetch loops per source broker (`mirror.num.fetchers`) |
 //! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`, `process_start_time_seconds`, `process_threads` | the Prometheus client convention (from `/proc/self`) |
 //!

@@ -1,0 +1,170 @@
+//! `log.segment.max.open.files` on a live `ottla`: beyond the budget, the
+//! segment files nobody uses are closed, and every record is still read
+//! back, written on and kept across kill -9 through reopened files.
+
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+use ottla_tests::metrics::{sample, scrape};
+use ottla_tests::ottla::{free_port, Ottla};
+use ottla_tests::wire::WireClient;
+
+const TOPIC: &str = "budgeted";
+const PARTITIONS: i32 = 200;
+const BUDGET: usize = 20;
+/// One batch of 100 records to every partition.
+const RECORDS: u64 = 20_000;
+
+fn loadgen(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ottla-loadgen"))
+        .args(args)
+        .output()
+        .expect("run ottla-loadgen");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "ottla-loadgen {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().last().expect("a report line").to_string()
+}
+
+fn produce(node: &Ottla) -> String {
+    let records = RECORDS.to_string();
+    loadgen(&[
+        "produce",
+        "--bootstrap",
+        &node.bootstrap(),
+        "--topic",
+        TOPIC,
+        "--records",
+        &records,
+        "--record-size",
+        "100",
+        "--acks",
+        "all",
+    ])
+}
+
+/// Consumes `records` from offset 0 of every partition.
+fn consume(node: &Ottla, records: u64) -> String {
+    let records = records.to_string();
+    loadgen(&[
+        "consume",
+        "--bootstrap",
+        &node.bootstrap(),
+        "--topic",
+        TOPIC,
+        "--records",
+        &records,
+    ])
+}
+
+fn consumed_records(report: &str) -> u64 {
+    let at = report.find("\"records\":").expect("records in the report") + 10;
+    report[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .expect("a count")
+}
+
+/// The topic's `.log` files the process holds open, from `/proc`.
+fn open_topic_segments(node: &Ottla) -> usize {
+    let marker = format!("/{TOPIC}-");
+    std::fs::read_dir(format!("/proc/{}/fd", node.pid()))
+        .expect("the broker's descriptors")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| {
+            let t = target.to_string_lossy();
+            t.contains(&marker) && t.ends_with(".log")
+        })
+        .count()
+}
+
+fn gauge(metrics_port: u16, name: &str) -> f64 {
+    sample(&scrape(metrics_port), name).unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// Waits until the topic's open segment files fit the budget, both as the
+/// broker counts them and as `/proc` shows them.
+fn wait_within_budget(node: &Ottla, metrics_port: u16) {
+    let start = Instant::now();
+    loop {
+        let counted = gauge(metrics_port, "ottla_log_open_segment_files");
+        let held = open_topic_segments(node);
+        if counted <= BUDGET as f64 && held <= BUDGET {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{counted} segment files open as counted, {held} held, for a budget of {BUDGET}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn files_beyond_the_budget_close_when_idle_and_every_record_stays_readable() {
+    let metrics_port = free_port();
+    let listener = format!("http://127.0.0.1:{metrics_port}");
+    let budget = BUDGET.to_string();
+    let mut node = Ottla::start(&[
+        ("metrics.listener", listener.as_str()),
+        ("log.segment.max.open.files", budget.as_str()),
+    ]);
+    let mut client = WireClient::connect(&node.bootstrap());
+    let answer = client.send(
+        7,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+                .with_num_partitions(PARTITIONS)
+                .with_replication_factor(1)]),
+    );
+    assert_eq!(answer.topics[0].error_code, 0, "{:?}", answer.topics[0]);
+    assert_eq!(
+        gauge(metrics_port, "ottla_log_max_open_segment_files"),
+        BUDGET as f64
+    );
+
+    produce(&node);
+    assert_eq!(open_topic_segments(&node), PARTITIONS as usize);
+    wait_within_budget(&node, metrics_port);
+
+    // Reading every partition reopens the closed files.
+    assert_eq!(consumed_records(&consume(&node, RECORDS)), RECORDS);
+    // Writing on appends to reopened files where the records ended.
+    produce(&node);
+    assert_eq!(consumed_records(&consume(&node, 2 * RECORDS)), 2 * RECORDS);
+    wait_within_budget(&node, metrics_port);
+
+    // Closed files lose nothing to kill -9, and a restart opens only what
+    // it needs beyond the budget.
+    node.kill9();
+    node.restart();
+    assert_eq!(consumed_records(&consume(&node, 2 * RECORDS)), 2 * RECORDS);
+    wait_within_budget(&node, metrics_port);
+}
+
+#[test]
+fn the_default_budget_is_a_quarter_of_the_open_file_limit() {
+    let metrics_port = free_port();
+    let listener = format!("http://127.0.0.1:{metrics_port}");
+    let node = Ottla::start(&[("metrics.listener", listener.as_str())]);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", node.pid())).unwrap();
+    let soft: f64 = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse().ok())
+        .expect("the open-file limit");
+    assert_eq!(
+        gauge(metrics_port, "ottla_log_max_open_segment_files"),
+        (soft / 4.0).floor()
+    );
+}
