@@ -78,6 +78,7 @@ impl OpenLogFiles {
     }
 
     /// Opens `path` (creating it empty when `create`) as a segment's file.
+    /// A file created counts as written: its first flush fsyncs it.
     pub fn open_file(&self, path: &Path, create: bool) -> io::Result<Arc<LogFile>> {
         let mut options = OpenOptions::new();
         options.read(true).write(true);
@@ -91,7 +92,7 @@ impl OpenLogFiles {
             path: path.to_path_buf(),
             file: Mutex::new(Some(Arc::new(file))),
             used: AtomicBool::new(true),
-            written: AtomicBool::new(false),
+            written: AtomicBool::new(create),
             budget: self.shared.clone(),
         });
         let mut ring = self.shared.ring.lock();
@@ -227,7 +228,9 @@ impl LogFile {
         self.file.lock().is_some()
     }
 
-    fn mark_written(&self) {
+    /// Counts the file as written since its last fsync (a segment being
+    /// recovered may hold what the previous process never flushed).
+    pub(crate) fn mark_written(&self) {
         if !self.written.load(Ordering::Relaxed) {
             self.written.store(true, Ordering::Relaxed);
         }

@@ -414,11 +414,12 @@ impl LogManager {
 
     /// Takes offline the log that holds `segment`, after an I/O error.
     fn fail_log_of(&self, segment: &Path, error: std::io::Error) {
-        let log = segment
-            .parent()
+        let dir = segment.parent();
+        let log = dir
             .and_then(|dir| dir.file_name()?.to_str())
             .and_then(TopicPartition::from_dir_name)
-            .and_then(|tp| self.get(&tp));
+            .and_then(|tp| self.get(&tp))
+            .filter(|log| Some(log.read().dir()) == dir);
         match log {
             Some(log) => log.write().fail(error),
             None => {

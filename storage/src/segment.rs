@@ -266,6 +266,7 @@ impl LogSegment {
         files: &OpenLogFiles,
     ) -> Result<Self> {
         let log = files.open_file(&segment_file_name(dir, base_offset, ".log"), false)?;
+        log.mark_written();
         Self::with_fresh_indexes(
             dir,
             base_offset,

@@ -13,6 +13,7 @@ use ottla_storage::config::{CleanupPolicy, LogConfig};
 use ottla_storage::epoch_cache::{LeaderEpochCache, LEADER_EPOCH_CHECKPOINT_FILE};
 use ottla_storage::io_throttle::IoThrottle;
 use ottla_storage::log::{FetchIsolation, LogOpenOptions, PartitionLog};
+use ottla_storage::log_file::OpenLogFiles;
 use ottla_storage::producer_state::AppendOrigin;
 use ottla_storage::segment::FileSlice;
 use ottla_storage::StorageError;
@@ -1240,4 +1241,75 @@ fn flush_messages_moves_the_recovery_point() {
     log.set_config(cfg);
     log.maybe_flush_by_time(wall_ms() + 1).unwrap();
     assert_eq!(log.recovery_point(), 5, "flush.ms elapsed");
+}
+
+/// Closes every idle `.log` file beyond `files`' budget, as the broker's
+/// sweep does: the first pass clears the files' marks, the second closes.
+fn close_idle_files(files: &OpenLogFiles) -> usize {
+    let mut closed = 0;
+    for _ in 0..2 {
+        for file in files.idle_beyond_budget() {
+            closed += usize::from(file.close_if_idle().unwrap());
+        }
+    }
+    closed
+}
+
+/// With a budget of no open file, every segment's file is closed between
+/// uses: reads, appends, truncation, compaction and a restart all see the
+/// same log as with every file open.
+#[test]
+fn a_log_whose_files_were_closed_behaves_as_one_with_them_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = OpenLogFiles::new(0);
+    let opts = LogOpenOptions {
+        open_files: files.clone(),
+        ..Default::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), compacted_config(1024), opts).unwrap();
+    write_keyed(&mut log, 0, 60, 4);
+    let segments = files.open();
+    assert!(segments > 3, "{segments} segments");
+    let before = read_all(&log, 0);
+    let values = latest_values(&log);
+
+    assert_eq!(close_idle_files(&files), segments);
+    assert_eq!(files.open(), 0);
+    assert_eq!(read_all(&log, 0), before);
+
+    close_idle_files(&files);
+    let stats = log
+        .compact(NOW, &IoThrottle::unlimited(), &CleanerBuffers::default())
+        .unwrap();
+    assert!(stats.segments_rewritten > 0, "{stats:?}");
+    assert_eq!(latest_values(&log), values);
+
+    close_idle_files(&files);
+    let end = log.log_end_offset();
+    append(&mut log, 3, 1);
+    append(&mut log, 2, 1);
+    close_idle_files(&files);
+    log.truncate_to(end + 3).unwrap();
+    assert_eq!(log.log_end_offset(), end + 3);
+    close_idle_files(&files);
+    append(&mut log, 2, 2);
+    let written = read_all(&log, 0);
+    assert_eq!(
+        written[written.len() - 2..],
+        [(end, end + 2, 1), (end + 3, end + 4, 2)]
+    );
+
+    // A restart loads the sealed segments without keeping their files:
+    // only the active one stays open.
+    log.close().unwrap();
+    drop(log);
+    assert_eq!(files.open(), 0);
+    let opts = LogOpenOptions {
+        clean_shutdown: true,
+        open_files: files.clone(),
+        ..Default::default()
+    };
+    let reopened = PartitionLog::open(dir.path(), compacted_config(1024), opts).unwrap();
+    assert_eq!(files.open(), 1);
+    assert_eq!(read_all(&reopened, 0), written);
 }
