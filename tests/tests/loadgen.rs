@@ -3,7 +3,7 @@
 //! ones the broker holds, spread over the partitions as it says, and the
 //! records it reports having consumed are all of them.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::list_offsets_request::{
@@ -11,6 +11,7 @@ use kafka_protocol::messages::list_offsets_request::{
 };
 use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use ottla_tests::loadgen::field;
 use ottla_tests::ottla::Ottla;
 use ottla_tests::wire::WireClient;
 
@@ -20,39 +21,14 @@ const PARTITIONS: i32 = 5;
 const RECORDS: u64 = 4321;
 const RECORDS_PER_BATCH: u64 = 50;
 
+const LOADGEN: &str = env!("CARGO_BIN_EXE_ottla-loadgen");
+
 fn loadgen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ottla-loadgen"))
-        .args(args)
-        .output()
-        .expect("run ottla-loadgen")
+    ottla_tests::loadgen::run(LOADGEN, args)
 }
 
-/// The report of a run that must succeed.
 fn report(args: &[&str]) -> String {
-    let out = loadgen(args);
-    assert!(
-        out.status.success(),
-        "ottla-loadgen {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).expect("utf-8 report");
-    stdout.lines().last().expect("a report line").to_string()
-}
-
-/// The whole-number field `name` of a one-line JSON report.
-fn field(report: &str, name: &str) -> u64 {
-    let key = format!("\"{name}\":");
-    let at = report
-        .find(&key)
-        .unwrap_or_else(|| panic!("no {name} in {report}"))
-        + key.len();
-    let digits: String = report[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits
-        .parse()
-        .unwrap_or_else(|_| panic!("{name} is not a number in {report}"))
+    ottla_tests::loadgen::report(LOADGEN, args)
 }
 
 fn create_topic(client: &mut WireClient) {

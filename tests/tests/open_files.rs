@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
+use ottla_tests::loadgen::{field, report};
 use ottla_tests::metrics::{sample, scrape};
 use ottla_tests::ottla::{free_port, Ottla};
 use ottla_tests::wire::WireClient;
@@ -17,59 +18,38 @@ const BUDGET: usize = 20;
 /// One batch of 100 records to every partition.
 const RECORDS: u64 = 20_000;
 
-fn loadgen(args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ottla-loadgen"))
-        .args(args)
-        .output()
-        .expect("run ottla-loadgen");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "ottla-loadgen {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout.lines().last().expect("a report line").to_string()
-}
-
-fn produce(node: &Ottla) -> String {
-    let records = RECORDS.to_string();
-    loadgen(&[
-        "produce",
+/// Runs `ottla-loadgen MODE` over the topic for `records`, with `extra`
+/// arguments; returns its report line.
+fn loadgen(node: &Ottla, mode: &str, records: u64, extra: &[&str]) -> String {
+    let bootstrap = node.bootstrap();
+    let records = records.to_string();
+    let common = [
+        mode,
         "--bootstrap",
-        &node.bootstrap(),
+        &bootstrap,
         "--topic",
         TOPIC,
         "--records",
         &records,
-        "--record-size",
-        "100",
-        "--acks",
-        "all",
-    ])
+    ];
+    report(
+        env!("CARGO_BIN_EXE_ottla-loadgen"),
+        &[&common[..], extra].concat(),
+    )
+}
+
+fn produce(node: &Ottla) -> String {
+    let extra = ["--record-size", "100", "--acks", "all"];
+    loadgen(node, "produce", RECORDS, &extra)
 }
 
 /// Consumes `records` from offset 0 of every partition.
 fn consume(node: &Ottla, records: u64) -> String {
-    let records = records.to_string();
-    loadgen(&[
-        "consume",
-        "--bootstrap",
-        &node.bootstrap(),
-        "--topic",
-        TOPIC,
-        "--records",
-        &records,
-    ])
+    loadgen(node, "consume", records, &[])
 }
 
 fn consumed_records(report: &str) -> u64 {
-    let at = report.find("\"records\":").expect("records in the report") + 10;
-    report[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect::<String>()
-        .parse()
-        .expect("a count")
+    field(report, "records")
 }
 
 /// The topic's `.log` files the process holds open, from `/proc`.
