@@ -701,7 +701,7 @@ impl LogSegment {
         self.flush()?;
         self.offset_index.seal()?;
         self.time_index.seal()?;
-        Ok(())
+        self.txn_index.seal()
     }
 
     /// Removes all of the segment's files.

@@ -56,7 +56,9 @@ impl AbortedTxn {
 #[derive(Debug)]
 pub struct TransactionIndex {
     path: PathBuf,
-    /// Opened by the first append, or by `open` if the file exists.
+    /// Open while the segment takes appends: opened by the first append
+    /// (or a truncation) and closed when the segment is sealed, so sealed
+    /// segments hold no descriptor for their index.
     file: Option<File>,
     /// The whole index; the file is only read once, at open.
     entries: Vec<AbortedTxn>,
@@ -76,7 +78,6 @@ impl TransactionIndex {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(index),
             Err(e) => return Err(e.into()),
         };
-        let file = index.open_file()?;
         let whole = bytes.len() - bytes.len() % ABORTED_TXN_SIZE;
         if whole != bytes.len() {
             warn!(
@@ -84,7 +85,7 @@ impl TransactionIndex {
                 len = bytes.len(),
                 "transaction index ends in a partial entry; truncating it to {whole} bytes"
             );
-            file.set_len(whole as u64)?;
+            index.set_len(whole as u64)?;
         }
         for chunk in bytes[..whole].chunks_exact(ABORTED_TXN_SIZE) {
             let txn =
@@ -93,7 +94,6 @@ impl TransactionIndex {
                 })?;
             index.entries.push(txn);
         }
-        index.file = Some(file);
         Ok(index)
     }
 
@@ -183,9 +183,7 @@ impl TransactionIndex {
             .position(|t| t.last_offset >= offset)
             .unwrap_or(self.entries.len());
         if keep < self.entries.len() {
-            if let Some(file) = &self.file {
-                file.set_len((keep * ABORTED_TXN_SIZE) as u64)?;
-            }
+            self.set_len((keep * ABORTED_TXN_SIZE) as u64)?;
             self.entries.truncate(keep);
         }
         Ok(())
@@ -193,10 +191,22 @@ impl TransactionIndex {
 
     /// Removes every entry (segment recovery rebuilds the index).
     pub fn reset(&mut self) -> Result<()> {
-        if let Some(file) = &self.file {
-            file.set_len(0)?;
-        }
+        self.set_len(0)?;
         self.entries.clear();
+        Ok(())
+    }
+
+    /// Cuts the file, if it exists, to `len` bytes; it stays open for the
+    /// appends that follow a truncation.
+    fn set_len(&mut self, len: u64) -> Result<()> {
+        if self.file.is_none() {
+            if !self.path.exists() {
+                return Ok(());
+            }
+            self.file = Some(self.open_file()?);
+        }
+        let file = self.file.as_ref().expect("opened above");
+        file.set_len(len)?;
         Ok(())
     }
 
@@ -214,11 +224,18 @@ impl TransactionIndex {
         }
     }
 
-    /// fsyncs the file, if it exists.
+    /// fsyncs the file, if it is open (written since it was opened).
     pub fn flush(&self) -> Result<()> {
         if let Some(file) = &self.file {
             file.sync_all()?;
         }
+        Ok(())
+    }
+
+    /// fsyncs and closes the file: the segment takes no more appends.
+    pub fn seal(&mut self) -> Result<()> {
+        self.flush()?;
+        self.file = None;
         Ok(())
     }
 
@@ -290,6 +307,29 @@ mod tests {
         assert_eq!(fs::metadata(&path).unwrap().len(), 68);
         let again = TransactionIndex::open(&path).unwrap();
         assert_eq!(again.all(), &[txn(1, 0, 5, 6), txn(2, 3, 9, 10)]);
+    }
+
+    /// Only a segment taking appends holds its index open; a sealed or
+    /// reopened one reads its entries from memory and opens the file again
+    /// only to change it.
+    #[test]
+    fn the_file_is_open_only_while_the_index_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = index_path(dir.path());
+        let mut idx = TransactionIndex::open(&path).unwrap();
+        idx.append(&txn(1, 0, 5, 6)).unwrap();
+        idx.append(&txn(2, 3, 9, 10)).unwrap();
+        assert!(idx.file.is_some());
+        idx.seal().unwrap();
+        assert!(idx.file.is_none());
+        let mut again = TransactionIndex::open(&path).unwrap();
+        assert!(again.file.is_none());
+        assert_eq!(again.all(), &[txn(1, 0, 5, 6), txn(2, 3, 9, 10)]);
+        again.truncate_to(9).unwrap();
+        again.append(&txn(3, 7, 12, 13)).unwrap();
+        again.seal().unwrap();
+        let last = TransactionIndex::open(&path).unwrap();
+        assert_eq!(last.all(), &[txn(1, 0, 5, 6), txn(3, 7, 12, 13)]);
     }
 
     #[test]
