@@ -30,7 +30,7 @@ pub struct OpenLogFiles {
 
 #[derive(Debug)]
 struct Budget {
-    max_open: AtomicUsize,
+    max_open: usize,
     open: AtomicUsize,
     /// Segments alive (their files open or not).
     live: AtomicUsize,
@@ -56,7 +56,7 @@ impl OpenLogFiles {
     pub fn new(max_open: usize) -> Self {
         Self {
             shared: Arc::new(Budget {
-                max_open: AtomicUsize::new(max_open),
+                max_open,
                 open: AtomicUsize::new(0),
                 live: AtomicUsize::new(0),
                 ring: Mutex::new(Ring::default()),
@@ -65,11 +65,7 @@ impl OpenLogFiles {
     }
 
     pub fn max_open(&self) -> usize {
-        self.shared.max_open.load(Ordering::Relaxed)
-    }
-
-    pub fn set_max_open(&self, max_open: usize) {
-        self.shared.max_open.store(max_open, Ordering::Relaxed);
+        self.shared.max_open
     }
 
     /// `.log` files open now.
@@ -96,8 +92,8 @@ impl OpenLogFiles {
             budget: self.shared.clone(),
         });
         let mut ring = self.shared.ring.lock();
-        // Deleted segments leave dead entries; dropping them once they are
-        // half the ring keeps it O(1) per segment created.
+        // Deleted segments leave dead entries; dropping them once they
+        // outnumber the live ones keeps it O(1) per segment created.
         if ring.files.len() >= 2 * live + 64 {
             ring.files.retain(|f| f.strong_count() > 0);
             ring.hand = 0;
@@ -116,7 +112,7 @@ impl OpenLogFiles {
         let excess = budget
             .open
             .load(Ordering::Relaxed)
-            .saturating_sub(budget.max_open.load(Ordering::Relaxed));
+            .saturating_sub(budget.max_open);
         let mut idle = Vec::new();
         if excess == 0 {
             return idle;
@@ -217,7 +213,7 @@ impl LogFile {
     /// not written (a sealed segment just loaded).
     pub fn close_if_over_budget(&self) -> io::Result<()> {
         let budget = &self.budget;
-        if budget.open.load(Ordering::Relaxed) > budget.max_open.load(Ordering::Relaxed) {
+        if budget.open.load(Ordering::Relaxed) > budget.max_open {
             self.used.store(false, Ordering::Relaxed);
             self.close_if_idle()?;
         }
