@@ -66,8 +66,8 @@ impl Default for ServerSettings {
             idle_timeout: Duration::from_secs(600),
             shutdown_grace: Duration::from_secs(10),
             connection_limits: Arc::default(),
-            send_buffer_size: Some(102_400),
-            recv_buffer_size: Some(102_400),
+            send_buffer_size: None,
+            recv_buffer_size: None,
             listen_backlog: 50,
             request_memory: None,
             handler_pool: RequestHandlerPool::new(8),
@@ -485,5 +485,57 @@ mod tests {
         assert_eq!(defaults.max_creation_rate, None);
         assert!(defaults.listener_creation_rates.is_empty());
         assert_eq!(defaults.exempt_listener, None);
+    }
+
+    /// The SO_SNDBUF and SO_RCVBUF an accepted socket gets from a listener
+    /// bound with `settings`.
+    async fn accepted_buffer_sizes(settings: &ServerSettings) -> (u32, u32) {
+        let listener = bind_listener("127.0.0.1:0".parse().unwrap(), settings).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (accepted, _) = listener.accept().await.unwrap();
+        let socket = TcpSocket::from_std_stream(accepted.into_std().unwrap());
+        (
+            socket.send_buffer_size().unwrap(),
+            socket.recv_buffer_size().unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn accepted_sockets_keep_the_kernels_autotuned_buffers_unless_configured() {
+        // A socket nobody sized.
+        let fresh = TcpSocket::new_v4().unwrap();
+        let kernel = (
+            fresh.send_buffer_size().unwrap(),
+            fresh.recv_buffer_size().unwrap(),
+        );
+        let defaults = ServerSettings::from_config(&BrokerConfig::load(None, &[]).unwrap());
+        assert_eq!(
+            (defaults.send_buffer_size, defaults.recv_buffer_size),
+            (None, None)
+        );
+        // Autotuning starts from the fresh socket's sizes and only grows them
+        // (on loopback the send buffer is grown as the connection opens).
+        let (send, recv) = accepted_buffer_sizes(&defaults).await;
+        assert!(
+            send >= kernel.0 && recv >= kernel.1,
+            "{send}, {recv} < {kernel:?}"
+        );
+        assert_ne!((send, recv), (2 * 102_400, 2 * 102_400));
+
+        // Kafka's sample server.properties sizes both at 100 KiB (Linux
+        // reports twice what was asked, its bookkeeping included).
+        let overrides: Vec<(String, String)> = [
+            ("socket.send.buffer.bytes", "102400"),
+            ("socket.receive.buffer.bytes", "102400"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let sized = ServerSettings::from_config(&BrokerConfig::load(None, &overrides).unwrap());
+        assert_eq!(
+            accepted_buffer_sizes(&sized).await,
+            (2 * 102_400, 2 * 102_400)
+        );
     }
 }
