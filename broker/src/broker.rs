@@ -50,6 +50,27 @@ use ottla_txn_coordinator::{ProducerIdManager, Services as TxnServices, TxnCoord
 /// at: one idle for a whole period is closed.
 const LOG_FILE_SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 
+/// `log.segment.max.open.files` as configured at start-up (it changes at
+/// runtime), and what its -1 means in this process: a quarter of the
+/// open-file limit, leaving the rest to connections.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenLogFilesBudget {
+    pub configured: i64,
+    pub automatic: usize,
+}
+
+impl OpenLogFilesBudget {
+    /// The number of files a value of the key allows.
+    pub fn resolve(&self, value: i64) -> usize {
+        usize::try_from(value).unwrap_or(self.automatic)
+    }
+
+    /// The budget the logs load under, before any dynamic value is known.
+    pub fn at_start(&self) -> usize {
+        self.resolve(self.configured)
+    }
+}
+
 /// The settings the broker's request handling needs, taken from the broker
 /// configuration at start-up.
 #[derive(Debug, Clone)]
@@ -79,7 +100,7 @@ pub struct BrokerSettings {
     pub retention_check_interval: Duration,
     pub flush_check_interval: Duration,
     /// The budget of open segment `.log` files (`log.segment.max.open.files`).
-    pub max_open_log_files: usize,
+    pub max_open_log_files: OpenLogFilesBudget,
     pub checkpoint_interval: Duration,
     pub cleaner_backoff: Duration,
     /// The `log.cleaner.*` settings as configured at start-up (all of them
@@ -190,7 +211,7 @@ impl Broker {
             locks,
             configs.as_ref(),
             threads,
-            OpenLogFiles::new(settings.max_open_log_files),
+            OpenLogFiles::new(settings.max_open_log_files.at_start()),
         );
         let logs = Arc::new(logs.context("opening the log dirs")?);
         let (replicas, isr_changes) = ReplicaManager::new(
@@ -478,7 +499,9 @@ impl Broker {
         every(
             LOG_FILE_SWEEP_INTERVAL,
             Box::new(|b| {
-                b.replicas.logs().close_idle_files();
+                let logs = b.replicas.logs();
+                logs.open_files().set_max_open(b.open_log_files_budget());
+                logs.close_idle_files();
             }),
         );
         every(
@@ -650,6 +673,13 @@ impl Broker {
     /// else the cluster-wide one, else `fallback` (the static value).
     pub fn dynamic_or<T: std::str::FromStr>(&self, key: &str, fallback: T) -> T {
         dynamic_or(&self.controller.image(), self.node_id(), key, fallback)
+    }
+
+    /// `log.segment.max.open.files` now (dynamic, per broker or
+    /// cluster-wide, as the `log.cleaner.*` keys).
+    fn open_log_files_budget(&self) -> usize {
+        let budget = self.settings.max_open_log_files;
+        budget.resolve(self.dynamic_or(keys::LOG_SEGMENT_MAX_OPEN_FILES.name, budget.configured))
     }
 
     /// `log.cleaner.backoff.ms`, dynamic as in Kafka.

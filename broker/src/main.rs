@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use ottla_broker::broker::BrokerSlot;
-use ottla_broker::broker::{Broker, BrokerSettings};
+use ottla_broker::broker::{Broker, BrokerSettings, OpenLogFilesBudget};
 use ottla_broker::broker_metrics;
 use ottla_broker::config::{keys, BrokerConfig, Endpoint as ConfigEndpoint, Listener};
 use ottla_broker::dynamic_broker_config::{dynamic_or, DynamicConnectionLimits};
@@ -175,15 +175,15 @@ fn open_file_limit() -> Option<libc::rlimit> {
     (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit)
 }
 
-/// `log.segment.max.open.files`, by default a quarter of the open-file
+/// `log.segment.max.open.files`; by default a quarter of the open-file
 /// limit: the rest is left to connections (index files are maps and hold
 /// no descriptor).
-fn max_open_log_files(config: &BrokerConfig) -> usize {
-    match config.get(keys::LOG_SEGMENT_MAX_OPEN_FILES) {
-        -1 => open_file_limit().map_or(usize::MAX, |l| {
+fn max_open_log_files(config: &BrokerConfig) -> OpenLogFilesBudget {
+    OpenLogFilesBudget {
+        configured: config.get(keys::LOG_SEGMENT_MAX_OPEN_FILES),
+        automatic: open_file_limit().map_or(usize::MAX, |l| {
             usize::try_from(l.rlim_cur / 4).unwrap_or(usize::MAX)
         }),
-        n => usize::try_from(n).unwrap_or(0),
     }
 }
 

@@ -30,7 +30,9 @@ pub struct OpenLogFiles {
 
 #[derive(Debug)]
 struct Budget {
-    max_open: usize,
+    /// Changes at runtime (`log.segment.max.open.files` is dynamic); the
+    /// next sweep closes down to a lowered budget.
+    max_open: AtomicUsize,
     open: AtomicUsize,
     /// Segments alive (their files open or not).
     live: AtomicUsize,
@@ -56,7 +58,7 @@ impl OpenLogFiles {
     pub fn new(max_open: usize) -> Self {
         Self {
             shared: Arc::new(Budget {
-                max_open,
+                max_open: AtomicUsize::new(max_open),
                 open: AtomicUsize::new(0),
                 live: AtomicUsize::new(0),
                 ring: Mutex::new(Ring::default()),
@@ -65,7 +67,12 @@ impl OpenLogFiles {
     }
 
     pub fn max_open(&self) -> usize {
-        self.shared.max_open
+        self.shared.max_open.load(Ordering::Relaxed)
+    }
+
+    /// A new budget, applied from the next sweep on.
+    pub fn set_max_open(&self, max_open: usize) {
+        self.shared.max_open.store(max_open, Ordering::Relaxed);
     }
 
     /// `.log` files open now.
@@ -112,7 +119,7 @@ impl OpenLogFiles {
         let excess = budget
             .open
             .load(Ordering::Relaxed)
-            .saturating_sub(budget.max_open);
+            .saturating_sub(budget.max_open.load(Ordering::Relaxed));
         let mut idle = Vec::new();
         if excess == 0 {
             return idle;
@@ -213,7 +220,7 @@ impl LogFile {
     /// not written (a sealed segment just loaded).
     pub fn close_if_over_budget(&self) -> io::Result<()> {
         let budget = &self.budget;
-        if budget.open.load(Ordering::Relaxed) > budget.max_open {
+        if budget.open.load(Ordering::Relaxed) > budget.max_open.load(Ordering::Relaxed) {
             self.used.store(false, Ordering::Relaxed);
             self.close_if_idle()?;
         }
@@ -292,6 +299,23 @@ mod tests {
         drop(files);
         assert_eq!(budget.open(), 0);
         assert_eq!(budget.shared.live.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_budget_lowered_at_runtime_is_met_by_the_next_sweeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = OpenLogFiles::new(usize::MAX);
+        let _files = files_in(dir.path(), &budget, 10);
+        assert_eq!(close_idle(&budget), 0, "no budget: nothing closes");
+        budget.set_max_open(4);
+        assert_eq!(budget.max_open(), 4);
+        // The files were used before the budget fell: one sweep to clear
+        // their marks, then the idle ones close.
+        assert_eq!(close_idle(&budget), 0);
+        assert_eq!(close_idle(&budget), 6);
+        assert_eq!(budget.open(), 4);
+        budget.set_max_open(usize::MAX);
+        assert!(budget.idle_beyond_budget().is_empty());
     }
 
     #[test]

@@ -17,7 +17,7 @@ use ottla_protocol::batch::{BatchBuilder, SimpleRecord};
 use ottla_storage::manager::{CleanerConfig, TopicPartition};
 use ottla_storage::producer_state::AppendOrigin;
 
-use crate::broker::{Broker, BrokerSettings};
+use crate::broker::{Broker, BrokerSettings, OpenLogFilesBudget};
 use crate::replication::fetcher::FetchSettings;
 
 /// Node 1, one log dir under `dir` (which also holds the metadata log),
@@ -46,7 +46,10 @@ pub fn test_settings(dir: &Path) -> BrokerSettings {
         rack_aware_reads: false,
         retention_check_interval: Duration::from_secs(5),
         flush_check_interval: Duration::from_secs(5),
-        max_open_log_files: usize::MAX,
+        max_open_log_files: OpenLogFilesBudget {
+            configured: -1,
+            automatic: usize::MAX,
+        },
         checkpoint_interval: Duration::from_secs(5),
         cleaner_backoff: Duration::from_secs(5),
         cleaner: CleanerConfig {

@@ -18,7 +18,7 @@ use crate::security::tls_reload::check_tls_listeners;
 /// The broker keys Ottla applies at runtime besides the `log.*` defaults
 /// of topic keys (read through the topic config resolver): the replication
 /// throttles, the connection limits, the cleaner's pacing, threads and
-/// buffers, the thread counts, the listeners.
+/// buffers, the open segment files, the thread counts, the listeners.
 const DYNAMIC: &[&str] = &[
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
@@ -34,6 +34,7 @@ const DYNAMIC: &[&str] = &[
     "log.cleaner.dedupe.buffer.size",
     "log.cleaner.io.buffer.size",
     "log.cleaner.io.buffer.load.factor",
+    "log.segment.max.open.files",
     "num.replica.fetchers",
     "num.recovery.threads.per.data.dir",
     "num.network.threads",
@@ -131,15 +132,24 @@ pub(super) fn validate(
     } else {
         next.clone()
     });
-    layered.retain(|k, _| known.contains(k.as_str()) || is_listener_scoped(k));
-    let config = with_overrides(broker, &layered).map_err(|e| match e {
-        ConfigError::InvalidValue {
-            key, value, reason, ..
-        } => invalid_request(format!(
-            "Invalid value {value} for configuration {key}: {reason}"
-        )),
-        other => invalid_request(other.to_string()),
-    })?;
+    let checkable = |k: &String| known.contains(k.as_str()) || is_listener_scoped(k);
+    layered.retain(|k, _| checkable(k));
+    let load = |values: &BTreeMap<String, String>| {
+        with_overrides(broker, values).map_err(|e| match e {
+            ConfigError::InvalidValue {
+                key, value, reason, ..
+            } => invalid_request(format!(
+                "Invalid value {value} for configuration {key}: {reason}"
+            )),
+            other => invalid_request(other.to_string()),
+        })
+    };
+    // The new values on their own first: this node's value of a key would
+    // hide a bad cluster-wide one in the layered configuration.
+    let mut own = next.clone();
+    own.retain(|k, _| checkable(k));
+    load(&own)?;
+    let config = load(&layered)?;
     check_thread_counts(broker, &image, &static_entries, next)?;
     if level == node {
         let current = layered_for_node(&image, broker.node_id(), &broker.settings.static_configs)

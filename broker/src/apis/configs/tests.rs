@@ -643,6 +643,25 @@ fn listeners_change_per_broker_and_keep_the_registration() {
 }
 
 #[test]
+fn a_bad_cluster_wide_value_is_refused_where_a_broker_has_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_broker(dir.path());
+    let alter = |name: &str, value| {
+        let ops = vec![op("log.segment.max.open.files", SET, Some(value))];
+        incremental(&broker, RESOURCE_BROKER, name, ops, false)
+    };
+    assert_eq!(alter("1", "50").0, 0);
+    // Broker 1's own value would hide it in broker 1's configuration.
+    let (code, message) = alter("", "-2");
+    assert_eq!(code, ResponseError::InvalidRequest.code());
+    assert!(
+        message.starts_with("Invalid value -2 for configuration log.segment.max.open.files"),
+        "{message}"
+    );
+    assert_eq!(alter("", "20").0, 0);
+}
+
+#[test]
 fn broker_refusals_follow_kafka() {
     let dir = tempfile::tempdir().unwrap();
     let broker = test_broker(dir.path());
