@@ -4,9 +4,11 @@
 //! the checks that every acknowledged record was read exactly once, in
 //! order, by that consumer and is in the log files of every replica.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kafka_protocol::messages::describe_quorum_request::{
@@ -293,8 +295,11 @@ pub fn unix_now() -> f64 {
 /// between them can be cut), and the replicated topic, every ISR full.
 pub struct FaultCluster {
     pub nodes: Vec<Ottla>,
-    /// Dropped after the nodes, which run in it.
-    pub network: NodeNetwork,
+    /// Dropped after the nodes, which run in it; shared by the two clusters
+    /// of a [`mirrored_pair`](Self::mirrored_pair).
+    network: Rc<RefCell<NodeNetwork>>,
+    /// The network slot of node 1.
+    first_slot: usize,
 }
 
 impl FaultCluster {
@@ -304,12 +309,59 @@ impl FaultCluster {
 
     /// As [`start`](Self::start), the nodes with `settings`.
     pub fn start_with(settings: &[(&str, &str)]) -> Self {
-        let network = NodeNetwork::create(3);
-        let nodes = Ottla::cluster_in(&network, 3, settings);
-        create_replicated_topic(&nodes[0].bootstrap(), TOPIC, PARTITIONS);
-        let cluster = Self { nodes, network };
-        cluster.wait_full_isr();
+        let network = Rc::new(RefCell::new(NodeNetwork::create(3)));
+        let cluster = Self::start_in(network, 0, settings);
+        cluster.create_topic();
         cluster
+    }
+
+    /// A source cluster with the replicated topic and a destination cluster
+    /// without it (mirroring will create it, three replicas each), on one
+    /// network: a node cut off is cut off from both clusters' nodes.
+    pub fn mirrored_pair() -> (Self, Self) {
+        let network = Rc::new(RefCell::new(NodeNetwork::create(6)));
+        let source = Self::start_in(network.clone(), 0, FAULT_SETTINGS);
+        source.create_topic();
+        let mut settings = FAULT_SETTINGS.to_vec();
+        settings.extend([
+            ("default.replication.factor", "3"),
+            ("min.insync.replicas", "2"),
+        ]);
+        let destination = Self::start_in(network, 3, &settings);
+        (source, destination)
+    }
+
+    fn start_in(
+        network: Rc<RefCell<NodeNetwork>>,
+        first_slot: usize,
+        settings: &[(&str, &str)],
+    ) -> Self {
+        let nodes = Ottla::cluster_in(&network.borrow(), first_slot, 3, settings);
+        Self {
+            nodes,
+            network,
+            first_slot,
+        }
+    }
+
+    fn create_topic(&self) {
+        create_replicated_topic(&self.nodes[0].bootstrap(), TOPIC, PARTITIONS);
+        self.wait_full_isr();
+    }
+
+    /// Cuts node `id` off from every other node of the network (the
+    /// clients on the host still reach it).
+    pub fn cut_off(&self, id: i32) {
+        self.network.borrow_mut().cut_off(self.slot(id));
+    }
+
+    /// Undoes [`cut_off`](Self::cut_off).
+    pub fn heal(&self, id: i32) {
+        self.network.borrow_mut().heal(self.slot(id));
+    }
+
+    fn slot(&self, id: i32) -> usize {
+        self.first_slot + (id - 1) as usize
     }
 
     pub fn bootstrap(&self) -> String {
@@ -499,6 +551,47 @@ impl FaultCluster {
                 let kept: Vec<String> = differing.iter().map(|tp| self.keep_copies(tp)).collect();
                 panic!("replicas still differ after 60 s: {}", kept.join("; "));
             }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// A node's directory of a partition of the fault topic.
+    pub fn partition_dir(&self, node: usize, partition: i32) -> PathBuf {
+        self.nodes[node]
+            .data_dir
+            .join("logs")
+            .join(format!("{TOPIC}-{partition}"))
+    }
+
+    /// Waits until every replica here holds, for each partition of the
+    /// fault topic, exactly the batches of `source`'s node 1, byte for byte:
+    /// where a mirror of `source` (its load stopped) must arrive.
+    pub fn wait_mirror_of(&self, source: &FaultCluster) {
+        let start = Instant::now();
+        loop {
+            let behind: Vec<String> = (0..PARTITIONS)
+                .filter_map(|p| {
+                    let wanted = read_batches(&source.partition_dir(0, p));
+                    let held: Vec<Option<usize>> = (0..self.nodes.len())
+                        .map(|n| read_batches(&self.partition_dir(n, p)))
+                        .map(|b| (b != wanted).then_some(b.len()))
+                        .collect();
+                    held.iter().any(Option::is_some).then(|| {
+                        format!(
+                            "{TOPIC}-{p}: source {} bytes, replicas {held:?} (None: identical)",
+                            wanted.len()
+                        )
+                    })
+                })
+                .collect();
+            if behind.is_empty() {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "the mirror never matched its source: {}",
+                behind.join("; ")
+            );
             std::thread::sleep(Duration::from_millis(500));
         }
     }

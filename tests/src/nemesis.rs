@@ -105,6 +105,31 @@ impl FaultRecord {
     }
 }
 
+/// The value of environment variable `name`, or `default` when unset.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name}={v} is not valid"))
+        })
+        .unwrap_or(default)
+}
+
+/// `OTTLA_FAULT_SEED`, or the clock; printed with the fault count, so a
+/// failing sequence can be replayed.
+pub fn seed_from_env(faults: usize) -> u64 {
+    let seed = env_or(
+        "OTTLA_FAULT_SEED",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    );
+    println!("{faults} random faults, seed {seed} (OTTLA_FAULT_SEED={seed} replays them)");
+    seed
+}
+
 /// How long the cluster must look recovered (every ISR full, a controller
 /// active) before the next fault.
 const RECOVERY_STEADY: Duration = Duration::from_secs(1);
@@ -122,21 +147,44 @@ impl Nemesis {
 
     /// Injects `count` random faults one after the other.
     pub fn run(&mut self, cluster: &mut FaultCluster, count: usize) -> Vec<FaultRecord> {
-        (0..count)
-            .map(|i| {
-                let kind = *FaultKind::ALL.choose(&mut self.rng).unwrap();
-                print!("fault {}/{count}: {}", i + 1, kind.describe());
-                let record = self.inject(cluster, kind);
-                println!(
-                    " on {:?}, healed after {:.1} s, ISRs full {:.1} s later",
-                    record.victims,
-                    record.heal_began_at - record.injected_at,
-                    record.recovered_at - record.heal_began_at
-                );
-                std::thread::sleep(Duration::from_millis(self.rng.random_range(500..2000)));
-                record
-            })
-            .collect()
+        self.run_in_turns(&mut [("", cluster)], count).remove(0)
+    }
+
+    /// Injects `count` random faults one after the other, fault `i` into
+    /// cluster `i % clusters.len()` (each named for the output); returns
+    /// each cluster's faults.
+    pub fn run_in_turns(
+        &mut self,
+        clusters: &mut [(&str, &mut FaultCluster)],
+        count: usize,
+    ) -> Vec<Vec<FaultRecord>> {
+        let turns = clusters.len();
+        let mut records = vec![Vec::new(); turns];
+        for i in 0..count {
+            let (name, cluster) = &mut clusters[i % turns];
+            records[i % turns].push(self.inject_one(cluster, name, i, count));
+        }
+        records
+    }
+
+    fn inject_one(
+        &mut self,
+        cluster: &mut FaultCluster,
+        name: &str,
+        i: usize,
+        count: usize,
+    ) -> FaultRecord {
+        let kind = *FaultKind::ALL.choose(&mut self.rng).unwrap();
+        print!("fault {}/{count}: {}{name}", i + 1, kind.describe());
+        let record = self.inject(cluster, kind);
+        println!(
+            " on {:?}, healed after {:.1} s, ISRs full {:.1} s later",
+            record.victims,
+            record.heal_began_at - record.injected_at,
+            record.recovered_at - record.heal_began_at
+        );
+        std::thread::sleep(Duration::from_millis(self.rng.random_range(500..2000)));
+        record
     }
 
     fn inject(&mut self, cluster: &mut FaultCluster, kind: FaultKind) -> FaultRecord {
@@ -177,10 +225,10 @@ impl Nemesis {
                 at
             }
             FaultKind::Partition => {
-                cluster.network.cut_off(node(victims[0]));
+                cluster.cut_off(victims[0]);
                 victims_out_at = cluster.watch_failover(&victims, witness, hold);
                 let at = unix_now();
-                cluster.network.heal(node(victims[0]));
+                cluster.heal(victims[0]);
                 at
             }
             FaultKind::Terminate => {

@@ -398,16 +398,23 @@ impl Ottla {
         })
     }
 
-    /// Combined nodes forming one cluster, node `i` in namespace `i` of
-    /// `network` (one node per namespace), so the network between them can
-    /// be cut. Returns once every node's metadata lists every broker.
-    pub fn cluster_in(network: &NodeNetwork, n: usize, overrides: &[(&str, &str)]) -> Vec<Ottla> {
+    /// Combined nodes forming one cluster, node `i` in namespace
+    /// `first_slot + i` of `network` (one node per namespace), so the
+    /// network between them can be cut; two clusters can share a network in
+    /// different slots. Returns once every node's metadata lists every
+    /// broker.
+    pub fn cluster_in(
+        network: &NodeNetwork,
+        first_slot: usize,
+        n: usize,
+        overrides: &[(&str, &str)],
+    ) -> Vec<Ottla> {
         let cluster_id = cluster_id();
         let roles = vec![Role::Combined; n];
-        let nodes =
-            Self::spawn_quorum(&roles, &[], overrides, &same_for_all, Some(network), |_| {
-                cluster_id.clone()
-            });
+        let slots = Some((network, first_slot));
+        let nodes = Self::spawn_quorum(&roles, &[], overrides, &same_for_all, slots, |_| {
+            cluster_id.clone()
+        });
         for node in &nodes {
             node.wait_for_brokers(n, Duration::from_secs(60));
         }
@@ -415,16 +422,19 @@ impl Ottla {
     }
 
     /// Starts one node per role (ids 1..), the voters being the nodes with
-    /// the controller role, node `i` with `cluster_id_of(i)`.
+    /// the controller role, node `i` with `cluster_id_of(i)`, in slot
+    /// `first + i` of `network` when there is one.
     fn spawn_quorum(
         roles: &[Role],
         protocols: &[&str],
         overrides: &[(&str, &str)],
         node_overrides: &NodeOverrides<'_>,
-        network: Option<&NodeNetwork>,
+        network: Option<(&NodeNetwork, usize)>,
         cluster_id_of: impl Fn(usize) -> String,
     ) -> Vec<Ottla> {
-        let host_of = |i: usize| network.map_or_else(|| LOCALHOST.to_string(), |n| n.host(i));
+        let host_of = |i: usize| {
+            network.map_or_else(|| LOCALHOST.to_string(), |(n, first)| n.host(first + i))
+        };
         let ports: Vec<(u16, u16)> = roles.iter().map(|_| (free_port(), free_port())).collect();
         let voters = ports
             .iter()
@@ -450,7 +460,7 @@ impl Ottla {
                 let mut node = Ottla::unstarted();
                 node.role = *role;
                 node.host = host_of(i);
-                node.netns = network.map(|n| n.namespace(i));
+                node.netns = network.map(|(n, first)| n.namespace(first + i));
                 node.port = *port;
                 node.controller_port = *controller_port;
                 node.extra_listeners = extra_listeners(protocols);

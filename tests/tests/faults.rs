@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use ottla_tests::faults::{FaultCluster, Load, LoadReport, PARTITIONS, TOPIC};
 use ottla_tests::fences;
-use ottla_tests::nemesis::{FaultKind, FaultRecord, Nemesis};
+use ottla_tests::nemesis::{env_or, seed_from_env, FaultKind, FaultRecord, Nemesis};
 use ottla_tests::txn_load::{Outcome, TxnLoad, TXN_PARTITIONS, TXN_TOPIC};
 
 const BEFORE_FAULT: Duration = Duration::from_secs(3);
@@ -271,14 +271,13 @@ fn a_stopped_active_controller_is_fenced_a_session_after_it_went_quiet() {
 /// fenced.
 #[test]
 fn a_cut_off_active_controller_fences_nobody_once_healed() {
-    let mut cluster = FaultCluster::start();
+    let cluster = FaultCluster::start();
     let controller =
         FaultCluster::active_controller(&cluster.nodes[0]).expect("an active controller");
-    let node = (controller - 1) as usize;
     let cut_at = ottla_tests::faults::unix_now();
-    cluster.network.cut_off(node);
+    cluster.cut_off(controller);
     std::thread::sleep(Duration::from_secs(5));
-    cluster.network.heal(node);
+    cluster.heal(controller);
     // Past the commit retries of a fence decided while cut off.
     std::thread::sleep(Duration::from_secs(3));
     cluster.wait_full_isr();
@@ -296,16 +295,6 @@ fn a_cut_off_active_controller_fences_nobody_once_healed() {
         "the cut-off node {controller} was fenced: {fences:?}"
     );
     cluster.assert_no_panics();
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{name}={v} is not valid"))
-        })
-        .unwrap_or(default)
 }
 
 /// Median and maximum, in ms.
@@ -386,14 +375,7 @@ fn summarize(faults: &[FaultRecord], load: &LoadReport) {
 #[test]
 fn random_faults_lose_nothing() {
     let faults = env_or("OTTLA_FAULTS", 10usize);
-    let seed = env_or(
-        "OTTLA_FAULT_SEED",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    );
-    println!("{faults} random faults, seed {seed} (OTTLA_FAULT_SEED={seed} replays them)");
+    let seed = seed_from_env(faults);
     let mut cluster = FaultCluster::start();
     let bootstrap = cluster.bootstrap();
     let txns = TxnLoad::start(&bootstrap);
