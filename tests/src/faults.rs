@@ -360,6 +360,25 @@ impl FaultCluster {
         self.network.borrow_mut().heal(self.slot(id));
     }
 
+    /// Cuts every node here off from every node of `other` (which shares
+    /// this network), as a partition between two sites.
+    pub fn cut_from(&self, other: &FaultCluster) {
+        let (mine, theirs) = (self.slots(), other.slots());
+        self.network.borrow_mut().cut_between(&mine, &theirs);
+    }
+
+    /// Undoes [`cut_from`](Self::cut_from).
+    pub fn heal_from(&self, other: &FaultCluster) {
+        let (mine, theirs) = (self.slots(), other.slots());
+        self.network.borrow_mut().heal_between(&mine, &theirs);
+    }
+
+    fn slots(&self) -> Vec<usize> {
+        (1..=self.nodes.len() as i32)
+            .map(|id| self.slot(id))
+            .collect()
+    }
+
     fn slot(&self, id: i32) -> usize {
         self.first_slot + (id - 1) as usize
     }

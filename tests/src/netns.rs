@@ -106,20 +106,42 @@ impl NodeNetwork {
         if self.cut[i] == cut {
             return;
         }
+        let others: Vec<usize> = (0..self.nodes).filter(|o| *o != i).collect();
+        self.blackhole(&[i], &others, cut);
+        self.cut[i] = cut;
+    }
+
+    /// Cuts every node of `a` off from every node of `b`, as a network
+    /// partition between two sites (nodes on the same side still reach
+    /// each other). Not to be combined with [`cut_off`](Self::cut_off) of
+    /// the same nodes: the routes would collide.
+    pub fn cut_between(&mut self, a: &[usize], b: &[usize]) {
+        self.blackhole(a, b, true);
+    }
+
+    /// Undoes [`cut_between`](Self::cut_between).
+    pub fn heal_between(&mut self, a: &[usize], b: &[usize]) {
+        self.blackhole(a, b, false);
+    }
+
+    /// Adds (or deletes) blackhole routes from each node of `a` to each of
+    /// `b`, and back.
+    fn blackhole(&self, a: &[usize], b: &[usize], cut: bool) {
         let action = if cut { "add" } else { "del" };
-        for other in (0..self.nodes).filter(|o| *o != i) {
-            for (at, to) in [(i, other), (other, i)] {
-                ip(&[
-                    "-n",
-                    &self.namespace(at),
-                    "route",
-                    action,
-                    "blackhole",
-                    &format!("{}/32", self.host(to)),
-                ]);
+        for &i in a {
+            for &other in b {
+                for (at, to) in [(i, other), (other, i)] {
+                    ip(&[
+                        "-n",
+                        &self.namespace(at),
+                        "route",
+                        action,
+                        "blackhole",
+                        &format!("{}/32", self.host(to)),
+                    ]);
+                }
             }
         }
-        self.cut[i] = cut;
     }
 }
 
