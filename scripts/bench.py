@@ -242,7 +242,7 @@ class Ottla(Broker):
         ensure_free(self.port)
         t0 = time.monotonic()
         # Its log (stdout) and errors, kept while it runs for a look at a slow run.
-        log = open(self.dir / "ottla.log", "w")
+        log = open(self.dir / "ottla.log", "a")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         self.pid = self.proc.pid
         # A node of a cluster listens only once a quorum has formed.

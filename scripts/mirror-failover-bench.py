@@ -15,7 +15,13 @@ Reported:
   one record per partition, retried until each lands), and until the last
   partition became writable by the destination's own account (the
   WRITABLE-AT-MS of `--describe`), which leaves out the client's retries;
-  and, for scale, what the same writes take once every partition is writable.
+  and, for scale, what the same writes take once every partition is writable;
+- recovery, before the failover: kill -9 of a source broker (held 1 s, then
+  restarted), one record written to every partition on the source once it
+  takes writes again, and the time from the restart until the destination
+  holds every record (the end offsets of both clusters agree); then kill -9
+  of the destination, one record per partition written to the source while
+  it is down, and the time from its restart until it holds them all.
 
     scripts/mirror-failover-bench.py [--partitions N ...] [--source-nodes K]
 
@@ -31,11 +37,11 @@ import sys
 import time
 from pathlib import Path
 
-from bench import ROOT, Ottla, cpu_seconds, last_line, ottla_cluster
+from bench import ROOT, Ottla, cpu_seconds, last_line, ottla_cluster, wait_port
 
 try:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+    from confluent_kafka import KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 except ImportError:
     # The test venv has librdkafka's client: run again under it.
     os.execv(last_line("python-env.sh"), [last_line("python-env.sh"), *sys.argv])
@@ -67,6 +73,63 @@ def write_each(bootstrap, topic, partitions, deadline_s=120):
         if time.monotonic() - t0 > deadline_s:
             raise RuntimeError(f"{len(pending)} partitions still refuse writes after {deadline_s} s")
     return time.monotonic() - t0
+
+
+def end_offsets(bootstrap, topic, partitions):
+    """Every partition's end offset (None where it did not answer)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    wanted = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+    ends = [None] * partitions
+    for tp, future in admin.list_offsets(wanted, request_timeout=10).items():
+        try:
+            ends[tp.partition] = future.result().offset
+        except KafkaException:
+            pass
+    return ends
+
+
+def wait_caught_up(source, destination, topic, partitions, deadline_s=300):
+    """Seconds until the destination's end offsets are the source's."""
+    t0, reported = time.monotonic(), time.monotonic()
+    wanted = end_offsets(source, topic, partitions)
+    if None in wanted:
+        raise RuntimeError(f"{wanted.count(None)} source partitions give no end offset")
+    while (held := end_offsets(destination, topic, partitions)) != wanted:
+        behind = sum(h != w for h, w in zip(held, wanted))
+        if time.monotonic() - t0 > deadline_s:
+            raise RuntimeError(f"{behind} partitions still behind the source after {deadline_s} s")
+        if time.monotonic() - reported > 10:
+            progress(f"{behind} of {partitions} partitions behind the source")
+            reported = time.monotonic()
+        time.sleep(0.2)
+    return time.monotonic() - t0
+
+
+def kill9(broker):
+    broker.proc.kill()
+    broker.proc.wait()
+
+
+def recovery(sources, destination, partitions):
+    """The two recovery figures (see the module's doc)."""
+    src, dst = ",".join(s.bootstrap() for s in sources), destination.bootstrap()
+    victim = sources[-1]
+    kill9(victim)
+    time.sleep(1)
+    restarted = time.monotonic()
+    victim.start()
+    wait_port(victim.port, victim.proc)
+    write_each(src, "scale", partitions)
+    source_writable = time.monotonic() - restarted
+    source_restart = source_writable + wait_caught_up(src, dst, "scale", partitions)
+    progress(f"source broker restarted: every partition caught up after {source_restart:.1f} s")
+    kill9(destination)
+    write_each(src, "scale", partitions)
+    restarted = time.monotonic()
+    destination.start()
+    destination_restart = wait_caught_up(src, dst, "scale", partitions) + time.monotonic() - restarted
+    progress(f"destination restarted: every partition caught up after {destination_restart:.1f} s")
+    return source_writable, source_restart, destination_restart
 
 
 def values_of(document, key):
@@ -146,6 +209,8 @@ def run(binary, partitions, port, source_nodes):
         idle = [(cpu_seconds(b.pid) - was) / IDLE_SECONDS * 100 for b, was in zip(brokers, before)]
         figures["idle source"], figures["idle destination"] = sum(idle[:-1]), idle[-1]
         figures["connections"] = connections(destination.pid, {s.port for s in sources})
+        (figures["source writable"], figures["source restart"],
+         figures["destination restart"]) = recovery(sources, destination, partitions)
         t0, wall_t0_ms = time.monotonic(), time.time() * 1000
         removed = mirrors_cli(binary, dst, "--remove", "--mirror", "scale", "--topics", "scale")
         if removed.returncode != 0:
@@ -183,12 +248,15 @@ def main():
     print("| partitions | --add until MIRRORING | idle CPU source / destination (% of a core) "
           "| connections destination -> source "
           "| --remove until every partition took a write | ... until the last was writable (broker's account) "
-          "| the same writes, all partitions writable |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| the same writes, all partitions writable "
+          "| kill -9 of a source broker: its restart until the source takes writes / the destination holds them "
+          "| kill -9 of the destination: its restart until it holds what the source took meanwhile |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in args.partitions:
         f = run(binary, n, args.port, args.source_nodes)
         print(f"| {n:,} | {f['add']:.1f} s | {f['idle source']:.1f} / {f['idle destination']:.1f} "
-              f"| {f['connections']} | {f['failover']:.2f} s | {f['writable']:.2f} s | {f['baseline']:.2f} s |",
+              f"| {f['connections']} | {f['failover']:.2f} s | {f['writable']:.2f} s | {f['baseline']:.2f} s "
+              f"| {f['source writable']:.1f} / {f['source restart']:.1f} s | {f['destination restart']:.1f} s |",
               flush=True)
 
 

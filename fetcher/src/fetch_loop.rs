@@ -102,16 +102,38 @@ enum Sent<T> {
     Superseded,
 }
 
+/// A partition whose last answer was an error, left out of the fetches
+/// until `until` unless its leader epoch moves on: new metadata may have
+/// cleared the error (a follower fenced because the leader took up a new
+/// epoch a moment before it did), and Kafka's fetchers take a partition up
+/// again at once on a new epoch.
+struct Delayed {
+    until: Instant,
+    /// The current leader epoch it was fetched with.
+    epoch: i32,
+}
+
+/// Whether a partition may be fetched: it is not waiting out a backoff, or
+/// its leader epoch moved on since.
+fn ready(
+    delayed: &HashMap<TopicPartition, Delayed>,
+    tp: &TopicPartition,
+    position: &FetchPosition,
+) -> bool {
+    delayed
+        .get(tp)
+        .is_none_or(|d| d.epoch != position.current_leader_epoch)
+}
+
 /// Fetches for `endpoint` until `stop` is cancelled.
 pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
     let mut client: Option<KafkaClient> = None;
     let mut session = FetchSession::new();
-    // Partitions whose last answer was an error, until they are tried again.
-    let mut delayed: HashMap<TopicPartition, Instant> = HashMap::new();
+    let mut delayed: HashMap<TopicPartition, Delayed> = HashMap::new();
     let mut changes = endpoint.partitions_changed();
     while !stop.is_cancelled() {
         let now = Instant::now();
-        delayed.retain(|_, until| *until > now);
+        delayed.retain(|_, d| d.until > now);
         // What `wanted` returns from here on includes every change so far.
         if let Some(changes) = changes.as_mut() {
             changes.borrow_and_update();
@@ -119,8 +141,11 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
         let wanted: Vec<_> = endpoint
             .wanted()
             .into_iter()
-            .filter(|(p, _)| !delayed.contains_key(p.leader_tp()))
+            .filter(|(p, position)| ready(&delayed, p.leader_tp(), position))
             .collect();
+        for (p, _) in &wanted {
+            delayed.remove(p.leader_tp());
+        }
         if wanted.is_empty() {
             pause(&stop, IDLE_POLL).await;
             continue;
@@ -153,7 +178,7 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
         // A partition waiting out its backoff (one that just moved here
         // may be refused by a leader a moment behind in taking it up) is
         // back in the next fetch by its retry time, not after a long poll.
-        if let Some(retry) = delayed.values().min() {
+        if let Some(retry) = delayed.values().map(|d| d.until).min() {
             let until_retry = retry.saturating_duration_since(now).as_millis();
             let capped = i32::try_from(until_retry).unwrap_or(i32::MAX).max(1);
             request.max_wait_ms = request.max_wait_ms.min(capped);
@@ -166,9 +191,9 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
                     _ = stop.cancelled() => return,
                     answer = &mut send => break Sent::Answered(answer),
                     () = next_change(&mut changes) => {
-                        let gained = endpoint.wanted().iter().any(|(p, _)| {
+                        let gained = endpoint.wanted().iter().any(|(p, position)| {
                             let tp = p.leader_tp();
-                            !positions.contains_key(tp) && !delayed.contains_key(tp)
+                            !positions.contains_key(tp) && ready(&delayed, tp, position)
                         });
                         if gained {
                             break Sent::Superseded;
@@ -235,7 +260,11 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
         for (p, followup) in endpoint.apply(fetched).await {
             match followup {
                 Followup::Retry => {
-                    delayed.insert(p.leader_tp().clone(), Instant::now() + endpoint.backoff());
+                    let epoch = positions
+                        .get(p.leader_tp())
+                        .map_or(-1, |position| position.current_leader_epoch);
+                    let until = Instant::now() + endpoint.backoff();
+                    delayed.insert(p.leader_tp().clone(), Delayed { until, epoch });
                 }
                 Followup::ResetOffset => {
                     let c = client.as_mut().expect("connected");
