@@ -38,10 +38,11 @@ import time
 from pathlib import Path
 
 from bench import ROOT, Ottla, cpu_seconds, last_line, ottla_cluster, wait_port
+from kafka_wire import Connection, end_offsets
 
 try:
-    from confluent_kafka import KafkaException, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 except ImportError:
     # The test venv has librdkafka's client: run again under it.
     os.execv(last_line("python-env.sh"), [last_line("python-env.sh"), *sys.argv])
@@ -75,33 +76,35 @@ def write_each(bootstrap, topic, partitions, deadline_s=120):
     return time.monotonic() - t0
 
 
-def end_offsets(bootstrap, topic, partitions):
-    """Every partition's end offset (None where it did not answer)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    wanted = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+def end_offsets_of(brokers, topic, partitions):
+    """Every partition's end offset, asked of each broker with a raw
+    ListOffsets (its leaders answer); None where no leader did."""
     ends = [None] * partitions
-    for tp, future in admin.list_offsets(wanted, request_timeout=10).items():
+    for broker in brokers:
         try:
-            ends[tp.partition] = future.result().offset
-        except KafkaException:
-            pass
+            with Connection(broker.port, timeout=10) as conn:
+                for p, (error, offset) in end_offsets(conn, topic, partitions).items():
+                    if error == 0:
+                        ends[p] = offset
+        except OSError:
+            pass  # down, or not listening yet
     return ends
 
 
-def wait_caught_up(source, destination, topic, partitions, deadline_s=300):
+def wait_caught_up(sources, destination, topic, partitions, deadline_s=300):
     """Seconds until the destination's end offsets are the source's."""
     t0, reported = time.monotonic(), time.monotonic()
-    wanted = end_offsets(source, topic, partitions)
+    wanted = end_offsets_of(sources, topic, partitions)
     if None in wanted:
         raise RuntimeError(f"{wanted.count(None)} source partitions give no end offset")
-    while (held := end_offsets(destination, topic, partitions)) != wanted:
+    while (held := end_offsets_of([destination], topic, partitions)) != wanted:
         behind = sum(h != w for h, w in zip(held, wanted))
         if time.monotonic() - t0 > deadline_s:
             raise RuntimeError(f"{behind} partitions still behind the source after {deadline_s} s")
         if time.monotonic() - reported > 10:
             progress(f"{behind} of {partitions} partitions behind the source")
             reported = time.monotonic()
-        time.sleep(0.2)
+        time.sleep(0.05)
     return time.monotonic() - t0
 
 
@@ -112,7 +115,7 @@ def kill9(broker):
 
 def recovery(sources, destination, partitions):
     """The two recovery figures (see the module's doc)."""
-    src, dst = ",".join(s.bootstrap() for s in sources), destination.bootstrap()
+    src = ",".join(s.bootstrap() for s in sources)
     victim = sources[-1]
     kill9(victim)
     time.sleep(1)
@@ -121,13 +124,14 @@ def recovery(sources, destination, partitions):
     wait_port(victim.port, victim.proc)
     write_each(src, "scale", partitions)
     source_writable = time.monotonic() - restarted
-    source_restart = source_writable + wait_caught_up(src, dst, "scale", partitions)
+    source_restart = source_writable + wait_caught_up(sources, destination, "scale", partitions)
     progress(f"source broker restarted: every partition caught up after {source_restart:.1f} s")
     kill9(destination)
     write_each(src, "scale", partitions)
     restarted = time.monotonic()
     destination.start()
-    destination_restart = wait_caught_up(src, dst, "scale", partitions) + time.monotonic() - restarted
+    wait_caught_up(sources, destination, "scale", partitions)
+    destination_restart = time.monotonic() - restarted
     progress(f"destination restarted: every partition caught up after {destination_restart:.1f} s")
     return source_writable, source_restart, destination_restart
 
