@@ -5,7 +5,7 @@
 //! source broker for mirroring (Kafka's AbstractFetcherThread with its two
 //! leader endpoints).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use ottla_storage::manager::TopicPartition;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::session::{FetchPosition, FetchSession};
+use super::session::{FetchPosition, FetchSession, SessionRequest};
 
 /// Fetch v12: diverging-epoch answers, sessions, topics by name (leaders of
 /// other clusters may not know this cluster's topic ids).
@@ -125,10 +125,71 @@ fn ready(
         .is_none_or(|d| d.epoch != position.current_leader_epoch)
 }
 
+/// Partitions with the positions they are fetched from.
+type Positions<P> = Vec<(Arc<P>, FetchPosition)>;
+
+/// Where each partition of a [`Positions`] list is, by name.
+type Index = HashMap<TopicPartition, usize>;
+
+/// What the leader's session holds after an answered request: its
+/// partitions and positions, in the order they were asked, and where each
+/// is in that order.
+struct Held<P> {
+    positions: Positions<P>,
+    index: Index,
+}
+
+/// The next request of `session` for `wanted`, and where each wanted
+/// partition is in `wanted`. When the leader's session holds exactly the
+/// partitions of `held` in the same order, only the positions that moved
+/// are looked at, and `held`'s index serves: a round over thousands of
+/// partitions compares pointers and positions, and hashes nothing. Other
+/// rounds (partitions gained or dropped, no session) build both anew.
+fn next_request<P: FetchedPartition>(
+    session: &mut FetchSession,
+    held: Option<Held<P>>,
+    wanted: &Positions<P>,
+) -> (SessionRequest, Index) {
+    let same_partitions = |held: &Positions<P>| {
+        held.len() == wanted.len()
+            && held
+                .iter()
+                .zip(wanted)
+                .all(|((was, _), (now, _))| Arc::ptr_eq(was, now))
+    };
+    match held {
+        Some(held) if session.is_incremental() && same_partitions(&held.positions) => {
+            let moved: Vec<(&TopicPartition, FetchPosition)> = held
+                .positions
+                .iter()
+                .zip(wanted)
+                .filter(|((_, was), (_, now))| was != now)
+                .map(|(_, (p, now))| (p.leader_tp(), *now))
+                .collect();
+            (session.request_moved(&moved), held.index)
+        }
+        _ => {
+            let positions: HashMap<&TopicPartition, FetchPosition> = wanted
+                .iter()
+                .map(|(p, position)| (p.leader_tp(), *position))
+                .collect();
+            let index = wanted
+                .iter()
+                .enumerate()
+                .map(|(i, (p, _))| (p.leader_tp().clone(), i))
+                .collect();
+            (session.request(&positions), index)
+        }
+    }
+}
+
 /// Fetches for `endpoint` until `stop` is cancelled.
 pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
     let mut client: Option<KafkaClient> = None;
     let mut session = FetchSession::new();
+    // What the leader's session holds, once a request has been answered
+    // (None: unknown, or no session).
+    let mut in_session: Option<Held<E::Partition>> = None;
     let mut delayed: HashMap<TopicPartition, Delayed> = HashMap::new();
     let mut changes = endpoint.partitions_changed();
     while !stop.is_cancelled() {
@@ -138,13 +199,12 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
         if let Some(changes) = changes.as_mut() {
             changes.borrow_and_update();
         }
-        let wanted: Vec<_> = endpoint
-            .wanted()
-            .into_iter()
-            .filter(|(p, position)| ready(&delayed, p.leader_tp(), position))
-            .collect();
-        for (p, _) in &wanted {
-            delayed.remove(p.leader_tp());
+        let mut wanted = endpoint.wanted();
+        if !delayed.is_empty() {
+            wanted.retain(|(p, position)| ready(&delayed, p.leader_tp(), position));
+            for (p, _) in &wanted {
+                delayed.remove(p.leader_tp());
+            }
         }
         if wanted.is_empty() {
             pause(&stop, IDLE_POLL).await;
@@ -155,6 +215,7 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
             None => match endpoint.connect().await {
                 Ok(c) => {
                     session.reset();
+                    in_session = None;
                     client.insert(c)
                 }
                 Err(e) => {
@@ -164,11 +225,7 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
                 }
             },
         };
-        let positions: HashMap<&TopicPartition, FetchPosition> = wanted
-            .iter()
-            .map(|(p, position)| (p.leader_tp(), *position))
-            .collect();
-        let next = session.request(&positions);
+        let (next, index) = next_request(&mut session, in_session.take(), &wanted);
         let mut request = endpoint
             .request()
             .with_session_id(next.session_id)
@@ -191,9 +248,11 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
                     _ = stop.cancelled() => return,
                     answer = &mut send => break Sent::Answered(answer),
                     () = next_change(&mut changes) => {
+                        let asked: HashSet<&TopicPartition> =
+                            wanted.iter().map(|(p, _)| p.leader_tp()).collect();
                         let gained = endpoint.wanted().iter().any(|(p, position)| {
                             let tp = p.leader_tp();
-                            !positions.contains_key(tp) && ready(&delayed, tp, position)
+                            !asked.contains(tp) && ready(&delayed, tp, position)
                         });
                         if gained {
                             break Sent::Superseded;
@@ -238,8 +297,14 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
             continue;
         }
         endpoint.answered(&wanted);
-        let by_name: HashMap<&TopicPartition, &Arc<E::Partition>> =
-            wanted.iter().map(|(p, _)| (p.leader_tp(), p)).collect();
+        if response.responses.iter().all(|t| t.partitions.is_empty()) {
+            // Idle: nothing moved.
+            in_session = session.is_incremental().then_some(Held {
+                positions: wanted,
+                index,
+            });
+            continue;
+        }
         let fetched: Vec<_> = response
             .responses
             .into_iter()
@@ -252,17 +317,19 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
                     )
                 })
             })
-            .filter_map(|(tp, data)| Some((Arc::clone(by_name.get(&tp)?), data)))
+            .filter_map(|(tp, data)| Some((Arc::clone(&wanted[*index.get(&tp)?].0), data)))
             .collect();
-        if fetched.is_empty() {
-            continue;
-        }
-        for (p, followup) in endpoint.apply(fetched).await {
+        let followups = if fetched.is_empty() {
+            Vec::new()
+        } else {
+            endpoint.apply(fetched).await
+        };
+        for (p, followup) in followups {
             match followup {
                 Followup::Retry => {
-                    let epoch = positions
+                    let epoch = index
                         .get(p.leader_tp())
-                        .map_or(-1, |position| position.current_leader_epoch);
+                        .map_or(-1, |&i| wanted[i].1.current_leader_epoch);
                     let until = Instant::now() + endpoint.backoff();
                     delayed.insert(p.leader_tp().clone(), Delayed { until, epoch });
                 }
@@ -272,6 +339,10 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
                 }
             }
         }
+        in_session = session.is_incremental().then_some(Held {
+            positions: wanted,
+            index,
+        });
     }
 }
 
@@ -342,5 +413,90 @@ async fn pause(stop: &CancellationToken, how_long: Duration) {
     tokio::select! {
         _ = stop.cancelled() => {}
         _ = tokio::time::sleep(how_long) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Part(TopicPartition);
+
+    impl FetchedPartition for Part {
+        fn leader_tp(&self) -> &TopicPartition {
+            &self.0
+        }
+    }
+
+    fn at(offset: i64) -> FetchPosition {
+        FetchPosition {
+            fetch_offset: offset,
+            last_fetched_epoch: 0,
+            log_start_offset: -1,
+            current_leader_epoch: 0,
+            max_bytes: 1 << 20,
+        }
+    }
+
+    fn sent(request: &SessionRequest) -> Vec<(i32, i64)> {
+        let mut sent: Vec<_> = request
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| (p.partition, p.fetch_offset))
+            .collect();
+        sent.sort();
+        sent
+    }
+
+    #[test]
+    fn a_round_over_the_partitions_the_session_holds_sends_what_moved() {
+        let parts: Vec<Arc<Part>> = (0..3)
+            .map(|i| Arc::new(Part(TopicPartition::new("t", i))))
+            .collect();
+        let positions = |offsets: &[i64]| -> Positions<Part> {
+            parts
+                .iter()
+                .cloned()
+                .zip(offsets.iter().map(|&o| at(o)))
+                .collect()
+        };
+        let mut session = FetchSession::new();
+        let (first, index) = next_request(&mut session, None, &positions(&[1, 2, 3]));
+        assert_eq!((first.session_id, sent(&first).len()), (0, 3));
+        assert_eq!(index[&TopicPartition::new("t", 2)], 2);
+        session.answered(0, 8);
+        let held = |offsets: &[i64], index| Held {
+            positions: positions(offsets),
+            index,
+        };
+
+        let (idle, index) = next_request(
+            &mut session,
+            Some(held(&[1, 2, 3], index)),
+            &positions(&[1, 2, 3]),
+        );
+        assert!(sent(&idle).is_empty() && idle.forgotten.is_empty());
+        session.answered(0, 8);
+
+        let (moved, index) = next_request(
+            &mut session,
+            Some(held(&[1, 2, 3], index)),
+            &positions(&[1, 5, 3]),
+        );
+        assert_eq!(sent(&moved), vec![(1, 5)]);
+        session.answered(0, 8);
+
+        // One partition fewer: the session forgets it, the index is anew.
+        let fewer: Positions<Part> = positions(&[1, 5, 3]).into_iter().take(2).collect();
+        let (forgot, index) = next_request(&mut session, Some(held(&[1, 5, 3], index)), &fewer);
+        assert!(sent(&forgot).is_empty());
+        assert_eq!(index.len(), 2);
+        let forgotten: Vec<i32> = forgot
+            .forgotten
+            .iter()
+            .flat_map(|t| t.partitions.iter().copied())
+            .collect();
+        assert_eq!(forgotten, vec![2]);
     }
 }

@@ -98,14 +98,7 @@ impl FetchSession {
         let request = SessionRequest {
             session_id: if full { 0 } else { self.id },
             session_epoch: if full { INITIAL_EPOCH } else { self.epoch },
-            topics: topics
-                .into_iter()
-                .map(|(topic, partitions)| {
-                    FetchTopic::default()
-                        .with_topic(topic_name(topic))
-                        .with_partitions(partitions)
-                })
-                .collect(),
+            topics: topics_of(topics),
             forgotten: forgotten_topics
                 .into_iter()
                 .map(|(topic, partitions)| {
@@ -124,6 +117,35 @@ impl FetchSession {
             Pending::Change(changed.collect(), forgotten.into_iter().cloned().collect())
         });
         request
+    }
+
+    /// The incremental request that moves the given partitions of the
+    /// leader's session to new positions and leaves the rest as they are:
+    /// for a caller that knows the session holds the partitions it wants
+    /// and which of them moved. With none moved, an empty request (an idle
+    /// long poll).
+    pub fn request_moved(&mut self, moved: &[(&TopicPartition, FetchPosition)]) -> SessionRequest {
+        debug_assert!(
+            self.is_incremental(),
+            "only a session has partitions to leave as they are"
+        );
+        let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+        for (tp, position) in moved {
+            topics
+                .entry(&tp.topic)
+                .or_default()
+                .push(fetch_partition(tp.partition, position));
+        }
+        self.pending = Some(Pending::Change(
+            moved.iter().map(|(tp, p)| ((*tp).clone(), *p)).collect(),
+            Vec::new(),
+        ));
+        SessionRequest {
+            session_id: self.id,
+            session_epoch: self.epoch,
+            topics: topics_of(topics),
+            forgotten: Vec::new(),
+        }
     }
 
     /// Takes the leader's answer to the last request: a granted session
@@ -184,6 +206,17 @@ fn fetch_partition(partition: i32, p: &FetchPosition) -> FetchPartition {
         .with_last_fetched_epoch(p.last_fetched_epoch)
         .with_log_start_offset(p.log_start_offset)
         .with_partition_max_bytes(p.max_bytes)
+}
+
+fn topics_of(topics: BTreeMap<&str, Vec<FetchPartition>>) -> Vec<FetchTopic> {
+    topics
+        .into_iter()
+        .map(|(topic, partitions)| {
+            FetchTopic::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(partitions)
+        })
+        .collect()
 }
 
 fn topic_name(topic: &str) -> TopicName {
@@ -260,6 +293,26 @@ mod tests {
         let idle = request(&mut session, &[(0, 10), (1, 25)]);
         assert_eq!((idle.session_id, idle.session_epoch), (77, 2));
         assert!(sent(&idle).is_empty() && forgotten(&idle).is_empty());
+    }
+
+    #[test]
+    fn moved_positions_go_out_alone_and_update_the_session() {
+        let mut session = FetchSession::new();
+        request(&mut session, &[(0, 10), (1, 20), (2, 30)]);
+        session.answered(0, 41);
+        let (one, two) = (tp(1), tp(2));
+        let moved = session.request_moved(&[(&one, at(25)), (&two, at(31))]);
+        assert_eq!((moved.session_id, moved.session_epoch), (41, 1));
+        assert_eq!(sent(&moved), vec![(1, 25), (2, 31)]);
+        assert!(forgotten(&moved).is_empty());
+        session.answered(0, 41);
+        // The session now holds the moved positions: nothing to send.
+        let idle = request(&mut session, &[(0, 10), (1, 25), (2, 31)]);
+        assert!(sent(&idle).is_empty() && forgotten(&idle).is_empty());
+        session.answered(0, 41);
+        let empty = session.request_moved(&[]);
+        assert_eq!((empty.session_id, empty.session_epoch), (41, 3));
+        assert!(sent(&empty).is_empty());
     }
 
     #[test]
