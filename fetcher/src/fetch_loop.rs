@@ -419,6 +419,7 @@ async fn pause(stop: &CancellationToken, how_long: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::tests::{at, forgotten, sent};
 
     struct Part(TopicPartition);
 
@@ -426,27 +427,6 @@ mod tests {
         fn leader_tp(&self) -> &TopicPartition {
             &self.0
         }
-    }
-
-    fn at(offset: i64) -> FetchPosition {
-        FetchPosition {
-            fetch_offset: offset,
-            last_fetched_epoch: 0,
-            log_start_offset: -1,
-            current_leader_epoch: 0,
-            max_bytes: 1 << 20,
-        }
-    }
-
-    fn sent(request: &SessionRequest) -> Vec<(i32, i64)> {
-        let mut sent: Vec<_> = request
-            .topics
-            .iter()
-            .flat_map(|t| t.partitions.iter())
-            .map(|p| (p.partition, p.fetch_offset))
-            .collect();
-        sent.sort();
-        sent
     }
 
     #[test]
@@ -492,11 +472,6 @@ mod tests {
         let (forgot, index) = next_request(&mut session, Some(held(&[1, 5, 3], index)), &fewer);
         assert!(sent(&forgot).is_empty());
         assert_eq!(index.len(), 2);
-        let forgotten: Vec<i32> = forgot
-            .forgotten
-            .iter()
-            .flat_map(|t| t.partitions.iter().copied())
-            .collect();
-        assert_eq!(forgotten, vec![2]);
+        assert_eq!(forgotten(&forgot), vec![2]);
     }
 }

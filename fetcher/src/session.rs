@@ -224,7 +224,7 @@ fn topic_name(topic: &str) -> TopicName {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use kafka_protocol::error::ResponseError;
 
     use super::*;
@@ -233,7 +233,8 @@ mod tests {
         TopicPartition::new("t".to_string(), partition)
     }
 
-    fn at(offset: i64) -> FetchPosition {
+    /// A position at `offset` (the fetch-loop tests use it too).
+    pub(crate) fn at(offset: i64) -> FetchPosition {
         FetchPosition {
             fetch_offset: offset,
             last_fetched_epoch: 0,
@@ -254,7 +255,8 @@ mod tests {
         session.request(&wanted)
     }
 
-    fn sent(request: &SessionRequest) -> Vec<(i32, i64)> {
+    /// (partition, offset) of every position a request carries, sorted.
+    pub(crate) fn sent(request: &SessionRequest) -> Vec<(i32, i64)> {
         let mut sent: Vec<_> = request
             .topics
             .iter()
@@ -265,7 +267,8 @@ mod tests {
         sent
     }
 
-    fn forgotten(request: &SessionRequest) -> Vec<i32> {
+    /// The partitions a request forgets.
+    pub(crate) fn forgotten(request: &SessionRequest) -> Vec<i32> {
         request
             .forgotten
             .iter()
