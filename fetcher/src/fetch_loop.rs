@@ -297,14 +297,6 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
             continue;
         }
         endpoint.answered(&wanted);
-        if response.responses.iter().all(|t| t.partitions.is_empty()) {
-            // Idle: nothing moved.
-            in_session = session.is_incremental().then_some(Held {
-                positions: wanted,
-                index,
-            });
-            continue;
-        }
         let fetched: Vec<_> = response
             .responses
             .into_iter()
@@ -319,6 +311,7 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
             })
             .filter_map(|(tp, data)| Some((Arc::clone(&wanted[*index.get(&tp)?].0), data)))
             .collect();
+        // An idle answer has no partitions: nothing to apply.
         let followups = if fetched.is_empty() {
             Vec::new()
         } else {

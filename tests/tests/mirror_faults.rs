@@ -125,7 +125,7 @@ fn check_failed_over(
         let source_log = read_batches(&source.partition_dir(0, partition));
         let source_batches = batches(&source_log);
         let (offset, value) = &written[partition as usize];
-        let mut ends = Vec::new();
+        let mut first_end = None;
         for node in 0..destination.nodes.len() {
             let what = format!("replica {} of {TOPIC}-{partition}", node + 1);
             let dir = destination.partition_dir(node, partition);
@@ -160,9 +160,9 @@ fn check_failed_over(
                 read_log_dir(&dir).contains(&(*offset, value.clone())),
                 "{what} lacks the write after failover"
             );
-            ends.push(mirrored_end);
+            first_end.get_or_insert(mirrored_end);
         }
-        mirrored_ends.push(ends[0]);
+        mirrored_ends.push(first_end.expect("three replicas"));
     }
     mirrored_ends
 }
