@@ -128,9 +128,11 @@ impl Pki {
             keystore_location: Some(keystore.display().to_string()),
             keystore_certificate_chain: None,
             keystore_key: None,
+            keystore_password: None,
             truststore_type: "PEM".into(),
             truststore_location: None,
             truststore_certificates: Some(self.ca_pem()),
+            truststore_password: None,
             client_auth,
             enabled_protocols: vec!["TLSv1.2".into(), "TLSv1.3".into()],
         }

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use hmac::{Hmac, Mac};
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use sha2::{Digest, Sha256, Sha512};
 use tokio_rustls::TlsConnector;
+
+use crate::stores;
 
 /// How a client secures its connections.
 #[derive(Clone, Default)]
@@ -42,18 +43,9 @@ impl ClientTls {
     /// From PEM text: the CA certificates to trust, and optionally a client
     /// certificate chain with its (unencrypted) private key.
     pub fn from_pem(trusted: &str, client: Option<(&str, &str)>) -> Result<Self, String> {
-        let certs = CertificateDer::pem_slice_iter(trusted.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("the truststore is not valid PEM: {e}"))?;
+        let certs = stores::pem_certificates(trusted, "the truststore")?;
         let client = client
-            .map(|(chain, key)| {
-                let chain = CertificateDer::pem_slice_iter(chain.as_bytes())
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| format!("the keystore certificate chain is not valid PEM: {e}"))?;
-                let key = PrivateKeyDer::from_pem_slice(key.as_bytes())
-                    .map_err(|e| format!("the keystore key is not a PEM private key: {e}"))?;
-                Ok::<_, String>((chain, key))
-            })
+            .map(|(chain, key)| stores::pem_key_pair(chain, key))
             .transpose()?;
         Self::from_der(certs, client)
     }

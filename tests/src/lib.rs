@@ -9,6 +9,7 @@ pub mod crash;
 pub mod faults;
 pub mod fences;
 pub mod groups;
+pub mod keytool;
 pub mod loadgen;
 pub mod metrics;
 pub mod mirror;

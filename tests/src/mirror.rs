@@ -14,7 +14,8 @@ use ottla_client::ClientSecurity;
 use ottla_client::KafkaClient;
 use ottla_protocol::batch::whole_batches_len;
 use ottla_protocol::mirror::admin::{
-    CreateMirrorRequest, DescribeMirrorsRequest, DescribedMirrorPartition, MirrorConfigEntry,
+    CreateMirrorRequest, CreateMirrorResponse, DescribeMirrorsRequest, DescribedMirrorPartition,
+    MirrorConfigEntry,
 };
 use ottla_protocol::mirror::topics::{
     AddTopicsToMirrorRequest, MirrorTopic, MirrorTopicResult, PauseMirrorTopicsRequest,
@@ -74,6 +75,17 @@ pub fn create_mirror(destination: &str, name: &str, source: &str) {
 
 /// CreateMirror with more config entries than `bootstrap.servers`.
 pub fn create_mirror_with(destination: &str, name: &str, source: &str, configs: &[(&str, &str)]) {
+    let response = try_create_mirror(destination, name, source, configs);
+    assert_eq!(response.error_code, 0, "{response:?}");
+}
+
+/// CreateMirror, which may be refused: the response.
+pub fn try_create_mirror(
+    destination: &str,
+    name: &str,
+    source: &str,
+    configs: &[(&str, &str)],
+) -> CreateMirrorResponse {
     let entry = |name: &str, value: &str| MirrorConfigEntry {
         name: name.into(),
         value: Some(value.into()),
@@ -81,15 +93,14 @@ pub fn create_mirror_with(destination: &str, name: &str, source: &str, configs: 
     };
     let mut entries = vec![entry("bootstrap.servers", source)];
     entries.extend(configs.iter().map(|(k, v)| entry(k, v)));
-    let response = send(
+    send(
         destination,
         &CreateMirrorRequest {
             mirror_name: name.into(),
             configs: entries,
             ..Default::default()
         },
-    );
-    assert_eq!(response.error_code, 0, "{response:?}");
+    )
 }
 
 /// Which topic request to send.

@@ -1218,6 +1218,56 @@ fn a_sasl_ssl_source_is_mirrored_over_tls_with_scram() {
     );
 }
 
+/// A source that requires client certificates, its stores made with
+/// keytool: the mirror connects with PKCS12 key and trust stores, set as a
+/// Kafka client's (no store types), and a mirror given a wrong trust store
+/// password is refused, naming the key to fix.
+#[test]
+fn a_source_requiring_client_certificates_is_mirrored_with_java_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, client) = ottla_tests::keytool::broker_and_client_stores(dir.path(), "mirror");
+    let mut overrides = broker.settings();
+    overrides.push(("ssl.client.auth", "required".into()));
+    let overrides: Vec<(&str, &str)> = overrides.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let source = Ottla::start_with_listeners(&["SSL"], &overrides);
+    let src = source.bootstrap();
+    create_topic(&src, "stores", 2);
+    produce(&src, "stores", 600);
+    let destination = Ottla::start(&[]);
+    let dst = destination.bootstrap();
+    let secure_source = source.bootstrap_of("SSL");
+    let mut settings = client.settings();
+    settings.push(("security.protocol", "SSL".into()));
+    let good: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    ottla_tests::mirror::create_mirror_with(&dst, "stores", &secure_source, &good);
+    let added = topics_op(&dst, TopicOp::Add, "stores", &["stores"]);
+    assert_eq!(added[0].error_code, 0, "{added:?}");
+    wait_for_state(&dst, "stores", "stores", 2, MIRRORING);
+    assert_eq!(wait_identical(&src, &dst, "stores", 2), 600);
+
+    let bad: Vec<(&str, &str)> = good
+        .iter()
+        .map(|&(k, v)| {
+            (
+                k,
+                if k == "ssl.truststore.password" {
+                    "guess"
+                } else {
+                    v
+                },
+            )
+        })
+        .collect();
+    // The stores are read when the mirror is created.
+    let refused = ottla_tests::mirror::try_create_mirror(&dst, "locked", &secure_source, &bad);
+    let message = refused.error_message.unwrap_or_default();
+    assert_ne!(refused.error_code, 0);
+    assert!(
+        message.contains("wrong ssl.truststore.password"),
+        "{message}"
+    );
+}
+
 /// Flips the last byte of the middle batch of `topic-partition`'s first
 /// segment in a stopped node's log dir (a payload byte, so the batch CRC no
 /// longer matches), and returns the offset after that batch.

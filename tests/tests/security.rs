@@ -247,6 +247,37 @@ fn ssl_listener_serves_java_tools_and_librdkafka() {
     python_round_trip(&bootstrap, "py-ssl", 30, &conf);
 }
 
+/// Stores made with keytool, as Kafka's documentation makes them, and
+/// configured as for Kafka (no store types: Kafka's default, JKS): the
+/// broker serves Java clients over mutual TLS, and a wrong store password
+/// stops its start with the key to fix.
+#[test]
+fn java_key_and_trust_stores_serve_java_clients_over_mutual_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, client) =
+        ottla_tests::keytool::broker_and_client_stores(dir.path(), "java-client");
+    let mut overrides = broker.settings();
+    overrides.push(("ssl.client.auth", "required".into()));
+    let overrides: Vec<(&str, &str)> = overrides.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let node = Ottla::start_with_listeners(&["SSL"], &overrides);
+    let bootstrap = node.bootstrap_of("SSL");
+    let mut config = vec!["security.protocol=SSL".to_string()];
+    config.extend(client.settings().iter().map(|(k, v)| format!("{k}={v}")));
+    let config_file = dir.path().join("client.properties");
+    std::fs::write(&config_file, config.join("\n")).unwrap();
+    java_round_trip(&bootstrap, &config_file, "java-stores", 30);
+
+    let wrong = failed_start(
+        dir.path(),
+        "SSL",
+        &[
+            format!("ssl.keystore.location={}", broker.keystore.display()),
+            "ssl.keystore.password=guess".to_string(),
+        ],
+    );
+    assert!(wrong.contains("wrong ssl.keystore.password"), "{wrong}");
+}
+
 /// The common name of the certificate the TLS listener at `bootstrap`
 /// presents, as a client trusting `ca` sees it.
 fn served_common_name(bootstrap: &str, ca: &str) -> String {
@@ -935,36 +966,45 @@ fn an_inter_broker_listener_without_a_broker_login_stops_the_start() {
     let pki = TestPki::new(dir.path());
     let keystore = pki.server.keystore.display().to_string();
     let ca = pki.ca.display().to_string();
-    let port = ottla_tests::ottla::free_port();
-    let controller = ottla_tests::ottla::free_port();
-    let data = dir.path().join("data");
-    let out = std::process::Command::new(ottla_tests::ottla::ottla_binary())
-        .args(["server"])
-        .args(
-            [
-                format!(
-                    "listeners=SASL_SSL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}"
-                ),
-                format!("controller.quorum.voters=1@127.0.0.1:{controller}"),
-                format!("log.dirs={}", data.display()),
-                "inter.broker.listener.name=SASL_SSL".into(),
-                "sasl.mechanism.inter.broker.protocol=PLAIN".into(),
-                "sasl.enabled.mechanisms=PLAIN".into(),
-                format!("sasl.jaas.config={PLAIN_JAAS}"),
-                "ssl.keystore.type=PEM".into(),
-                format!("ssl.keystore.location={keystore}"),
-                "ssl.truststore.type=PEM".into(),
-                format!("ssl.truststore.location={ca}"),
-            ]
-            .iter()
-            .flat_map(|o| ["--override".to_string(), o.clone()]),
-        )
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = failed_start(
+        dir.path(),
+        "SASL_SSL",
+        &[
+            "inter.broker.listener.name=SASL_SSL".into(),
+            "sasl.mechanism.inter.broker.protocol=PLAIN".into(),
+            "sasl.enabled.mechanisms=PLAIN".into(),
+            format!("sasl.jaas.config={PLAIN_JAAS}"),
+            "ssl.keystore.type=PEM".into(),
+            format!("ssl.keystore.location={keystore}"),
+            "ssl.truststore.type=PEM".into(),
+            format!("ssl.truststore.location={ca}"),
+        ],
+    );
     assert!(
         stderr.contains("inter-broker listener SASL_SSL") && stderr.contains("username=\"...\""),
         "{stderr}"
     );
+}
+
+/// Starts a broker with a `protocol` listener and `overrides` that must stop
+/// its start; what it printed.
+fn failed_start(dir: &Path, protocol: &str, overrides: &[String]) -> String {
+    let [plain, port, controller] = [(); 3].map(|_| ottla_tests::ottla::free_port());
+    let data = dir.join("failed-start");
+    let mut all = vec![
+        format!(
+            "listeners=PLAINTEXT://127.0.0.1:{plain},{protocol}://127.0.0.1:{port},\
+             CONTROLLER://127.0.0.1:{controller}"
+        ),
+        format!("controller.quorum.voters=1@127.0.0.1:{controller}"),
+        format!("log.dirs={}", data.display()),
+    ];
+    all.extend_from_slice(overrides);
+    let out = std::process::Command::new(ottla_tests::ottla::ottla_binary())
+        .arg("server")
+        .args(all.iter().flat_map(|o| ["--override", o.as_str()]))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the broker started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }

@@ -466,20 +466,24 @@ configs! {
     SUPER_USERS: String = "super.users", String, Some(""), Valid::Any;
     /// Whether a resource with no ACL at all is open to everyone (otherwise only super users may use it).
     ALLOW_EVERYONE_IF_NO_ACL_FOUND: bool = "allow.everyone.if.no.acl.found", Boolean, Some("false"), Valid::Any;
-    /// Format of the key store. Ottla reads PEM only (set PEM when using SSL listeners).
-    SSL_KEYSTORE_TYPE: String = "ssl.keystore.type", String, Some("JKS"), Valid::Any;
-    /// PEM file with the listener's private key (unencrypted PKCS#8, PKCS#1 or SEC1) and certificate chain.
+    /// Format of the key store: PKCS12, JKS (read as PKCS12: keytool writes PKCS12 since Java 9) or PEM.
+    SSL_KEYSTORE_TYPE: String = "ssl.keystore.type", String, Some("JKS"), Valid::Parses(|v| ottla_client::stores::StoreType::parse("ssl.keystore.type", v).map(|_| ()));
+    /// The key store: a PKCS12 file, or with ssl.keystore.type=PEM a PEM file with the listener's private key (unencrypted PKCS#8, PKCS#1 or SEC1) and certificate chain.
     SSL_KEYSTORE_LOCATION: Option<String> = "ssl.keystore.location", String, None, Valid::Any;
     /// The certificate chain itself, in PEM, instead of ssl.keystore.location.
     SSL_KEYSTORE_CERTIFICATE_CHAIN: Option<String> = "ssl.keystore.certificate.chain", Password, None, Valid::Any;
     /// The private key itself, in PEM, instead of ssl.keystore.location.
     SSL_KEYSTORE_KEY: Option<String> = "ssl.keystore.key", Password, None, Valid::Any;
-    /// Format of the trust store. Ottla reads PEM only.
-    SSL_TRUSTSTORE_TYPE: String = "ssl.truststore.type", String, Some("JKS"), Valid::Any;
-    /// PEM file with the CA certificates that sign client certificates.
+    /// Password of a PKCS12 key store (which protects its key too).
+    SSL_KEYSTORE_PASSWORD: Option<String> = "ssl.keystore.password", Password, None, Valid::Any;
+    /// Format of the trust store: PKCS12, JKS (read as PKCS12) or PEM.
+    SSL_TRUSTSTORE_TYPE: String = "ssl.truststore.type", String, Some("JKS"), Valid::Parses(|v| ottla_client::stores::StoreType::parse("ssl.truststore.type", v).map(|_| ()));
+    /// The CA certificates that sign client certificates: a PKCS12 file, or with ssl.truststore.type=PEM a PEM file.
     SSL_TRUSTSTORE_LOCATION: Option<String> = "ssl.truststore.location", String, None, Valid::Any;
     /// The trusted CA certificates themselves, in PEM, instead of ssl.truststore.location.
     SSL_TRUSTSTORE_CERTIFICATES: Option<String> = "ssl.truststore.certificates", Password, None, Valid::Any;
+    /// Password of a PKCS12 trust store.
+    SSL_TRUSTSTORE_PASSWORD: Option<String> = "ssl.truststore.password", Password, None, Valid::Any;
     /// Whether TLS clients must (required), may (requested) or do not (none) present a certificate.
     SSL_CLIENT_AUTH: String = "ssl.client.auth", String, Some("none"), Valid::OneOf(&["none", "requested", "required"]);
     /// TLS versions accepted.

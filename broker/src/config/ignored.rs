@@ -3,8 +3,8 @@
 //! Anything neither known nor listed here is an error.
 //!
 //! Only keys whose absence cannot weaken security or lose data belong here.
-//! The remaining `ssl.`/`sasl.` keys qualify: store passwords (PEM stores
-//! have none; encrypted keys are refused), cipher suites (rustls offers
+//! The remaining `ssl.`/`sasl.` keys qualify: `ssl.key.password` (a PKCS12
+//! store's key has the store's password; encrypted PEM keys are refused), cipher suites (rustls offers
 //! only strong ones), Kerberos and OAuth settings (those mechanisms are
 //! refused in sasl.enabled.mechanisms); authorizer settings do not (they
 //! are real keys: `authorizer.class.name`, `super.users`,
@@ -95,7 +95,7 @@ mod tests {
         for key in KEYS {
             assert!(def(key).is_none(), "{key} is both known and ignored");
         }
-        assert!(is_ignored("ssl.keystore.password"));
+        assert!(is_ignored("ssl.key.password"));
         assert!(is_ignored("ssl.cipher.suites"));
         assert!(!is_ignored("num.partitions"));
         assert!(!is_ignored("confluent.license"));

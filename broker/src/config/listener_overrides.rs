@@ -31,9 +31,11 @@ const TLS_STORES: &[&str] = &[
     "ssl.keystore.location",
     "ssl.keystore.certificate.chain",
     "ssl.keystore.key",
+    "ssl.keystore.password",
     "ssl.truststore.type",
     "ssl.truststore.location",
     "ssl.truststore.certificates",
+    "ssl.truststore.password",
 ];
 
 pub(super) fn is_tls_store(rest: &str) -> bool {

@@ -75,10 +75,12 @@ pub(super) fn tls_settings(config: &BrokerConfig, listener: &str) -> Result<TlsS
         keystore_certificate_chain: config
             .get_for_listener(listener, keys::SSL_KEYSTORE_CERTIFICATE_CHAIN),
         keystore_key: config.get_for_listener(listener, keys::SSL_KEYSTORE_KEY),
+        keystore_password: config.get_for_listener(listener, keys::SSL_KEYSTORE_PASSWORD),
         truststore_type: get(keys::SSL_TRUSTSTORE_TYPE),
         truststore_location: config.get_for_listener(listener, keys::SSL_TRUSTSTORE_LOCATION),
         truststore_certificates: config
             .get_for_listener(listener, keys::SSL_TRUSTSTORE_CERTIFICATES),
+        truststore_password: config.get_for_listener(listener, keys::SSL_TRUSTSTORE_PASSWORD),
         client_auth: ClientAuth::parse(&client_auth).ok_or_else(|| {
             format!("ssl.client.auth={client_auth} is not none, requested or required")
         })?,

@@ -1,9 +1,10 @@
 //! TLS for SSL and SASL_SSL listeners: a rustls server configuration from
-//! Kafka's `ssl.*` settings (PEM key stores and trust stores), and the
-//! principal of a client certificate.
+//! Kafka's `ssl.*` settings (PEM or PKCS12 key stores and trust stores),
+//! and the principal of a client certificate.
 
 use std::sync::Arc;
 
+use ottla_client::stores::{self, KeyPair, StoreType};
 use ottla_client::ClientTls;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -41,9 +42,13 @@ pub struct TlsSettings {
     pub keystore_location: Option<String>,
     pub keystore_certificate_chain: Option<String>,
     pub keystore_key: Option<String>,
+    /// Opens a PKCS12 key store.
+    pub keystore_password: Option<String>,
     pub truststore_type: String,
     pub truststore_location: Option<String>,
     pub truststore_certificates: Option<String>,
+    /// Opens a PKCS12 trust store.
+    pub truststore_password: Option<String>,
     pub client_auth: ClientAuth,
     pub enabled_protocols: Vec<String>,
 }
@@ -76,29 +81,50 @@ pub fn peer_principal(certs: Option<&[CertificateDer<'_>]>) -> KafkaPrincipal {
 }
 
 fn require_pem(key: &str, ty: &str) -> Result<(), String> {
-    if ty.eq_ignore_ascii_case("PEM") {
-        return Ok(());
+    match StoreType::parse(key, ty)? {
+        StoreType::Pem => Ok(()),
+        StoreType::Pkcs12 => Err(format!(
+            "{key}={ty} needs a store file: inline certificates and keys are PEM; set {key}=PEM"
+        )),
     }
-    Err(format!(
-        "{key}={ty} is not supported: Ottla reads PEM files only; convert the store \
-         (e.g. openssl pkcs12 -in store.p12 -nodes) and set {key}=PEM"
-    ))
 }
 
-/// Certificate chain and private key from `ssl.keystore.location` (one PEM
-/// file with both) or the inline `ssl.keystore.certificate.chain` and
-/// `ssl.keystore.key`.
-fn key_store(
-    s: &TlsSettings,
-) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+/// The bytes of a PKCS12 store and its password; `location_key` and
+/// `password_key` name the settings.
+fn read_pkcs12<'a>(
+    location_key: &str,
+    path: &str,
+    password_key: &str,
+    password: Option<&'a str>,
+) -> Result<(Vec<u8>, &'a str), String> {
+    let password = password
+        .ok_or_else(|| format!("{location_key} ({path}) is a PKCS12 store: set {password_key}"))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| format!("{location_key}: cannot read {path}: {e}"))?;
+    Ok((bytes, password))
+}
+
+/// Certificate chain and private key from `ssl.keystore.location` (a PKCS12
+/// store, or one PEM file with both) or the inline
+/// `ssl.keystore.certificate.chain` and `ssl.keystore.key`.
+fn key_store(s: &TlsSettings) -> Result<KeyPair, String> {
     let (source, blocks) = match (
         &s.keystore_location,
         &s.keystore_certificate_chain,
         &s.keystore_key,
     ) {
         (Some(path), None, None) => {
-            require_pem("ssl.keystore.type", &s.keystore_type)?;
             let source = format!("ssl.keystore.location ({path})");
+            if StoreType::parse("ssl.keystore.type", &s.keystore_type)? == StoreType::Pkcs12 {
+                let password = s.keystore_password.as_deref();
+                let (bytes, password) = read_pkcs12(
+                    "ssl.keystore.location",
+                    path,
+                    "ssl.keystore.password",
+                    password,
+                )?;
+                return stores::pkcs12_key_store(&bytes, password, &source);
+            }
             (source, read_pem_file("ssl.keystore.location", path)?)
         }
         (None, Some(chain), Some(key)) => {
@@ -112,9 +138,10 @@ fn key_store(
         }
         (None, None, None) => {
             return Err(
-                "an SSL listener needs a server certificate: set ssl.keystore.type=PEM and \
-                 ssl.keystore.location (a PEM file with the private key and certificate \
-                 chain), or ssl.keystore.certificate.chain and ssl.keystore.key"
+                "an SSL listener needs a server certificate: set ssl.keystore.location (a \
+                 PKCS12 store with ssl.keystore.password, or with ssl.keystore.type=PEM a PEM \
+                 file with the private key and certificate chain), or \
+                 ssl.keystore.certificate.chain and ssl.keystore.key"
                     .into(),
             )
         }
@@ -187,13 +214,29 @@ fn trusted_certificates(
     s: &TlsSettings,
     why: &str,
 ) -> Result<Vec<CertificateDer<'static>>, String> {
-    require_pem("ssl.truststore.type", &s.truststore_type)?;
+    let pkcs12 = StoreType::parse("ssl.truststore.type", &s.truststore_type)? == StoreType::Pkcs12;
     let blocks = match (&s.truststore_location, &s.truststore_certificates) {
+        (Some(path), None) if pkcs12 => {
+            let password = s.truststore_password.as_deref();
+            let (bytes, password) = read_pkcs12(
+                "ssl.truststore.location",
+                path,
+                "ssl.truststore.password",
+                password,
+            )?;
+            let source = format!("ssl.truststore.location ({path})");
+            return stores::pkcs12_trust_store(&bytes, password, &source);
+        }
         (Some(path), None) => read_pem_file("ssl.truststore.location", path)?,
-        (None, Some(certs)) => parse_pem("ssl.truststore.certificates", certs)?,
+        (None, Some(certs)) => {
+            require_pem("ssl.truststore.type", &s.truststore_type)?;
+            parse_pem("ssl.truststore.certificates", certs)?
+        }
         (None, None) => {
             return Err(format!(
-                "{why}: set ssl.truststore.location (a PEM file) or ssl.truststore.certificates"
+                "{why}: set ssl.truststore.location (a PKCS12 store with \
+                 ssl.truststore.password, or a PEM file with ssl.truststore.type=PEM) or \
+                 ssl.truststore.certificates"
             ))
         }
         (Some(_), Some(_)) => {
@@ -266,9 +309,11 @@ mod tests {
             // Inline PEM may arrive on one line, as in a properties file.
             keystore_certificate_chain: Some(cert.pem().replace('\n', " ")),
             keystore_key: Some(key.serialize_pem()),
+            keystore_password: None,
             truststore_type: "PEM".into(),
             truststore_location: None,
             truststore_certificates: Some(cert.pem()),
+            truststore_password: None,
             client_auth: ClientAuth::Required,
             enabled_protocols: vec!["TLSv1.3".into()],
         }
@@ -287,7 +332,9 @@ mod tests {
     fn store_problems_name_the_key_to_fix() {
         let mut s = settings();
         s.keystore_type = "JKS".into();
-        assert!(error(&s).starts_with("ssl.keystore.type=JKS is not supported"));
+        assert!(error(&s).starts_with("ssl.keystore.type=JKS needs a store file"));
+        s.keystore_type = "BCFKS".into();
+        assert!(error(&s).starts_with("ssl.keystore.type=BCFKS is not supported"));
 
         let mut s = settings();
         s.keystore_key = Some(

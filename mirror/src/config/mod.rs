@@ -39,7 +39,8 @@ use thiserror::Error;
 
 pub use filters::{AclBinding, AclField, AclRule, NameFilter, NamePattern};
 pub use security::{
-    Password, PemSource, SaslMechanism, SaslSettings, SecurityProtocol, SourceSecurity, TlsSettings,
+    Password, SaslMechanism, SaslSettings, SecurityProtocol, SourceSecurity, StoreSource,
+    TlsSettings,
 };
 
 use crate::name::{InvalidMirrorName, MirrorName, MIRROR_NAME_CONFIG};

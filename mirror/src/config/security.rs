@@ -1,8 +1,9 @@
 //! How the mirror connects to the source: Kafka client settings with
-//! Kafka's names, limited to what Ottla's client can do (PEM stores; SASL
-//! PLAIN and SCRAM), so a mirror is refused at creation rather than failing
-//! at its first connection.
+//! Kafka's names, limited to what Ottla's client can do (PEM and PKCS12
+//! stores; SASL PLAIN and SCRAM), so a mirror is refused at creation rather
+//! than failing at its first connection.
 
+use ottla_client::stores::{self, Certificates, KeyPair, StoreType};
 use ottla_client::{ClientSasl, ClientSecurity, ClientTls};
 
 use super::{ConfigError, Entries};
@@ -64,21 +65,27 @@ impl std::fmt::Debug for Password {
     }
 }
 
-/// PEM material, as a file or inline (Kafka's `ssl.*.location` or
-/// `ssl.truststore.certificates` / `ssl.keystore.certificate.chain` +
+/// A key or trust store: a file (Kafka's `ssl.*.location`), or inline PEM
+/// (`ssl.truststore.certificates`, `ssl.keystore.certificate.chain` +
 /// `ssl.keystore.key`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PemSource {
-    File(String),
+pub enum StoreSource {
+    File {
+        path: String,
+        /// `ssl.*.type`; unset, the file's contents tell PEM from PKCS12.
+        store_type: Option<StoreType>,
+        /// `ssl.*.password`, which opens a PKCS12 store.
+        password: Option<Password>,
+    },
     Inline(Password),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsSettings {
     /// None: the system's trusted roots.
-    pub truststore: Option<PemSource>,
+    pub truststore: Option<StoreSource>,
     /// A client certificate and key, for sources that require one.
-    pub keystore: Option<PemSource>,
+    pub keystore: Option<StoreSource>,
     /// Decrypts an encrypted private key.
     pub key_password: Option<Password>,
     /// `ssl.endpoint.identification.algorithm`: `https` (the default)
@@ -112,6 +119,8 @@ pub(super) const KEYS: &[&str] = &[
     "ssl.keystore.location",
     "ssl.keystore.certificate.chain",
     "ssl.keystore.key",
+    "ssl.keystore.password",
+    "ssl.truststore.password",
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
 ];
@@ -121,37 +130,53 @@ pub(super) const SENSITIVE_KEYS: &[&str] = &[
     "sasl.jaas.config",
     "ssl.truststore.certificates",
     "ssl.keystore.key",
+    "ssl.keystore.password",
+    "ssl.truststore.password",
     "ssl.key.password",
 ];
 
-fn store_type(entries: &Entries<'_>, key: &'static str) -> Result<(), ConfigError> {
-    match entries.get(key) {
-        None => Ok(()),
-        Some(value) if value.eq_ignore_ascii_case("PEM") => Ok(()),
-        Some(value) => Err(ConfigError::invalid(
-            key,
-            value,
-            "Ottla's client reads PEM stores only; convert JKS or PKCS12 stores to PEM",
-        )),
-    }
+fn store_type(entries: &Entries<'_>, key: &'static str) -> Result<Option<StoreType>, ConfigError> {
+    entries
+        .get(key)
+        .map(|value| {
+            StoreType::parse(key, value).map_err(|reason| ConfigError::invalid(key, value, &reason))
+        })
+        .transpose()
 }
 
-fn pem_source(
+fn store_source(
     entries: &Entries<'_>,
     location_key: &'static str,
     inline_key: &'static str,
-) -> Result<Option<PemSource>, ConfigError> {
+    store: (&'static str, &'static str),
+) -> Result<Option<StoreSource>, ConfigError> {
     match (entries.get(location_key), entries.get(inline_key)) {
         (Some(_), Some(_)) => Err(ConfigError::Conflict(location_key, inline_key)),
-        (Some(path), None) => Ok(Some(PemSource::File(path.to_owned()))),
-        (None, Some(pem)) => Ok(Some(PemSource::Inline(Password(pem.to_owned())))),
+        (Some(path), None) => file_store(entries, path, store).map(Some),
+        (None, Some(pem)) => Ok(Some(StoreSource::Inline(Password(pem.to_owned())))),
         (None, None) => Ok(None),
     }
 }
 
+fn file_store(
+    entries: &Entries<'_>,
+    path: &str,
+    (type_key, password_key): (&'static str, &'static str),
+) -> Result<StoreSource, ConfigError> {
+    Ok(StoreSource::File {
+        path: path.to_owned(),
+        store_type: store_type(entries, type_key)?,
+        password: entries.get(password_key).map(|p| Password(p.to_owned())),
+    })
+}
+
+const KEY_STORE: (&str, &str) = ("ssl.keystore.type", "ssl.keystore.password");
+const TRUST_STORE: (&str, &str) = ("ssl.truststore.type", "ssl.truststore.password");
+
 fn tls(entries: &Entries<'_>) -> Result<TlsSettings, ConfigError> {
-    store_type(entries, "ssl.truststore.type")?;
-    store_type(entries, "ssl.keystore.type")?;
+    // Checked even without a store to read: a mistyped type is refused.
+    store_type(entries, KEY_STORE.0)?;
+    store_type(entries, TRUST_STORE.0)?;
     let keystore = match (
         entries.get("ssl.keystore.certificate.chain"),
         entries.get("ssl.keystore.key"),
@@ -176,11 +201,12 @@ fn tls(entries: &Entries<'_>) -> Result<TlsSettings, ConfigError> {
                     "ssl.keystore.key",
                 ));
             }
-            Some(PemSource::Inline(Password(format!("{chain}\n{key}"))))
+            Some(StoreSource::Inline(Password(format!("{chain}\n{key}"))))
         }
         (None, None) => entries
             .get("ssl.keystore.location")
-            .map(|p| PemSource::File(p.to_owned())),
+            .map(|path| file_store(entries, path, KEY_STORE))
+            .transpose()?,
     };
     let verify_hostname = match entries.get("ssl.endpoint.identification.algorithm") {
         None => true,
@@ -195,10 +221,11 @@ fn tls(entries: &Entries<'_>) -> Result<TlsSettings, ConfigError> {
         }
     };
     Ok(TlsSettings {
-        truststore: pem_source(
+        truststore: store_source(
             entries,
             "ssl.truststore.location",
             "ssl.truststore.certificates",
+            TRUST_STORE,
         )?,
         keystore,
         key_password: entries
@@ -220,6 +247,84 @@ fn sasl(entries: &Entries<'_>) -> Result<SaslSettings, ConfigError> {
         mechanism,
         jaas_config: Password(jaas_config.to_owned()),
     })
+}
+
+/// A store's contents, read when the settings are taken up.
+enum StoreContents {
+    Pem(String),
+    Pkcs12 {
+        bytes: Vec<u8>,
+        password: String,
+        source: String,
+    },
+}
+
+/// Reads `store`: PEM when its type says so or, with no type, when the
+/// file is PEM text; PKCS12 otherwise. `(type_key, password_key)` name
+/// its settings.
+fn read_store(
+    store: &StoreSource,
+    (type_key, password_key): (&str, &str),
+) -> Result<StoreContents, String> {
+    let (path, store_type, password) = match store {
+        StoreSource::Inline(pem) => return Ok(StoreContents::Pem(pem.expose().to_string())),
+        StoreSource::File {
+            path,
+            store_type,
+            password,
+        } => (path, store_type, password),
+    };
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read the store {path}: {e}"))?;
+    let is_pem = || bytes.trim_ascii_start().starts_with(b"-----BEGIN");
+    match store_type {
+        Some(StoreType::Pem) => {}
+        None if is_pem() => {}
+        Some(StoreType::Pkcs12) | None => {
+            let password = password
+                .as_ref()
+                .ok_or_else(|| format!("{path} is a PKCS12 store: set {password_key}"))?;
+            return Ok(StoreContents::Pkcs12 {
+                bytes,
+                password: password.expose().to_string(),
+                source: path.clone(),
+            });
+        }
+    }
+    String::from_utf8(bytes)
+        .map(StoreContents::Pem)
+        .map_err(|_| format!("{path} is not PEM text: set {type_key} to its format"))
+}
+
+impl StoreContents {
+    fn trusted_certificates(self) -> Result<Certificates, String> {
+        match self {
+            Self::Pem(text) => stores::pem_certificates(&text, "the truststore"),
+            Self::Pkcs12 {
+                bytes,
+                password,
+                source,
+            } => stores::pkcs12_trust_store(&bytes, &password, &source),
+        }
+    }
+
+    /// `key_password`: whether `ssl.key.password` is set, which a PKCS12
+    /// store's key shares with the store.
+    fn key_pair(self, key_password: bool) -> Result<KeyPair, String> {
+        match self {
+            Self::Pem(_) if key_password => Err(
+                "encrypted PEM keys (ssl.key.password) are not supported by Ottla's client \
+                 yet: give an unencrypted PEM key, or a PKCS12 key store"
+                    .into(),
+            ),
+            // The certificate chain and the key are in the same text.
+            Self::Pem(text) => stores::pem_key_pair(&text, &text),
+            Self::Pkcs12 {
+                bytes,
+                password,
+                source,
+            } => stores::pkcs12_key_store(&bytes, &password, &source),
+        }
+    }
 }
 
 /// Settings for a protocol that does not use them are accepted and unused,
@@ -244,11 +349,6 @@ impl SourceSecurity {
     /// The settings as Ottla's client uses them. Stores are read here, so
     /// a missing file is reported when the settings are taken up.
     pub fn client_security(&self) -> Result<ClientSecurity, String> {
-        let read = |source: &PemSource| match source {
-            PemSource::File(path) => std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read the PEM store {path}: {e}")),
-            PemSource::Inline(pem) => Ok(pem.expose().to_string()),
-        };
         let tls = match &self.tls {
             Some(tls) if self.protocol.uses_tls() => {
                 if !tls.verify_hostname {
@@ -258,22 +358,17 @@ impl SourceSecurity {
                             .into(),
                     );
                 }
-                if tls.key_password.is_some() {
-                    return Err(
-                        "encrypted keystore keys (ssl.key.password) are not supported \
-                                by Ottla's client yet: give an unencrypted PEM key"
-                            .into(),
-                    );
-                }
                 let trusted = tls.truststore.as_ref().ok_or(
                     "set ssl.truststore.location or ssl.truststore.certificates: Ottla's \
                      client does not use the system's trusted roots",
                 )?;
-                let trusted = read(trusted)?;
-                // A keystore holds the certificate chain and the key together.
-                let keystore = tls.keystore.as_ref().map(read).transpose()?;
-                let client = keystore.as_deref().map(|pem| (pem, pem));
-                Some(ClientTls::from_pem(&trusted, client)?)
+                let trusted = read_store(trusted, TRUST_STORE)?.trusted_certificates()?;
+                let own = tls
+                    .keystore
+                    .as_ref()
+                    .map(|store| read_store(store, KEY_STORE)?.key_pair(tls.key_password.is_some()))
+                    .transpose()?;
+                Some(ClientTls::from_der(trusted, own)?)
             }
             _ => None,
         };

@@ -1,4 +1,5 @@
 use super::*;
+use ottla_client::stores::StoreType;
 
 fn entries(pairs: &[(&str, &str)]) -> Vec<(String, Option<String>)> {
     pairs
@@ -102,7 +103,11 @@ fn security_settings() {
     let tls = security.tls.as_ref().unwrap();
     assert_eq!(
         tls.truststore,
-        Some(PemSource::File("/etc/ottla/source-ca.pem".into()))
+        Some(StoreSource::File {
+            path: "/etc/ottla/source-ca.pem".into(),
+            store_type: Some(StoreType::Pem),
+            password: None,
+        })
     );
     assert!(!tls.verify_hostname);
     // Secrets never reach Debug output.
@@ -126,7 +131,7 @@ fn inline_client_certificate() {
     ])
     .unwrap();
     let tls = config.security.tls.unwrap();
-    assert!(matches!(tls.keystore, Some(PemSource::Inline(_))));
+    assert!(matches!(tls.keystore, Some(StoreSource::Inline(_))));
     assert!(tls.verify_hostname);
     assert!(tls.truststore.is_none());
 }
@@ -176,9 +181,9 @@ fn errors_name_the_key() {
             &[
                 ("bootstrap.servers", "a:1"),
                 ("security.protocol", "SSL"),
-                ("ssl.truststore.type", "JKS"),
+                ("ssl.truststore.type", "BCFKS"),
             ],
-            "reads PEM stores only",
+            "ssl.truststore.type=BCFKS is not supported: use PKCS12, JKS",
         ),
         (
             &[
