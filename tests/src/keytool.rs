@@ -35,123 +35,46 @@ impl JavaStores {
 /// Stores for a broker (its certificate valid for 127.0.0.1 and localhost)
 /// and for a client named `client_cn`, in `dir`.
 pub fn broker_and_client_stores(dir: &Path, client_cn: &str) -> (JavaStores, JavaStores) {
-    let ca_store = dir.join("ca.p12");
-    let ca = path(&ca_store);
-    keytool(&[
+    let ca = Store {
+        path: path(&dir.join("ca.p12")),
+        password: "ca-secret",
+    };
+    ca.run(
         "-genkeypair",
-        "-alias",
         "ca",
-        "-dname",
-        "CN=test-ca",
-        "-ext",
-        "bc:c",
-        "-keystore",
-        &ca,
-        "-storepass",
-        "ca-secret",
-    ]);
-    let ca_pem = dir.join("ca.pem");
-    keytool(&[
-        "-exportcert",
-        "-rfc",
-        "-alias",
-        "ca",
-        "-keystore",
-        &ca,
-        "-storepass",
-        "ca-secret",
-        "-file",
-        &path(&ca_pem),
-    ]);
+        &["-dname", "CN=test-ca", "-ext", "bc:c"],
+    );
+    let ca_cert = path(&dir.join("ca.pem"));
+    ca.run("-exportcert", "ca", &["-rfc", "-file", &ca_cert]);
     let party = |name: &str, dname: &str, san: Option<&str>, password: &'static str| {
         let keystore = dir.join(format!("{name}.keystore.jks"));
-        let store = path(&keystore);
-        keytool(&[
-            "-genkeypair",
-            "-alias",
-            name,
-            "-dname",
-            dname,
-            "-keystore",
-            &store,
-            "-storepass",
+        let store = Store {
+            path: path(&keystore),
             password,
-        ]);
+        };
+        store.run("-genkeypair", name, &["-dname", dname]);
         let request = path(&dir.join(format!("{name}.csr")));
-        keytool(&[
-            "-certreq",
-            "-alias",
-            name,
-            "-keystore",
-            &store,
-            "-storepass",
-            password,
-            "-file",
-            &request,
-        ]);
+        store.run("-certreq", name, &["-file", &request]);
         let signed = path(&dir.join(format!("{name}.pem")));
-        let mut sign = vec![
-            "-gencert",
-            "-rfc",
-            "-alias",
-            "ca",
-            "-keystore",
-            &ca,
-            "-storepass",
-            "ca-secret",
-            "-infile",
-            &request,
-            "-outfile",
-            &signed,
-        ];
         let san = san.map(|s| format!("SAN={s}"));
+        let mut sign = vec!["-rfc", "-infile", &request, "-outfile", &signed];
         if let Some(san) = &san {
             sign.extend(["-ext", san.as_str()]);
         }
-        keytool(&sign);
-        let ca_cert = path(&ca_pem);
-        keytool(&[
-            "-importcert",
-            "-noprompt",
-            "-alias",
-            "ca",
-            "-file",
-            &ca_cert,
-            "-keystore",
-            &store,
-            "-storepass",
-            password,
-        ]);
-        keytool(&[
-            "-importcert",
-            "-alias",
-            name,
-            "-file",
-            &signed,
-            "-keystore",
-            &store,
-            "-storepass",
-            password,
-        ]);
-        let truststore = dir.join(format!("{name}.truststore.jks"));
-        let trust_password = "trust-secret";
-        keytool(&[
-            "-importcert",
-            "-noprompt",
-            "-alias",
-            "ca",
-            "-file",
-            &ca_cert,
-            "-keystore",
-            &path(&truststore),
-            "-storepass",
-            trust_password,
-        ]);
+        ca.run("-gencert", "ca", &sign);
+        // The CA first, so keytool chains the signed certificate to it.
+        store.run("-importcert", "ca", &["-noprompt", "-file", &ca_cert]);
+        store.run("-importcert", name, &["-noprompt", "-file", &signed]);
+        let truststore = Store {
+            path: path(&dir.join(format!("{name}.truststore.jks"))),
+            password: "trust-secret",
+        };
+        truststore.run("-importcert", "ca", &["-noprompt", "-file", &ca_cert]);
         JavaStores {
             keystore,
             keystore_password: password,
-            truststore,
-            truststore_password: trust_password,
+            truststore: PathBuf::from(&truststore.path),
+            truststore_password: truststore.password,
         }
     };
     let broker = party(
@@ -164,31 +87,47 @@ pub fn broker_and_client_stores(dir: &Path, client_cn: &str) -> (JavaStores, Jav
     (broker, client)
 }
 
-fn path(p: &Path) -> String {
-    p.display().to_string()
+/// A store file and its password.
+struct Store {
+    path: String,
+    password: &'static str,
 }
 
-fn keytool(args: &[&str]) {
-    // RSA, as Kafka's documentation makes them: rustls cannot use the EC
-    // keys of Java stores, which lack their public key.
-    // The JDK the Kafka tools run on (scripts/_common.sh: JAVA_HOME, else PATH).
-    let keytool = std::env::var_os("JAVA_HOME").map_or_else(
-        || PathBuf::from("keytool"),
-        |home| Path::new(&home).join("bin/keytool"),
-    );
-    let out = Command::new(keytool)
-        .args(args)
-        .args(if args[0] == "-genkeypair" {
-            &["-keyalg", "RSA", "-keysize", "2048", "-validity", "2"][..]
-        } else {
-            &[][..]
-        })
-        .output()
-        .expect("keytool (from the JDK) runs");
-    assert!(
-        out.status.success(),
-        "keytool {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+impl Store {
+    /// keytool `command` on the entry `alias` of this store.
+    fn run(&self, command: &str, alias: &str, args: &[&str]) {
+        // RSA keys, as Kafka's documentation makes them: rustls cannot use
+        // the EC keys of Java stores, which lack their public key.
+        let key = ["-keyalg", "RSA", "-keysize", "2048", "-validity", "2"];
+        let key: &[&str] = if command == "-genkeypair" { &key } else { &[] };
+        // The JDK the Kafka tools run on (scripts/_common.sh: JAVA_HOME, else PATH).
+        let keytool = std::env::var_os("JAVA_HOME").map_or_else(
+            || PathBuf::from("keytool"),
+            |home| Path::new(&home).join("bin/keytool"),
+        );
+        let out = Command::new(keytool)
+            .args([
+                command,
+                "-alias",
+                alias,
+                "-keystore",
+                &self.path,
+                "-storepass",
+                self.password,
+            ])
+            .args(key)
+            .args(args)
+            .output()
+            .expect("keytool (from the JDK) runs");
+        assert!(
+            out.status.success(),
+            "keytool {command} {alias} {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
 }
