@@ -425,9 +425,16 @@ impl Quorum {
     /// last heartbeat or append), or None when it follows no other node.
     pub(crate) async fn leader_last_heard(&self) -> Option<(u64, std::time::Instant)> {
         let leader = self.leader().filter(|l| *l != self.id)?;
+        // Only while the vote is still the leader's: once this node stands
+        // for election its own vote changes, and its time is not the
+        // leader's (a race with the metrics' view of the leader).
         let heard = self
             .raft
-            .with_raft_state(|st| st.vote_last_modified())
+            .with_raft_state(move |st| {
+                let vote = st.vote_ref();
+                let leaders = vote.is_committed() && vote.leader_id().voted_for() == Some(leader);
+                leaders.then(|| st.vote_last_modified()).flatten()
+            })
             .await
             .ok()??;
         Some((leader, heard.into_std()))
