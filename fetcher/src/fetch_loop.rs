@@ -38,9 +38,20 @@ pub enum Followup {
     /// Leave it out of the next fetches for the endpoint's backoff (an
     /// error the next metadata or a later try may clear).
     Retry,
+    /// The leader has not yet taken up the epoch this fetcher's metadata
+    /// gives (UNKNOWN_LEADER_EPOCH): it will within moments, so fetch
+    /// again after [`LEADER_CATCH_UP`] rather than the backoff. Otherwise
+    /// a follower that learned of a failover's epoch bump before its
+    /// leader waited out `replica.fetch.backoff.ms`, with the failover
+    /// waiting on it.
+    RetrySoon,
     /// Its fetch offset is outside the leader's log.
     ResetOffset,
 }
+
+/// The pause before fetching a partition again whose leader was behind
+/// this fetcher's metadata (at most the endpoint's backoff).
+pub const LEADER_CATCH_UP: Duration = Duration::from_millis(50);
 
 /// Where a loop fetches from, and what it does with the answers.
 pub trait LeaderEndpoint: Send + Sync + 'static {
@@ -319,11 +330,15 @@ pub async fn run<E: LeaderEndpoint>(endpoint: Arc<E>, stop: CancellationToken) {
         };
         for (p, followup) in followups {
             match followup {
-                Followup::Retry => {
+                Followup::Retry | Followup::RetrySoon => {
                     let epoch = index
                         .get(p.leader_tp())
                         .map_or(-1, |&i| wanted[i].1.current_leader_epoch);
-                    let until = Instant::now() + endpoint.backoff();
+                    let pause = match followup {
+                        Followup::RetrySoon => LEADER_CATCH_UP.min(endpoint.backoff()),
+                        _ => endpoint.backoff(),
+                    };
+                    let until = Instant::now() + pause;
                     delayed.insert(p.leader_tp().clone(), Delayed { until, epoch });
                 }
                 Followup::ResetOffset => {

@@ -340,6 +340,7 @@ fn apply_replicated(
             data.log_start_offset,
         ),
         Some(ResponseError::OffsetOutOfRange) => return Some(Followup::ResetOffset),
+        Some(ResponseError::UnknownLeaderEpoch) => return Some(Followup::RetrySoon),
         Some(e) => {
             // Leadership moved or the topic is going: the metadata will
             // say what to do next.
