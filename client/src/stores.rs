@@ -110,10 +110,15 @@ pub fn pkcs12_trust_store(
     Ok(certificates)
 }
 
+/// Whether a store file is PEM text rather than a binary store.
+pub fn is_pem(bytes: &[u8]) -> bool {
+    bytes.trim_ascii_start().starts_with(b"-----BEGIN")
+}
+
 /// PEM files (Kafka's default store type is JKS, so a PEM store without
 /// its type lands here) and Java's legacy formats, by their first bytes.
 fn refuse_other_formats(bytes: &[u8], source: &str, type_key: &str) -> Result<(), String> {
-    if bytes.trim_ascii_start().starts_with(b"-----BEGIN") {
+    if is_pem(bytes) {
         return Err(format!("{source} is a PEM file: set {type_key}=PEM"));
     }
     let format = match bytes.get(..4) {

@@ -275,10 +275,9 @@ fn read_store(
         } => (path, store_type, password),
     };
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read the store {path}: {e}"))?;
-    let is_pem = || bytes.trim_ascii_start().starts_with(b"-----BEGIN");
     match store_type {
         Some(StoreType::Pem) => {}
-        None if is_pem() => {}
+        None if stores::is_pem(&bytes) => {}
         Some(StoreType::Pkcs12) | None => {
             let password = password
                 .as_ref()
